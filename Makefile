@@ -1,0 +1,38 @@
+# couponlink. `make run` and `make test` are the two set-up commands.
+SERVERS := deploy/local/servers.sh
+GO      ?= go
+BIN     := bin/couponlink
+TESTFLAGS ?= -race -count=1 -timeout 15m
+
+.PHONY: build run test test-unit servers-up servers-down bench vet lint clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/couponlink
+
+# Start the private MariaDB + Redis, migrate, and run the API in the foreground.
+run: build
+	@eval "$$($(SERVERS) up)" && \
+	  ./$(BIN) migrate && \
+	  echo "couponlink api on http://$${COUPONLINK_API_ADDR:-127.0.0.1:8080} (MySQL $$COUPONLINK_MYSQL_DSN, Redis $$COUPONLINK_REDIS_ADDR); stop with Ctrl-C, then make servers-down" && \
+	  ./$(BIN) api
+
+# Start the private servers, run every test, stop the servers (also on failure).
+test:
+	@eval "$$($(SERVERS) up)" && \
+	  $(GO) vet ./... && \
+	  $(GO) test $(TESTFLAGS) ./... ; rc=$$?; $(SERVERS) down; exit $$rc
+
+# Only the tests that need no server.
+test-unit:
+	$(GO) test -count=1 ./coupon/ ./canal/
+
+servers-up:
+	@$(SERVERS) up
+servers-down:
+	@$(SERVERS) down
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin .run

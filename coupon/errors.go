@@ -1,0 +1,65 @@
+package coupon
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a machine-readable error code, returned to API clients as-is.
+type Code string
+
+// The error codes of the write API.
+const (
+	CodeInvalidArgument     Code = "invalid_argument"     // 400: the request itself is wrong
+	CodeNotFound            Code = "not_found"            // 404: no such template or coupon
+	CodeSoldOut             Code = "sold_out"             // 409: the channel bucket has no quota left
+	CodeLimitReached        Code = "limit_reached"        // 409: the user has claimed the per-user limit
+	CodeAlreadyUsed         Code = "already_used"         // 409: redeemed by another order
+	CodeIllegalTransition   Code = "illegal_transition"   // 409: not one of the six legal transitions
+	CodeIdempotencyConflict Code = "idempotency_conflict" // 409: a key reused with another payload
+	CodeOrderMismatch       Code = "order_mismatch"       // 409: refund by an order that did not redeem it
+	CodeCouponExpired       Code = "coupon_expired"       // 409: past expires_at, awaiting the sweep
+	CodeConflict            Code = "conflict"             // 409: lost a race too many times; retry
+)
+
+// Error is a domain error a client can act on.
+type Error struct {
+	Code    Code   `json:"code"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// AsError returns the *Error inside err, if any.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// Invalid is a 400 about one input field.
+func Invalid(field, format string, args ...any) *Error {
+	return &Error{Code: CodeInvalidArgument, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// NotFound is a 404 about one kind of thing.
+func NotFound(what string, id any) *Error {
+	return &Error{Code: CodeNotFound, Message: fmt.Sprintf("%s %v does not exist", what, id)}
+}
+
+// IllegalTransition names the from and to states of a refused change.
+func IllegalTransition(from, to Status, a Action) *Error {
+	return &Error{Code: CodeIllegalTransition, Message: fmt.Sprintf(
+		"cannot %s a coupon that is %s: %s -> %s is not a legal transition; nothing was written",
+		a, from, from, to)}
+}
+
+func conflictf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}

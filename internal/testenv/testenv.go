@@ -1,0 +1,99 @@
+// Package testenv gives tests a fresh MySQL database (migrated) and a Redis
+// client on the private servers that deploy/local/servers.sh starts. A
+// missing server is a test failure, never a skip: run tests with `make test`.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/couponlink/couponlink/migrations"
+)
+
+// ServerDSN is the DSN of the private MariaDB, with no database name.
+func ServerDSN(t testing.TB) string {
+	t.Helper()
+	dsn := os.Getenv("COUPONLINK_TEST_MYSQL_DSN")
+	if dsn == "" {
+		t.Fatal("COUPONLINK_TEST_MYSQL_DSN is not set: run the tests with `make test`, which starts the private MariaDB and Redis")
+	}
+	return dsn
+}
+
+var unsafeName = regexp.MustCompile(`[^a-z0-9_]+`)
+
+// MySQL creates a new database named after the test, applies the
+// migrations, and drops it when the test ends. It returns an open pool and
+// the database's DSN.
+func MySQL(t testing.TB) (*sql.DB, string) {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(ServerDSN(t))
+	if err != nil {
+		t.Fatalf("parse COUPONLINK_TEST_MYSQL_DSN: %v", err)
+	}
+	name := strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(t.Name()), "_"), "_")
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	cfg.DBName = "t_" + name + "_" + randomSuffix()
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	dsn := cfg.FormatDSN()
+	if _, err := migrations.Up(dsn); err != nil {
+		t.Fatalf("migrate test database: %v", err)
+	}
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatalf("open test database: %v", err)
+	}
+	db.SetMaxOpenConns(64)
+	db.SetMaxIdleConns(64)
+	t.Cleanup(func() {
+		_, _ = db.Exec("DROP DATABASE IF EXISTS `" + cfg.DBName + "`")
+		_ = db.Close()
+	})
+	return db, dsn
+}
+
+// RedisAddr is the address of the private Redis.
+func RedisAddr(t testing.TB) string {
+	t.Helper()
+	addr := os.Getenv("COUPONLINK_TEST_REDIS_ADDR")
+	if addr == "" {
+		t.Fatal("COUPONLINK_TEST_REDIS_ADDR is not set: run the tests with `make test`")
+	}
+	return addr
+}
+
+// Redis returns a client on the private Redis that answers PING. Tests share
+// that server, so each should use its own key prefix (see KeyPrefix).
+func Redis(t testing.TB) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: RedisAddr(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("ping Redis at %s: %v", RedisAddr(t), err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// KeyPrefix is a Redis key prefix no other test uses.
+func KeyPrefix(t testing.TB) string { return "t" + randomSuffix() + ":" }
+
+func randomSuffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

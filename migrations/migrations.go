@@ -1,0 +1,97 @@
+// Package migrations holds couponlink's versioned, forward-only SQL and
+// applies it with golang-migrate (github.com/golang-migrate/migrate/v4).
+package migrations
+
+import (
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/golang-migrate/migrate/v4"
+	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+)
+
+//go:embed *.sql
+var files embed.FS
+
+// Result says what Up did.
+type Result struct {
+	Database string
+	Created  bool // the database did not exist and was created
+	From, To uint // schema version before and after
+}
+
+// Up creates the database named in dsn when it is missing and applies every
+// migration not yet applied. It is safe to run concurrently: golang-migrate
+// holds a MySQL advisory lock while it works.
+func Up(dsn string) (Result, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return Result{}, fmt.Errorf("parse MySQL DSN: %w", err)
+	}
+	if cfg.DBName == "" {
+		return Result{}, errors.New("the MySQL DSN names no database (want e.g. root@tcp(127.0.0.1:3307)/couponlink)")
+	}
+	res := Result{Database: cfg.DBName}
+	if res.Created, err = createDatabase(*cfg); err != nil {
+		return res, err
+	}
+
+	cfg.MultiStatements = true
+	cfg.ParseTime = true
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return res, fmt.Errorf("open MySQL: %w", err)
+	}
+	defer db.Close()
+	driver, err := migratemysql.WithInstance(db, &migratemysql.Config{})
+	if err != nil {
+		return res, fmt.Errorf("prepare migrations on %s: %w", cfg.DBName, err)
+	}
+	src, err := iofs.New(files, ".")
+	if err != nil {
+		return res, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, cfg.DBName, driver)
+	if err != nil {
+		return res, fmt.Errorf("prepare migrations on %s: %w", cfg.DBName, err)
+	}
+	from, dirty, err := m.Version()
+	if err != nil && !errors.Is(err, migrate.ErrNilVersion) {
+		return res, fmt.Errorf("read schema version: %w", err)
+	}
+	if dirty {
+		return res, fmt.Errorf("schema of %s is dirty at version %d: a migration failed half-way; fix it by hand, then run `migrate force`", cfg.DBName, from)
+	}
+	res.From = from
+	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return res, fmt.Errorf("apply migrations to %s: %w", cfg.DBName, err)
+	}
+	res.To, _, _ = m.Version()
+	return res, nil
+}
+
+func createDatabase(cfg mysql.Config) (bool, error) {
+	name := cfg.DBName
+	cfg.DBName = ""
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return false, fmt.Errorf("open MySQL: %w", err)
+	}
+	defer db.Close()
+	var found string
+	err = db.QueryRow("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", name).Scan(&found)
+	if err == nil {
+		return false, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("look for database %s: %w", name, err)
+	}
+	if _, err := db.Exec("CREATE DATABASE IF NOT EXISTS `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+		return false, fmt.Errorf("create database %s: %w", name, err)
+	}
+	return true, nil
+}
