@@ -18,12 +18,12 @@ type QuotaEffect string
 
 // The quota effects of the legal transitions.
 const (
-	EffectReserve  QuotaEffect = "reserve"  // claimable -1, held +1
-	EffectConsume  QuotaEffect = "consume"  // slot consumed for good
-	EffectKeep     QuotaEffect = "keep"     // slot stays held by the user
-	EffectFreeze   QuotaEffect = "freeze"   // frozen, or released after the cooldown
-	EffectRelease  QuotaEffect = "release"  // back to the pool
-	EffectIllegal  QuotaEffect = "illegal"  // not a legal transition
+	EffectReserve  QuotaEffect = "reserve" // claimable -1, held +1
+	EffectConsume  QuotaEffect = "consume" // slot consumed for good
+	EffectKeep     QuotaEffect = "keep"    // slot stays held by the user
+	EffectFreeze   QuotaEffect = "freeze"  // frozen, or released after the cooldown
+	EffectRelease  QuotaEffect = "release" // back to the pool
+	EffectIllegal  QuotaEffect = "illegal" // not a legal transition
 	EffectNoChange QuotaEffect = "no_change"
 )
 

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/coupon/httpapi"
+)
+
+func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newFlags("api", "Serves the HTTP/JSON write API. It writes MySQL only: one transaction per state change, with its ledger row.", stderr)
+	dsn := f.dsn()
+	addr := f.string("addr", "COUPONLINK_API_ADDR", "127.0.0.1:8080", "listen address")
+	token := f.string("token", "COUPONLINK_API_TOKEN", "", "when set, every /v1 route needs Authorization: Bearer <token>")
+	sweep := f.duration("expire-interval", "COUPONLINK_EXPIRE_INTERVAL", time.Minute, "how often the API runs the expiry sweep (0: never)")
+	conns := f.int("mysql-conns", "COUPONLINK_MYSQL_CONNS", 64, "most MySQL connections the API opens")
+	grace := f.duration("shutdown-grace", "COUPONLINK_SHUTDOWN_GRACE", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
+	level := f.logLevel()
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	log := newLogger(stderr, *level)
+	db, err := openMySQL(*dsn, *conns)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("connect to MySQL: %w (is it running? run `couponlink migrate` first)", err)
+	}
+	store, err := coupon.New(coupon.Config{DB: db, Logger: log})
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	api := httpapi.New(httpapi.Config{Store: store, Token: *token, Logger: log, Registerer: reg, Gatherer: reg})
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *addr, err)
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
+	log.Info("api listening", "addr", ln.Addr().String(), "auth", *token != "", "expire_interval", *sweep)
+	fmt.Fprintf(stdout, "couponlink api listening on http://%s\n", ln.Addr())
+
+	sweepCtx, stopSweeps := context.WithCancel(ctx)
+	sweepsDone := make(chan struct{})
+	go func() {
+		defer close(sweepsDone)
+		if *sweep > 0 {
+			_ = api.RunSweeps(sweepCtx, *sweep)
+		}
+	}()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		stopSweeps()
+		<-sweepsDone
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests", "grace", *grace)
+	stopSweeps()
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *grace)
+	defer cancel()
+	err = srv.Shutdown(shutCtx)
+	<-sweepsDone
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("api stopped")
+	return nil
+}

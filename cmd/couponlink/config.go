@@ -1,0 +1,131 @@
+package main
+
+import (
+	"database/sql"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// flags is a command's flag set whose settings also come from the
+// environment: a flag's default is its variable's value when that is set.
+type flags struct {
+	*flag.FlagSet
+	badEnv []string
+}
+
+func newFlags(name, summary string, stderr io.Writer) *flags {
+	fs := flag.NewFlagSet("couponlink "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: couponlink %s [flags]\n\n%s\n\nEvery flag can also be set by the environment variable named in brackets.\n\n", name, summary)
+		fs.PrintDefaults()
+	}
+	return &flags{FlagSet: fs}
+}
+
+func (f *flags) string(name, env, def, usage string) *string {
+	if v, ok := os.LookupEnv(env); ok {
+		def = v
+	}
+	return f.String(name, def, usage+" ["+env+"]")
+}
+
+func (f *flags) duration(name, env string, def time.Duration, usage string) *time.Duration {
+	if v, ok := os.LookupEnv(env); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			f.badEnv = append(f.badEnv, fmt.Sprintf("%s=%q is not a duration (e.g. 30s, 5m)", env, v))
+		} else {
+			def = d
+		}
+	}
+	return f.Duration(name, def, usage+" ["+env+"]")
+}
+
+func (f *flags) int(name, env string, def int, usage string) *int {
+	if v, ok := os.LookupEnv(env); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			f.badEnv = append(f.badEnv, fmt.Sprintf("%s=%q is not an integer", env, v))
+		} else {
+			def = n
+		}
+	}
+	return f.Int(name, def, usage+" ["+env+"]")
+}
+
+func (f *flags) bool(name, env string, def bool, usage string) *bool {
+	if v, ok := os.LookupEnv(env); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			f.badEnv = append(f.badEnv, fmt.Sprintf("%s=%q is not true or false", env, v))
+		} else {
+			def = b
+		}
+	}
+	return f.Bool(name, def, usage+" ["+env+"]")
+}
+
+// parse parses args; a bad flag or environment value is a usage error.
+func (f *flags) parse(args []string) error {
+	if err := f.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return errUsage
+	}
+	if len(f.badEnv) > 0 {
+		fmt.Fprintln(f.Output(), "bad environment: "+strings.Join(f.badEnv, "; "))
+		return errUsage
+	}
+	if f.NArg() > 0 {
+		fmt.Fprintf(f.Output(), "unexpected arguments: %s\n", strings.Join(f.Args(), " "))
+		return errUsage
+	}
+	return nil
+}
+
+const defaultDSN = "root@tcp(127.0.0.1:3307)/couponlink"
+
+func (f *flags) dsn() *string {
+	return f.string("dsn", "COUPONLINK_MYSQL_DSN", defaultDSN, "MySQL DSN of couponlink's database, go-sql-driver form")
+}
+
+func (f *flags) logLevel() *string {
+	return f.string("log-level", "COUPONLINK_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+}
+
+func newLogger(stderr io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// openMySQL opens a pool with the settings couponlink relies on: times as
+// UTC time.Time values.
+func openMySQL(dsn string, maxConns int) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse MySQL DSN %q: %w", dsn, err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	db.SetConnMaxLifetime(time.Hour)
+	return db, nil
+}

@@ -1,0 +1,77 @@
+// Command couponlink keeps coupon inventory honest: a thin write API, a
+// binlog CDC daemon that derives counters and Redis stock from the ledgers,
+// and a reconciler that proves them right. Run `couponlink help`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"migrate", "create the database when missing and apply the schema migrations", runMigrate},
+		{"api", "serve the HTTP write API (claims, redemptions, refunds, voids, expiry)", runAPI},
+		{"expire", "run one expiry sweep now (AVAILABLE past expires_at -> EXPIRED)", runExpire},
+	}
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// errUsage means a usage message was already printed.
+var errUsage = errors.New("usage")
+
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			err := c.run(ctx, args[1:], stdout, stderr)
+			switch {
+			case err == nil:
+				return 0
+			case errors.Is(err, flag.ErrHelp):
+				return 0
+			case errors.Is(err, errUsage):
+				return 2
+			}
+			var ec exitCode
+			if errors.As(err, &ec) {
+				return int(ec)
+			}
+			fmt.Fprintf(stderr, "couponlink %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "couponlink: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// exitCode ends the command with that code, its report already printed.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: couponlink <command> [flags]    (couponlink <command> -h lists its flags)")
+	fmt.Fprintln(w)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+}

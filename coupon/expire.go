@@ -1,0 +1,116 @@
+package coupon
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ExpireBatch is how many coupons one sweep transaction expires.
+const ExpireBatch = 500
+
+// ExpireResult says what a sweep did.
+type ExpireResult struct {
+	Expired      int           `json:"expired"`
+	Transactions int           `json:"transactions"`
+	Duration     time.Duration `json:"-"`
+	More         bool          `json:"more"` // stopped at the limit with more due
+}
+
+// ExpireDue moves AVAILABLE coupons past expires_at to EXPIRED, at most
+// limit of them (0: all that are due), in transactions of ExpireBatch
+// coupons; each coupon gets its inventory_flow row in the transaction that
+// expires it. Rows another transaction holds are skipped, not waited for:
+// a concurrent redemption wins and the sweep moves on.
+func (s *Store) ExpireDue(ctx context.Context, limit int) (ExpireResult, error) {
+	start := time.Now()
+	var res ExpireResult
+	for limit == 0 || res.Expired < limit {
+		n := ExpireBatch
+		if limit > 0 && limit-res.Expired < n {
+			n = limit - res.Expired
+		}
+		got, err := s.expireBatch(ctx, n)
+		if err != nil {
+			return res, err
+		}
+		if got == 0 {
+			break
+		}
+		res.Expired += got
+		res.Transactions++
+		if got < n {
+			break
+		}
+	}
+	if limit > 0 && res.Expired >= limit {
+		var one int
+		err := s.db.QueryRowContext(ctx, `SELECT 1 FROM user_coupon WHERE status = ? AND expires_at <= ? LIMIT 1`,
+			Available, s.clock()).Scan(&one)
+		res.More = err == nil
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func (s *Store) expireBatch(ctx context.Context, n int) (int, error) {
+	var got int
+	err := s.retry(ctx, "expiry sweep", func() error {
+		got = 0
+		now := s.clock()
+		return s.inTx(ctx, func(tx *sql.Tx) error {
+			rows, err := tx.QueryContext(ctx, `SELECT `+couponColumns+` FROM user_coupon
+				WHERE status = ? AND expires_at <= ? ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`, Available, now, n)
+			if err != nil {
+				return fmt.Errorf("find due coupons: %w", err)
+			}
+			var due []couponRow
+			for rows.Next() {
+				c, err := scanCoupon(rows)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				due = append(due, c)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if len(due) == 0 {
+				return nil
+			}
+			var flows, ids strings.Builder
+			flowArgs := make([]any, 0, 7*len(due))
+			idArgs := make([]any, 0, len(due)+2)
+			idArgs = append(idArgs, Expired, Available)
+			for i, c := range due {
+				if i > 0 {
+					flows.WriteString(", ")
+					ids.WriteString(", ")
+				}
+				flows.WriteString("(?, ?, 0, ?, ?, ?, ?, ?)")
+				flowArgs = append(flowArgs, c.ID, FlowExpire, c.TemplateID, c.Channel, Available, Expired, now)
+				ids.WriteString("?")
+				idArgs = append(idArgs, c.ID)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO inventory_flow
+				(user_coupon_id, kind, seq, template_id, channel, from_status, to_status, created_at) VALUES `+flows.String(), flowArgs...); err != nil {
+				return fmt.Errorf("insert expiry flows: %w", err)
+			}
+			res, err := tx.ExecContext(ctx, `UPDATE user_coupon SET status = ?, version = version + 1
+				WHERE status = ? AND id IN (`+ids.String()+`)`, idArgs...)
+			if err != nil {
+				return fmt.Errorf("expire coupons: %w", err)
+			}
+			if n, _ := res.RowsAffected(); int(n) != len(due) {
+				return errRaceLost // cannot happen under FOR UPDATE; never half-apply
+			}
+			got = len(due)
+			return nil
+		})
+	})
+	return got, err
+}

@@ -1,0 +1,210 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/couponlink/couponlink/coupon"
+)
+
+type createTemplateBody struct {
+	Name                   string           `json:"name"`
+	TotalQuota             int64            `json:"total_quota"`
+	Channels               map[string]int64 `json:"channels"`
+	ValidSeconds           int64            `json:"valid_seconds"`
+	PerUserLimit           *int64           `json:"per_user_limit"`
+	ExpiryPolicy           string           `json:"expiry_policy"`
+	ReleaseCooldownSeconds *int64           `json:"release_cooldown_seconds"`
+}
+
+func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var b createTemplateBody
+	if err := decode(w, r, &b); err != nil {
+		return 0, nil, err
+	}
+	nt := coupon.NewTemplate{Name: b.Name, TotalQuota: b.TotalQuota, Channels: b.Channels, ValidSeconds: b.ValidSeconds,
+		ExpiryPolicy: b.ExpiryPolicy, ReleaseCooldownSeconds: b.ReleaseCooldownSeconds}
+	if b.PerUserLimit != nil {
+		if *b.PerUserLimit <= 0 {
+			return 0, nil, coupon.Invalid("per_user_limit", "per_user_limit must be at least 1, got %d", *b.PerUserLimit)
+		}
+		nt.PerUserLimit = *b.PerUserLimit
+	}
+	t, err := s.store.CreateTemplate(r.Context(), nt)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, t, nil
+}
+
+func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	t, err := s.store.GetTemplate(r.Context(), id)
+	return http.StatusOK, t, err
+}
+
+type claimBody struct {
+	TemplateID int64  `json:"template_id"`
+	UserID     string `json:"user_id"`
+	Channel    string `json:"channel"`
+	RequestID  string `json:"request_id"`
+}
+
+func (s *Server) claim(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var b claimBody
+	if err := decode(w, r, &b); err != nil {
+		return 0, nil, err
+	}
+	c, err := s.store.Claim(r.Context(), coupon.ClaimRequest(b))
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.created(c.Replayed, coupon.ActionClaim), c, nil
+}
+
+type redeemBody struct {
+	UserCouponID int64  `json:"user_coupon_id"`
+	OrderID      string `json:"order_id"`
+}
+
+func (s *Server) redeem(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var b redeemBody
+	if err := decode(w, r, &b); err != nil {
+		return 0, nil, err
+	}
+	red, err := s.store.Redeem(r.Context(), coupon.RedeemRequest(b))
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.created(red.Replayed, coupon.ActionRedeem), red, nil
+}
+
+// created is 201 for a new state change (counted), 200 for a replay.
+func (s *Server) created(replayed bool, a coupon.Action) int {
+	if replayed {
+		return http.StatusOK
+	}
+	s.metrics.transitions.WithLabelValues(string(a)).Inc()
+	return http.StatusCreated
+}
+
+type refundBody struct {
+	UserCouponID int64  `json:"user_coupon_id"`
+	OrderID      string `json:"order_id"`
+	Mode         string `json:"mode"`
+}
+
+func (s *Server) refund(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var b refundBody
+	if err := decode(w, r, &b); err != nil {
+		return 0, nil, err
+	}
+	ref, err := s.store.Refund(r.Context(), coupon.RefundRequest(b))
+	if err != nil {
+		return 0, nil, err
+	}
+	if !ref.Replayed {
+		s.metrics.transitions.WithLabelValues("refund_" + ref.Mode).Inc()
+	}
+	return http.StatusOK, ref, nil
+}
+
+type voidBody struct {
+	UserCouponIDs []int64 `json:"user_coupon_ids"`
+	Reason        string  `json:"reason"`
+	Operator      string  `json:"operator"`
+	RequestID     string  `json:"request_id"`
+}
+
+type voidResponse struct {
+	RequestID string              `json:"request_id"`
+	Results   []coupon.VoidResult `json:"results"`
+	Counts    map[string]int      `json:"counts"`
+}
+
+func (s *Server) void(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var b voidBody
+	if err := decode(w, r, &b); err != nil {
+		return 0, nil, err
+	}
+	results, err := s.store.Void(r.Context(), coupon.VoidRequest(b))
+	if err != nil {
+		return 0, nil, err
+	}
+	resp := voidResponse{RequestID: b.RequestID, Results: results, Counts: map[string]int{}}
+	for _, res := range results {
+		resp.Counts[res.Result]++
+	}
+	// replays are not told apart per coupon; count what this request reports as voided
+	s.metrics.transitions.WithLabelValues(string(coupon.ActionVoid)).Add(float64(resp.Counts[coupon.VoidVoided]))
+	return http.StatusOK, resp, nil
+}
+
+type expireBody struct {
+	Limit int `json:"limit"`
+}
+
+type expireResponse struct {
+	coupon.ExpireResult
+	DurationSeconds float64 `json:"duration_seconds"`
+}
+
+func (s *Server) expire(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var b expireBody
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &b); err != nil {
+			return 0, nil, err
+		}
+	}
+	if b.Limit < 0 {
+		return 0, nil, coupon.Invalid("limit", "limit must not be negative, got %d", b.Limit)
+	}
+	res, err := s.Sweep(r.Context(), b.Limit)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, expireResponse{ExpireResult: res, DurationSeconds: res.Duration.Seconds()}, nil
+}
+
+type inventoryResponse struct {
+	coupon.Inventory
+	Conserved bool `json:"conserved"`
+	Derived   any  `json:"derived,omitempty"`
+}
+
+func (s *Server) inventory(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	inv, err := s.store.Inventory(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp := inventoryResponse{Inventory: inv, Conserved: inv.Conserved()}
+	if s.cfg.Derived != nil {
+		if resp.Derived, err = s.cfg.Derived(r.Context(), id); err != nil {
+			return 0, nil, err
+		}
+	}
+	return http.StatusOK, resp, nil
+}
+
+func (s *Server) history(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	h, err := s.store.History(r.Context(), id)
+	return http.StatusOK, h, err
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	if err := s.store.DB().PingContext(r.Context()); err != nil {
+		return 0, nil, &coupon.Error{Code: "unavailable", Message: "MySQL does not answer: " + err.Error()}
+	}
+	return http.StatusOK, map[string]any{"status": "ok", "time": time.Now().UTC()}, nil
+}

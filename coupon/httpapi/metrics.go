@@ -1,0 +1,32 @@
+package httpapi
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+type metrics struct {
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	transitions *prometheus.CounterVec
+	sweeps      *prometheus.CounterVec
+}
+
+func newMetrics(r prometheus.Registerer) *metrics {
+	f := promauto.With(r)
+	return &metrics{
+		requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_api_requests_total", Help: "API requests by route and HTTP status code.",
+		}, []string{"route", "code"}),
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "couponlink_api_request_duration_seconds", Help: "API request latency by route.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route"}),
+		transitions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_api_transitions_total", Help: "Coupon state changes written by the API, by action (claim, redeem, refund_restore, refund_recycle, void, expire).",
+		}, []string{"kind"}),
+		sweeps: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_api_expiry_sweeps_total", Help: "Expiry sweeps run by the API, by result (ok, error).",
+		}, []string{"result"}),
+	}
+}

@@ -1,0 +1,160 @@
+// Package httpapi is couponlink's HTTP/JSON write API: thin handlers over
+// coupon.Store. Every error body has one shape:
+//
+//	{"error": {"code": "sold_out", "field": "...", "message": "..."}}
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/couponlink/couponlink/coupon"
+)
+
+// Config wires the API.
+type Config struct {
+	Store *coupon.Store
+	// Token, when set, is required as "Authorization: Bearer <token>" on every /v1 route.
+	Token      string
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer // served on /metrics; nil: no /metrics
+	// Derived, when set, adds the cdc's view of a template to its inventory.
+	Derived func(ctx context.Context, templateID int64) (any, error)
+}
+
+// Server is the API's http.Handler.
+type Server struct {
+	cfg     Config
+	store   *coupon.Store
+	log     *slog.Logger
+	metrics *metrics
+	mux     *http.ServeMux
+	token   [32]byte
+}
+
+// New builds the API's routes.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger, metrics: newMetrics(cfg.Registerer), mux: http.NewServeMux()}
+	s.token = sha256.Sum256([]byte(cfg.Token))
+
+	s.route("POST /v1/templates", s.createTemplate)
+	s.route("GET /v1/templates/{id}", s.getTemplate)
+	s.route("GET /v1/templates/{id}/inventory", s.inventory)
+	s.route("POST /v1/claims", s.claim)
+	s.route("POST /v1/redemptions", s.redeem)
+	s.route("POST /v1/refunds", s.refund)
+	s.route("POST /v1/voids", s.void)
+	s.route("POST /v1/expire", s.expire)
+	s.route("GET /v1/user-coupons/{id}/history", s.history)
+	s.route("GET /healthz", s.healthz)
+	if cfg.Gatherer != nil {
+		s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, &coupon.Error{Code: coupon.CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
+	})
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+type handlerFunc func(w http.ResponseWriter, r *http.Request) (status int, body any, err error)
+
+// route registers a handler with auth, metrics, and one error shape; and a
+// 405 for the other methods on the same path.
+func (s *Server) route(pattern string, h handlerFunc) {
+	method, path, _ := strings.Cut(pattern, " ")
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			s.metrics.requests.WithLabelValues(pattern, strconv.Itoa(rec.status)).Inc()
+			s.metrics.duration.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
+		}()
+		if strings.HasPrefix(path, "/v1/") && !s.authorized(r) {
+			s.fail(rec, r, &coupon.Error{Code: "unauthorized", Message: "a valid Authorization: Bearer <token> header is required"})
+			return
+		}
+		status, body, err := h(rec, r)
+		if err != nil {
+			s.fail(rec, r, err)
+			return
+		}
+		writeJSON(rec, status, body)
+	})
+	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", method)
+		s.fail(w, r, &coupon.Error{Code: "method_not_allowed", Message: r.Method + " is not allowed on " + path + "; use " + method})
+	})
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	if s.cfg.Token == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	sum := sha256.Sum256([]byte(got))
+	return subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1
+}
+
+// fail writes err in the one error shape. Errors that are not domain
+// errors are logged and answered 500 without their details.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e, ok := coupon.AsError(err)
+	if !ok {
+		if r.Context().Err() != nil {
+			e = &coupon.Error{Code: "unavailable", Message: "the request was cancelled"}
+		} else {
+			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			e = &coupon.Error{Code: "internal", Message: "internal error; nothing was written unless a retry says otherwise; see the server log"}
+		}
+	}
+	writeJSON(w, statusOf(e.Code), errorBody{Error: e})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func pathID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, coupon.Invalid("id", "the id in the path must be a positive integer, got %q", r.PathValue("id"))
+	}
+	return id, nil
+}

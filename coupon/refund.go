@@ -1,0 +1,131 @@
+package coupon
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Refund modes.
+const (
+	RefundRestore = "restore" // USED -> AVAILABLE: the coupon goes back to the wallet
+	RefundRecycle = "recycle" // USED -> RETURNED: the slot goes back to the pool
+)
+
+// RefundRequest undoes a redemption, by the order that made it.
+type RefundRequest struct {
+	UserCouponID int64
+	OrderID      string
+	Mode         string
+}
+
+// Refund is one refund movement (an inventory_flow row of kind refund).
+type Refund struct {
+	FlowID       int64     `json:"flow_id"`
+	UserCouponID int64     `json:"user_coupon_id"`
+	RedemptionID int64     `json:"redemption_id"`
+	OrderID      string    `json:"order_id"`
+	Mode         string    `json:"mode"`
+	Status       string    `json:"status"` // the coupon's status after the refund
+	RefundedAt   time.Time `json:"refunded_at"`
+	Replayed     bool      `json:"replayed"`
+}
+
+// Validate checks the request's fields.
+func (r *RefundRequest) Validate() error {
+	rr := RedeemRequest{UserCouponID: r.UserCouponID, OrderID: r.OrderID}
+	if err := rr.Validate(); err != nil {
+		return err
+	}
+	r.OrderID = rr.OrderID
+	r.Mode = strings.TrimSpace(r.Mode)
+	if r.Mode != RefundRestore && r.Mode != RefundRecycle {
+		return Invalid("mode", `mode must be "restore" (the coupon goes back to the user) or "recycle" (the slot goes back to the pool), got %q`, r.Mode)
+	}
+	return nil
+}
+
+// Refund reverses the redemption that order_id made of the coupon, in one
+// transaction with its inventory_flow row. The flow's unique key
+// (coupon, refund, redemption id) makes a redemption refundable once.
+func (s *Store) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
+	if err := req.Validate(); err != nil {
+		return Refund{}, err
+	}
+	action, to := ActionRefundRestore, Available
+	if req.Mode == RefundRecycle {
+		action, to = ActionRefundRecycle, Returned
+	}
+	var out Refund
+	err := s.retry(ctx, "refund", func() error {
+		red, found, err := s.redemptionByKey(ctx, RedemptionKey(req.OrderID, req.UserCouponID))
+		if err != nil {
+			return err
+		}
+		if !found {
+			if _, err := loadCoupon(ctx, s.db, req.UserCouponID); err != nil {
+				return err
+			}
+			return conflictf(CodeOrderMismatch, "order %s did not redeem coupon %d; only the order that redeemed a coupon may refund it",
+				req.OrderID, req.UserCouponID)
+		}
+		if r, found, err := s.refundOf(ctx, req, red.RedemptionID); found || err != nil {
+			out = r
+			return err
+		}
+		c, err := loadCoupon(ctx, s.db, req.UserCouponID)
+		if err != nil {
+			return err
+		}
+		if _, err := Check(action, c.Status); err != nil {
+			return err
+		}
+		if c.OrderID.String != req.OrderID {
+			return conflictf(CodeOrderMismatch, "coupon %d is now redeemed by another order; order %s may not refund it", c.ID, req.OrderID)
+		}
+		now := s.clock()
+		out = Refund{UserCouponID: c.ID, RedemptionID: red.RedemptionID, OrderID: req.OrderID, Mode: req.Mode,
+			Status: to.String(), RefundedAt: now}
+		return s.inTx(ctx, func(tx *sql.Tx) error {
+			id, err := insertFlow(ctx, tx, flowRow{Coupon: c, Kind: FlowRefund, Seq: red.RedemptionID, From: Used, To: to,
+				Mode: req.Mode, OrderID: req.OrderID, CreatedAt: now})
+			if isDuplicate(err) {
+				return errRaceLost // the same refund committed meanwhile: replay it
+			}
+			if err != nil {
+				return fmt.Errorf("insert refund flow: %w", err)
+			}
+			out.FlowID = id
+			if to == Available {
+				return updateStatus(ctx, tx, c, to, "order_id = NULL, redeemed_at = NULL")
+			}
+			return updateStatus(ctx, tx, c, to, "")
+		})
+	})
+	return out, err
+}
+
+// refundOf finds the refund of one redemption, if it was refunded.
+func (s *Store) refundOf(ctx context.Context, req RefundRequest, redemptionID int64) (Refund, bool, error) {
+	r := Refund{UserCouponID: req.UserCouponID, RedemptionID: redemptionID, OrderID: req.OrderID, Replayed: true}
+	var mode sql.NullString
+	var to Status
+	err := s.db.QueryRowContext(ctx, `SELECT id, mode, to_status, created_at FROM inventory_flow
+		WHERE user_coupon_id = ? AND kind = ? AND seq = ?`, req.UserCouponID, FlowRefund, redemptionID).
+		Scan(&r.FlowID, &mode, &to, &r.RefundedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, fmt.Errorf("look up refund: %w", err)
+	}
+	r.Mode, r.Status = mode.String, to.String()
+	if r.Mode != req.Mode {
+		return r, true, conflictf(CodeIdempotencyConflict, "order %s already refunded coupon %d with mode %q; a refund with mode %q is refused",
+			req.OrderID, req.UserCouponID, r.Mode, req.Mode)
+	}
+	return r, true, nil
+}

@@ -1,0 +1,190 @@
+package coupon
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Config wires a Store.
+type Config struct {
+	DB     *sql.DB          // couponlink's MySQL database (parseTime=true, loc=UTC)
+	Now    func() time.Time // clock; time.Now when nil
+	Logger *slog.Logger
+	// MaxAttempts bounds the retries of a transaction that lost a race
+	// (optimistic version check, deadlock, lock wait timeout). Default 8.
+	MaxAttempts int
+}
+
+// Store runs the write path: one MySQL transaction per state change, each
+// with its ledger row. It never touches Redis.
+type Store struct {
+	db          *sql.DB
+	now         func() time.Time
+	log         *slog.Logger
+	maxAttempts int
+}
+
+// New returns a Store on cfg.DB.
+func New(cfg Config) (*Store, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("coupon: Config.DB is nil")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 8
+	}
+	return &Store{db: cfg.DB, now: cfg.Now, log: cfg.Logger, maxAttempts: cfg.MaxAttempts}, nil
+}
+
+// DB is the store's database, for read-only views in other packages.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// clock is the store's time, in UTC at MySQL's DATETIME(6) precision.
+func (s *Store) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// errRaceLost means another transaction changed the row between our read
+// and our write (version check failed): the attempt is rolled back and run
+// again from the start, where it sees the new state.
+var errRaceLost = errors.New("lost a race on user_coupon.version")
+
+// retry runs attempt until it succeeds, fails for a reason other than a
+// lost race, or runs out of attempts.
+func (s *Store) retry(ctx context.Context, what string, attempt func() error) error {
+	var err error
+	for i := 0; i < s.maxAttempts; i++ {
+		err = attempt()
+		if err == nil || !retryable(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// a short, growing pause lets the winner commit
+		time.Sleep(time.Duration(i*i) * time.Millisecond)
+	}
+	s.log.Warn("gave up after repeated races", "op", what, "attempts", s.maxAttempts, "err", err)
+	return &Error{Code: CodeConflict, Message: fmt.Sprintf(
+		"%s lost a race with concurrent changes %d times; nothing was written; retry the request", what, s.maxAttempts)}
+}
+
+func retryable(err error) bool {
+	if errors.Is(err, errRaceLost) {
+		return true
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1213 || me.Number == 1205 // deadlock, lock wait timeout
+	}
+	return false
+}
+
+func isDuplicate(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
+}
+
+// inTx runs fn in one transaction, committing when it returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// couponRow is user_coupon as the write path reads it.
+type couponRow struct {
+	ID         int64
+	TemplateID int64
+	UserID     string
+	Channel    string
+	Status     Status
+	OrderID    sql.NullString
+	Version    int64
+	ClaimedAt  time.Time
+	RedeemedAt sql.NullTime
+	ExpiresAt  time.Time
+	RequestID  sql.NullString
+}
+
+const couponColumns = `id, template_id, user_id, channel, status, order_id, version, claimed_at, redeemed_at, expires_at, request_id`
+
+type rowScanner interface{ Scan(...any) error }
+
+func scanCoupon(r rowScanner) (couponRow, error) {
+	var c couponRow
+	err := r.Scan(&c.ID, &c.TemplateID, &c.UserID, &c.Channel, &c.Status, &c.OrderID, &c.Version,
+		&c.ClaimedAt, &c.RedeemedAt, &c.ExpiresAt, &c.RequestID)
+	return c, err
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// loadCoupon reads one coupon, or returns a not_found *Error.
+func loadCoupon(ctx context.Context, q querier, id int64) (couponRow, error) {
+	c, err := scanCoupon(q.QueryRowContext(ctx, `SELECT `+couponColumns+` FROM user_coupon WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, NotFound("user coupon", id)
+	}
+	if err != nil {
+		return c, fmt.Errorf("read user coupon %d: %w", id, err)
+	}
+	return c, nil
+}
+
+// flowRow is one inventory_flow row to write.
+type flowRow struct {
+	Coupon    couponRow
+	Kind      string
+	Seq       int64
+	From, To  Status
+	Mode      string
+	OrderID   string
+	Reason    string
+	Operator  string
+	RequestID string
+	CreatedAt time.Time
+}
+
+// The kinds of inventory_flow rows.
+const (
+	FlowRefund     = "refund"
+	FlowExpire     = "expire"
+	FlowVoid       = "void"
+	FlowRelease    = "release"
+	FlowCorrection = "correction"
+)
+
+func insertFlow(ctx context.Context, tx *sql.Tx, f flowRow) (int64, error) {
+	res, err := tx.ExecContext(ctx, `INSERT INTO inventory_flow
+		(user_coupon_id, kind, seq, template_id, channel, from_status, to_status, mode, order_id, reason, operator, request_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		f.Coupon.ID, f.Kind, f.Seq, f.Coupon.TemplateID, f.Coupon.Channel, f.From, f.To,
+		nullString(f.Mode), nullString(f.OrderID), nullString(f.Reason), nullString(f.Operator), nullString(f.RequestID), f.CreatedAt)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
