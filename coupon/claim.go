@@ -102,13 +102,13 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 			return nil
 		})
 	})
-	if isDuplicate(err) {
-		// a concurrent request with the same request_id won
+	if err != nil {
+		// A concurrent request with the same request_id may have won: its
+		// coupon then fails ours with a duplicate key, or counts against the
+		// per-user limit or the bucket first. Answer with that coupon.
 		if c, found, rerr := s.claimReplay(ctx, req); found || rerr != nil {
 			return c, rerr
 		}
-	}
-	if err != nil {
 		return Claim{}, err
 	}
 	return out, nil

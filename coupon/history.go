@@ -21,7 +21,7 @@ type Event struct {
 	Reason       string    `json:"reason,omitempty"`
 	Operator     string    `json:"operator,omitempty"`
 	RequestID    string    `json:"request_id,omitempty"`
-	rank         int       // tie-break for equal times: ledger order
+	rank         int       // tie-break for equal times: causal order (a refund right after its redemption)
 }
 
 // History is a coupon and its life, oldest first.
@@ -55,15 +55,20 @@ func (s *Store) History(ctx context.Context, id int64) (History, error) {
 		Status: c.Status.String(), ExpiresAt: c.ExpiresAt}
 	h.Events = append(h.Events, Event{At: c.ClaimedAt, Event: "claimed", From: None.String(), To: Available.String(),
 		Channel: c.Channel, RequestID: c.RequestID.String})
-	rank := 1
+	// Ranks order events that share a time: redemptions in id order, each
+	// refund right after the redemption it undoes, every other movement
+	// (expiry, void, release: from a state no redemption follows) after them.
+	rank := 0
+	redemptionRank := map[int64]int{}
 	if err := eachRow(ctx, tx, `SELECT id, order_id, redeemed_at FROM redemption_log WHERE user_coupon_id = ? ORDER BY id`,
 		[]any{id}, func(r *sql.Rows) error {
 			e := Event{Event: "redeemed", From: Available.String(), To: Used.String()}
 			if err := r.Scan(&e.RedemptionID, &e.OrderID, &e.At); err != nil {
 				return err
 			}
-			rank++
+			rank += 2
 			e.rank = rank
+			redemptionRank[e.RedemptionID] = rank
 			h.Events = append(h.Events, e)
 			return nil
 		}); err != nil {
@@ -87,8 +92,12 @@ func (s *Store) History(ctx context.Context, id int64) (History, error) {
 			e.RedemptionID = seq
 		}
 		e.Mode, e.OrderID, e.Reason, e.Operator, e.RequestID = mode.String, order.String, reason.String, operator.String, reqID.String
-		rank++
-		e.rank = rank
+		if r, ok := redemptionRank[seq]; ok && kind == FlowRefund {
+			e.rank = r + 1
+		} else {
+			rank += 2
+			e.rank = rank
+		}
 		h.Events = append(h.Events, e)
 		return nil
 	}); err != nil {

@@ -57,12 +57,15 @@ func (s *Store) Redeem(ctx context.Context, req RedeemRequest) (Redemption, erro
 	key := RedemptionKey(req.OrderID, req.UserCouponID)
 	var out Redemption
 	err := s.retry(ctx, "redemption", func() error {
-		if r, found, err := s.redemptionByKey(ctx, key); found || err != nil {
-			out = r
-			return err
-		}
+		// The coupon first, then the key: a redemption by this order that
+		// commits between the two reads is found by the second, and is not
+		// taken for another order's (already_used).
 		c, err := loadCoupon(ctx, s.db, req.UserCouponID)
 		if err != nil {
+			return err
+		}
+		if r, found, err := s.redemptionByKey(ctx, key); found || err != nil {
+			out = r
 			return err
 		}
 		now := s.clock()

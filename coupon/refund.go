@@ -61,23 +61,23 @@ func (s *Store) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
 	}
 	var out Refund
 	err := s.retry(ctx, "refund", func() error {
+		// The coupon first, then the ledgers: this very refund committing
+		// between the reads is found by refundOf, and is not taken for an
+		// illegal transition.
+		c, err := loadCoupon(ctx, s.db, req.UserCouponID)
+		if err != nil {
+			return err
+		}
 		red, found, err := s.redemptionByKey(ctx, RedemptionKey(req.OrderID, req.UserCouponID))
 		if err != nil {
 			return err
 		}
 		if !found {
-			if _, err := loadCoupon(ctx, s.db, req.UserCouponID); err != nil {
-				return err
-			}
 			return conflictf(CodeOrderMismatch, "order %s did not redeem coupon %d; only the order that redeemed a coupon may refund it",
 				req.OrderID, req.UserCouponID)
 		}
 		if r, found, err := s.refundOf(ctx, req, red.RedemptionID); found || err != nil {
 			out = r
-			return err
-		}
-		c, err := loadCoupon(ctx, s.db, req.UserCouponID)
-		if err != nil {
 			return err
 		}
 		if _, err := Check(action, c.Status); err != nil {

@@ -28,6 +28,11 @@ const (
 	MaxRequestLen = 128 // request_id
 	MaxReasonLen  = 255
 	MaxChannels   = 1000
+	// MaxSeconds bounds valid_seconds and release_cooldown_seconds (100
+	// years), so that a duration never overflows time.Duration.
+	MaxSeconds = 100 * 366 * 24 * 3600
+	// MaxPerUserLimit is the largest per_user_limit (an INT column).
+	MaxPerUserLimit = 1<<31 - 1
 )
 
 // NewTemplate is a campaign to create.
@@ -70,8 +75,12 @@ func (t *NewTemplate) Validate() error {
 		return Invalid("channels", "at most %d channels", MaxChannels)
 	case t.ValidSeconds <= 0:
 		return Invalid("valid_seconds", "valid_seconds must be a positive number of seconds, got %d", t.ValidSeconds)
+	case t.ValidSeconds > MaxSeconds:
+		return Invalid("valid_seconds", "valid_seconds must be at most %d (100 years), got %d", MaxSeconds, t.ValidSeconds)
 	case t.PerUserLimit < 0:
 		return Invalid("per_user_limit", "per_user_limit must be at least 1, got %d", t.PerUserLimit)
+	case t.PerUserLimit > MaxPerUserLimit:
+		return Invalid("per_user_limit", "per_user_limit must be at most %d, got %d", MaxPerUserLimit, t.PerUserLimit)
 	}
 	var sum int64
 	for name, q := range t.Channels {
@@ -80,6 +89,10 @@ func (t *NewTemplate) Validate() error {
 		}
 		if q < 0 {
 			return Invalid("channels", "channel %q has a negative quota %d", name, q)
+		}
+		// sum <= TotalQuota here, so the subtraction cannot overflow (the sum could)
+		if q > t.TotalQuota-sum {
+			return Invalid("channels", "the channel quotas add up to more than total_quota %d", t.TotalQuota)
 		}
 		sum += q
 	}
@@ -99,8 +112,9 @@ func (t *NewTemplate) Validate() error {
 	if t.ReleaseCooldownSeconds == nil {
 		d := int64(DefaultReleaseCooldown / time.Second)
 		t.ReleaseCooldownSeconds = &d
-	} else if *t.ReleaseCooldownSeconds < 0 {
-		return Invalid("release_cooldown_seconds", "release_cooldown_seconds must not be negative, got %d", *t.ReleaseCooldownSeconds)
+	} else if *t.ReleaseCooldownSeconds < 0 || *t.ReleaseCooldownSeconds > MaxSeconds {
+		return Invalid("release_cooldown_seconds", "release_cooldown_seconds must be between 0 and %d (100 years), got %d",
+			MaxSeconds, *t.ReleaseCooldownSeconds)
 	}
 	return nil
 }

@@ -37,6 +37,8 @@ type VoidResult struct {
 	Result       string `json:"result"`
 	Status       string `json:"status,omitempty"` // the coupon's status after the request
 	Message      string `json:"message,omitempty"`
+	// Replayed is true when this request voided the coupon before: nothing new was written.
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // Validate checks the request's fields.
@@ -134,7 +136,7 @@ func (s *Store) voidOne(ctx context.Context, req VoidRequest, id int64) (VoidRes
 				id, FlowVoid).Scan(&reqID)
 			switch {
 			case err == nil && reqID.String == req.RequestID:
-				out.Result = VoidVoided // a replay of this very request
+				out.Result, out.Replayed = VoidVoided, true // a replay of this very request
 				return nil
 			case err == nil:
 				out.Result, out.Message = VoidAlreadyVoided, "voided earlier by request "+reqID.String

@@ -135,11 +135,14 @@ func (s *Server) void(w http.ResponseWriter, r *http.Request) (int, any, error) 
 		return 0, nil, err
 	}
 	resp := voidResponse{RequestID: b.RequestID, Results: results, Counts: map[string]int{}}
+	voided := 0
 	for _, res := range results {
 		resp.Counts[res.Result]++
+		if res.Result == coupon.VoidVoided && !res.Replayed {
+			voided++
+		}
 	}
-	// replays are not told apart per coupon; count what this request reports as voided
-	s.metrics.transitions.WithLabelValues(string(coupon.ActionVoid)).Add(float64(resp.Counts[coupon.VoidVoided]))
+	s.metrics.transitions.WithLabelValues(string(coupon.ActionVoid)).Add(float64(voided))
 	return http.StatusOK, resp, nil
 }
 

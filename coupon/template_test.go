@@ -1,0 +1,82 @@
+package coupon_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/coupon"
+)
+
+func ptr(v int64) *int64 { return &v }
+
+// Validate fills in the defaults of DESIGN.md.
+func TestNewTemplateDefaults(t *testing.T) {
+	nt := coupon.NewTemplate{Name: "  spring sale ", TotalQuota: 10, Channels: map[string]int64{"app": 6, "sms": 4}, ValidSeconds: 60}
+	require.NoError(t, nt.Validate())
+	assert.Equal(t, "spring sale", nt.Name)
+	assert.Equal(t, int64(1), nt.PerUserLimit)
+	assert.Equal(t, coupon.PolicyFreeze, nt.ExpiryPolicy)
+	assert.Equal(t, int64(259200), *nt.ReleaseCooldownSeconds)
+}
+
+// Every refused template names its field; the channel quotas must add up
+// exactly, also where an int64 sum would wrap around.
+func TestNewTemplateValidate(t *testing.T) {
+	ok := func() coupon.NewTemplate {
+		return coupon.NewTemplate{Name: "x", TotalQuota: 10, Channels: map[string]int64{"app": 6, "sms": 4}, ValidSeconds: 60}
+	}
+	cases := []struct {
+		name   string
+		change func(*coupon.NewTemplate)
+		field  string // "" means valid
+	}{
+		{"valid", func(*coupon.NewTemplate) {}, ""},
+		{"no name", func(n *coupon.NewTemplate) { n.Name = " " }, "name"},
+		{"zero quota", func(n *coupon.NewTemplate) { n.TotalQuota = 0 }, "total_quota"},
+		{"no channels", func(n *coupon.NewTemplate) { n.Channels = nil }, "channels"},
+		{"quotas short of the total", func(n *coupon.NewTemplate) { n.Channels["sms"] = 3 }, "channels"},
+		{"quotas over the total", func(n *coupon.NewTemplate) { n.Channels["sms"] = 5 }, "channels"},
+		{"a negative quota", func(n *coupon.NewTemplate) { n.Channels = map[string]int64{"app": 11, "sms": -1} }, "channels"},
+		{"quotas that wrap around int64", func(n *coupon.NewTemplate) {
+			n.TotalQuota = 1
+			n.Channels = map[string]int64{"a": math.MaxInt64, "b": math.MaxInt64, "c": 3}
+		}, "channels"},
+		{"a channel with spaces", func(n *coupon.NewTemplate) { n.Channels = map[string]int64{" app": 10} }, "channels"},
+		{"zero validity", func(n *coupon.NewTemplate) { n.ValidSeconds = 0 }, "valid_seconds"},
+		{"validity at the cap", func(n *coupon.NewTemplate) { n.ValidSeconds = coupon.MaxSeconds }, ""},
+		{"validity past the cap", func(n *coupon.NewTemplate) { n.ValidSeconds = coupon.MaxSeconds + 1 }, "valid_seconds"},
+		{"negative per-user limit", func(n *coupon.NewTemplate) { n.PerUserLimit = -1 }, "per_user_limit"},
+		{"per-user limit past an INT", func(n *coupon.NewTemplate) { n.PerUserLimit = math.MaxInt32 + 1 }, "per_user_limit"},
+		{"unknown policy", func(n *coupon.NewTemplate) { n.ExpiryPolicy = "burn" }, "expiry_policy"},
+		{"release policy", func(n *coupon.NewTemplate) { n.ExpiryPolicy = coupon.PolicyRelease }, ""},
+		{"zero cooldown", func(n *coupon.NewTemplate) { n.ReleaseCooldownSeconds = ptr(0) }, ""},
+		{"negative cooldown", func(n *coupon.NewTemplate) { n.ReleaseCooldownSeconds = ptr(-1) }, "release_cooldown_seconds"},
+		{"cooldown past the cap", func(n *coupon.NewTemplate) { n.ReleaseCooldownSeconds = ptr(coupon.MaxSeconds + 1) }, "release_cooldown_seconds"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			nt := ok()
+			tc.change(&nt)
+			err := nt.Validate()
+			if tc.field == "" {
+				assert.NoError(t, err)
+				return
+			}
+			e, isErr := coupon.AsError(err)
+			require.True(t, isErr, "want *coupon.Error, got %v", err)
+			assert.Equal(t, coupon.CodeInvalidArgument, e.Code)
+			assert.Equal(t, tc.field, e.Field)
+		})
+	}
+}
+
+// Conservation: quota = claimable + held + used + frozen, every term >= 0.
+func TestCountsConserved(t *testing.T) {
+	assert.True(t, coupon.Counts{Quota: 10, Claimable: 4, Held: 3, Used: 2, Frozen: 1}.Conserved())
+	assert.True(t, coupon.Counts{}.Conserved())
+	assert.False(t, coupon.Counts{Quota: 10, Claimable: 4, Held: 3, Used: 2}.Conserved(), "a slot is missing")
+	assert.False(t, coupon.Counts{Quota: 10, Claimable: 12, Held: -2}.Conserved(), "a negative term")
+}
