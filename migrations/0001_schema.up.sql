@@ -126,14 +126,44 @@ CREATE TABLE inventory_counter (
 ) ENGINE=InnoDB;
 
 -- The binlog position the counters reflect; written in the counters' transaction.
+-- epoch fences a deposed leader: each leader takes a new epoch at start and
+-- every batch updates the row only WHERE epoch = its own.
 CREATE TABLE cdc_checkpoint (
-  name        VARCHAR(64)  NOT NULL,
-  binlog_file VARCHAR(255) NOT NULL,
-  binlog_pos  BIGINT UNSIGNED NOT NULL,
-  gtid_set    TEXT         NOT NULL,
-  event_time  DATETIME(6)  NULL,
-  updated_at  DATETIME(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),
+  name           VARCHAR(64)     NOT NULL,
+  binlog_file    VARCHAR(255)    NOT NULL,
+  binlog_pos     BIGINT UNSIGNED NOT NULL,
+  gtid_set       TEXT            NOT NULL,
+  event_time     DATETIME(6)     NULL,
+  epoch          BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  leader         VARCHAR(255)    NOT NULL DEFAULT '',
+  events_applied BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  batches        BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  anomalies      BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  bootstrapped_at DATETIME(6)    NULL,
+  updated_at     DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),
   PRIMARY KEY (name)
+) ENGINE=InnoDB;
+
+-- One anomaly the cdc saw in the binlog: illegal_transition, used_without_redemption,
+-- duplicate_redemption, over_issue, deleted_coupon. Written in the checkpoint's transaction.
+CREATE TABLE cdc_anomaly (
+  id             BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  kind           VARCHAR(32)     NOT NULL,
+  user_coupon_id BIGINT UNSIGNED NULL,
+  template_id    BIGINT UNSIGNED NULL,
+  channel        VARCHAR(64)     NULL,
+  from_status    TINYINT         NULL,
+  to_status      TINYINT         NULL,
+  order_id       VARCHAR(64)     NULL,
+  detail         VARCHAR(512)    NOT NULL,
+  binlog_file    VARCHAR(255)    NOT NULL,
+  binlog_pos     BIGINT UNSIGNED NOT NULL,
+  gtid_set       TEXT            NULL,
+  event_time     DATETIME(6)     NULL,
+  created_at     DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  PRIMARY KEY (id),
+  KEY idx_cdc_anomaly_kind (kind, created_at),
+  KEY idx_cdc_anomaly_coupon (user_coupon_id)
 ) ENGINE=InnoDB;
 
 -- One reconciliation pass.

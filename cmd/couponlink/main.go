@@ -24,6 +24,8 @@ func commands() []command {
 		{"migrate", "create the database when missing and apply the schema migrations", runMigrate},
 		{"api", "serve the HTTP write API (claims, redemptions, refunds, voids, expiry)", runAPI},
 		{"expire", "run one expiry sweep now (AVAILABLE past expires_at -> EXPIRED)", runExpire},
+		{"cdc", "tail the binlog into counters, Redis stock keys, anomalies and metrics", runCDC},
+		{"status", "print where the cdc stands: checkpoint, lag, anomalies, inventory", runStatus},
 	}
 }
 

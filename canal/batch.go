@@ -1,0 +1,119 @@
+package canal
+
+import (
+	"time"
+
+	"github.com/couponlink/couponlink/coupon"
+)
+
+// Transition is one change of a user coupon's status or of its
+// (template, channel) keys, decoded from a user_coupon row change.
+//
+// An INSERT has From = None, a DELETE has To = None. An UPDATE is emitted only
+// when the status or the (template, channel) pair changed; PrevTemplate and
+// PrevChannel carry the before image's keys (equal to Template and Channel
+// when those did not move). Illegal transitions are decoded as they are:
+// judging them is the sink's job.
+type Transition struct {
+	Coupon       int64
+	Template     int64
+	Channel      string
+	From, To     coupon.Status
+	PrevTemplate int64
+	PrevChannel  string
+	// Order is the after image's order column, or the before image's when
+	// the after image has none (a refund that clears it); "" for NULL or
+	// when the mapping names no order column.
+	Order string
+	// At is the binlog event's timestamp (second precision).
+	At time.Time
+}
+
+// Redemption is one redemption_log row inserted (or deleted, Deleted=true).
+// Updates of redemption rows are ignored.
+type Redemption struct {
+	ID       int64
+	Coupon   int64
+	Template int64  // 0 when the mapping names no template column
+	Channel  string // the mapping's default_channel when it names no channel column
+	Order    string
+	At       time.Time // binlog event timestamp
+	Deleted  bool
+}
+
+// Flow is one inserted inventory_flow row: a reverse or corrective movement.
+type Flow struct {
+	ID, Coupon int64
+	Kind       string
+	Seq        int64
+	Template   int64
+	Channel    string
+	From, To   coupon.Status
+}
+
+// QuotaChange is the after image of one channel_quota row (the before image
+// with Deleted=true for a DELETE, or for the old key of an UPDATE that moved
+// the row to another (template, channel)). Updates that change neither quota
+// nor claimed are not emitted.
+type QuotaChange struct {
+	Template int64
+	Channel  string
+	Quota    int64
+	Claimed  int64
+	Deleted  bool
+}
+
+// Batch is what the tailer hands to a Handler: the decoded rows of one or
+// more whole transactions, in binlog order. A batch always ends at a
+// transaction end, and End is the position just after that commit: resuming
+// from it starts with the next transaction.
+//
+// The tailer reuses a Batch and its slices once ApplyBatch returns: a Handler
+// must copy what it keeps.
+type Batch struct {
+	Transitions []Transition
+	Redemptions []Redemption
+	Flows       []Flow
+	Quotas      []QuotaChange
+	Rows        int // decoded row changes of the source tables (an UPDATE counts once)
+	Txns        int // transactions that contributed at least one row
+	End         Position
+	// EventTime is the timestamp of the last binlog event the batch covers.
+	// For a heartbeat sent while no event arrived for a HeartbeatPeriod (the
+	// reader is caught up), it is the wall time of the heartbeat, so that
+	// now-EventTime is the lag (~0).
+	EventTime time.Time
+	// Heartbeat marks an empty batch sent because no batch was delivered for
+	// a HeartbeatPeriod: End still moves (other schemas' transactions), so
+	// the consumer can save its checkpoint and report lag.
+	Heartbeat bool
+}
+
+// Empty reports whether the batch carries no decoded rows.
+func (b *Batch) Empty() bool { return b.Rows == 0 }
+
+// reset empties b for reuse, keeping its slices' capacity.
+func (b *Batch) reset() {
+	clear(b.Transitions) // drop string references for the collector
+	clear(b.Redemptions)
+	clear(b.Flows)
+	clear(b.Quotas)
+	b.Transitions = b.Transitions[:0]
+	b.Redemptions = b.Redemptions[:0]
+	b.Flows = b.Flows[:0]
+	b.Quotas = b.Quotas[:0]
+	b.Rows, b.Txns = 0, 0
+	b.End = Position{}
+	b.EventTime = time.Time{}
+	b.Heartbeat = false
+}
+
+// appendTx appends the rows of one committed transaction.
+func (b *Batch) appendTx(tx *Batch) {
+	b.Transitions = append(b.Transitions, tx.Transitions...)
+	b.Redemptions = append(b.Redemptions, tx.Redemptions...)
+	b.Flows = append(b.Flows, tx.Flows...)
+	b.Quotas = append(b.Quotas, tx.Quotas...)
+	b.Rows += tx.Rows
+	b.Txns++
+}

@@ -1,0 +1,430 @@
+package canal
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	gocanal "github.com/go-mysql-org/go-mysql/canal"
+	"github.com/go-mysql-org/go-mysql/schema"
+
+	"github.com/couponlink/couponlink/coupon"
+)
+
+// decoder turns go-mysql row events of the source tables into typed
+// records. Column indexes are located by name once per table definition
+// (go-mysql hands out a new *schema.Table after a DDL) and cached.
+type decoder struct {
+	m        *Mapping // schema resolved
+	defChan  string
+	sources  map[string]tableKind // schema.table → kind
+	codes    [256]coupon.Status   // stored code 0..255 → state (None = unmapped)
+	bigCodes map[int64]coupon.Status
+
+	layouts    map[*schema.Table]*layout
+	lastTable  *schema.Table
+	lastLayout *layout
+}
+
+// layout holds the column indexes of one table definition; -1 = unmapped.
+type layout struct {
+	table tableKind
+	name  string // schema.table, for messages
+	ncols int
+
+	id, template, channel, status, order int
+	coupon, kind, seq, from, to          int
+	quota, claimed                       int
+	statusCol, fromCol, toCol            string
+}
+
+func newDecoder(m *Mapping) *decoder {
+	d := &decoder{m: m, defChan: m.DefaultChannel, sources: map[string]tableKind{}, layouts: map[*schema.Table]*layout{}}
+	for _, s := range m.specs() {
+		if s.source {
+			d.sources[m.qualified(s.table)] = s.kind
+		}
+	}
+	for name, codes := range m.Status {
+		st, err := coupon.ParseStatus(name)
+		if err != nil {
+			continue // Validate reports it
+		}
+		for _, c := range codes {
+			if c >= 0 && c < int64(len(d.codes)) {
+				d.codes[c] = st
+			} else {
+				if d.bigCodes == nil {
+					d.bigCodes = map[int64]coupon.Status{}
+				}
+				d.bigCodes[c] = st
+			}
+		}
+	}
+	return d
+}
+
+// isSource reports whether schema.table is a subscribed table.
+func (d *decoder) isSource(sch, tbl string) bool {
+	_, ok := d.sources[sch+"."+tbl]
+	return ok
+}
+
+// forget drops the cached column indexes of a table (after a DDL on it).
+func (d *decoder) forget(sch, tbl string) {
+	for t := range d.layouts {
+		if t.Schema == sch && t.Name == tbl {
+			delete(d.layouts, t)
+		}
+	}
+	d.lastTable, d.lastLayout = nil, nil
+}
+
+func (d *decoder) layoutOf(t *schema.Table) (*layout, error) {
+	if t == d.lastTable {
+		return d.lastLayout, nil
+	}
+	l, ok := d.layouts[t]
+	if !ok {
+		var err error
+		if l, err = d.buildLayout(t); err != nil {
+			return nil, err
+		}
+		d.layouts[t] = l
+	}
+	d.lastTable, d.lastLayout = t, l
+	return l, nil
+}
+
+func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
+	name := t.Schema + "." + t.Name
+	kind, ok := d.sources[name]
+	if !ok {
+		return nil, fmt.Errorf("decode: rows of %s, which the mapping does not subscribe", name)
+	}
+	l := &layout{table: kind, name: name, ncols: len(t.Columns),
+		id: -1, template: -1, channel: -1, status: -1, order: -1,
+		coupon: -1, kind: -1, seq: -1, from: -1, to: -1, quota: -1, claimed: -1}
+	var spec tableSpec
+	for _, s := range d.m.specs() {
+		if s.source && s.kind == kind {
+			spec = s
+		}
+	}
+	var errs []string
+	find := func(key, col string) int {
+		if col == "" {
+			return -1
+		}
+		for i := range t.Columns {
+			if strings.EqualFold(t.Columns[i].Name, col) {
+				return i
+			}
+		}
+		errs = append(errs, fmt.Sprintf("mapping: %s.%s names column %q but %s has no such column now (after a DDL?)", spec.key, key, col, name))
+		return -1
+	}
+	switch kind {
+	case kindUserCoupon:
+		u := d.m.UserCoupon
+		l.id, l.template, l.channel = find("id", u.ID), find("template", u.Template), find("channel", u.Channel)
+		l.status, l.order, l.statusCol = find("status", u.Status), find("order", u.Order), u.Status
+	case kindRedemption:
+		r := d.m.RedemptionLog
+		l.id, l.coupon, l.order = find("id", r.ID), find("coupon", r.Coupon), find("order", r.Order)
+		l.template, l.channel = find("template", r.Template), find("channel", r.Channel)
+	case kindQuota:
+		q := d.m.ChannelQuota
+		l.template, l.channel = find("template", q.Template), find("channel", q.Channel)
+		l.quota, l.claimed = find("quota", q.Quota), find("claimed", q.Claimed)
+	case kindFlow:
+		f := d.m.InventoryFlow
+		l.id, l.coupon, l.kind, l.seq = find("id", f.ID), find("coupon", f.Coupon), find("kind", f.Kind), find("seq", f.Seq)
+		l.template, l.channel = find("template", f.Template), find("channel", f.Channel)
+		l.from, l.to, l.fromCol, l.toCol = find("from", f.From), find("to", f.To), f.From, f.To
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return l, nil
+}
+
+// decode appends the records of one rows event to b and returns the number
+// of row changes it held (an UPDATE's before/after pair counts once).
+func (d *decoder) decode(e *gocanal.RowsEvent, b *Batch) (int, error) {
+	if len(e.Rows) == 0 {
+		return 0, nil
+	}
+	l, err := d.layoutOf(e.Table)
+	if err != nil {
+		return 0, err
+	}
+	for _, row := range e.Rows {
+		if len(row) != l.ncols {
+			return 0, fmt.Errorf("decode %s: a row event has %d columns but the table has %d now: %w (replay across an ALTER of a source table is refused; %s)",
+				l.name, len(row), l.ncols, ErrSchemaChanged, errRebuildHint)
+		}
+	}
+	var at time.Time
+	if e.Header != nil {
+		at = time.Unix(int64(e.Header.Timestamp), 0)
+	}
+	n := len(e.Rows)
+	if e.Action == gocanal.UpdateAction {
+		if n%2 != 0 {
+			return 0, fmt.Errorf("decode %s: an update event has %d rows, not before/after pairs", l.name, n)
+		}
+		n /= 2
+	} else if e.Action != gocanal.InsertAction && e.Action != gocanal.DeleteAction {
+		return 0, fmt.Errorf("decode %s: unknown action %q", l.name, e.Action)
+	}
+	switch l.table {
+	case kindUserCoupon:
+		err = d.userCoupon(l, e.Action, e.Rows, at, b)
+	case kindRedemption:
+		err = d.redemption(l, e.Action, e.Rows, at, b)
+	case kindQuota:
+		err = d.quota(l, e.Action, e.Rows, b)
+	case kindFlow:
+		err = d.flow(l, e.Action, e.Rows, b)
+	}
+	if err != nil {
+		return 0, err
+	}
+	b.Rows += n
+	return n, nil
+}
+
+func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Time, b *Batch) error {
+	if action != gocanal.UpdateAction {
+		for _, row := range rows {
+			id, err := intCol(l, row, l.id, "id")
+			if err != nil {
+				return err
+			}
+			st, err := d.status(l, row, l.status, l.statusCol)
+			if err != nil {
+				return err
+			}
+			tpl, err := intCol(l, row, l.template, "template")
+			if err != nil {
+				return err
+			}
+			ch := d.channel(row, l.channel)
+			t := Transition{Coupon: id, Template: tpl, Channel: ch, PrevTemplate: tpl, PrevChannel: ch,
+				Order: strCol(row, l.order), At: at}
+			if action == gocanal.InsertAction {
+				t.To = st
+			} else {
+				t.From = st
+			}
+			b.Transitions = append(b.Transitions, t)
+		}
+		return nil
+	}
+	for i := 0; i+1 < len(rows); i += 2 {
+		before, after := rows[i], rows[i+1]
+		from, err := d.status(l, before, l.status, l.statusCol)
+		if err != nil {
+			return err
+		}
+		to, err := d.status(l, after, l.status, l.statusCol)
+		if err != nil {
+			return err
+		}
+		tplB, err := intCol(l, before, l.template, "template")
+		if err != nil {
+			return err
+		}
+		tplA, err := intCol(l, after, l.template, "template")
+		if err != nil {
+			return err
+		}
+		chB, chA := d.channel(before, l.channel), d.channel(after, l.channel)
+		if from == to && tplB == tplA && chB == chA {
+			continue
+		}
+		id, err := intCol(l, after, l.id, "id")
+		if err != nil {
+			return err
+		}
+		order := strCol(after, l.order)
+		if order == "" {
+			order = strCol(before, l.order)
+		}
+		b.Transitions = append(b.Transitions, Transition{Coupon: id, Template: tplA, Channel: chA, From: from, To: to,
+			PrevTemplate: tplB, PrevChannel: chB, Order: order, At: at})
+	}
+	return nil
+}
+
+func (d *decoder) redemption(l *layout, action string, rows [][]any, at time.Time, b *Batch) error {
+	if action == gocanal.UpdateAction {
+		return nil // a redemption is inserted or deleted; updates change nothing it counts
+	}
+	for _, row := range rows {
+		id, err := intCol(l, row, l.id, "id")
+		if err != nil {
+			return err
+		}
+		cp, err := intCol(l, row, l.coupon, "coupon")
+		if err != nil {
+			return err
+		}
+		tpl, err := intCol(l, row, l.template, "template")
+		if err != nil {
+			return err
+		}
+		b.Redemptions = append(b.Redemptions, Redemption{ID: id, Coupon: cp, Template: tpl, Channel: d.channel(row, l.channel),
+			Order: strCol(row, l.order), At: at, Deleted: action == gocanal.DeleteAction})
+	}
+	return nil
+}
+
+func (d *decoder) quota(l *layout, action string, rows [][]any, b *Batch) error {
+	image := func(row []any) (QuotaChange, error) {
+		var q QuotaChange
+		var err error
+		if q.Template, err = intCol(l, row, l.template, "template"); err != nil {
+			return q, err
+		}
+		q.Channel = strCol(row, l.channel)
+		if q.Quota, err = intCol(l, row, l.quota, "quota"); err != nil {
+			return q, err
+		}
+		q.Claimed, err = intCol(l, row, l.claimed, "claimed")
+		return q, err
+	}
+	if action != gocanal.UpdateAction {
+		for _, row := range rows {
+			q, err := image(row)
+			if err != nil {
+				return err
+			}
+			q.Deleted = action == gocanal.DeleteAction
+			b.Quotas = append(b.Quotas, q)
+		}
+		return nil
+	}
+	for i := 0; i+1 < len(rows); i += 2 {
+		before, err := image(rows[i])
+		if err != nil {
+			return err
+		}
+		after, err := image(rows[i+1])
+		if err != nil {
+			return err
+		}
+		switch {
+		case before.Template != after.Template || before.Channel != after.Channel:
+			before.Deleted = true
+			b.Quotas = append(b.Quotas, before, after)
+		case before.Quota != after.Quota || before.Claimed != after.Claimed:
+			b.Quotas = append(b.Quotas, after)
+		}
+	}
+	return nil
+}
+
+func (d *decoder) flow(l *layout, action string, rows [][]any, b *Batch) error {
+	if action != gocanal.InsertAction {
+		return nil // the ledger is append-only; only inserts are movements
+	}
+	for _, row := range rows {
+		var f Flow
+		var err error
+		if f.ID, err = intCol(l, row, l.id, "id"); err != nil {
+			return err
+		}
+		if f.Coupon, err = intCol(l, row, l.coupon, "coupon"); err != nil {
+			return err
+		}
+		f.Kind = strCol(row, l.kind)
+		if f.Seq, err = intCol(l, row, l.seq, "seq"); err != nil {
+			return err
+		}
+		if f.Template, err = intCol(l, row, l.template, "template"); err != nil {
+			return err
+		}
+		f.Channel = strCol(row, l.channel)
+		if f.From, err = d.flowStatus(l, row, l.from, l.fromCol); err != nil {
+			return err
+		}
+		if f.To, err = d.flowStatus(l, row, l.to, l.toCol); err != nil {
+			return err
+		}
+		b.Flows = append(b.Flows, f)
+	}
+	return nil
+}
+
+// status maps the stored code in row[i] to its state.
+func (d *decoder) status(l *layout, row []any, i int, col string) (coupon.Status, error) {
+	code, null, err := asInt(row[i])
+	if err != nil {
+		return coupon.None, fmt.Errorf("decode %s.%s: %w", l.name, col, err)
+	}
+	if null {
+		return coupon.None, fmt.Errorf("status in %s.%s is NULL", l.name, col)
+	}
+	if st, ok := d.lookup(code); ok {
+		return st, nil
+	}
+	return coupon.None, fmt.Errorf("status code %d in %s.%s is not in the mapping", code, l.name, col)
+}
+
+// flowStatus is status, with an unmapped 0 or NULL meaning none.
+func (d *decoder) flowStatus(l *layout, row []any, i int, col string) (coupon.Status, error) {
+	code, null, err := asInt(row[i])
+	if err != nil {
+		return coupon.None, fmt.Errorf("decode %s.%s: %w", l.name, col, err)
+	}
+	if null {
+		return coupon.None, nil
+	}
+	if st, ok := d.lookup(code); ok {
+		return st, nil
+	}
+	if code == 0 {
+		return coupon.None, nil
+	}
+	return coupon.None, fmt.Errorf("status code %d in %s.%s is not in the mapping", code, l.name, col)
+}
+
+func (d *decoder) lookup(code int64) (coupon.Status, bool) {
+	if code >= 0 && code < int64(len(d.codes)) {
+		st := d.codes[code]
+		return st, st != coupon.None
+	}
+	st, ok := d.bigCodes[code]
+	return st, ok
+}
+
+// channel is the channel column, or the default channel when the table has
+// none or it is NULL.
+func (d *decoder) channel(row []any, i int) string {
+	if i < 0 || row[i] == nil {
+		return d.defChan
+	}
+	return asString(row[i])
+}
+
+// intCol reads an integer column; an unmapped column or NULL is 0.
+func intCol(l *layout, row []any, i int, key string) (int64, error) {
+	if i < 0 {
+		return 0, nil
+	}
+	n, _, err := asInt(row[i])
+	if err != nil {
+		return 0, fmt.Errorf("decode %s (%s column): %w", l.name, key, err)
+	}
+	return n, nil
+}
+
+// strCol reads a string column; an unmapped column or NULL is "".
+func strCol(row []any, i int) string {
+	if i < 0 {
+		return ""
+	}
+	return asString(row[i])
+}

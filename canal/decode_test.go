@@ -1,0 +1,264 @@
+package canal
+
+import (
+	"testing"
+	"time"
+
+	gocanal "github.com/go-mysql-org/go-mysql/canal"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/go-mysql-org/go-mysql/schema"
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/coupon"
+)
+
+const testTS = 1_700_000_000
+
+var testAt = time.Unix(testTS, 0)
+
+func table(sch, name string, cols ...string) *schema.Table {
+	t := &schema.Table{Schema: sch, Name: name}
+	for _, c := range cols {
+		t.Columns = append(t.Columns, schema.TableColumn{Name: c})
+	}
+	return t
+}
+
+// The reference tables, columns in migration order.
+var (
+	ucTable = table("db", "user_coupon", "id", "template_id", "user_id", "channel", "status", "claimed_at",
+		"redeemed_at", "expires_at", "order_id", "request_id", "version", "updated_at")
+	rlTable = table("db", "redemption_log", "id", "user_coupon_id", "template_id", "channel", "order_id",
+		"redeemed_at", "idempotency_key")
+	cqTable = table("db", "channel_quota", "template_id", "channel", "quota", "claimed", "version", "updated_at")
+	ifTable = table("db", "inventory_flow", "id", "user_coupon_id", "kind", "seq", "template_id", "channel",
+		"from_status", "to_status", "mode", "order_id", "reason", "operator", "request_id", "created_at")
+)
+
+// uc is a user_coupon row of the reference schema.
+func uc(id int64, tpl any, ch any, status any, order any) []any {
+	return []any{uint64(id), tpl, "u1", ch, status, testAt, nil, testAt, order, nil, int64(1), testAt}
+}
+
+func ev(t *schema.Table, action string, rows ...[]any) *gocanal.RowsEvent {
+	return &gocanal.RowsEvent{Table: t, Action: action, Rows: rows, Header: &replication.EventHeader{Timestamp: testTS}}
+}
+
+func refDecoder() *decoder {
+	m := DefaultMapping()
+	m.Schema = "db"
+	return newDecoder(m)
+}
+
+type decimalLike string
+
+func (d decimalLike) String() string { return string(d) }
+
+func TestDecodeUserCoupon(t *testing.T) {
+	const (
+		N = coupon.None
+		A = coupon.Available
+		U = coupon.Used
+		E = coupon.Expired
+		R = coupon.Returned
+	)
+	tr := func(id, tpl int64, ch string, from, to coupon.Status, order string) Transition {
+		return Transition{Coupon: id, Template: tpl, Channel: ch, From: from, To: to, PrevTemplate: tpl, PrevChannel: ch, Order: order, At: testAt}
+	}
+	upd := func(from, to any) *gocanal.RowsEvent {
+		return ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", from, "o1"), uc(7, int64(3), "app", to, "o1"))
+	}
+	cases := []struct {
+		name string
+		ev   *gocanal.RowsEvent
+		want []Transition
+		rows int
+	}{
+		{"insert is a claim", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", int8(1), nil)),
+			[]Transition{tr(7, 3, "app", N, A, "")}, 1},
+		{"multi-row insert", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", int8(1), nil), uc(8, int64(3), "web", int8(1), nil)),
+			[]Transition{tr(7, 3, "app", N, A, ""), tr(8, 3, "web", N, A, "")}, 2},
+		{"redeem", upd(int8(1), int8(2)), []Transition{tr(7, 3, "app", A, U, "o1")}, 1},
+		{"refund restore", upd(int8(2), int8(1)), []Transition{tr(7, 3, "app", U, A, "o1")}, 1},
+		{"expire", upd(int8(1), int8(3)), []Transition{tr(7, 3, "app", A, E, "o1")}, 1},
+		{"void", upd(int8(1), int8(4)), []Transition{tr(7, 3, "app", A, R, "o1")}, 1},
+		{"refund recycle", upd(int8(2), int8(4)), []Transition{tr(7, 3, "app", U, R, "o1")}, 1},
+		{"illegal expired to available decodes", upd(int8(3), int8(1)), []Transition{tr(7, 3, "app", E, A, "o1")}, 1},
+		{"illegal returned to used decodes", upd(int8(4), int8(2)), []Transition{tr(7, 3, "app", R, U, "o1")}, 1},
+		{"illegal used to expired decodes", upd(int8(2), int8(3)), []Transition{tr(7, 3, "app", U, E, "o1")}, 1},
+		{"delete", ev(ucTable, gocanal.DeleteAction, uc(7, int64(3), "app", int8(2), "o1")),
+			[]Transition{tr(7, 3, "app", U, N, "o1")}, 1},
+		{"update without status or key change", upd(int8(1), int8(1)), nil, 1},
+		{"template move", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(1), nil), uc(7, int64(4), "app", int8(1), nil)),
+			[]Transition{{Coupon: 7, Template: 4, Channel: "app", From: A, To: A, PrevTemplate: 3, PrevChannel: "app", At: testAt}}, 1},
+		{"channel move with status change", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(1), nil), uc(7, int64(3), "web", int8(2), "o2")),
+			[]Transition{{Coupon: 7, Template: 3, Channel: "web", From: A, To: U, PrevTemplate: 3, PrevChannel: "app", Order: "o2", At: testAt}}, 1},
+		{"order cleared by a refund keeps the before order", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(2), "o9"), uc(7, int64(3), "app", int8(1), nil)),
+			[]Transition{tr(7, 3, "app", U, A, "o9")}, 1},
+		{"two updates in one event, one silent", ev(ucTable, gocanal.UpdateAction,
+			uc(7, int64(3), "app", int8(1), nil), uc(7, int64(3), "app", int8(1), nil),
+			uc(8, int64(3), "app", int8(1), nil), uc(8, int64(3), "app", int8(2), "o8")),
+			[]Transition{tr(8, 3, "app", A, U, "o8")}, 2},
+		// value types (BINLOG-NOTES #5)
+		{"int16 status, uint64 template", ev(ucTable, gocanal.InsertAction, uc(7, uint64(3), "app", int16(1), nil)), []Transition{tr(7, 3, "app", N, A, "")}, 1},
+		{"int32 status, int32 template", ev(ucTable, gocanal.InsertAction, uc(7, int32(3), "app", int32(1), nil)), []Transition{tr(7, 3, "app", N, A, "")}, 1},
+		{"int64 status", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", int64(1), nil)), []Transition{tr(7, 3, "app", N, A, "")}, 1},
+		{"uint8 status", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", uint8(1), nil)), []Transition{tr(7, 3, "app", N, A, "")}, 1},
+		{"dump strings", ev(ucTable, gocanal.InsertAction, uc(7, "3", "app", "1", "42")), []Transition{tr(7, 3, "app", N, A, "42")}, 1},
+		{"bytes", ev(ucTable, gocanal.InsertAction, uc(7, []byte("3"), []byte("app"), []byte("1"), []byte("o1"))), []Transition{tr(7, 3, "app", N, A, "o1")}, 1},
+		{"decimal and float", ev(ucTable, gocanal.InsertAction, uc(7, decimalLike("3"), "app", float64(1), int64(42))), []Transition{tr(7, 3, "app", N, A, "42")}, 1},
+		{"NULL channel is the default channel", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), nil, int8(1), nil)), []Transition{tr(7, 3, "", N, A, "")}, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var b Batch
+			n, err := refDecoder().decode(c.ev, &b)
+			require.NoError(t, err)
+			require.Equal(t, c.rows, n)
+			require.Equal(t, c.rows, b.Rows)
+			require.Equal(t, c.want, b.Transitions)
+		})
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	cases := []struct {
+		name, want string
+		ev         *gocanal.RowsEvent
+	}{
+		{"unmapped status code", "status code 7 in db.user_coupon.status is not in the mapping",
+			ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", int8(7), nil))},
+		{"NULL status", "status in db.user_coupon.status is NULL", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", nil, nil))},
+		{"status not a number", `db.user_coupon.status: want an integer, got "x"`, ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", "x", nil))},
+		{"template is a time", "db.user_coupon (template column): want an integer, got the time", ev(ucTable, gocanal.InsertAction, uc(7, testAt, "app", int8(1), nil))},
+		{"row shorter than the table", "a row event has 2 columns but the table has 12 now", ev(ucTable, gocanal.InsertAction, []any{int64(1), int64(2)})},
+		{"odd update rows", "not before/after pairs", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(1), nil))},
+		{"unsubscribed table", "which the mapping does not subscribe", ev(table("db", "other", "id"), gocanal.InsertAction, []any{int64(1)})},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var b Batch
+			_, err := refDecoder().decode(c.ev, &b)
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+	var b Batch
+	_, err := refDecoder().decode(ev(ucTable, gocanal.InsertAction, []any{int64(1)}), &b)
+	require.ErrorIs(t, err, ErrSchemaChanged)
+}
+
+func TestDecodeLegacyMapping(t *testing.T) {
+	m, err := LoadMapping([]byte(legacyYAML))
+	require.NoError(t, err)
+	d := newDecoder(m)
+	uct := table("legacydb", "t_user_coupon", "id", "uid", "tpl_id", "state", "order_no", "expire_time")
+	row := func(state any, order any) []any { return []any{int64(5), "u", int32(9), state, order, testAt} }
+	var b Batch
+	_, err = d.decode(ev(uct, gocanal.InsertAction, row(int8(0), nil)), &b)
+	require.NoError(t, err)
+	for _, code := range []int8{3, 9} { // two codes for RETURNED
+		_, err = d.decode(ev(uct, gocanal.UpdateAction, row(int8(1), "o1"), row(code, "o1")), &b)
+		require.NoError(t, err)
+	}
+	_, err = d.decode(ev(uct, gocanal.UpdateAction, row(int8(3), "o1"), row(int8(9), "o1")), &b) // same state, no transition
+	require.NoError(t, err)
+	require.Equal(t, []Transition{
+		{Coupon: 5, Template: 9, Channel: "legacy", To: coupon.Available, PrevTemplate: 9, PrevChannel: "legacy", At: testAt},
+		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Used, To: coupon.Returned, PrevTemplate: 9, PrevChannel: "legacy", Order: "o1", At: testAt},
+		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Used, To: coupon.Returned, PrevTemplate: 9, PrevChannel: "legacy", Order: "o1", At: testAt},
+	}, b.Transitions)
+	require.Equal(t, 4, b.Rows)
+
+	_, err = d.decode(ev(uct, gocanal.InsertAction, row(int8(7), nil)), &b)
+	require.EqualError(t, err, "status code 7 in legacydb.t_user_coupon.state is not in the mapping")
+
+	wo := table("legacydb", "t_writeoff", "id", "coupon_id", "order_no", "created")
+	b = Batch{}
+	_, err = d.decode(ev(wo, gocanal.InsertAction, []any{int64(1), int64(5), "o1", testAt}), &b)
+	require.NoError(t, err)
+	require.Equal(t, []Redemption{{ID: 1, Coupon: 5, Channel: "legacy", Order: "o1", At: testAt}}, b.Redemptions)
+}
+
+func TestDecodeRedemptionQuotaFlow(t *testing.T) {
+	d := refDecoder()
+	var b Batch
+	rl := func(id int64, order any) []any {
+		return []any{uint64(id), uint64(7), uint64(3), "app", order, testAt, "k"}
+	}
+	cq := func(tpl int64, ch string, quota, claimed int64) []any {
+		return []any{uint64(tpl), ch, quota, claimed, int64(1), testAt}
+	}
+	steps := []*gocanal.RowsEvent{
+		ev(rlTable, gocanal.InsertAction, rl(1, "o1")),
+		ev(rlTable, gocanal.UpdateAction, rl(1, "o1"), rl(1, "o2")), // ignored
+		ev(rlTable, gocanal.DeleteAction, rl(1, "o1")),
+		ev(cqTable, gocanal.InsertAction, cq(3, "app", 10, 0)),
+		ev(cqTable, gocanal.UpdateAction, cq(3, "app", 10, 0), cq(3, "app", 10, 1)),
+		ev(cqTable, gocanal.UpdateAction, cq(3, "app", 10, 1), cq(3, "app", 10, 1)), // version only
+		ev(cqTable, gocanal.UpdateAction, cq(3, "app", 10, 1), cq(3, "web", 10, 1)), // key move
+		ev(cqTable, gocanal.DeleteAction, cq(3, "web", 10, 1)),
+		ev(ifTable, gocanal.InsertAction, []any{uint64(1), uint64(7), "refund", uint64(1), uint64(3), "app", int8(2), int8(4), nil, "o1", nil, nil, nil, testAt}),
+		ev(ifTable, gocanal.InsertAction, []any{uint64(2), uint64(7), "correction", uint64(0), uint64(3), "app", int8(0), int8(1), nil, nil, nil, nil, nil, testAt}),
+		ev(ifTable, gocanal.DeleteAction, []any{uint64(2), uint64(7), "correction", uint64(0), uint64(3), "app", int8(0), int8(1), nil, nil, nil, nil, nil, testAt}), // ignored
+	}
+	for _, e := range steps {
+		_, err := d.decode(e, &b)
+		require.NoError(t, err)
+	}
+	require.Equal(t, []Redemption{
+		{ID: 1, Coupon: 7, Template: 3, Channel: "app", Order: "o1", At: testAt},
+		{ID: 1, Coupon: 7, Template: 3, Channel: "app", Order: "o1", At: testAt, Deleted: true},
+	}, b.Redemptions)
+	require.Equal(t, []QuotaChange{
+		{Template: 3, Channel: "app", Quota: 10},
+		{Template: 3, Channel: "app", Quota: 10, Claimed: 1},
+		{Template: 3, Channel: "app", Quota: 10, Claimed: 1, Deleted: true},
+		{Template: 3, Channel: "web", Quota: 10, Claimed: 1},
+		{Template: 3, Channel: "web", Quota: 10, Claimed: 1, Deleted: true},
+	}, b.Quotas)
+	require.Equal(t, []Flow{
+		{ID: 1, Coupon: 7, Kind: "refund", Seq: 1, Template: 3, Channel: "app", From: coupon.Used, To: coupon.Returned},
+		{ID: 2, Coupon: 7, Kind: "correction", Template: 3, Channel: "app", From: coupon.None, To: coupon.Available},
+	}, b.Flows)
+	require.Equal(t, len(steps), b.Rows)
+}
+
+// After a DDL go-mysql hands out a new table definition: the columns are
+// located again, and forget drops the old indexes.
+func TestDecodeRelocatesColumnsAfterDDL(t *testing.T) {
+	d := refDecoder()
+	var b Batch
+	_, err := d.decode(ev(ucTable, gocanal.InsertAction, uc(1, int64(3), "app", int8(1), nil)), &b)
+	require.NoError(t, err)
+	d.forget("db", "user_coupon")
+	require.Empty(t, d.layouts)
+	moved := table("db", "user_coupon", "status", "id", "extra", "template_id", "channel", "order_id")
+	_, err = d.decode(ev(moved, gocanal.InsertAction, []any{int8(2), int64(2), "x", int64(4), "web", "o2"}), &b)
+	require.NoError(t, err)
+	require.Equal(t, Transition{Coupon: 2, Template: 4, Channel: "web", To: coupon.Used, PrevTemplate: 4, PrevChannel: "web", Order: "o2", At: testAt}, b.Transitions[1])
+
+	gone := table("db", "user_coupon", "id", "template_id", "channel", "order_id")
+	_, err = d.decode(ev(gone, gocanal.InsertAction, []any{int64(2), int64(4), "web", "o2"}), &b)
+	require.ErrorContains(t, err, `user_coupon.status names column "status" but db.user_coupon has no such column now`)
+}
+
+func TestAsInt(t *testing.T) {
+	for _, v := range []any{int8(5), int16(5), int32(5), int64(5), int(5), uint8(5), uint16(5), uint32(5), uint64(5), uint(5),
+		float32(5), float64(5), "5", " 5 ", []byte("5"), "5.0", decimalLike("5")} {
+		n, null, err := asInt(v)
+		require.NoError(t, err, "%T", v)
+		require.False(t, null)
+		require.Equal(t, int64(5), n, "%T", v)
+	}
+	_, null, err := asInt(nil)
+	require.NoError(t, err)
+	require.True(t, null)
+	for _, v := range []any{uint64(1 << 63), 5.5, "x", testAt, struct{}{}} {
+		_, _, err := asInt(v)
+		require.Error(t, err, "%T %v", v, v)
+	}
+	require.Equal(t, "x", asString([]byte("x")))
+	require.Equal(t, "-3", asString(int32(-3)))
+	require.Equal(t, "18446744073709551615", asString(uint64(1<<64-1)))
+	require.Equal(t, "", asString(nil))
+}

@@ -1,0 +1,354 @@
+package canal
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/couponlink/couponlink/coupon"
+)
+
+// Mapping names the tables, columns and status codes of a coupon schema:
+// couponlink's reference schema (DefaultMapping) or a legacy one, loaded
+// from YAML with LoadMapping. Table names may be written schema.table; an
+// unqualified name lives in Schema (default: the database of the DSN).
+type Mapping struct {
+	Schema        string              `yaml:"schema"`
+	UserCoupon    UserCouponTable     `yaml:"user_coupon"`
+	Status        map[string][]int64  `yaml:"status"` // AVAILABLE, USED, EXPIRED, RETURNED → stored codes
+	RedemptionLog RedemptionLogTable  `yaml:"redemption_log"`
+	Template      TemplateTable       `yaml:"template"`
+	ChannelQuota  *ChannelQuotaTable  `yaml:"channel_quota,omitempty"`  // optional
+	InventoryFlow *InventoryFlowTable `yaml:"inventory_flow,omitempty"` // optional
+	// DefaultChannel is the channel of every coupon when user_coupon has no
+	// channel column (and of a NULL channel).
+	DefaultChannel string `yaml:"default_channel"`
+}
+
+// UserCouponTable maps the table of real coupons. Channel, Order, User and
+// ExpiresAt are optional.
+type UserCouponTable struct {
+	Table     string `yaml:"table"`
+	ID        string `yaml:"id"`
+	Template  string `yaml:"template"`
+	Channel   string `yaml:"channel"`
+	Status    string `yaml:"status"`
+	Order     string `yaml:"order"`
+	User      string `yaml:"user"`
+	ExpiresAt string `yaml:"expires_at"`
+}
+
+// RedemptionLogTable maps the redemption ledger. Order, Template and
+// Channel are optional.
+type RedemptionLogTable struct {
+	Table    string `yaml:"table"`
+	ID       string `yaml:"id"`
+	Coupon   string `yaml:"coupon"`
+	Order    string `yaml:"order"`
+	Template string `yaml:"template"`
+	Channel  string `yaml:"channel"`
+}
+
+// TemplateTable maps the campaign table. It is read by query
+// (TemplateQuotas), never subscribed: couponlink writes cached counts into
+// it, and subscribing would feed them back.
+type TemplateTable struct {
+	Table      string `yaml:"table"`
+	ID         string `yaml:"id"`
+	TotalQuota string `yaml:"total_quota"`
+}
+
+// ChannelQuotaTable maps the per-channel quota buckets.
+type ChannelQuotaTable struct {
+	Table    string `yaml:"table"`
+	Template string `yaml:"template"`
+	Channel  string `yaml:"channel"`
+	Quota    string `yaml:"quota"`
+	Claimed  string `yaml:"claimed"`
+}
+
+// InventoryFlowTable maps the ledger of reverse and corrective movements.
+// Seq is optional. From and To hold status codes of the status mapping (0
+// means none when it is not mapped).
+type InventoryFlowTable struct {
+	Table    string `yaml:"table"`
+	ID       string `yaml:"id"`
+	Coupon   string `yaml:"coupon"`
+	Kind     string `yaml:"kind"`
+	Seq      string `yaml:"seq"`
+	Template string `yaml:"template"`
+	Channel  string `yaml:"channel"`
+	From     string `yaml:"from"`
+	To       string `yaml:"to"`
+}
+
+// DefaultMapping is the reference schema of migrations/0001.
+func DefaultMapping() *Mapping {
+	return &Mapping{
+		UserCoupon: UserCouponTable{Table: "user_coupon", ID: "id", Template: "template_id", Channel: "channel",
+			Status: "status", Order: "order_id", User: "user_id", ExpiresAt: "expires_at"},
+		Status: map[string][]int64{"AVAILABLE": {1}, "USED": {2}, "EXPIRED": {3}, "RETURNED": {4}},
+		RedemptionLog: RedemptionLogTable{Table: "redemption_log", ID: "id", Coupon: "user_coupon_id",
+			Order: "order_id", Template: "template_id", Channel: "channel"},
+		Template:     TemplateTable{Table: "coupon_template", ID: "id", TotalQuota: "total_quota"},
+		ChannelQuota: &ChannelQuotaTable{Table: "channel_quota", Template: "template_id", Channel: "channel", Quota: "quota", Claimed: "claimed"},
+		InventoryFlow: &InventoryFlowTable{Table: "inventory_flow", ID: "id", Coupon: "user_coupon_id", Kind: "kind",
+			Seq: "seq", Template: "template_id", Channel: "channel", From: "from_status", To: "to_status"},
+	}
+}
+
+// LoadMapping parses a YAML mapping (unknown keys are errors) and validates it.
+func LoadMapping(data []byte) (*Mapping, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var m Mapping
+	if err := dec.Decode(&m); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("mapping: the document is empty")
+		}
+		return nil, fmt.Errorf("mapping: %w", err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// ReadMappingFile loads the mapping in a YAML file.
+func ReadMappingFile(path string) (*Mapping, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read mapping: %w", err)
+	}
+	m, err := LoadMapping(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// tableKind says which mapped table a row event belongs to.
+type tableKind uint8
+
+const (
+	kindUserCoupon tableKind = iota + 1
+	kindRedemption
+	kindQuota
+	kindFlow
+	kindTemplate
+)
+
+// colRef is one mapped column: the YAML key that names it and the name.
+type colRef struct {
+	key, column string
+	required    bool
+}
+
+// tableSpec is one mapped table, flattened for validation and checks.
+type tableSpec struct {
+	key    string // YAML key: user_coupon, ...
+	kind   tableKind
+	table  string // as written
+	cols   []colRef
+	source bool // subscribed in the binlog
+}
+
+// specs lists the mapped tables, subscribed ones first.
+func (m *Mapping) specs() []tableSpec {
+	u := m.UserCoupon
+	r := m.RedemptionLog
+	s := []tableSpec{
+		{key: "user_coupon", kind: kindUserCoupon, table: u.Table, source: true, cols: []colRef{
+			{"id", u.ID, true}, {"template", u.Template, true}, {"channel", u.Channel, false},
+			{"status", u.Status, true}, {"order", u.Order, false}, {"user", u.User, false},
+			{"expires_at", u.ExpiresAt, false}}},
+		{key: "redemption_log", kind: kindRedemption, table: r.Table, source: true, cols: []colRef{
+			{"id", r.ID, true}, {"coupon", r.Coupon, true}, {"order", r.Order, false},
+			{"template", r.Template, false}, {"channel", r.Channel, false}}},
+	}
+	if q := m.ChannelQuota; q != nil {
+		s = append(s, tableSpec{key: "channel_quota", kind: kindQuota, table: q.Table, source: true, cols: []colRef{
+			{"template", q.Template, true}, {"channel", q.Channel, true}, {"quota", q.Quota, true},
+			{"claimed", q.Claimed, true}}})
+	}
+	if f := m.InventoryFlow; f != nil {
+		s = append(s, tableSpec{key: "inventory_flow", kind: kindFlow, table: f.Table, source: true, cols: []colRef{
+			{"id", f.ID, true}, {"coupon", f.Coupon, true}, {"kind", f.Kind, true}, {"seq", f.Seq, false},
+			{"template", f.Template, true}, {"channel", f.Channel, true}, {"from", f.From, true},
+			{"to", f.To, true}}})
+	}
+	t := m.Template
+	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, cols: []colRef{
+		{"id", t.ID, true}, {"total_quota", t.TotalQuota, true}}})
+	return s
+}
+
+// Validate checks the mapping on its own, without a server: required
+// tables and columns, status names, every code mapped at most once and the
+// four states present. Check verifies it against a server.
+func (m *Mapping) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("mapping: "+format, args...)) }
+	if !validIdent(m.Schema) {
+		bad("schema %q is not a valid name", m.Schema)
+	}
+	seen := map[string]string{}
+	for _, s := range m.specs() {
+		if s.table == "" {
+			bad("%s.table is required", s.key)
+			continue
+		}
+		sch, tbl := m.split(s.table)
+		if strings.Count(s.table, ".") > 1 || !validIdent(sch) || tbl == "" || !validIdent(tbl) {
+			bad("%s.table %q is not a valid table name (write table or schema.table)", s.key, s.table)
+		}
+		for _, c := range s.cols {
+			switch {
+			case c.column == "" && c.required:
+				bad("%s.%s is required (the column that holds it in %s)", s.key, c.key, s.table)
+			case !validIdent(c.column):
+				bad("%s.%s %q is not a valid column name", s.key, c.key, c.column)
+			}
+		}
+		q := m.qualified(s.table)
+		if other, ok := seen[q]; ok {
+			bad("%s.table and %s.table both name %s; each mapped table must be different", other, s.key, q)
+		}
+		seen[q] = s.key
+	}
+	if len(m.Status) == 0 {
+		bad("status is required: the stored codes of AVAILABLE, USED, EXPIRED and RETURNED")
+	}
+	owner := map[int64]string{}
+	names := make([]string, 0, len(m.Status))
+	for name := range m.Status {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		st, err := coupon.ParseStatus(name)
+		if err != nil || !st.Valid() {
+			bad("status: unknown state %q (want AVAILABLE, USED, EXPIRED or RETURNED)", name)
+			continue
+		}
+		if len(m.Status[name]) == 0 {
+			bad("status.%s lists no code", name)
+		}
+		for _, code := range m.Status[name] {
+			if prev, ok := owner[code]; ok {
+				bad("status code %d is mapped twice (%s and %s)", code, prev, name)
+				continue
+			}
+			owner[code] = name
+		}
+	}
+	for _, st := range coupon.Statuses {
+		if _, ok := m.Status[st.String()]; !ok {
+			bad("status.%s is missing: every one of AVAILABLE, USED, EXPIRED, RETURNED needs its codes", st)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validIdent(s string) bool {
+	return len(s) <= 64 && !strings.ContainsAny(s, "`.\x00 \t\n")
+}
+
+// split returns the schema (Schema when the name has none) and the table.
+func (m *Mapping) split(table string) (schema, name string) {
+	if i := strings.IndexByte(table, '.'); i >= 0 {
+		return table[:i], table[i+1:]
+	}
+	return m.Schema, table
+}
+
+// qualified is schema.table, or the bare table when no schema is known.
+func (m *Mapping) qualified(table string) string {
+	sch, tbl := m.split(table)
+	if sch == "" {
+		return tbl
+	}
+	return sch + "." + tbl
+}
+
+// SourceTables lists the subscribed tables as schema.table: user_coupon,
+// redemption_log, and channel_quota and inventory_flow when mapped. The
+// template table is never subscribed.
+func (m *Mapping) SourceTables() []string {
+	var out []string
+	for _, s := range m.specs() {
+		if s.source {
+			out = append(out, m.qualified(s.table))
+		}
+	}
+	return out
+}
+
+// Codes returns the stored codes of a state, e.g. for a GROUP BY over the
+// coupon table.
+func (m *Mapping) Codes(s coupon.Status) []int64 { return slices.Clone(m.Status[s.String()]) }
+
+// withSchema returns m, or a copy whose Schema is def when m has none.
+func (m *Mapping) withSchema(def string) *Mapping {
+	if m.Schema != "" || def == "" {
+		return m
+	}
+	c := *m
+	c.Schema = def
+	return &c
+}
+
+// quoteTable renders a mapped table name for SQL.
+func (m *Mapping) quoteTable(table string) string {
+	sch, tbl := m.split(table)
+	if sch == "" {
+		return "`" + tbl + "`"
+	}
+	return "`" + sch + "`.`" + tbl + "`"
+}
+
+// TemplateQuotas reads the total quota of the given templates from the
+// template table (by query: the table is not subscribed). Unknown ids are
+// absent from the result.
+func (m *Mapping) TemplateQuotas(ctx context.Context, db *sql.DB, ids []int64) (map[int64]int64, error) {
+	out := make(map[int64]int64, len(ids))
+	const chunk = 500
+	for len(ids) > 0 {
+		n := min(len(ids), chunk)
+		part := ids[:n]
+		ids = ids[n:]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		q := fmt.Sprintf("SELECT `%s`, `%s` FROM %s WHERE `%s` IN (%s)",
+			m.Template.ID, m.Template.TotalQuota, m.quoteTable(m.Template.Table), m.Template.ID,
+			strings.TrimSuffix(strings.Repeat("?,", len(part)), ","))
+		rows, err := db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, fmt.Errorf("read template quotas from %s: %w", m.qualified(m.Template.Table), err)
+		}
+		for rows.Next() {
+			var id, quota int64
+			if err := rows.Scan(&id, &quota); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read template quotas from %s: %w", m.qualified(m.Template.Table), err)
+			}
+			out[id] = quota
+		}
+		if err := rows.Err(); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read template quotas from %s: %w", m.qualified(m.Template.Table), err)
+		}
+		rows.Close()
+	}
+	return out, nil
+}

@@ -1,0 +1,121 @@
+package canal
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/testenv"
+)
+
+const legacyYAML = `
+schema: legacydb
+user_coupon: {table: t_user_coupon, id: id, template: tpl_id, status: state, order: order_no, user: uid, expires_at: expire_time}
+status: {AVAILABLE: [0], USED: [1], EXPIRED: [2], RETURNED: [3, 9]}
+redemption_log: {table: t_writeoff, id: id, coupon: coupon_id, order: order_no}
+template: {table: t_coupon_tpl, id: id, total_quota: budget}
+default_channel: legacy
+`
+
+func TestLoadMapping(t *testing.T) {
+	m, err := LoadMapping([]byte(legacyYAML))
+	require.NoError(t, err)
+	require.Equal(t, "legacydb", m.Schema)
+	require.Equal(t, "state", m.UserCoupon.Status)
+	require.Nil(t, m.ChannelQuota)
+	require.Equal(t, []string{"legacydb.t_user_coupon", "legacydb.t_writeoff"}, m.SourceTables())
+	require.Equal(t, []int64{3, 9}, m.Codes(coupon.Returned))
+
+	d := DefaultMapping()
+	require.NoError(t, d.Validate())
+	require.Equal(t, []string{"user_coupon", "redemption_log", "channel_quota", "inventory_flow"}, d.SourceTables())
+	d.Schema = "cl"
+	require.Equal(t, []string{"cl.user_coupon", "cl.redemption_log", "cl.channel_quota", "cl.inventory_flow"}, d.SourceTables())
+
+	q, err := LoadMapping([]byte(strings.Replace(legacyYAML, "table: t_writeoff", "table: other.t_writeoff", 1)))
+	require.NoError(t, err)
+	require.Equal(t, []string{"legacydb.t_user_coupon", "other.t_writeoff"}, q.SourceTables())
+}
+
+func TestLoadMappingErrors(t *testing.T) {
+	cases := []struct{ name, yaml, want string }{
+		{"typo'd key", strings.Replace(legacyYAML, "status: state", "statsu: state", 1), "field statsu not found"},
+		{"typo'd top-level key", legacyYAML + "defualt_channel: x\n", "field defualt_channel not found"},
+		{"empty", "", "the document is empty"},
+		{"missing status column", strings.Replace(legacyYAML, "status: state, ", "", 1), "user_coupon.status is required"},
+		{"missing redemption table", strings.Replace(legacyYAML, "table: t_writeoff, ", "", 1), "redemption_log.table is required"},
+		{"code mapped twice", strings.Replace(legacyYAML, "EXPIRED: [2]", "EXPIRED: [1]", 1), "status code 1 is mapped twice (EXPIRED and USED)"},
+		{"state missing", strings.Replace(legacyYAML, "EXPIRED: [2], ", "", 1), "status.EXPIRED is missing"},
+		{"unknown state", strings.Replace(legacyYAML, "EXPIRED: [2]", "EXPIRED: [2], LOST: [5]", 1), `unknown state "LOST"`},
+		{"state without codes", strings.Replace(legacyYAML, "EXPIRED: [2]", "EXPIRED: []", 1), "status.EXPIRED lists no code"},
+		{"template subscribed", strings.Replace(legacyYAML, "t_coupon_tpl", "t_writeoff", 1), "redemption_log.table and template.table both name legacydb.t_writeoff"},
+		{"bad table name", strings.Replace(legacyYAML, "t_coupon_tpl", "a.b.c", 1), `template.table "a.b.c" is not a valid table name`},
+		{"incomplete channel_quota", legacyYAML + "channel_quota: {table: cq, template: t}\n", "channel_quota.channel is required"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := LoadMapping([]byte(c.yaml))
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+}
+
+// createLegacyTables makes a legacy coupon schema, its own status codes.
+func createLegacyTables(t *testing.T, ctx context.Context, exec func(string)) {
+	t.Helper()
+	exec("CREATE TABLE t_user_coupon (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, uid VARCHAR(32) NOT NULL, " +
+		"tpl_id INT NOT NULL, state TINYINT NOT NULL, order_no VARCHAR(64) NULL, expire_time DATETIME NOT NULL)")
+	exec("CREATE TABLE t_writeoff (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, coupon_id BIGINT NOT NULL, " +
+		"order_no VARCHAR(64) NOT NULL, created DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP)")
+	exec("CREATE TABLE t_coupon_tpl (id INT NOT NULL PRIMARY KEY, budget BIGINT NOT NULL)")
+}
+
+func TestMappingCheck(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testenv.MySQL(t)
+	var dbName string
+	require.NoError(t, db.QueryRow("SELECT DATABASE()").Scan(&dbName))
+	exec := func(q string) {
+		_, err := db.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+
+	// The reference mapping fits the migrated database.
+	require.NoError(t, DefaultMapping().Check(ctx, db))
+
+	createLegacyTables(t, ctx, exec)
+	legacy := strings.Replace(legacyYAML, "schema: legacydb", "schema: "+dbName, 1)
+	m, err := LoadMapping([]byte(legacy))
+	require.NoError(t, err)
+	require.NoError(t, m.Check(ctx, db))
+
+	quotas, err := m.TemplateQuotas(ctx, db, []int64{1, 2})
+	require.NoError(t, err)
+	require.Empty(t, quotas)
+	exec("INSERT INTO t_coupon_tpl VALUES (1, 100), (2, 250), (3, 7)")
+	quotas, err = m.TemplateQuotas(ctx, db, []int64{1, 2, 99})
+	require.NoError(t, err)
+	require.Equal(t, map[int64]int64{1: 100, 2: 250}, quotas)
+
+	// A column that is not there.
+	bad, err := LoadMapping([]byte(strings.Replace(legacy, "status: state", "status: status", 1)))
+	require.NoError(t, err)
+	err = bad.Check(ctx, db)
+	require.EqualError(t, err, `mapping: user_coupon.status names column "status" but `+dbName+
+		`.t_user_coupon has no such column (it has: id, uid, tpl_id, state, order_no, expire_time)`)
+
+	// A table that is not there, a source table without a primary key.
+	exec("CREATE TABLE t_writeoff_nopk (id BIGINT NOT NULL, coupon_id BIGINT NOT NULL, order_no VARCHAR(64) NOT NULL)")
+	bad, err = LoadMapping([]byte(strings.NewReplacer("t_writeoff", "t_writeoff_nopk", "t_coupon_tpl", "t_tpl").Replace(legacy)))
+	require.NoError(t, err)
+	err = bad.Check(ctx, db)
+	require.ErrorContains(t, err, "redemption_log.table "+dbName+".t_writeoff_nopk has no PRIMARY KEY")
+	require.ErrorContains(t, err, "template.table names "+dbName+".t_tpl but there is no such table ("+dbName+" has: ")
+
+	// No schema in the mapping: the connection's database.
+	m.Schema = ""
+	require.NoError(t, m.Check(ctx, db))
+}

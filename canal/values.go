@@ -1,0 +1,116 @@
+package canal
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// asInt normalises a binlog or dump value to an int64. go-mysql gives
+// integers as int8..int64 (uint8..uint64 for unsigned columns), and, from a
+// dump or for DECIMAL, strings, []byte, float64 or a decimal type.
+func asInt(v any) (n int64, null bool, err error) {
+	switch x := v.(type) {
+	case nil:
+		return 0, true, nil
+	case int64:
+		return x, false, nil
+	case int32:
+		return int64(x), false, nil
+	case int8:
+		return int64(x), false, nil
+	case int16:
+		return int64(x), false, nil
+	case int:
+		return int64(x), false, nil
+	case uint64:
+		if x > math.MaxInt64 {
+			return 0, false, fmt.Errorf("integer %d is out of range", x)
+		}
+		return int64(x), false, nil
+	case uint32:
+		return int64(x), false, nil
+	case uint8:
+		return int64(x), false, nil
+	case uint16:
+		return int64(x), false, nil
+	case uint:
+		if uint64(x) > math.MaxInt64 {
+			return 0, false, fmt.Errorf("integer %d is out of range", x)
+		}
+		return int64(x), false, nil
+	case bool:
+		if x {
+			return 1, false, nil
+		}
+		return 0, false, nil
+	case float64:
+		return floatInt(x)
+	case float32:
+		return floatInt(float64(x))
+	case string:
+		return parseInt(x)
+	case []byte:
+		return parseInt(string(x))
+	case time.Time:
+		return 0, false, fmt.Errorf("want an integer, got the time %s", x.Format(time.RFC3339))
+	case fmt.Stringer: // decimal.Decimal and the like
+		return parseInt(x.String())
+	}
+	return 0, false, fmt.Errorf("want an integer, got %T %v", v, v)
+}
+
+func floatInt(f float64) (int64, bool, error) {
+	if f != math.Trunc(f) || f > math.MaxInt64 || f < math.MinInt64 {
+		return 0, false, fmt.Errorf("want an integer, got %v", f)
+	}
+	return int64(f), false, nil
+}
+
+func parseInt(s string) (int64, bool, error) {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, false, nil
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return floatInt(f)
+	}
+	return 0, false, fmt.Errorf("want an integer, got %q", s)
+}
+
+// asString normalises a value to a string; NULL is "".
+func asString(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case int32:
+		return strconv.FormatInt(int64(x), 10)
+	case int8:
+		return strconv.FormatInt(int64(x), 10)
+	case int16:
+		return strconv.FormatInt(int64(x), 10)
+	case int:
+		return strconv.Itoa(x)
+	case uint64:
+		return strconv.FormatUint(x, 10)
+	case uint32:
+		return strconv.FormatUint(uint64(x), 10)
+	case uint8:
+		return strconv.FormatUint(uint64(x), 10)
+	case uint16:
+		return strconv.FormatUint(uint64(x), 10)
+	case time.Time:
+		return x.Format("2006-01-02 15:04:05.999999")
+	case fmt.Stringer:
+		return x.String()
+	}
+	return fmt.Sprint(v)
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/sink"
+)
+
+func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newFlags("cdc", "Tails the MySQL binlog and turns coupon row changes into counters (exactly-once, with the checkpoint), Redis stock keys, anomalies and metrics. One leader per checkpoint; a second cdc waits as a hot standby.", stderr)
+	dsn := f.dsn()
+	mapping := f.string("mapping", "COUPONLINK_MAPPING", "", "YAML file naming a legacy schema's tables, columns and status codes (default: the reference schema)")
+	redisAddr := f.string("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", "Redis address for the stock keys (empty: no Redis)")
+	redisMode := f.string("redis-mode", "COUPONLINK_REDIS_MODE", "", "owner (couponlink writes the stock keys; default for the reference schema), corrector (a legacy front end owns them; default with -mapping) or off")
+	prefix := f.string("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys")
+	metricsAddr := f.string("metrics-addr", "COUPONLINK_CDC_METRICS_ADDR", "127.0.0.1:9464", "listen address of /metrics, /healthz and /status (empty: none)")
+	name := f.string("name", "COUPONLINK_CDC_NAME", "default", "checkpoint name (one per source schema)")
+	serverID := f.int("server-id", "COUPONLINK_CDC_SERVER_ID", 0, "replica server id the cdc uses on the binlog stream (0: derived from the checkpoint name and pid)")
+	batchRows := f.int("batch-rows", "COUPONLINK_CDC_BATCH_ROWS", 500, "a batch ends at the first transaction end after this many rows")
+	batchWait := f.duration("batch-wait", "COUPONLINK_CDC_BATCH_WAIT", 20*time.Millisecond, "... or this long after its first row")
+	grace := f.duration("redemption-grace", "COUPONLINK_REDEMPTION_GRACE", 30*time.Second, "how long a USED coupon may wait for its redemption row before it is an anomaly")
+	rebuild := f.bool("rebuild", "COUPONLINK_CDC_REBUILD", false, "rebuild the counters from a consistent snapshot, then stream from its position")
+	level := f.logLevel()
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	log := newLogger(stderr, *level)
+	db, err := openMySQL(*dsn, 8)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("connect to MySQL: %w", err)
+	}
+	m := canal.DefaultMapping()
+	if *mapping != "" {
+		if m, err = canal.ReadMappingFile(*mapping); err != nil {
+			return err
+		}
+	}
+	tcfg, err := tailerConfig(*dsn, *serverID, *name)
+	if err != nil {
+		return err
+	}
+	tcfg.BatchRows, tcfg.BatchWait, tcfg.Logger = *batchRows, *batchWait, log
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var rdb redis.UniversalClient
+	if *redisAddr != "" {
+		rdb = redis.NewClient(&redis.Options{Addr: *redisAddr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		defer rdb.Close()
+	}
+	scfg := sink.Config{DB: db, Name: *name, Redis: rdb, RedisMode: *redisMode, Keys: sink.Keys{Prefix: *prefix},
+		RedemptionGrace: *grace, Logger: log, Registerer: reg}
+	if *mapping != "" {
+		scfg.Mapping = m
+	}
+	s, err := sink.New(scfg)
+	if err != nil {
+		return err
+	}
+	if err := m.Check(ctx, db); err != nil {
+		return err
+	}
+	if *metricsAddr != "" {
+		stop, err := serveOps(ctx, *metricsAddr, reg, db, *name, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	d := &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: *rebuild}
+	err = d.Run(ctx)
+	if errors.Is(err, canal.ErrBinlogPurged) {
+		return fmt.Errorf("%w\nthe binlog the checkpoint needs is gone; run `couponlink cdc --rebuild` to recount from a snapshot", err)
+	}
+	return err
+}
+
+// tailerConfig derives the binlog connection from couponlink's DSN: the
+// same server (the checkpoint shares a transaction with the counters).
+func tailerConfig(dsn string, serverID int, name string) (canal.Config, error) {
+	tc, err := canal.ConfigFromDSN(dsn)
+	if err != nil {
+		return tc, err
+	}
+	if serverID > 0 {
+		tc.ServerID = uint32(serverID)
+	}
+	return tc, nil
+}
+
+// serveOps serves /metrics, /healthz and /status for operators.
+func serveOps(ctx context.Context, addr string, reg *prometheus.Registry, db interface{ PingContext(context.Context) error }, name string, log *slog.Logger) (func(), error) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := db.PingContext(r.Context()); err != nil {
+			http.Error(w, "MySQL: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
+}

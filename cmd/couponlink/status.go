@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/couponlink/couponlink/sink"
+)
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newFlags("status", "Prints where the cdc stands: checkpoint, lag, events applied, anomalies, and per template and channel the derived states.", stderr)
+	dsn := f.dsn()
+	name := f.string("name", "COUPONLINK_CDC_NAME", "default", "checkpoint name")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	db, err := openMySQL(*dsn, 2)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	st, err := sink.ReadStatus(ctx, db, *name)
+	if err != nil {
+		return err
+	}
+	if !st.Found {
+		fmt.Fprintf(stdout, "no checkpoint %q yet: the cdc has not run against this database\n", *name)
+		return nil
+	}
+	cp := st.Checkpoint
+	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "checkpoint\t%s\n", cp.Pos)
+	fmt.Fprintf(w, "server binlog\t%s\n", st.Server)
+	fmt.Fprintf(w, "lag\t%s\n", st.Lag().Round(time.Millisecond))
+	if cp.EventTime.Valid {
+		fmt.Fprintf(w, "last event\t%s\n", cp.EventTime.Time.Format(time.RFC3339))
+	}
+	fmt.Fprintf(w, "saved\t%s ago\n", st.Now.Sub(cp.UpdatedAt).Round(time.Millisecond))
+	fmt.Fprintf(w, "leader\t%s (epoch %d)\n", cp.Leader, cp.Epoch)
+	fmt.Fprintf(w, "events applied\t%d in %d batches\n", cp.EventsApplied, cp.Batches)
+	if cp.BootstrappedAt.Valid {
+		fmt.Fprintf(w, "bootstrapped\t%s\n", cp.BootstrappedAt.Time.Format(time.RFC3339))
+	}
+	kinds := make([]string, 0, len(st.Anomalies))
+	var total int64
+	for k, n := range st.Anomalies {
+		kinds = append(kinds, k)
+		total += n
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(w, "anomalies\t%d\n", total)
+	for _, k := range kinds {
+		fmt.Fprintf(w, "  %s\t%d\n", k, st.Anomalies[k])
+	}
+	w.Flush()
+	fmt.Fprintln(stdout)
+	w = tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "template\tchannel\tquota\tclaimable\theld\tused\texpired\treturned\treleased\tfrozen\t")
+	for _, p := range st.Pairs {
+		quota, claimable := "-", "-"
+		if p.HasQuota {
+			quota, claimable = fmt.Sprint(p.Quota.Quota), fmt.Sprint(p.Quota.Claimable())
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.Template, p.Channel, quota, claimable,
+			p.Held, p.Used, p.Expired, p.Returned, p.Released, p.Frozen())
+	}
+	return w.Flush()
+}

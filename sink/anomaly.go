@@ -1,0 +1,278 @@
+package sink
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
+)
+
+// The kinds of anomalies the cdc records.
+const (
+	AnomalyIllegalTransition     = "illegal_transition"
+	AnomalyDeletedCoupon         = "deleted_coupon"
+	AnomalyUsedWithoutRedemption = "used_without_redemption"
+	AnomalyDuplicateRedemption   = "duplicate_redemption"
+	AnomalyOverIssue             = "over_issue"
+)
+
+// AnomalyKinds lists every kind, for metrics and reports.
+var AnomalyKinds = []string{AnomalyIllegalTransition, AnomalyDeletedCoupon, AnomalyUsedWithoutRedemption,
+	AnomalyDuplicateRedemption, AnomalyOverIssue}
+
+// Anomaly is one thing seen in the binlog that a correct coupon system
+// does not do. The counters still mirror the table.
+type Anomaly struct {
+	Kind     string
+	Coupon   int64
+	Template int64
+	Channel  string
+	From, To coupon.Status
+	Order    string
+	Detail   string
+}
+
+// judgeTransition says whether one decoded change is an anomaly.
+func judgeTransition(t *canal.Transition) (Anomaly, bool) {
+	a := Anomaly{Coupon: t.Coupon, Template: t.Template, Channel: t.Channel, From: t.From, To: t.To, Order: t.Order}
+	switch {
+	case t.From == t.To && (t.Template != t.PrevTemplate || t.Channel != t.PrevChannel):
+		a.Kind = AnomalyIllegalTransition
+		a.Detail = fmt.Sprintf("coupon %d moved from template %d channel %q to template %d channel %q", t.Coupon,
+			t.PrevTemplate, t.PrevChannel, t.Template, t.Channel)
+		return a, true
+	case t.From == t.To:
+		return a, false
+	case t.To == coupon.None:
+		a.Kind, a.Template, a.Channel = AnomalyDeletedCoupon, t.PrevTemplate, t.PrevChannel
+		a.Detail = fmt.Sprintf("coupon %d (%s) was deleted; its ledger rows lose their coupon", t.Coupon, t.From)
+		return a, true
+	case !coupon.Legal(t.From, t.To):
+		a.Kind = AnomalyIllegalTransition
+		a.Detail = fmt.Sprintf("coupon %d went %s -> %s, which is not a legal transition", t.Coupon, t.From, t.To)
+		return a, true
+	}
+	return a, false
+}
+
+// pendingUse is a coupon that became USED with no redemption row seen yet.
+type pendingUse struct {
+	Anomaly
+	deadline time.Time
+}
+
+// judge finds the anomalies of a batch, given the counters and quotas it
+// leaves behind (next) and those before it (s.counts).
+func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[Pair]*Counts) ([]Anomaly, error) {
+	var out []Anomaly
+	redeemedHere := map[int64][]string{}
+	for i := range b.Redemptions {
+		r := &b.Redemptions[i]
+		if !r.Deleted {
+			redeemedHere[r.Coupon] = append(redeemedHere[r.Coupon], r.Order)
+			delete(s.pending, r.Coupon)
+		}
+	}
+	var check []int64
+	uses := map[int64]Anomaly{}
+	for i := range b.Transitions {
+		t := &b.Transitions[i]
+		if a, bad := judgeTransition(t); bad {
+			out = append(out, a)
+		}
+		if t.To == coupon.Used && t.From != coupon.Used {
+			a := Anomaly{Kind: AnomalyUsedWithoutRedemption, Coupon: t.Coupon, Template: t.Template, Channel: t.Channel,
+				From: t.From, To: t.To, Order: t.Order}
+			if hasOrder(redeemedHere[t.Coupon], t.Order) {
+				continue
+			}
+			if _, seen := uses[t.Coupon]; !seen {
+				check = append(check, t.Coupon)
+			}
+			uses[t.Coupon] = a
+		}
+	}
+	if len(check) > 0 {
+		found, err := s.src.redeemed(ctx, s.db, check)
+		if err != nil {
+			return nil, err
+		}
+		deadline := s.cfg.Now().Add(s.cfg.RedemptionGrace)
+		for _, c := range check {
+			a := uses[c]
+			if hasOrder(found[c], a.Order) {
+				continue
+			}
+			if len(s.pending) >= s.cfg.MaxPending {
+				s.m.pendingDropped.Inc()
+				continue
+			}
+			s.pending[c] = pendingUse{Anomaly: a, deadline: deadline}
+		}
+	}
+	due, err := s.duePending(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, due...)
+	dups, err := s.duplicates(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, dups...)
+	return append(out, s.overIssued(next)...), nil
+}
+
+func hasOrder(orders []string, order string) bool {
+	for _, o := range orders {
+		if order == "" || o == "" || o == order {
+			return true
+		}
+	}
+	return false
+}
+
+// duePending checks the coupons whose grace period ended: still no
+// redemption row is an anomaly.
+func (s *Sink) duePending(ctx context.Context) ([]Anomaly, error) {
+	now := s.cfg.Now()
+	var due []int64
+	for c, p := range s.pending {
+		if !now.Before(p.deadline) {
+			due = append(due, c)
+		}
+	}
+	if len(due) == 0 {
+		return nil, nil
+	}
+	found, err := s.src.redeemed(ctx, s.db, due)
+	if err != nil {
+		return nil, err
+	}
+	var out []Anomaly
+	for _, c := range due {
+		p := s.pending[c]
+		delete(s.pending, c)
+		if !hasOrder(found[c], p.Order) {
+			p.Detail = fmt.Sprintf("coupon %d became USED (order %q) but no redemption row appeared within %s", c, p.Order, s.cfg.RedemptionGrace)
+			out = append(out, p.Anomaly)
+		}
+	}
+	return out, nil
+}
+
+// duplicates finds redemption rows of the batch that repeat an earlier
+// (order, coupon). The reference schema's UNIQUE key makes them impossible;
+// a legacy table may have none.
+func (s *Sink) duplicates(ctx context.Context, b *canal.Batch) ([]Anomaly, error) {
+	if s.cfg.RedemptionUnique || len(b.Redemptions) == 0 {
+		return nil, nil
+	}
+	var coupons []int64
+	seen := map[int64]bool{}
+	for i := range b.Redemptions {
+		r := &b.Redemptions[i]
+		if !r.Deleted && !seen[r.Coupon] {
+			seen[r.Coupon] = true
+			coupons = append(coupons, r.Coupon)
+		}
+	}
+	first, err := s.src.firstRedemptions(ctx, s.db, coupons)
+	if err != nil || len(first) == 0 {
+		return nil, err
+	}
+	var out []Anomaly
+	for i := range b.Redemptions {
+		r := &b.Redemptions[i]
+		if id, dup := first[redemptionKey{r.Coupon, r.Order}]; dup && !r.Deleted && r.ID != id {
+			out = append(out, Anomaly{Kind: AnomalyDuplicateRedemption, Coupon: r.Coupon, Template: r.Template, Channel: r.Channel,
+				Order: r.Order, Detail: fmt.Sprintf("redemption %d repeats redemption %d of order %q on coupon %d", r.ID, id, r.Order, r.Coupon)})
+		}
+	}
+	return out, nil
+}
+
+// overIssued finds pairs (or, without channel quotas, templates) that the
+// batch took over their quota.
+func (s *Sink) overIssued(next map[Pair]*Counts) []Anomaly {
+	var out []Anomaly
+	if s.quotas != nil {
+		for p, c := range next {
+			q, ok := s.nextQuota(p)
+			if !ok {
+				continue
+			}
+			before := s.counts[p]
+			wasOver := before != nil && before.Taken() > s.quotas[p].Quota
+			if c.Taken() > q.Quota && !wasOver {
+				out = append(out, Anomaly{Kind: AnomalyOverIssue, Template: p.Template, Channel: p.Channel,
+					Detail: fmt.Sprintf("template %d channel %q holds %d coupons (held+used+frozen) over a quota of %d", p.Template, p.Channel, c.Taken(), q.Quota)})
+			}
+		}
+		return out
+	}
+	for tpl, quota := range s.tplQuota {
+		var before, after int64
+		touched := false
+		for p, c := range s.counts {
+			if p.Template == tpl {
+				before += c.Taken()
+			}
+		}
+		for p, c := range next {
+			if p.Template == tpl {
+				touched = true
+				after += c.Taken()
+				if old := s.counts[p]; old != nil {
+					after -= old.Taken()
+				}
+			}
+		}
+		after += before
+		if touched && after > quota && before <= quota {
+			out = append(out, Anomaly{Kind: AnomalyOverIssue, Template: tpl,
+				Detail: fmt.Sprintf("template %d holds %d coupons (held+used+frozen) over its quota of %d", tpl, after, quota)})
+		}
+	}
+	return out
+}
+
+func insertAnomalies(ctx context.Context, tx *sql.Tx, as []Anomaly, b *canal.Batch) error {
+	if len(as) == 0 {
+		return nil
+	}
+	var sb strings.Builder
+	args := make([]any, 0, 12*len(as))
+	sb.WriteString(`INSERT INTO cdc_anomaly (kind, user_coupon_id, template_id, channel, from_status, to_status, order_id,
+		detail, binlog_file, binlog_pos, gtid_set, event_time) VALUES `)
+	var at sql.NullTime
+	if !b.EventTime.IsZero() {
+		at = sql.NullTime{Time: b.EventTime.UTC(), Valid: true}
+	}
+	for i, a := range as {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+		detail := a.Detail
+		if len(detail) > 512 {
+			detail = detail[:512]
+		}
+		args = append(args, a.Kind, nullInt(a.Coupon), nullInt(a.Template), nullStr(a.Channel), nullStatus(a.From), nullStatus(a.To),
+			nullStr(a.Order), detail, b.End.File, b.End.Pos, b.End.GTID, at)
+	}
+	if _, err := tx.ExecContext(ctx, sb.String(), args...); err != nil {
+		return fmt.Errorf("record anomalies: %w", err)
+	}
+	return nil
+}
+
+func nullInt(v int64) sql.NullInt64   { return sql.NullInt64{Int64: v, Valid: v != 0} }
+func nullStr(v string) sql.NullString { return sql.NullString{String: v, Valid: v != ""} }
+func nullStatus(s coupon.Status) sql.NullInt16 {
+	return sql.NullInt16{Int16: int16(s), Valid: s != coupon.None}
+}

@@ -1,0 +1,178 @@
+package sink
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/couponlink/couponlink/canal"
+)
+
+// snapshot is the truth at one binlog position.
+type snapshot struct {
+	Pos    canal.Position
+	Counts map[Pair]*Counts
+	Quotas map[Pair]Quota
+}
+
+// takeSnapshot counts the source tables in a consistent snapshot and reads
+// the binlog position of that snapshot (MariaDB: START TRANSACTION WITH
+// CONSISTENT SNAPSHOT + binlog_snapshot_file/position).
+func (s *Sink) takeSnapshot(ctx context.Context) (snapshot, error) {
+	var snap snapshot
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return snap, fmt.Errorf("begin snapshot: %w", err)
+	}
+	defer tx.Rollback()
+	// replaces the transaction database/sql began, on the same connection
+	if _, err := tx.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT"); err != nil {
+		return snap, fmt.Errorf("start consistent snapshot: %w", err)
+	}
+	if snap.Pos, err = canal.SnapshotPosition(ctx, tx); err != nil {
+		return snap, err
+	}
+	if snap.Counts, err = s.src.countCoupons(ctx, tx); err != nil {
+		return snap, err
+	}
+	if snap.Quotas, err = s.src.quotas(ctx, tx); err != nil {
+		return snap, err
+	}
+	return snap, tx.Commit()
+}
+
+// bootstrap replaces the counters with the truth of a fresh snapshot and
+// sets the checkpoint to the snapshot's position, in one transaction.
+func (s *Sink) bootstrap(ctx context.Context) (snapshot, error) {
+	start := time.Now()
+	snap, err := s.takeSnapshot(ctx)
+	if err != nil {
+		return snap, fmt.Errorf("bootstrap: %w", err)
+	}
+	var rows int64
+	for _, c := range snap.Counts {
+		rows += c.Issued()
+	}
+	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM inventory_counter"); err != nil {
+			return fmt.Errorf("clear counters: %w", err)
+		}
+		pairs := make([]Pair, 0, len(snap.Counts))
+		for p := range snap.Counts {
+			pairs = append(pairs, p)
+		}
+		sort.Slice(pairs, func(i, j int) bool { return pairs[i].less(pairs[j]) })
+		for start := 0; start < len(pairs); start += 500 {
+			chunk := pairs[start:min(start+500, len(pairs))]
+			if err := writeCounters(ctx, tx, chunk, snap.Counts, false); err != nil {
+				return err
+			}
+		}
+		if err := s.refreshTemplates(ctx, tx, snap.Counts, templatesOf(pairs)); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE cdc_checkpoint SET binlog_file = ?, binlog_pos = ?, gtid_set = ?,
+			event_time = NULL, bootstrapped_at = ? WHERE name = ? AND epoch = ?`,
+			snap.Pos.File, snap.Pos.Pos, snap.Pos.GTID, time.Now().UTC(), s.cfg.Name, s.epoch)
+		if err != nil {
+			return fmt.Errorf("save checkpoint: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrFenced
+		}
+		return nil
+	})
+	if err != nil {
+		return snap, fmt.Errorf("bootstrap: write counters: %w", err)
+	}
+	s.log.Info("bootstrapped counters from a consistent snapshot", "position", snap.Pos.String(),
+		"pairs", len(snap.Counts), "coupons", rows, "took", time.Since(start).Round(time.Millisecond))
+	return snap, nil
+}
+
+func (p Pair) less(o Pair) bool {
+	if p.Template != o.Template {
+		return p.Template < o.Template
+	}
+	return p.Channel < o.Channel
+}
+
+func templatesOf(pairs []Pair) []int64 {
+	seen := map[int64]bool{}
+	var out []int64
+	for _, p := range pairs {
+		if !seen[p.Template] {
+			seen[p.Template] = true
+			out = append(out, p.Template)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// writeCounters upserts the pairs' counters: added to the stored values
+// (delta) or replacing them.
+func writeCounters(ctx context.Context, tx *sql.Tx, pairs []Pair, counts map[Pair]*Counts, delta bool) error {
+	if len(pairs) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	args := make([]any, 0, 7*len(pairs))
+	b.WriteString("INSERT INTO inventory_counter (template_id, channel, held, used, expired, returned, released) VALUES ")
+	for i, p := range pairs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+		c := counts[p]
+		args = append(args, p.Template, p.Channel, c.Held, c.Used, c.Expired, c.Returned, c.Released)
+	}
+	if delta {
+		b.WriteString(` ON DUPLICATE KEY UPDATE held = held + VALUES(held), used = used + VALUES(used),
+			expired = expired + VALUES(expired), returned = returned + VALUES(returned), released = released + VALUES(released)`)
+	} else {
+		b.WriteString(` ON DUPLICATE KEY UPDATE held = VALUES(held), used = VALUES(used),
+			expired = VALUES(expired), returned = VALUES(returned), released = VALUES(released)`)
+	}
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("write counters: %w", err)
+	}
+	return nil
+}
+
+// refreshTemplates writes the cached counts of coupon_template (reference
+// schema only: a legacy template table belongs to its application).
+func (s *Sink) refreshTemplates(ctx context.Context, tx *sql.Tx, all map[Pair]*Counts, templates []int64) error {
+	if !s.cfg.CacheTemplateCounts || len(templates) == 0 {
+		return nil
+	}
+	sum := map[int64]*Counts{}
+	for p, c := range all {
+		if sum[p.Template] == nil {
+			sum[p.Template] = &Counts{}
+		}
+		sum[p.Template].add(*c)
+	}
+	var b strings.Builder
+	args := make([]any, 0, 4*len(templates))
+	b.WriteString("UPDATE coupon_template t JOIN (")
+	for i, id := range templates {
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		b.WriteString("SELECT ? AS id, ? AS issued, ? AS used, ? AS expired")
+		c := sum[id]
+		if c == nil {
+			c = &Counts{}
+		}
+		args = append(args, id, c.Issued(), c.Used, c.Expired)
+	}
+	b.WriteString(") v ON v.id = t.id SET t.issued_count = v.issued, t.used_count = v.used, t.expired_count = v.expired")
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("refresh template counts: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package sink
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/couponlink/couponlink/canal"
+)
+
+// Checkpoint is the binlog position the counters reflect, with the
+// bookkeeping `couponlink status` shows.
+type Checkpoint struct {
+	Name           string
+	Pos            canal.Position
+	EventTime      sql.NullTime
+	Epoch          int64
+	Leader         string
+	EventsApplied  int64
+	Batches        int64
+	Anomalies      int64
+	BootstrappedAt sql.NullTime
+	UpdatedAt      time.Time
+}
+
+// ErrFenced means another cdc took over the checkpoint (a newer epoch):
+// this one must stop applying at once.
+var ErrFenced = errors.New("another cdc took over the checkpoint (leader epoch changed); this one stops")
+
+// LoadCheckpoint reads the named checkpoint; found is false when there is none.
+func LoadCheckpoint(ctx context.Context, db *sql.DB, name string) (cp Checkpoint, found bool, err error) {
+	cp.Name = name
+	err = db.QueryRowContext(ctx, `SELECT binlog_file, binlog_pos, gtid_set, event_time, epoch, leader,
+		events_applied, batches, anomalies, bootstrapped_at, updated_at FROM cdc_checkpoint WHERE name = ?`, name).
+		Scan(&cp.Pos.File, &cp.Pos.Pos, &cp.Pos.GTID, &cp.EventTime, &cp.Epoch, &cp.Leader,
+			&cp.EventsApplied, &cp.Batches, &cp.Anomalies, &cp.BootstrappedAt, &cp.UpdatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return cp, false, nil
+	}
+	if err != nil {
+		return cp, false, fmt.Errorf("read checkpoint %q: %w", name, err)
+	}
+	return cp, true, nil
+}
+
+// takeEpoch makes this process the checkpoint's writer: it bumps the epoch,
+// so that a deposed leader's next batch fails with ErrFenced.
+func takeEpoch(ctx context.Context, db *sql.DB, name, leader string) (int64, error) {
+	var epoch int64
+	err := inTx(ctx, db, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT epoch FROM cdc_checkpoint WHERE name = ? FOR UPDATE`, name).Scan(&epoch); err != nil {
+			return err
+		}
+		epoch++
+		_, err := tx.ExecContext(ctx, `UPDATE cdc_checkpoint SET epoch = ?, leader = ? WHERE name = ?`, epoch, leader, name)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("take checkpoint %q: %w", name, err)
+	}
+	return epoch, nil
+}
+
+// saveCheckpoint writes the position in tx, the counters' transaction, and
+// fails with ErrFenced when another leader took the checkpoint.
+func saveCheckpoint(ctx context.Context, tx *sql.Tx, name string, epoch int64, b *canal.Batch, anomalies int) error {
+	var at sql.NullTime
+	if !b.EventTime.IsZero() {
+		at = sql.NullTime{Time: b.EventTime.UTC(), Valid: true}
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE cdc_checkpoint SET binlog_file = ?, binlog_pos = ?, gtid_set = ?,
+		event_time = COALESCE(?, event_time), events_applied = events_applied + ?, batches = batches + 1, anomalies = anomalies + ?
+		WHERE name = ? AND epoch = ?`,
+		b.End.File, b.End.Pos, b.End.GTID, at, b.Rows, anomalies, name, epoch)
+	if err != nil {
+		return fmt.Errorf("save checkpoint %s: %w", b.End, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrFenced
+	}
+	return nil
+}
+
+func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}

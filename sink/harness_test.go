@@ -1,0 +1,246 @@
+package sink_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/sink"
+)
+
+// env is one test's database, Redis prefix and write path.
+type env struct {
+	t     *testing.T
+	db    *sql.DB
+	dsn   string
+	rdb   *redis.Client
+	keys  sink.Keys
+	store *coupon.Store
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	db, dsn := testenv.MySQL(t)
+	store, err := coupon.New(coupon.Config{DB: db})
+	require.NoError(t, err)
+	return &env{t: t, db: db, dsn: dsn, rdb: testenv.Redis(t), keys: sink.Keys{Prefix: testenv.KeyPrefix(t)}, store: store}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("COUPONLINK_TEST_VERBOSE") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// cdc is an in-process cdc daemon.
+type cdc struct {
+	cancel context.CancelFunc
+	done   chan error
+	reg    *prometheus.Registry
+}
+
+func (e *env) startCDC(mapping *canal.Mapping, mut ...func(*sink.Config, *sink.Daemon)) *cdc {
+	e.t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg := sink.Config{DB: e.db, Mapping: mapping, Redis: e.rdb, Keys: e.keys, Logger: testLogger(e.t), Registerer: reg,
+		RedemptionGrace: 2 * time.Second}
+	tc, err := canal.ConfigFromDSN(e.dsn)
+	require.NoError(e.t, err)
+	tc.BatchWait = 5 * time.Millisecond
+	tc.HeartbeatPeriod = 200 * time.Millisecond
+	d := &sink.Daemon{Tailer: tc, RetryWait: 100 * time.Millisecond}
+	for _, m := range mut {
+		m(&cfg, d)
+	}
+	s, err := sink.New(cfg)
+	require.NoError(e.t, err)
+	d.Sink = s
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &cdc{cancel: cancel, done: make(chan error, 1), reg: reg}
+	go func() { c.done <- d.Run(ctx) }()
+	e.t.Cleanup(func() { c.stop(e.t) })
+	return c
+}
+
+func (c *cdc) stop(t *testing.T) {
+	if c.cancel == nil {
+		return
+	}
+	c.cancel()
+	c.cancel = nil
+	select {
+	case err := <-c.done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("cdc did not stop within 30 s")
+	}
+}
+
+// waitCheckpoint waits until the saved checkpoint reaches the server's
+// current binlog end: every write made before the call is applied.
+func (e *env) waitCheckpoint() canal.Position {
+	e.t.Helper()
+	ctx := context.Background()
+	target, err := canal.CurrentPosition(ctx, e.db)
+	require.NoError(e.t, err)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		cp, found, err := sink.LoadCheckpoint(ctx, e.db, "default")
+		require.NoError(e.t, err)
+		if found && cp.Pos.File != "" && cp.Pos.Compare(target) >= 0 {
+			return cp.Pos
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("checkpoint %s did not reach %s within 60 s", cp.Pos, target)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, not waiting for luck
+	}
+}
+
+// truth counts user_coupon (and release flows) per pair and state.
+func (e *env) truth() map[sink.Pair]sink.Counts {
+	e.t.Helper()
+	out := map[sink.Pair]sink.Counts{}
+	rows, err := e.db.Query(`SELECT template_id, channel, status, COUNT(*) FROM user_coupon GROUP BY 1, 2, 3`)
+	require.NoError(e.t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var p sink.Pair
+		var st coupon.Status
+		var n int64
+		require.NoError(e.t, rows.Scan(&p.Template, &p.Channel, &st, &n))
+		c := out[p]
+		switch st {
+		case coupon.Available:
+			c.Held += n
+		case coupon.Used:
+			c.Used += n
+		case coupon.Expired:
+			c.Expired += n
+		case coupon.Returned:
+			c.Returned += n
+		default:
+			e.t.Fatalf("status %d in user_coupon", st)
+		}
+		out[p] = c
+	}
+	frows, err := e.db.Query(`SELECT template_id, channel, COUNT(*) FROM inventory_flow WHERE kind = 'release' GROUP BY 1, 2`)
+	require.NoError(e.t, err)
+	defer frows.Close()
+	for frows.Next() {
+		var p sink.Pair
+		var n int64
+		require.NoError(e.t, frows.Scan(&p.Template, &p.Channel, &n))
+		c := out[p]
+		c.Released = n
+		out[p] = c
+	}
+	return out
+}
+
+// counters reads inventory_counter, without all-zero rows.
+func (e *env) counters() map[sink.Pair]sink.Counts {
+	e.t.Helper()
+	out := map[sink.Pair]sink.Counts{}
+	rows, err := e.db.Query(`SELECT template_id, channel, held, used, expired, returned, released FROM inventory_counter`)
+	require.NoError(e.t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var p sink.Pair
+		var c sink.Counts
+		require.NoError(e.t, rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned, &c.Released))
+		if c != (sink.Counts{}) {
+			out[p] = c
+		}
+	}
+	return out
+}
+
+// assertTruth checks invariants 3 and 4: counters == GROUP BY at the
+// checkpoint (writes quiesced), and Redis == claimable.
+func (e *env) assertTruth(withRedis bool) {
+	e.t.Helper()
+	e.waitCheckpoint()
+	require.Equal(e.t, e.truth(), e.counters(), "derived counters differ from GROUP BY over user_coupon")
+	if withRedis {
+		e.assertRedis()
+	}
+}
+
+func (e *env) assertRedis() {
+	e.t.Helper()
+	ctx := context.Background()
+	rows, err := e.db.Query(`SELECT template_id, channel, quota - claimed FROM channel_quota`)
+	require.NoError(e.t, err)
+	defer rows.Close()
+	want := map[string]string{}
+	total := map[int64]int64{}
+	for rows.Next() {
+		var tpl, claimable int64
+		var ch string
+		require.NoError(e.t, rows.Scan(&tpl, &ch, &claimable))
+		want[e.keys.Stock(tpl, ch)] = strconv.FormatInt(claimable, 10)
+		total[tpl] += claimable
+	}
+	for tpl, n := range total {
+		want[e.keys.TemplateStock(tpl)] = strconv.FormatInt(n, 10)
+	}
+	// Redis is written after the checkpoint commit: wait for it to settle
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := map[string]string{}
+		for k := range want {
+			v, err := e.rdb.Get(ctx, k).Result()
+			if err == nil {
+				got[k] = v
+			}
+		}
+		if fmt.Sprint(got) == fmt.Sprint(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			require.Equal(e.t, want, got, "Redis stock keys differ from quota - claimed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (e *env) template(channels map[string]int64, valid time.Duration) int64 {
+	e.t.Helper()
+	var total int64
+	for _, q := range channels {
+		total += q
+	}
+	tpl, err := e.store.CreateTemplate(context.Background(), coupon.NewTemplate{Name: "t", TotalQuota: total,
+		Channels: channels, ValidSeconds: int64(valid / time.Second), PerUserLimit: 1000})
+	require.NoError(e.t, err)
+	return tpl.ID
+}
+
+func (e *env) anomalies() map[string]int {
+	e.t.Helper()
+	out := map[string]int{}
+	rows, err := e.db.Query(`SELECT kind, COUNT(*) FROM cdc_anomaly GROUP BY kind`)
+	require.NoError(e.t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var n int
+		require.NoError(e.t, rows.Scan(&k, &n))
+		out[k] = n
+	}
+	return out
+}

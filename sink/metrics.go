@@ -1,0 +1,130 @@
+package sink
+
+import (
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+type metrics struct {
+	events         *prometheus.CounterVec
+	lag            prometheus.Gauge
+	batchDuration  prometheus.Histogram
+	batchRows      prometheus.Histogram
+	checkpointTime prometheus.Gauge
+	anomalies      *prometheus.CounterVec
+	redisBehind    prometheus.Gauge
+	redisWrites    *prometheus.CounterVec
+	redisRebuilds  prometheus.Counter
+	pendingChecks  prometheus.Gauge
+	pendingDropped prometheus.Counter
+	leader         prometheus.Gauge
+	bootstraps     prometheus.Counter
+}
+
+func newMetrics(r prometheus.Registerer) *metrics {
+	f := promauto.With(r)
+	m := &metrics{
+		events: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_cdc_events_total", Help: "Row changes of the source tables applied, by table and kind (insert, update, delete).",
+		}, []string{"table", "kind"}),
+		lag: f.NewGauge(prometheus.GaugeOpts{
+			Name: "couponlink_cdc_lag_seconds", Help: "Now minus the binlog time of the last applied event; ~0 when caught up (heartbeat).",
+		}),
+		batchDuration: f.NewHistogram(prometheus.HistogramOpts{
+			Name: "couponlink_cdc_batch_duration_seconds", Help: "Time to apply one batch: counters + checkpoint transaction and Redis.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5},
+		}),
+		batchRows: f.NewHistogram(prometheus.HistogramOpts{
+			Name: "couponlink_cdc_batch_rows", Help: "Row changes per applied batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 8),
+		}),
+		checkpointTime: f.NewGauge(prometheus.GaugeOpts{
+			Name: "couponlink_cdc_checkpoint_timestamp_seconds", Help: "Binlog time of the last event the saved checkpoint covers (unix seconds).",
+		}),
+		anomalies: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_anomalies_total", Help: "Anomalies seen in the binlog, by kind.",
+		}, []string{"kind"}),
+		redisBehind: f.NewGauge(prometheus.GaugeOpts{
+			Name: "couponlink_redis_behind_batches", Help: "Batches applied to MySQL whose Redis stock writes have not happened yet (0: Redis is current).",
+		}),
+		redisWrites: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_redis_writes_total", Help: "Redis stock write rounds, by result (ok, error).",
+		}, []string{"result"}),
+		redisRebuilds: f.NewCounter(prometheus.CounterOpts{
+			Name: "couponlink_redis_rebuilds_total", Help: "Full rebuilds of the Redis stock keys (after a flush, a restart or an outage).",
+		}),
+		pendingChecks: f.NewGauge(prometheus.GaugeOpts{
+			Name: "couponlink_cdc_pending_redemption_checks", Help: "Coupons that became USED and whose redemption row is awaited within the grace period.",
+		}),
+		pendingDropped: f.NewCounter(prometheus.CounterOpts{
+			Name: "couponlink_cdc_pending_redemption_checks_dropped_total", Help: "USED coupons not checked for a redemption row because the pending list was full.",
+		}),
+		leader: f.NewGauge(prometheus.GaugeOpts{
+			Name: "couponlink_cdc_leader", Help: "1 while this cdc holds the leader lock and applies the binlog.",
+		}),
+		bootstraps: f.NewCounter(prometheus.CounterOpts{
+			Name: "couponlink_cdc_bootstraps_total", Help: "Counter rebuilds from a consistent snapshot.",
+		}),
+	}
+	for _, k := range AnomalyKinds {
+		m.anomalies.WithLabelValues(k)
+	}
+	m.redisWrites.WithLabelValues("ok")
+	m.redisWrites.WithLabelValues("error")
+	return m
+}
+
+// inventoryCollector exports couponlink_inventory{template,channel,state}
+// from the sink's mirror. To cap the label set it exports only the
+// MaxLabelTemplates most recently active templates (touched by the binlog).
+type inventoryCollector struct {
+	s    *Sink
+	desc *prometheus.Desc
+}
+
+func (c inventoryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c inventoryCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	type act struct {
+		tpl int64
+		at  time.Time
+	}
+	active := make([]act, 0, len(s.active))
+	for t, at := range s.active {
+		active = append(active, act{t, at})
+	}
+	sort.Slice(active, func(i, j int) bool { return active[i].at.After(active[j].at) })
+	if len(active) > s.cfg.MaxLabelTemplates {
+		active = active[:s.cfg.MaxLabelTemplates]
+	}
+	keep := map[int64]bool{}
+	for _, a := range active {
+		keep[a.tpl] = true
+	}
+	emit := func(p Pair, state string, v int64) {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(v),
+			strconv.FormatInt(p.Template, 10), p.Channel, state)
+	}
+	for p, n := range s.counts {
+		if !keep[p.Template] {
+			continue
+		}
+		emit(p, "held", n.Held)
+		emit(p, "used", n.Used)
+		emit(p, "expired", n.Expired)
+		emit(p, "returned", n.Returned)
+		emit(p, "released", n.Released)
+		emit(p, "frozen", n.Frozen())
+		if q, ok := s.quotas[p]; ok {
+			emit(p, "quota", q.Quota)
+			emit(p, "claimable", q.Claimable())
+		}
+	}
+}

@@ -1,0 +1,134 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/couponlink/couponlink/canal"
+)
+
+// Keys names couponlink's Redis keys. The template id is a hash tag, so
+// that a template's keys live in one Redis Cluster slot.
+//
+//	<prefix>stock:{<template>}:<channel>   claimable of one channel bucket
+//	<prefix>stock:{<template>}             claimable of the template
+//	<prefix>stamp:{<template>}             hash: field per key -> binlog stamp of its value
+//	<prefix>epoch                          present while Redis holds a full copy
+type Keys struct{ Prefix string }
+
+// Stock is the key of one channel bucket's claimable count.
+func (k Keys) Stock(template int64, channel string) string {
+	return k.Prefix + "stock:{" + strconv.FormatInt(template, 10) + "}:" + channel
+}
+
+// TemplateStock is the key of a template's claimable count.
+func (k Keys) TemplateStock(template int64) string {
+	return k.Prefix + "stock:{" + strconv.FormatInt(template, 10) + "}"
+}
+
+// Stamps is the hash of a template's value stamps.
+func (k Keys) Stamps(template int64) string {
+	return k.Prefix + "stamp:{" + strconv.FormatInt(template, 10) + "}"
+}
+
+// Epoch marks a Redis that holds couponlink's full copy; a flush removes it.
+func (k Keys) Epoch() string { return k.Prefix + "epoch" }
+
+// setStamped writes each value only if the key's stamp is not newer than
+// ours: an older value never overwrites a newer one.
+// KEYS[1] = stamp hash, KEYS[2..] = value keys; ARGV[1] = stamp, ARGV[2..] = values.
+var setStamped = redis.NewScript(`
+local stamp = tonumber(ARGV[1])
+local written = 0
+for i = 2, #KEYS do
+  local old = tonumber(redis.call('HGET', KEYS[1], KEYS[i]) or '-1')
+  if old <= stamp then
+    redis.call('SET', KEYS[i], ARGV[i])
+    redis.call('HSET', KEYS[1], KEYS[i], ARGV[1])
+    written = written + 1
+  end
+end
+return written
+`)
+
+// Stamp orders binlog positions of one server: file number and offset.
+func Stamp(p canal.Position) int64 {
+	var n int64
+	for i := len(p.File) - 1; i >= 0; i-- {
+		if p.File[i] == '.' {
+			n, _ = strconv.ParseInt(p.File[i+1:], 10, 64)
+			break
+		}
+	}
+	return n<<32 | int64(p.Pos)
+}
+
+// stock keeps the Redis stock keys equal to the claimable counts.
+type stock struct {
+	rdb       redis.UniversalClient
+	keys      Keys
+	dirty     bool // Redis missed writes: rebuild everything at the next chance
+	behind    int  // batches whose Redis writes did not happen
+	nextTry   time.Time
+	lastProbe time.Time
+}
+
+// write sets the stock keys of the given templates from quotas, stamped.
+func (r *stock) write(ctx context.Context, quotas map[Pair]Quota, templates []int64, stamp int64) error {
+	byTpl := map[int64][]Pair{}
+	for p := range quotas {
+		byTpl[p.Template] = append(byTpl[p.Template], p)
+	}
+	pipe := r.rdb.Pipeline()
+	for _, tpl := range templates {
+		pairs := byTpl[tpl]
+		sort.Slice(pairs, func(i, j int) bool { return pairs[i].Channel < pairs[j].Channel })
+		keys := []string{r.keys.Stamps(tpl), r.keys.TemplateStock(tpl)}
+		args := []any{stamp, 0}
+		var total int64
+		for _, p := range pairs {
+			c := quotas[p].Claimable()
+			total += c
+			keys = append(keys, r.keys.Stock(tpl, p.Channel))
+			args = append(args, c)
+		}
+		args[1] = total
+		setStamped.Eval(ctx, pipe, keys, args...) // EVAL, not EVALSHA: a pipeline cannot fall back on NOSCRIPT
+	}
+	_, err := pipe.Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("write stock keys of %d templates: %w", len(templates), err)
+	}
+	return nil
+}
+
+// rebuild writes every stock key and then the epoch marker.
+func (r *stock) rebuild(ctx context.Context, quotas map[Pair]Quota, stamp int64) error {
+	var templates []int64
+	seen := map[int64]bool{}
+	for p := range quotas {
+		if !seen[p.Template] {
+			seen[p.Template] = true
+			templates = append(templates, p.Template)
+		}
+	}
+	sort.Slice(templates, func(i, j int) bool { return templates[i] < templates[j] })
+	for start := 0; start < len(templates); start += 200 {
+		if err := r.write(ctx, quotas, templates[start:min(start+200, len(templates))], stamp); err != nil {
+			return err
+		}
+	}
+	return r.rdb.Set(ctx, r.keys.Epoch(), strconv.FormatInt(stamp, 10), 0).Err()
+}
+
+// flushed reports whether Redis lost couponlink's copy (FLUSHALL, a restart
+// without persistence): the epoch marker is gone.
+func (r *stock) flushed(ctx context.Context) (bool, error) {
+	n, err := r.rdb.Exists(ctx, r.keys.Epoch()).Result()
+	return n == 0, err
+}

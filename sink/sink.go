@@ -1,0 +1,541 @@
+// Package sink turns the decoded binlog batches of the canal package into
+// derived state: inventory counters and the checkpoint in one MySQL
+// transaction (exactly-once), Redis stock keys, anomalies and metrics.
+package sink
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/couponlink/couponlink/canal"
+)
+
+// Redis modes.
+const (
+	RedisOwner     = "owner"     // couponlink alone writes the stock keys, from MySQL
+	RedisCorrector = "corrector" // a legacy front end DECRs them; only the reconciler corrects
+	RedisOff       = "off"
+)
+
+// Config wires a Sink.
+type Config struct {
+	DB      *sql.DB        // couponlink's database: counters, checkpoint, anomalies
+	Mapping *canal.Mapping // the source tables (canal.DefaultMapping() for the reference schema)
+	Name    string         // checkpoint name; default "default"
+	Leader  string         // who runs (for status); default host:pid
+
+	Redis     redis.UniversalClient // nil: no Redis
+	RedisMode string                // owner (default when the mapping has channel quotas), corrector, off
+	Keys      Keys                  // Redis key names; default prefix "couponlink:"
+
+	// RedemptionGrace is how long a coupon may be USED before its
+	// redemption row must exist. Default 30 s.
+	RedemptionGrace time.Duration
+	MaxPending      int // bound of the coupons awaiting that check; default 100,000
+	// RedemptionUnique says the redemption table has a unique key on
+	// (order, coupon), so duplicates cannot happen and are not looked for.
+	// Default: true for the reference mapping.
+	RedemptionUnique bool
+	// CacheTemplateCounts refreshes coupon_template's cached counts. Default:
+	// true for the reference mapping (a legacy template table is its application's).
+	CacheTemplateCounts bool
+	MaxLabelTemplates   int // templates exported in couponlink_inventory; default 200
+
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Now        func() time.Time
+}
+
+// Sink applies batches. It is not safe for concurrent ApplyBatch calls (the
+// tailer calls it from one goroutine); metrics read it concurrently.
+type Sink struct {
+	cfg   Config
+	db    *sql.DB
+	src   *source
+	log   *slog.Logger
+	m     *metrics
+	epoch int64
+	pos   canal.Position
+	redis *stock
+
+	mu       sync.RWMutex     // guards the mirror below for the metrics collector
+	counts   map[Pair]*Counts // inventory_counter at pos
+	quotas   map[Pair]Quota   // channel_quota at pos (nil without channel quotas)
+	tplQuota map[int64]int64  // template quotas (without channel quotas)
+	active   map[int64]time.Time
+
+	pending   map[int64]pendingUse
+	quotaNext map[Pair]Quota // the batch's quota changes, before commit
+}
+
+// New checks cfg and fills in its defaults. Call Start before ApplyBatch.
+func New(cfg Config) (*Sink, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("sink: Config.DB is nil")
+	}
+	reference := cfg.Mapping == nil
+	if reference {
+		cfg.Mapping = canal.DefaultMapping()
+	}
+	if cfg.Name == "" {
+		cfg.Name = "default"
+	}
+	if cfg.Leader == "" {
+		host, _ := os.Hostname()
+		cfg.Leader = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if cfg.RedisMode == "" {
+		cfg.RedisMode = RedisOwner
+		if cfg.Mapping.ChannelQuota == nil {
+			cfg.RedisMode = RedisCorrector
+		}
+	}
+	switch cfg.RedisMode {
+	case RedisOwner:
+		if cfg.Mapping.ChannelQuota == nil {
+			return nil, errors.New("sink: Redis owner mode needs channel quotas in the mapping; use corrector mode for a legacy schema")
+		}
+	case RedisCorrector, RedisOff:
+	default:
+		return nil, fmt.Errorf("sink: unknown Redis mode %q (want owner, corrector or off)", cfg.RedisMode)
+	}
+	if cfg.Keys.Prefix == "" {
+		cfg.Keys.Prefix = "couponlink:"
+	}
+	if cfg.RedemptionGrace <= 0 {
+		cfg.RedemptionGrace = 30 * time.Second
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 100_000
+	}
+	if reference {
+		cfg.RedemptionUnique, cfg.CacheTemplateCounts = true, true
+	}
+	if cfg.MaxLabelTemplates <= 0 {
+		cfg.MaxLabelTemplates = 200
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Sink{cfg: cfg, db: cfg.DB, src: newSource(cfg.Mapping), log: cfg.Logger, m: newMetrics(cfg.Registerer),
+		pending: map[int64]pendingUse{}, active: map[int64]time.Time{}}
+	if cfg.Redis != nil && cfg.RedisMode == RedisOwner {
+		s.redis = &stock{rdb: cfg.Redis, keys: cfg.Keys, dirty: true}
+	}
+	cfg.Registerer.MustRegister(inventoryCollector{s: s, desc: prometheus.NewDesc("couponlink_inventory",
+		"Derived inventory per template and channel at the checkpoint, by state (quota, claimable, held, used, expired, returned, released, frozen); only the most recently active templates.",
+		[]string{"template", "channel", "state"}, nil)})
+	return s, nil
+}
+
+// Start makes this sink the checkpoint's writer and loads its state. With
+// no checkpoint, or with rebuild, it first bootstraps the counters from a
+// consistent snapshot. It returns the position to tail from.
+func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) {
+	if _, err := s.db.ExecContext(ctx, `INSERT IGNORE INTO cdc_checkpoint (name, binlog_file, binlog_pos, gtid_set) VALUES (?, '', 0, '')`,
+		s.cfg.Name); err != nil {
+		return canal.Position{}, fmt.Errorf("create checkpoint row: %w", err)
+	}
+	var err error
+	if s.epoch, err = takeEpoch(ctx, s.db, s.cfg.Name, s.cfg.Leader); err != nil {
+		return canal.Position{}, err
+	}
+	s.m.leader.Set(1)
+	cp, _, err := LoadCheckpoint(ctx, s.db, s.cfg.Name)
+	if err != nil {
+		return canal.Position{}, err
+	}
+	if cp.Pos.IsZero() || rebuild {
+		if rebuild {
+			s.log.Warn("rebuilding the counters from a consistent snapshot, as asked", "old_position", cp.Pos.String())
+		} else {
+			s.log.Info("no checkpoint yet: bootstrapping the counters from a consistent snapshot")
+		}
+		snap, err := s.bootstrap(ctx)
+		if err != nil {
+			return canal.Position{}, err
+		}
+		s.m.bootstraps.Inc()
+		s.setMirror(snap.Counts, snap.Quotas)
+		s.pos = snap.Pos
+	} else {
+		counts, err := loadCounters(ctx, s.db)
+		if err != nil {
+			return canal.Position{}, err
+		}
+		quotas, err := s.src.quotas(ctx, s.db)
+		if err != nil {
+			return canal.Position{}, err
+		}
+		s.setMirror(counts, quotas)
+		s.pos = cp.Pos
+		s.log.Info("resuming from checkpoint", "position", cp.Pos.String(), "epoch", s.epoch, "pairs", len(counts))
+	}
+	if s.quotas == nil {
+		if err := s.loadTemplateQuotas(ctx); err != nil {
+			return canal.Position{}, err
+		}
+	}
+	if s.redis != nil {
+		s.syncRedis(ctx, nil)
+	}
+	return s.pos, nil
+}
+
+func (s *Sink) setMirror(counts map[Pair]*Counts, quotas map[Pair]Quota) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts, s.quotas = counts, quotas
+	now := s.cfg.Now()
+	for p := range counts {
+		s.active[p.Template] = now
+	}
+}
+
+func (s *Sink) loadTemplateQuotas(ctx context.Context) error {
+	ids := templatesOf(slicesOf(s.counts))
+	q, err := s.cfg.Mapping.TemplateQuotas(ctx, s.db, ids)
+	if err != nil {
+		return fmt.Errorf("read template quotas: %w", err)
+	}
+	s.tplQuota = q
+	return nil
+}
+
+func slicesOf(m map[Pair]*Counts) []Pair {
+	out := make([]Pair, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	return out
+}
+
+func loadCounters(ctx context.Context, db *sql.DB) (map[Pair]*Counts, error) {
+	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, held, used, expired, returned, released FROM inventory_counter`)
+	if err != nil {
+		return nil, fmt.Errorf("read counters: %w", err)
+	}
+	defer rows.Close()
+	out := map[Pair]*Counts{}
+	for rows.Next() {
+		var p Pair
+		c := &Counts{}
+		if err := rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned, &c.Released); err != nil {
+			return nil, err
+		}
+		out[p] = c
+	}
+	return out, rows.Err()
+}
+
+// Position is the checkpoint the sink has committed.
+func (s *Sink) Position() canal.Position { return s.pos }
+
+// ApplyBatch applies one batch: counters, anomalies and checkpoint in one
+// transaction; then Redis. An error leaves MySQL as it was before the
+// batch; the caller must stop and restart from the checkpoint.
+func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
+	start := time.Now()
+	if b.Empty() {
+		return s.idle(ctx, b)
+	}
+	d := FromBatch(b)
+	s.quotaNext = map[Pair]Quota{}
+	for _, qc := range b.Quotas {
+		p := Pair{qc.Template, qc.Channel}
+		if qc.Deleted {
+			s.quotaNext[p] = Quota{}
+		} else {
+			s.quotaNext[p] = Quota{Quota: qc.Quota, Claimed: qc.Claimed}
+		}
+	}
+	next := make(map[Pair]*Counts, len(d))
+	for p, delta := range d {
+		c := Counts{}
+		if old := s.counts[p]; old != nil {
+			c = *old
+		}
+		c.add(*delta)
+		next[p] = &c
+	}
+	if s.quotas == nil {
+		if err := s.learnTemplates(ctx, d); err != nil {
+			return err
+		}
+	}
+	anomalies, err := s.judge(ctx, b, next)
+	if err != nil {
+		return err
+	}
+	pairs := make([]Pair, 0, len(d))
+	for p, c := range d {
+		if !c.zero() {
+			pairs = append(pairs, p)
+		}
+	}
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i].less(pairs[j]) })
+	templates := templatesOf(pairs)
+	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
+		if err := writeCounters(ctx, tx, pairs, d, true); err != nil {
+			return err
+		}
+		if s.cfg.CacheTemplateCounts && len(templates) > 0 {
+			all := s.templateCounts(templates, next)
+			if err := s.refreshTemplates(ctx, tx, all, templates); err != nil {
+				return err
+			}
+		}
+		if err := insertAnomalies(ctx, tx, anomalies, b); err != nil {
+			return err
+		}
+		return saveCheckpoint(ctx, tx, s.cfg.Name, s.epoch, b, len(anomalies))
+	})
+	if err != nil {
+		return fmt.Errorf("apply batch ending at %s: %w", b.End, err)
+	}
+	s.commitMirror(next, b.End)
+	s.observe(b, anomalies, start)
+	if s.redis != nil {
+		s.syncRedis(ctx, s.touchedTemplates(b, templates))
+	}
+	s.m.batchDuration.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// idle handles a heartbeat: save a moved position, run due checks, and
+// keep Redis whole.
+func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
+	s.m.lag.Set(0)
+	due := len(s.pending) > 0
+	if b.End != s.pos || due {
+		s.quotaNext = nil
+		var anomalies []Anomaly
+		if due {
+			var err error
+			if anomalies, err = s.duePending(ctx); err != nil {
+				return err
+			}
+		}
+		if b.End != s.pos || len(anomalies) > 0 {
+			err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+				if err := insertAnomalies(ctx, tx, anomalies, b); err != nil {
+					return err
+				}
+				return saveCheckpoint(ctx, tx, s.cfg.Name, s.epoch, b, len(anomalies))
+			})
+			if err != nil {
+				return fmt.Errorf("save idle checkpoint %s: %w", b.End, err)
+			}
+			s.pos = b.End
+			s.countAnomalies(anomalies)
+		}
+	}
+	if s.redis != nil {
+		s.syncRedis(ctx, nil)
+	}
+	return nil
+}
+
+func (s *Sink) learnTemplates(ctx context.Context, d Deltas) error {
+	var unknown []int64
+	for p := range d {
+		if _, ok := s.tplQuota[p.Template]; !ok {
+			unknown = append(unknown, p.Template)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	q, err := s.cfg.Mapping.TemplateQuotas(ctx, s.db, unknown)
+	if err != nil {
+		return fmt.Errorf("read template quotas: %w", err)
+	}
+	if s.tplQuota == nil {
+		s.tplQuota = map[int64]int64{}
+	}
+	maps.Copy(s.tplQuota, q)
+	return nil
+}
+
+func (s *Sink) nextQuota(p Pair) (Quota, bool) {
+	if q, ok := s.quotaNext[p]; ok {
+		return q, true
+	}
+	q, ok := s.quotas[p]
+	return q, ok
+}
+
+// templateCounts is the mirror after the batch, for the given templates.
+func (s *Sink) templateCounts(templates []int64, next map[Pair]*Counts) map[Pair]*Counts {
+	want := map[int64]bool{}
+	for _, t := range templates {
+		want[t] = true
+	}
+	out := map[Pair]*Counts{}
+	for p, c := range s.counts {
+		if want[p.Template] {
+			out[p] = c
+		}
+	}
+	maps.Copy(out, next)
+	return out
+}
+
+func (s *Sink) commitMirror(next map[Pair]*Counts, end canal.Position) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.cfg.Now()
+	maps.Copy(s.counts, next)
+	for p := range next {
+		s.active[p.Template] = now
+	}
+	if s.quotas != nil {
+		for p, q := range s.quotaNext {
+			s.quotas[p] = q
+			s.active[p.Template] = now
+		}
+	}
+	s.pos = end
+}
+
+func (s *Sink) touchedTemplates(b *canal.Batch, templates []int64) []int64 {
+	if len(b.Quotas) == 0 {
+		return templates
+	}
+	seen := map[int64]bool{}
+	for _, t := range templates {
+		seen[t] = true
+	}
+	for _, q := range b.Quotas {
+		if !seen[q.Template] {
+			seen[q.Template] = true
+			templates = append(templates, q.Template)
+		}
+	}
+	return templates
+}
+
+func (s *Sink) observe(b *canal.Batch, anomalies []Anomaly, start time.Time) {
+	var ins, upd, del int
+	for i := range b.Transitions {
+		switch t := &b.Transitions[i]; {
+		case t.From == 0:
+			ins++
+		case t.To == 0:
+			del++
+		default:
+			upd++
+		}
+	}
+	add := func(table, kind string, n int) {
+		if n > 0 {
+			s.m.events.WithLabelValues(table, kind).Add(float64(n))
+		}
+	}
+	add("user_coupon", "insert", ins)
+	add("user_coupon", "update", upd)
+	add("user_coupon", "delete", del)
+	var rdel int
+	for i := range b.Redemptions {
+		if b.Redemptions[i].Deleted {
+			rdel++
+		}
+	}
+	add("redemption_log", "insert", len(b.Redemptions)-rdel)
+	add("redemption_log", "delete", rdel)
+	add("inventory_flow", "insert", len(b.Flows))
+	add("channel_quota", "update", len(b.Quotas))
+	s.m.batchRows.Observe(float64(b.Rows))
+	if !b.EventTime.IsZero() {
+		s.m.lag.Set(max(0, s.cfg.Now().Sub(b.EventTime).Seconds()))
+		s.m.checkpointTime.Set(float64(b.EventTime.Unix()))
+	}
+	s.countAnomalies(anomalies)
+	s.m.pendingChecks.Set(float64(len(s.pending)))
+}
+
+func (s *Sink) countAnomalies(as []Anomaly) {
+	for _, a := range as {
+		s.m.anomalies.WithLabelValues(a.Kind).Inc()
+		s.log.Warn("anomaly", "kind", a.Kind, "coupon", a.Coupon, "template", a.Template, "channel", a.Channel,
+			"from", a.From.String(), "to", a.To.String(), "order", a.Order, "position", s.pos.String(), "detail", a.Detail)
+	}
+}
+
+// syncRedis writes the stock keys of the given templates, or rebuilds all
+// of them when Redis missed writes or was flushed. Redis trouble never
+// stops the counters: it is logged, counted, and retried.
+func (s *Sink) syncRedis(ctx context.Context, templates []int64) {
+	r := s.redis
+	now := s.cfg.Now()
+	if !r.dirty && now.Sub(r.lastProbe) >= time.Second {
+		r.lastProbe = now
+		if gone, err := r.flushed(ctx); err != nil || gone {
+			if err == nil {
+				s.log.Warn("Redis lost the stock keys (flushed or restarted): rebuilding them from MySQL")
+			}
+			r.dirty = true
+		}
+	}
+	stamp := Stamp(s.pos)
+	var err error
+	switch {
+	case r.dirty && now.Before(r.nextTry):
+		err = errors.New("waiting to retry")
+	case r.dirty:
+		s.mu.RLock()
+		quotas := maps.Clone(s.quotas)
+		s.mu.RUnlock()
+		if err = r.rebuild(ctx, quotas, stamp); err == nil {
+			s.m.redisRebuilds.Inc()
+			s.log.Info("Redis stock keys rebuilt", "templates", len(templatesOfQuotas(quotas)), "position", s.pos.String(), "behind_batches", r.behind)
+			r.dirty = false
+		}
+	case len(templates) > 0:
+		err = r.write(ctx, s.quotas, templates, stamp)
+	}
+	if err != nil {
+		if len(templates) > 0 || r.behind == 0 {
+			r.behind++
+		}
+		if !r.dirty || now.After(r.nextTry) {
+			s.m.redisWrites.WithLabelValues("error").Inc()
+			s.log.Error("Redis stock write failed; counters go on, Redis will be rebuilt", "err", err, "behind_batches", r.behind)
+			r.nextTry = now.Add(time.Second)
+		}
+		r.dirty = true
+	} else if len(templates) > 0 || r.behind > 0 {
+		s.m.redisWrites.WithLabelValues("ok").Inc()
+		r.behind = 0
+	}
+	s.m.redisBehind.Set(float64(r.behind))
+}
+
+func templatesOfQuotas(q map[Pair]Quota) []int64 {
+	seen := map[int64]bool{}
+	var out []int64
+	for p := range q {
+		if !seen[p.Template] {
+			seen[p.Template] = true
+			out = append(out, p.Template)
+		}
+	}
+	return out
+}

@@ -1,0 +1,204 @@
+package sink
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
+)
+
+// source runs couponlink's few queries on the source tables named by the
+// mapping: the snapshot counts of a bootstrap, the quotas, and the checks of
+// anomalies. It never writes them.
+type source struct {
+	m      *canal.Mapping
+	status map[int64]coupon.Status // stored code -> state
+}
+
+func newSource(m *canal.Mapping) *source {
+	s := &source{m: m, status: map[int64]coupon.Status{}}
+	for _, st := range coupon.Statuses {
+		for _, code := range m.Codes(st) {
+			s.status[code] = st
+		}
+	}
+	return s
+}
+
+func q(ident string) string { return "`" + strings.ReplaceAll(ident, "`", "``") + "`" }
+
+func (s *source) channelExpr() string {
+	if s.m.UserCoupon.Channel == "" {
+		return "?"
+	}
+	return "COALESCE(" + q(s.m.UserCoupon.Channel) + ", ?)"
+}
+
+// countCoupons counts user coupons per pair and state, in q's snapshot.
+func (s *source) countCoupons(ctx context.Context, tx *sql.Tx) (map[Pair]*Counts, error) {
+	uc := s.m.UserCoupon
+	query := fmt.Sprintf("SELECT %s, %s, %s, COUNT(*) FROM %s GROUP BY 1, 2, 3",
+		q(uc.Template), s.channelExpr(), q(uc.Status), s.m.QuoteTable(uc.Table))
+	rows, err := tx.QueryContext(ctx, query, s.m.DefaultChannel)
+	if err != nil {
+		return nil, fmt.Errorf("count %s: %w", uc.Table, err)
+	}
+	defer rows.Close()
+	out := map[Pair]*Counts{}
+	for rows.Next() {
+		var p Pair
+		var code, n int64
+		if err := rows.Scan(&p.Template, &p.Channel, &code, &n); err != nil {
+			return nil, err
+		}
+		st, ok := s.status[code]
+		if !ok {
+			return nil, fmt.Errorf("status code %d in %s.%s is not in the mapping (%d coupons have it)", code, uc.Table, uc.Status, n)
+		}
+		if out[p] == nil {
+			out[p] = &Counts{}
+		}
+		out[p].bump(st, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if f := s.m.InventoryFlow; f != nil {
+		query := fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s WHERE %s = ? GROUP BY 1, 2",
+			q(f.Template), q(f.Channel), s.m.QuoteTable(f.Table), q(f.Kind))
+		rows, err := tx.QueryContext(ctx, query, coupon.FlowRelease)
+		if err != nil {
+			return nil, fmt.Errorf("count releases in %s: %w", f.Table, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var p Pair
+			var n int64
+			if err := rows.Scan(&p.Template, &p.Channel, &n); err != nil {
+				return nil, err
+			}
+			if out[p] == nil {
+				out[p] = &Counts{}
+			}
+			out[p].Released += n
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Quota is one channel bucket: its quota and how much of it is claimed.
+type Quota struct {
+	Quota, Claimed int64
+}
+
+// Claimable is what is left to give out.
+func (q Quota) Claimable() int64 { return q.Quota - q.Claimed }
+
+// quotas reads every channel bucket (nil when the mapping has none).
+func (s *source) quotas(ctx context.Context, qr interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}) (map[Pair]Quota, error) {
+	cq := s.m.ChannelQuota
+	if cq == nil {
+		return nil, nil
+	}
+	rows, err := qr.QueryContext(ctx, fmt.Sprintf("SELECT %s, %s, %s, %s FROM %s",
+		q(cq.Template), q(cq.Channel), q(cq.Quota), q(cq.Claimed), s.m.QuoteTable(cq.Table)))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", cq.Table, err)
+	}
+	defer rows.Close()
+	out := map[Pair]Quota{}
+	for rows.Next() {
+		var p Pair
+		var v Quota
+		if err := rows.Scan(&p.Template, &p.Channel, &v.Quota, &v.Claimed); err != nil {
+			return nil, err
+		}
+		out[p] = v
+	}
+	return out, rows.Err()
+}
+
+// redeemed returns, for the given coupons, the orders of their redemption
+// rows ("" when the mapping names no order column).
+func (s *source) redeemed(ctx context.Context, db *sql.DB, coupons []int64) (map[int64][]string, error) {
+	rl := s.m.RedemptionLog
+	order := "''"
+	if rl.Order != "" {
+		order = "COALESCE(" + q(rl.Order) + ", '')"
+	}
+	out := map[int64][]string{}
+	for start := 0; start < len(coupons); start += 1000 {
+		chunk := coupons[start:min(start+1000, len(coupons))]
+		query := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", q(rl.Coupon), order,
+			s.m.QuoteTable(rl.Table), q(rl.Coupon), placeholders(len(chunk)))
+		rows, err := db.QueryContext(ctx, query, int64Args(chunk)...)
+		if err != nil {
+			return nil, fmt.Errorf("look up redemptions in %s: %w", rl.Table, err)
+		}
+		for rows.Next() {
+			var c int64
+			var o string
+			if err := rows.Scan(&c, &o); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[c] = append(out[c], o)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// firstRedemptions returns, for each (coupon, order) of the given coupons
+// with more than one redemption row, the id of the first row.
+func (s *source) firstRedemptions(ctx context.Context, db *sql.DB, coupons []int64) (map[redemptionKey]int64, error) {
+	rl := s.m.RedemptionLog
+	if rl.Order == "" || rl.ID == "" || len(coupons) == 0 {
+		return nil, nil
+	}
+	query := fmt.Sprintf("SELECT %s, %s, MIN(%s) FROM %s WHERE %s IN (%s) GROUP BY 1, 2 HAVING COUNT(*) > 1",
+		q(rl.Coupon), q(rl.Order), q(rl.ID), s.m.QuoteTable(rl.Table), q(rl.Coupon), placeholders(len(coupons)))
+	rows, err := db.QueryContext(ctx, query, int64Args(coupons)...)
+	if err != nil {
+		return nil, fmt.Errorf("look for duplicate redemptions in %s: %w", rl.Table, err)
+	}
+	defer rows.Close()
+	out := map[redemptionKey]int64{}
+	for rows.Next() {
+		var k redemptionKey
+		var id int64
+		if err := rows.Scan(&k.coupon, &k.order, &id); err != nil {
+			return nil, err
+		}
+		out[k] = id
+	}
+	return out, rows.Err()
+}
+
+type redemptionKey struct {
+	coupon int64
+	order  string
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+func int64Args(v []int64) []any {
+	out := make([]any, len(v))
+	for i, x := range v {
+		out[i] = x
+	}
+	return out
+}
