@@ -9,12 +9,9 @@ TESTFLAGS ?= -race -count=1 -timeout 15m
 build:
 	$(GO) build -o $(BIN) ./cmd/couponlink
 
-# Start the private MariaDB + Redis, migrate, and run the API in the foreground.
+# Start the private MariaDB + Redis, migrate, run the cdc (background) and the API (foreground).
 run: build
-	@eval "$$($(SERVERS) up)" && \
-	  ./$(BIN) migrate && \
-	  echo "couponlink api on http://$${COUPONLINK_API_ADDR:-127.0.0.1:8080} (MySQL $$COUPONLINK_MYSQL_DSN, Redis $$COUPONLINK_REDIS_ADDR); stop with Ctrl-C, then make servers-down" && \
-	  ./$(BIN) api
+	@BIN=$(BIN) deploy/local/run.sh
 
 # Start the private servers, run every test, stop the servers (also on failure).
 test:

@@ -28,6 +28,7 @@ type Mapping struct {
 	Template      TemplateTable       `yaml:"template"`
 	ChannelQuota  *ChannelQuotaTable  `yaml:"channel_quota,omitempty"`  // optional
 	InventoryFlow *InventoryFlowTable `yaml:"inventory_flow,omitempty"` // optional
+	Redis         *RedisKeys          `yaml:"redis,omitempty"`          // optional: a legacy front end's stock keys
 	// DefaultChannel is the channel of every coupon when user_coupon has no
 	// channel column (and of a NULL channel).
 	DefaultChannel string `yaml:"default_channel"`
@@ -64,6 +65,19 @@ type TemplateTable struct {
 	Table      string `yaml:"table"`
 	ID         string `yaml:"id"`
 	TotalQuota string `yaml:"total_quota"`
+	// Issued and Used optionally name a legacy template's own cached counts,
+	// which the reconciler compares with the truth (and flags; it never
+	// writes a legacy table).
+	Issued string `yaml:"issued"`
+	Used   string `yaml:"used"`
+}
+
+// RedisKeys names a legacy front end's Redis stock keys, which the
+// reconciler corrects (corrector mode). {template} and {channel} in a
+// pattern stand for the ids.
+type RedisKeys struct {
+	TemplateStock string `yaml:"template_stock"` // e.g. "coupon:stock:{template}"
+	ChannelStock  string `yaml:"channel_stock"`  // e.g. "coupon:stock:{template}:{channel}"
 }
 
 // ChannelQuotaTable maps the per-channel quota buckets.
@@ -187,7 +201,7 @@ func (m *Mapping) specs() []tableSpec {
 	}
 	t := m.Template
 	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, cols: []colRef{
-		{"id", t.ID, true}, {"total_quota", t.TotalQuota, true}}})
+		{"id", t.ID, true}, {"total_quota", t.TotalQuota, true}, {"issued", t.Issued, false}, {"used", t.Used, false}}})
 	return s
 }
 

@@ -121,6 +121,10 @@ CREATE TABLE inventory_counter (
   expired     BIGINT          NOT NULL DEFAULT 0,
   returned    BIGINT          NOT NULL DEFAULT 0,
   released    BIGINT          NOT NULL DEFAULT 0,
+  -- binlog stamp (file number << 32 | offset) of the batch that last changed
+  -- this row: the reconciler compares a row with the truth at a snapshot
+  -- position P exactly when stamp <= P
+  stamp       BIGINT          NOT NULL DEFAULT 0,
   updated_at  DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6),
   PRIMARY KEY (template_id, channel)
 ) ENGINE=InnoDB;
@@ -178,7 +182,9 @@ CREATE TABLE reconcile_task (
   redis_snapshot JSON         NULL,
   differences    JSON         NULL,
   status         VARCHAR(16)  NOT NULL DEFAULT 'running',
+  summary        VARCHAR(512) NULL,
   resolved_at    DATETIME(6)  NULL,
+  resolved_by    VARCHAR(64)  NULL,
   resolved_note  TEXT         NULL,
   PRIMARY KEY (id),
   KEY idx_reconcile_status (status, started_at)

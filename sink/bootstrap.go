@@ -11,19 +11,25 @@ import (
 	"github.com/couponlink/couponlink/canal"
 )
 
-// snapshot is the truth at one binlog position.
-type snapshot struct {
+// Snapshot is the truth at one binlog position: coupons per pair and state
+// (and releases), and the channel buckets.
+type Snapshot struct {
 	Pos    canal.Position
 	Counts map[Pair]*Counts
-	Quotas map[Pair]Quota
+	Quotas map[Pair]Quota // nil when the mapping has no channel quotas
 }
 
-// takeSnapshot counts the source tables in a consistent snapshot and reads
+// TakeSnapshot counts the source tables in a consistent snapshot and reads
 // the binlog position of that snapshot (MariaDB: START TRANSACTION WITH
-// CONSISTENT SNAPSHOT + binlog_snapshot_file/position).
-func (s *Sink) takeSnapshot(ctx context.Context) (snapshot, error) {
-	var snap snapshot
-	tx, err := s.db.BeginTx(ctx, nil)
+// CONSISTENT SNAPSHOT + binlog_snapshot_file/position). The cdc bootstraps
+// from it; the reconciler compares with it.
+func TakeSnapshot(ctx context.Context, db *sql.DB, m *canal.Mapping) (Snapshot, error) {
+	return newSource(m).snapshot(ctx, db)
+}
+
+func (src *source) snapshot(ctx context.Context, db *sql.DB) (Snapshot, error) {
+	var snap Snapshot
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return snap, fmt.Errorf("begin snapshot: %w", err)
 	}
@@ -35,10 +41,10 @@ func (s *Sink) takeSnapshot(ctx context.Context) (snapshot, error) {
 	if snap.Pos, err = canal.SnapshotPosition(ctx, tx); err != nil {
 		return snap, err
 	}
-	if snap.Counts, err = s.src.countCoupons(ctx, tx); err != nil {
+	if snap.Counts, err = src.countCoupons(ctx, tx); err != nil {
 		return snap, err
 	}
-	if snap.Quotas, err = s.src.quotas(ctx, tx); err != nil {
+	if snap.Quotas, err = src.quotas(ctx, tx); err != nil {
 		return snap, err
 	}
 	return snap, tx.Commit()
@@ -46,9 +52,9 @@ func (s *Sink) takeSnapshot(ctx context.Context) (snapshot, error) {
 
 // bootstrap replaces the counters with the truth of a fresh snapshot and
 // sets the checkpoint to the snapshot's position, in one transaction.
-func (s *Sink) bootstrap(ctx context.Context) (snapshot, error) {
+func (s *Sink) bootstrap(ctx context.Context) (Snapshot, error) {
 	start := time.Now()
-	snap, err := s.takeSnapshot(ctx)
+	snap, err := s.src.snapshot(ctx, s.db)
 	if err != nil {
 		return snap, fmt.Errorf("bootstrap: %w", err)
 	}
@@ -67,11 +73,11 @@ func (s *Sink) bootstrap(ctx context.Context) (snapshot, error) {
 		sort.Slice(pairs, func(i, j int) bool { return pairs[i].less(pairs[j]) })
 		for start := 0; start < len(pairs); start += 500 {
 			chunk := pairs[start:min(start+500, len(pairs))]
-			if err := writeCounters(ctx, tx, chunk, snap.Counts, false); err != nil {
+			if err := writeCounters(ctx, tx, chunk, snap.Counts, false, Stamp(snap.Pos)); err != nil {
 				return err
 			}
 		}
-		if err := s.refreshTemplates(ctx, tx, snap.Counts, templatesOf(pairs)); err != nil {
+		if err := s.refreshTemplates(ctx, tx, templatesOf(pairs)); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE cdc_checkpoint SET binlog_file = ?, binlog_pos = ?, gtid_set = ?,
@@ -114,28 +120,29 @@ func templatesOf(pairs []Pair) []int64 {
 }
 
 // writeCounters upserts the pairs' counters: added to the stored values
-// (delta) or replacing them.
-func writeCounters(ctx context.Context, tx *sql.Tx, pairs []Pair, counts map[Pair]*Counts, delta bool) error {
+// (delta) or replacing them; stamp is the binlog stamp of the change.
+func writeCounters(ctx context.Context, tx *sql.Tx, pairs []Pair, counts map[Pair]*Counts, delta bool, stamp int64) error {
 	if len(pairs) == 0 {
 		return nil
 	}
 	var b strings.Builder
-	args := make([]any, 0, 7*len(pairs))
-	b.WriteString("INSERT INTO inventory_counter (template_id, channel, held, used, expired, returned, released) VALUES ")
+	args := make([]any, 0, 8*len(pairs))
+	b.WriteString("INSERT INTO inventory_counter (template_id, channel, held, used, expired, returned, released, stamp) VALUES ")
 	for i, p := range pairs {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
 		c := counts[p]
-		args = append(args, p.Template, p.Channel, c.Held, c.Used, c.Expired, c.Returned, c.Released)
+		args = append(args, p.Template, p.Channel, c.Held, c.Used, c.Expired, c.Returned, c.Released, stamp)
 	}
 	if delta {
 		b.WriteString(` ON DUPLICATE KEY UPDATE held = held + VALUES(held), used = used + VALUES(used),
-			expired = expired + VALUES(expired), returned = returned + VALUES(returned), released = released + VALUES(released)`)
+			expired = expired + VALUES(expired), returned = returned + VALUES(returned), released = released + VALUES(released),
+			stamp = VALUES(stamp)`)
 	} else {
 		b.WriteString(` ON DUPLICATE KEY UPDATE held = VALUES(held), used = VALUES(used),
-			expired = VALUES(expired), returned = VALUES(returned), released = VALUES(released)`)
+			expired = VALUES(expired), returned = VALUES(returned), released = VALUES(released), stamp = VALUES(stamp)`)
 	}
 	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 		return fmt.Errorf("write counters: %w", err)
@@ -144,34 +151,23 @@ func writeCounters(ctx context.Context, tx *sql.Tx, pairs []Pair, counts map[Pai
 }
 
 // refreshTemplates writes the cached counts of coupon_template (reference
-// schema only: a legacy template table belongs to its application).
-func (s *Sink) refreshTemplates(ctx context.Context, tx *sql.Tx, all map[Pair]*Counts, templates []int64) error {
+// schema only: a legacy template table belongs to its application) from
+// inventory_counter, in the counters' transaction: the cache always equals
+// the counters, whoever corrected them.
+func (s *Sink) refreshTemplates(ctx context.Context, tx *sql.Tx, templates []int64) error {
 	if !s.cfg.CacheTemplateCounts || len(templates) == 0 {
 		return nil
 	}
-	sum := map[int64]*Counts{}
-	for p, c := range all {
-		if sum[p.Template] == nil {
-			sum[p.Template] = &Counts{}
-		}
-		sum[p.Template].add(*c)
-	}
-	var b strings.Builder
-	args := make([]any, 0, 4*len(templates))
-	b.WriteString("UPDATE coupon_template t JOIN (")
+	args := make([]any, len(templates))
 	for i, id := range templates {
-		if i > 0 {
-			b.WriteString(" UNION ALL ")
-		}
-		b.WriteString("SELECT ? AS id, ? AS issued, ? AS used, ? AS expired")
-		c := sum[id]
-		if c == nil {
-			c = &Counts{}
-		}
-		args = append(args, id, c.Issued(), c.Used, c.Expired)
+		args[i] = id
 	}
-	b.WriteString(") v ON v.id = t.id SET t.issued_count = v.issued, t.used_count = v.used, t.expired_count = v.expired")
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+	q := `UPDATE coupon_template t JOIN (
+		SELECT template_id, SUM(held + used + expired + returned) AS issued, SUM(used) AS used, SUM(expired) AS expired
+		FROM inventory_counter WHERE template_id IN (` + placeholders(len(templates)) + `) GROUP BY template_id) v
+		ON v.template_id = t.id
+		SET t.issued_count = v.issued, t.used_count = v.used, t.expired_count = v.expired`
+	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 		return fmt.Errorf("refresh template counts: %w", err)
 	}
 	return nil

@@ -93,8 +93,13 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) erro
 		case <-runCtx.Done():
 		}
 	}()
-	s.log.Info("tailing the binlog", "from", from.String(), "tables", s.cfg.Mapping.SourceTables())
-	err = t.Run(runCtx, from, s)
+	start := canal.ResumePoint(ctx, s.db, from)
+	mode := "gtid"
+	if start.GTID == "" {
+		mode = "file/offset (verified against the GTID)"
+	}
+	s.log.Info("tailing the binlog", "from", from.String(), "mode", mode, "tables", s.cfg.Mapping.SourceTables())
+	err = t.Run(runCtx, start, s)
 	if lost.Load() {
 		return errLeaderLost
 	}

@@ -77,6 +77,9 @@ type Sink struct {
 
 	pending   map[int64]pendingUse
 	quotaNext map[Pair]Quota // the batch's quota changes, before commit
+
+	lastCorrection int64     // newest correction_log id the mirror has seen
+	correctionScan time.Time // when correction_log was last looked at
 }
 
 // New checks cfg and fills in its defaults. Call Start before ApplyBatch.
@@ -188,6 +191,9 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 		s.pos = cp.Pos
 		s.log.Info("resuming from checkpoint", "position", cp.Pos.String(), "epoch", s.epoch, "pairs", len(counts))
 	}
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM correction_log`).Scan(&s.lastCorrection); err != nil {
+		return canal.Position{}, fmt.Errorf("read corrections: %w", err)
+	}
 	if s.quotas == nil {
 		if err := s.loadTemplateQuotas(ctx); err != nil {
 			return canal.Position{}, err
@@ -284,23 +290,19 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 	if err != nil {
 		return err
 	}
+	// every touched pair, even with a net zero delta: its stamp must move
 	pairs := make([]Pair, 0, len(d))
-	for p, c := range d {
-		if !c.zero() {
-			pairs = append(pairs, p)
-		}
+	for p := range d {
+		pairs = append(pairs, p)
 	}
 	sort.Slice(pairs, func(i, j int) bool { return pairs[i].less(pairs[j]) })
 	templates := templatesOf(pairs)
 	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
-		if err := writeCounters(ctx, tx, pairs, d, true); err != nil {
+		if err := writeCounters(ctx, tx, pairs, d, true, Stamp(b.End)); err != nil {
 			return err
 		}
-		if s.cfg.CacheTemplateCounts && len(templates) > 0 {
-			all := s.templateCounts(templates, next)
-			if err := s.refreshTemplates(ctx, tx, all, templates); err != nil {
-				return err
-			}
+		if err := s.refreshTemplates(ctx, tx, templates); err != nil {
+			return err
 		}
 		if err := insertAnomalies(ctx, tx, anomalies, b); err != nil {
 			return err
@@ -347,9 +349,38 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 			s.countAnomalies(anomalies)
 		}
 	}
+	if err := s.followCorrections(ctx); err != nil {
+		return err
+	}
 	if s.redis != nil {
 		s.syncRedis(ctx, nil)
 	}
+	return nil
+}
+
+// followCorrections reloads the counter mirror (metrics, over-issue) when
+// the reconciler or a person corrected inventory_counter. The counters in
+// MySQL need nothing: the cdc adds deltas to whatever they hold.
+func (s *Sink) followCorrections(ctx context.Context) error {
+	now := s.cfg.Now()
+	if now.Sub(s.correctionScan) < time.Second {
+		return nil
+	}
+	s.correctionScan = now
+	var last int64
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM correction_log`).Scan(&last); err != nil {
+		return fmt.Errorf("look for corrections: %w", err)
+	}
+	if last == s.lastCorrection {
+		return nil
+	}
+	counts, err := loadCounters(ctx, s.db)
+	if err != nil {
+		return err
+	}
+	s.setMirror(counts, s.quotas)
+	s.lastCorrection = last
+	s.log.Info("counters corrected outside the cdc: mirror reloaded", "correction_id", last)
 	return nil
 }
 
@@ -380,22 +411,6 @@ func (s *Sink) nextQuota(p Pair) (Quota, bool) {
 	}
 	q, ok := s.quotas[p]
 	return q, ok
-}
-
-// templateCounts is the mirror after the batch, for the given templates.
-func (s *Sink) templateCounts(templates []int64, next map[Pair]*Counts) map[Pair]*Counts {
-	want := map[int64]bool{}
-	for _, t := range templates {
-		want[t] = true
-	}
-	out := map[Pair]*Counts{}
-	for p, c := range s.counts {
-		if want[p.Template] {
-			out[p] = c
-		}
-	}
-	maps.Copy(out, next)
-	return out
 }
 
 func (s *Sink) commitMirror(next map[Pair]*Counts, end canal.Position) {

@@ -14,21 +14,24 @@ import (
 
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/coupon/httpapi"
+	"github.com/couponlink/couponlink/sink"
 )
 
 func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlags("api", "Serves the HTTP/JSON write API. It writes MySQL only: one transaction per state change, with its ledger row.", stderr)
 	dsn := f.dsn()
 	addr := f.string("addr", "COUPONLINK_API_ADDR", "127.0.0.1:8080", "listen address")
-	token := f.string("token", "COUPONLINK_API_TOKEN", "", "when set, every /v1 route needs Authorization: Bearer <token>")
+	tokenOf := f.secret("token", "COUPONLINK_API_TOKEN", "when set, every /v1 route needs Authorization: Bearer <token>")
 	sweep := f.duration("expire-interval", "COUPONLINK_EXPIRE_INTERVAL", time.Minute, "how often the API runs the expiry sweep (0: never)")
 	conns := f.int("mysql-conns", "COUPONLINK_MYSQL_CONNS", 64, "most MySQL connections the API opens")
 	grace := f.duration("shutdown-grace", "COUPONLINK_SHUTDOWN_GRACE", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
+	cdcName := f.string("cdc-name", "COUPONLINK_CDC_NAME", "default", "checkpoint name of the cdc whose counters the inventory route shows as `derived`")
 	level := f.logLevel()
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	log := newLogger(stderr, *level)
+	token := tokenOf()
 	db, err := openMySQL(*dsn, *conns)
 	if err != nil {
 		return err
@@ -43,14 +46,15 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	api := httpapi.New(httpapi.Config{Store: store, Token: *token, Logger: log, Registerer: reg, Gatherer: reg})
+	derived := func(ctx context.Context, id int64) (any, error) { return sink.ReadDerived(ctx, db, *cdcName, id) }
+	api := httpapi.New(httpapi.Config{Store: store, Token: token, Logger: log, Registerer: reg, Gatherer: reg, Derived: derived})
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
-	log.Info("api listening", "addr", ln.Addr().String(), "auth", *token != "", "expire_interval", *sweep)
+	log.Info("api listening", "addr", ln.Addr().String(), "auth", token != "", "expire_interval", *sweep)
 	fmt.Fprintf(stdout, "couponlink api listening on http://%s\n", ln.Addr())
 
 	sweepCtx, stopSweeps := context.WithCancel(ctx)

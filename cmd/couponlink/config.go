@@ -32,10 +32,24 @@ func newFlags(name, summary string, stderr io.Writer) *flags {
 }
 
 func (f *flags) string(name, env, def, usage string) *string {
+	if env == "" {
+		return f.String(name, def, usage)
+	}
 	if v, ok := os.LookupEnv(env); ok {
 		def = v
 	}
 	return f.String(name, def, usage+" ["+env+"]")
+}
+
+// secret is a string flag whose environment value is never printed by -h.
+func (f *flags) secret(name, env, usage string) func() string {
+	v := f.String(name, "", usage+" ["+env+"; its value is not shown here]")
+	return func() string {
+		if *v != "" {
+			return *v
+		}
+		return os.Getenv(env)
+	}
 }
 
 func (f *flags) duration(name, env string, def time.Duration, usage string) *time.Duration {
@@ -51,6 +65,9 @@ func (f *flags) duration(name, env string, def time.Duration, usage string) *tim
 }
 
 func (f *flags) int(name, env string, def int, usage string) *int {
+	if env == "" {
+		return f.Int(name, def, usage)
+	}
 	if v, ok := os.LookupEnv(env); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -63,6 +80,9 @@ func (f *flags) int(name, env string, def int, usage string) *int {
 }
 
 func (f *flags) bool(name, env string, def bool, usage string) *bool {
+	if env == "" {
+		return f.Bool(name, def, usage)
+	}
 	if v, ok := os.LookupEnv(env); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

@@ -25,6 +25,7 @@ func commands() []command {
 		{"api", "serve the HTTP write API (claims, redemptions, refunds, voids, expiry)", runAPI},
 		{"expire", "run one expiry sweep now (AVAILABLE past expires_at -> EXPIRED)", runExpire},
 		{"cdc", "tail the binlog into counters, Redis stock keys, anomalies and metrics", runCDC},
+		{"reconcile", "prove counters and Redis equal the truth; fix what is safe; record every pass", runReconcile},
 		{"status", "print where the cdc stands: checkpoint, lag, anomalies, inventory", runStatus},
 	}
 }

@@ -1,0 +1,253 @@
+package reconcile
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/couponlink/couponlink/sink"
+)
+
+// Where a derived value lives.
+const (
+	StoreCounter  = "counter"  // inventory_counter
+	StoreTemplate = "template" // coupon_template cached counts
+	StoreQuota    = "quota"    // channel_quota.claimed and over-issue
+	StoreRedis    = "redis"    // stock keys
+	StoreLegacy   = "legacy"   // a legacy template table's own counts
+)
+
+// What a pass did about a difference.
+const (
+	ActionFixed       = "fixed"
+	ActionNeedsReview = "needs_review"
+	ActionInFlight    = "in_flight" // moving while we looked: the next pass decides
+	ActionReported    = "reported"  // auto-fix is off
+)
+
+// Difference is one derived value that is not the truth.
+type Difference struct {
+	Store    string `json:"store"`
+	Target   string `json:"target"`
+	Template int64  `json:"template"`
+	Channel  string `json:"channel,omitempty"`
+	Field    string `json:"field,omitempty"`
+	Expected int64  `json:"expected"`
+	Found    *int64 `json:"found"` // nil: missing
+	Action   string `json:"action"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Delta is found − expected (missing counts as 0).
+func (d Difference) Delta() int64 {
+	if d.Found == nil {
+		return -d.Expected
+	}
+	return *d.Found - d.Expected
+}
+
+func ptr(v int64) *int64 { return &v }
+
+// counterRow is one inventory_counter row with its stamp.
+type counterRow struct {
+	sink.Counts
+	Stamp int64
+}
+
+var counterFields = []string{"held", "used", "expired", "returned", "released"}
+
+func fieldsOf(c sink.Counts) []int64 {
+	return []int64{c.Held, c.Used, c.Expired, c.Returned, c.Released}
+}
+
+// compareCounters compares the counters with the truth at stamp pos. A
+// row changed after pos cannot be compared with that truth: it is skipped
+// (and counted in inFlight).
+func compareCounters(truth map[sink.Pair]*sink.Counts, counters map[sink.Pair]counterRow, pos int64) (diffs []Difference, inFlight int) {
+	pairs := map[sink.Pair]bool{}
+	for p := range truth {
+		pairs[p] = true
+	}
+	for p := range counters {
+		pairs[p] = true
+	}
+	for _, p := range sortedPairs(pairs) {
+		row, have := counters[p]
+		if have && row.Stamp > pos {
+			inFlight++
+			continue
+		}
+		want := sink.Counts{}
+		if t := truth[p]; t != nil {
+			want = *t
+		}
+		got, exp := fieldsOf(row.Counts), fieldsOf(want)
+		for i, f := range counterFields {
+			if got[i] == exp[i] && have {
+				continue
+			}
+			if got[i] == exp[i] && exp[i] == 0 {
+				continue // no row and nothing to count: fine
+			}
+			d := Difference{Store: StoreCounter, Target: fmt.Sprintf("%d/%s/%s", p.Template, p.Channel, f),
+				Template: p.Template, Channel: p.Channel, Field: f, Expected: exp[i]}
+			if have {
+				d.Found = ptr(got[i])
+			}
+			diffs = append(diffs, d)
+		}
+	}
+	return diffs, inFlight
+}
+
+// templateCache is coupon_template's cached counts of one template.
+type templateCache struct {
+	Issued, Used, Expired int64
+}
+
+// compareTemplates compares coupon_template's cached counts with the truth
+// for the templates whose counters are all at or before pos.
+func compareTemplates(truth map[sink.Pair]*sink.Counts, counters map[sink.Pair]counterRow, cache map[int64]templateCache, pos int64) []Difference {
+	sum := map[int64]*sink.Counts{}
+	moved := map[int64]bool{}
+	for p, c := range truth {
+		if sum[p.Template] == nil {
+			sum[p.Template] = &sink.Counts{}
+		}
+		s := sum[p.Template]
+		s.Held, s.Used, s.Expired, s.Returned, s.Released = s.Held+c.Held, s.Used+c.Used, s.Expired+c.Expired, s.Returned+c.Returned, s.Released+c.Released
+	}
+	for p, r := range counters {
+		if r.Stamp > pos {
+			moved[p.Template] = true
+		}
+	}
+	var out []Difference
+	ids := make([]int64, 0, len(cache))
+	for id := range cache {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if moved[id] {
+			continue
+		}
+		want := sink.Counts{}
+		if s := sum[id]; s != nil {
+			want = *s
+		}
+		got := cache[id]
+		for _, f := range []struct {
+			name      string
+			got, want int64
+		}{{"issued_count", got.Issued, want.Issued()}, {"used_count", got.Used, want.Used}, {"expired_count", got.Expired, want.Expired}} {
+			if f.got != f.want {
+				out = append(out, Difference{Store: StoreTemplate, Target: fmt.Sprintf("%d/%s", id, f.name), Template: id,
+					Field: f.name, Expected: f.want, Found: ptr(f.got)})
+			}
+		}
+	}
+	return out
+}
+
+// compareQuotas checks the claim guard (claimed = coupons − released) and
+// over-issue (held + used + frozen > quota), both in the snapshot itself:
+// exact, whatever the cdc does. Neither is safe to fix automatically.
+func compareQuotas(truth map[sink.Pair]*sink.Counts, quotas map[sink.Pair]sink.Quota) []Difference {
+	var out []Difference
+	pairs := map[sink.Pair]bool{}
+	for p := range quotas {
+		pairs[p] = true
+	}
+	for p := range truth {
+		pairs[p] = true
+	}
+	for _, p := range sortedPairs(pairs) {
+		t := sink.Counts{}
+		if c := truth[p]; c != nil {
+			t = *c
+		}
+		q, ok := quotas[p]
+		if !ok {
+			if t.Issued() > 0 {
+				out = append(out, Difference{Store: StoreQuota, Target: fmt.Sprintf("%d/%s/bucket", p.Template, p.Channel),
+					Template: p.Template, Channel: p.Channel, Field: "bucket", Expected: t.Taken(), Action: ActionNeedsReview,
+					Reason: "coupons exist for a channel with no channel_quota row"})
+			}
+			continue
+		}
+		if want := t.Issued() - t.Released; q.Claimed != want {
+			out = append(out, Difference{Store: StoreQuota, Target: fmt.Sprintf("%d/%s/claimed", p.Template, p.Channel),
+				Template: p.Template, Channel: p.Channel, Field: "claimed", Expected: want, Found: ptr(q.Claimed), Action: ActionNeedsReview,
+				Reason: "channel_quota.claimed (the claim guard) differs from coupons − released; a person must decide which is right"})
+		}
+		if t.Taken() > q.Quota {
+			out = append(out, Difference{Store: StoreQuota, Target: fmt.Sprintf("%d/%s/over_issue", p.Template, p.Channel),
+				Template: p.Template, Channel: p.Channel, Field: "over_issue", Expected: q.Quota, Found: ptr(t.Taken()), Action: ActionNeedsReview,
+				Reason: "over-issue: held + used + frozen exceeds the quota"})
+		}
+	}
+	return out
+}
+
+// compareLegacy checks a legacy template table's own counts and its budget.
+func compareLegacy(truth map[sink.Pair]*sink.Counts, budgets map[int64]int64, own map[int64][2]*int64) []Difference {
+	sum := map[int64]sink.Counts{}
+	for p, c := range truth {
+		s := sum[p.Template]
+		s.Held, s.Used, s.Expired, s.Returned, s.Released = s.Held+c.Held, s.Used+c.Used, s.Expired+c.Expired, s.Returned+c.Returned, s.Released+c.Released
+		sum[p.Template] = s
+	}
+	ids := map[int64]bool{}
+	for id := range sum {
+		ids[id] = true
+	}
+	for id := range own {
+		ids[id] = true
+	}
+	var out []Difference
+	for _, id := range sortedIDs(ids) {
+		s := sum[id]
+		if b, ok := budgets[id]; ok && s.Taken() > b {
+			out = append(out, Difference{Store: StoreQuota, Target: fmt.Sprintf("%d/over_issue", id), Template: id, Field: "over_issue",
+				Expected: b, Found: ptr(s.Taken()), Action: ActionNeedsReview, Reason: "over-issue: more coupons than the template's budget"})
+		}
+		o, ok := own[id]
+		if !ok {
+			continue
+		}
+		for i, f := range []struct {
+			name string
+			want int64
+		}{{"issued", s.Issued()}, {"used", s.Used}} {
+			if o[i] != nil && *o[i] != f.want {
+				out = append(out, Difference{Store: StoreLegacy, Target: fmt.Sprintf("%d/%s", id, f.name), Template: id, Field: f.name,
+					Expected: f.want, Found: ptr(*o[i]), Action: ActionNeedsReview,
+					Reason: "the legacy template's own count differs from its coupons; couponlink never writes a legacy table"})
+			}
+		}
+	}
+	return out
+}
+
+func sortedPairs(m map[sink.Pair]bool) []sink.Pair {
+	out := make([]sink.Pair, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Template != out[j].Template {
+			return out[i].Template < out[j].Template
+		}
+		return out[i].Channel < out[j].Channel
+	})
+	return out
+}
+
+func sortedIDs(m map[int64]bool) []int64 {
+	out := make([]int64, 0, len(m))
+	for id := range m {
+		out = append(out, id)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}

@@ -1,0 +1,105 @@
+// Package reconcile proves, on a schedule and on demand, that the derived
+// state still equals the truth in MySQL: the cdc's counters, the cached
+// counts of coupon_template, channel_quota.claimed and the Redis stock keys
+// (couponlink's own, or a legacy front end's). It compares at a known binlog
+// position, fixes what is safe (Redis by compare-and-set on a quiet key,
+// counters with a correction record), leaves the rest for a person, and
+// records every pass in reconcile_task.
+package reconcile
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/sink"
+)
+
+// Config wires a Reconciler.
+type Config struct {
+	DB         *sql.DB        // couponlink's database
+	Mapping    *canal.Mapping // nil: the reference schema
+	Checkpoint string         // the cdc's checkpoint name; default "default"
+
+	Redis     redis.UniversalClient // nil: Redis is not compared
+	RedisMode string                // owner (couponlink's keys; default for the reference schema) or corrector (the mapping's legacy keys)
+	Keys      sink.Keys             // couponlink's key names; default prefix "couponlink:"
+
+	// QuietWindow: a Redis key is corrected only when neither it nor the
+	// truth moved for this long. Default 5 s.
+	QuietWindow time.Duration
+	// CatchUpWait bounds the wait for the cdc's checkpoint to reach the
+	// snapshot's position. Default 30 s.
+	CatchUpWait time.Duration
+	// A counter difference above both thresholds (absolute, and relative to
+	// the truth) is left for a person. Defaults 100 and 0.05.
+	AbsThreshold int64
+	RelThreshold float64
+	// AutoFix: correct what is safe. Default true; false only reports.
+	AutoFix *bool
+	Actor   string // who the corrections are recorded as; default "reconciler"
+
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Now        func() time.Time
+}
+
+func (c *Config) defaults() error {
+	if c.DB == nil {
+		return errors.New("reconcile: Config.DB is nil")
+	}
+	reference := c.Mapping == nil
+	if reference {
+		c.Mapping = canal.DefaultMapping()
+	}
+	if c.Checkpoint == "" {
+		c.Checkpoint = "default"
+	}
+	if c.RedisMode == "" {
+		c.RedisMode = sink.RedisOwner
+		if c.Mapping.ChannelQuota == nil {
+			c.RedisMode = sink.RedisCorrector
+		}
+	}
+	if c.RedisMode != sink.RedisOwner && c.RedisMode != sink.RedisCorrector && c.RedisMode != sink.RedisOff {
+		return fmt.Errorf("reconcile: unknown Redis mode %q (want owner, corrector or off)", c.RedisMode)
+	}
+	if c.Keys.Prefix == "" {
+		c.Keys.Prefix = "couponlink:"
+	}
+	if c.QuietWindow <= 0 {
+		c.QuietWindow = 5 * time.Second
+	}
+	if c.CatchUpWait <= 0 {
+		c.CatchUpWait = 30 * time.Second
+	}
+	if c.AbsThreshold <= 0 {
+		c.AbsThreshold = 100
+	}
+	if c.RelThreshold <= 0 {
+		c.RelThreshold = 0.05
+	}
+	if c.AutoFix == nil {
+		t := true
+		c.AutoFix = &t
+	}
+	if c.Actor == "" {
+		c.Actor = "reconciler"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}

@@ -1,0 +1,424 @@
+package reconcile
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/sink"
+)
+
+// Reconciler runs reconciliation passes.
+type Reconciler struct {
+	cfg Config
+	db  *sql.DB
+	log *slog.Logger
+	m   *metrics
+}
+
+// New checks cfg and fills in its defaults.
+func New(cfg Config) (*Reconciler, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	return &Reconciler{cfg: cfg, db: cfg.DB, log: cfg.Logger, m: newMetrics(cfg.Registerer)}, nil
+}
+
+// Report is what one pass found and did.
+type Report struct {
+	TaskID           int64
+	Started          time.Time
+	Finished         time.Time
+	Position         canal.Position // the snapshot's binlog position
+	Checkpoint       canal.Position // the cdc's checkpoint the counters were read at
+	CountersCompared bool
+	Note             string // why something could not be compared
+	Coupons          int64  // user coupons counted
+	Pairs            int
+	InFlight         int // counter rows that moved past the snapshot: compared next time
+	Differences      []Difference
+	Status           string // clean, auto_fixed, needs_review
+}
+
+// Count returns how many differences got the action.
+func (rep *Report) Count(action string) int {
+	n := 0
+	for _, d := range rep.Differences {
+		if d.Action == action {
+			n++
+		}
+	}
+	return n
+}
+
+// Summary is one line for logs and the task record.
+func (rep *Report) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d coupons in %d buckets at %s; %d differences (%d fixed, %d need review, %d in flight)",
+		rep.Status, rep.Coupons, rep.Pairs, rep.Position, len(rep.Differences), rep.Count(ActionFixed),
+		rep.Count(ActionNeedsReview), rep.Count(ActionInFlight))
+	if rep.Note != "" {
+		b.WriteString("; " + rep.Note)
+	}
+	return b.String()
+}
+
+// Pass runs one reconciliation: truth at a known position, compare, fix
+// what is safe, record the task.
+func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
+	start := r.cfg.Now()
+	id, err := r.startTask(ctx, start)
+	if err != nil {
+		r.m.runs.WithLabelValues(resultError).Inc()
+		return nil, err
+	}
+	rep := &Report{TaskID: id, Started: start}
+	mysqlSnap, redisSnap, err := r.pass(ctx, rep)
+	rep.Finished = r.cfg.Now()
+	r.m.duration.Observe(rep.Finished.Sub(start).Seconds())
+	if err != nil {
+		r.m.runs.WithLabelValues(resultError).Inc()
+		_, _ = r.db.ExecContext(context.WithoutCancel(ctx), `UPDATE reconcile_task SET finished_at = ?, status = ?, summary = ? WHERE id = ?`,
+			rep.Finished.UTC(), resultError, truncate(err.Error(), 512), id)
+		return rep, err
+	}
+	rep.Status = resultClean
+	if rep.Count(ActionFixed) > 0 {
+		rep.Status = resultAutoFixed
+	}
+	if rep.Count(ActionNeedsReview) > 0 {
+		rep.Status = resultNeedsReview
+	}
+	if err := r.finishTask(ctx, rep, mysqlSnap, redisSnap); err != nil {
+		r.m.runs.WithLabelValues(resultError).Inc()
+		return rep, err
+	}
+	r.m.runs.WithLabelValues(rep.Status).Inc()
+	r.observeDrift(rep)
+	if rep.CountersCompared {
+		r.m.lastSuccess.Set(float64(rep.Finished.Unix()))
+	}
+	r.countOpen(ctx)
+	r.log.Info("reconcile pass", "task", id, "status", rep.Status, "summary", rep.Summary(), "took", rep.Finished.Sub(start).Round(time.Millisecond))
+	return rep, nil
+}
+
+type mysqlSnapshot struct {
+	Position   string             `json:"position"`
+	Checkpoint string             `json:"checkpoint,omitempty"`
+	Truth      map[string][]int64 `json:"truth"` // "template/channel" -> held, used, expired, returned, released
+	Quotas     map[string][]int64 `json:"quotas,omitempty"`
+}
+
+func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
+	m := r.cfg.Mapping
+	snap, err := sink.TakeSnapshot(ctx, r.db, m)
+	if err != nil {
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
+	}
+	rep.Position, rep.Pairs = snap.Pos, len(snap.Counts)
+	for _, c := range snap.Counts {
+		rep.Coupons += c.Issued()
+	}
+	r.m.rowsRead.Add(float64(rep.Coupons))
+	ms := mysqlSnapshot{Position: snap.Pos.String(), Truth: map[string][]int64{}, Quotas: map[string][]int64{}}
+	for p, c := range snap.Counts {
+		ms.Truth[pairKey(p)] = fieldsOf(*c)
+	}
+	for p, q := range snap.Quotas {
+		ms.Quotas[pairKey(p)] = []int64{q.Quota, q.Claimed}
+	}
+
+	var budgets map[int64]int64
+	if snap.Quotas == nil || r.cfg.RedisMode == sink.RedisCorrector {
+		if budgets, err = m.TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
+			return ms, nil, err
+		}
+	}
+	if snap.Quotas != nil {
+		rep.Differences = append(rep.Differences, compareQuotas(snap.Counts, snap.Quotas)...)
+	} else {
+		own, err := r.legacyCounts(ctx, templateIDs(snap))
+		if err != nil {
+			return ms, nil, err
+		}
+		rep.Differences = append(rep.Differences, compareLegacy(snap.Counts, budgets, own)...)
+	}
+
+	if err := r.counters(ctx, rep, snap); err != nil {
+		return ms, nil, err
+	}
+	ms.Checkpoint = rep.Checkpoint.String()
+	redisSnap, err := r.redis(ctx, rep, snap, budgets)
+	return ms, redisSnap, err
+}
+
+// counters compares (and fixes) inventory_counter and the template cache,
+// once the cdc's checkpoint has reached the snapshot.
+func (r *Reconciler) counters(ctx context.Context, rep *Report, snap sink.Snapshot) error {
+	cp, caught, err := r.waitCheckpoint(ctx, snap.Pos)
+	if err != nil {
+		return err
+	}
+	rep.Checkpoint = cp.Pos
+	if !caught {
+		rep.Note = fmt.Sprintf("counters not compared: the cdc's checkpoint %s did not reach the snapshot %s within %s (is the cdc down or far behind?)",
+			cp.Pos, snap.Pos, r.cfg.CatchUpWait)
+		r.m.cdcBehind.Set(1)
+		return nil
+	}
+	r.m.cdcBehind.Set(0)
+	rep.CountersCompared = true
+	counters, err := readCounters(ctx, r.db)
+	if err != nil {
+		return err
+	}
+	stamp := sink.Stamp(snap.Pos)
+	diffs, inFlight := compareCounters(snap.Counts, counters, stamp)
+	rep.InFlight = inFlight
+	var tdiffs []Difference
+	var cache map[int64]templateCache
+	if r.cfg.Mapping.Template.Table == canal.DefaultMapping().Template.Table && snap.Quotas != nil {
+		if cache, err = readTemplateCache(ctx, r.db); err != nil {
+			return err
+		}
+		tdiffs = compareTemplates(snap.Counts, counters, cache, stamp)
+	}
+	before, err := r.fixedBefore(ctx, rep.TaskID)
+	if err != nil {
+		return err
+	}
+	// counters, a pair at a time
+	byPair := map[sink.Pair][]int{}
+	for i, d := range diffs {
+		p := sink.Pair{Template: d.Template, Channel: d.Channel}
+		byPair[p] = append(byPair[p], i)
+	}
+	for p, idx := range byPair {
+		action, reason := r.decide(diffs, idx, before)
+		if action == ActionFixed {
+			row, have := counters[p]
+			want := sink.Counts{}
+			if t := snap.Counts[p]; t != nil {
+				want = *t
+			}
+			ok, err := r.fixCounter(ctx, rep.TaskID, p, row, have, want, stamp)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				action, reason = ActionInFlight, "the cdc moved the row while we fixed it"
+			}
+		}
+		for _, i := range idx {
+			diffs[i].Action, diffs[i].Reason = action, reason
+		}
+	}
+	rep.Differences = append(rep.Differences, diffs...)
+	// the template cache, after the counters
+	byTpl := map[int64][]int{}
+	for i, d := range tdiffs {
+		byTpl[d.Template] = append(byTpl[d.Template], i)
+	}
+	for id, idx := range byTpl {
+		action, reason := r.decide(tdiffs, idx, before)
+		if action == ActionFixed {
+			want := templateCache{}
+			for p, c := range snap.Counts {
+				if p.Template == id {
+					want.Issued += c.Issued()
+					want.Used += c.Used
+					want.Expired += c.Expired
+				}
+			}
+			ok, err := r.fixTemplate(ctx, rep.TaskID, id, cache[id], want)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				action, reason = ActionInFlight, "the cdc moved the cached counts while we fixed them"
+			}
+		}
+		for _, i := range idx {
+			tdiffs[i].Action, tdiffs[i].Reason = action, reason
+		}
+	}
+	rep.Differences = append(rep.Differences, tdiffs...)
+	return nil
+}
+
+// decide says what to do with a group of differences of one row.
+func (r *Reconciler) decide(diffs []Difference, idx []int, fixedBefore map[string]bool) (string, string) {
+	for _, i := range idx {
+		d := diffs[i]
+		delta := d.Delta()
+		if delta < 0 {
+			delta = -delta
+		}
+		if delta > r.cfg.AbsThreshold && float64(delta) > r.cfg.RelThreshold*float64(d.Expected) {
+			return ActionNeedsReview, fmt.Sprintf("off by %d, above the thresholds (%d and %.0f%%): too large to fix blindly",
+				delta, r.cfg.AbsThreshold, 100*r.cfg.RelThreshold)
+		}
+		if fixedBefore[d.Store+" "+d.Target] {
+			return ActionNeedsReview, "wrong again after the previous pass corrected it: something keeps breaking it"
+		}
+	}
+	if !*r.cfg.AutoFix {
+		return ActionReported, "auto-fix is off"
+	}
+	return ActionFixed, ""
+}
+
+// waitCheckpoint waits (bounded) until the cdc's checkpoint reaches pos.
+func (r *Reconciler) waitCheckpoint(ctx context.Context, pos canal.Position) (sink.Checkpoint, bool, error) {
+	deadline := time.Now().Add(r.cfg.CatchUpWait)
+	for {
+		cp, found, err := sink.LoadCheckpoint(ctx, r.db, r.cfg.Checkpoint)
+		if err != nil {
+			return cp, false, err
+		}
+		if found && cp.Pos.File != "" && cp.Pos.Compare(pos) >= 0 {
+			return cp, true, nil
+		}
+		if time.Now().After(deadline) {
+			return cp, false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return cp, false, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func readCounters(ctx context.Context, db *sql.DB) (map[sink.Pair]counterRow, error) {
+	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, held, used, expired, returned, released, stamp FROM inventory_counter`)
+	if err != nil {
+		return nil, fmt.Errorf("read counters: %w", err)
+	}
+	defer rows.Close()
+	out := map[sink.Pair]counterRow{}
+	for rows.Next() {
+		var p sink.Pair
+		var c counterRow
+		if err := rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned, &c.Released, &c.Stamp); err != nil {
+			return nil, err
+		}
+		out[p] = c
+	}
+	return out, rows.Err()
+}
+
+func readTemplateCache(ctx context.Context, db *sql.DB) (map[int64]templateCache, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id, issued_count, used_count, expired_count FROM coupon_template`)
+	if err != nil {
+		return nil, fmt.Errorf("read template counts: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]templateCache{}
+	for rows.Next() {
+		var id int64
+		var c templateCache
+		if err := rows.Scan(&id, &c.Issued, &c.Used, &c.Expired); err != nil {
+			return nil, err
+		}
+		out[id] = c
+	}
+	return out, rows.Err()
+}
+
+// legacyCounts reads a legacy template table's own issued/used counts.
+func (r *Reconciler) legacyCounts(ctx context.Context, ids []int64) (map[int64][2]*int64, error) {
+	t := r.cfg.Mapping.Template
+	if (t.Issued == "" && t.Used == "") || len(ids) == 0 {
+		return nil, nil
+	}
+	col := func(c string) string {
+		if c == "" {
+			return "NULL"
+		}
+		return "`" + c + "`"
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	q := fmt.Sprintf("SELECT `%s`, %s, %s FROM %s WHERE `%s` IN (%s)", t.ID, col(t.Issued), col(t.Used),
+		r.cfg.Mapping.QuoteTable(t.Table), t.ID, strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", "))
+	rows, err := r.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read %s's own counts: %w", t.Table, err)
+	}
+	defer rows.Close()
+	out := map[int64][2]*int64{}
+	for rows.Next() {
+		var id int64
+		var issued, used sql.NullInt64
+		if err := rows.Scan(&id, &issued, &used); err != nil {
+			return nil, err
+		}
+		var v [2]*int64
+		if issued.Valid {
+			v[0] = ptr(issued.Int64)
+		}
+		if used.Valid {
+			v[1] = ptr(used.Int64)
+		}
+		out[id] = v
+	}
+	return out, rows.Err()
+}
+
+func (r *Reconciler) observeDrift(rep *Report) {
+	r.m.drift.Reset()
+	for _, d := range rep.Differences {
+		delta := d.Delta()
+		if delta < 0 {
+			delta = -delta
+		}
+		g := r.m.drift.WithLabelValues(strconv.FormatInt(d.Template, 10), d.Channel, d.Store)
+		g.Add(float64(delta))
+	}
+}
+
+// Run runs a pass every interval (the first at once) until ctx ends.
+func (r *Reconciler) Run(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if _, err := r.Pass(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			r.log.Error("reconcile pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func pairKey(p sink.Pair) string { return strconv.FormatInt(p.Template, 10) + "/" + p.Channel }
+
+func templateIDs(snap sink.Snapshot) []int64 {
+	seen := map[int64]bool{}
+	for p := range snap.Counts {
+		seen[p.Template] = true
+	}
+	for p := range snap.Quotas {
+		seen[p.Template] = true
+	}
+	return sortedIDs(seen)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

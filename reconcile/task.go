@@ -1,0 +1,127 @@
+package reconcile
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Task statuses (reconcile_task.status), and the runs metric's results.
+const (
+	resultClean       = "clean"
+	resultAutoFixed   = "auto_fixed"
+	resultNeedsReview = "needs_review"
+	resultError       = "error"
+	statusRunning     = "running"
+)
+
+func (r *Reconciler) startTask(ctx context.Context, at time.Time) (int64, error) {
+	res, err := r.db.ExecContext(ctx, `INSERT INTO reconcile_task (started_at, status) VALUES (?, ?)`, at.UTC(), statusRunning)
+	if err != nil {
+		return 0, fmt.Errorf("record reconcile task: %w", err)
+	}
+	return res.LastInsertId()
+}
+
+func (r *Reconciler) finishTask(ctx context.Context, rep *Report, mysqlSnap, redisSnap any) error {
+	ms, _ := json.Marshal(mysqlSnap)
+	rs, _ := json.Marshal(redisSnap)
+	diffs := rep.Differences
+	if diffs == nil {
+		diffs = []Difference{}
+	}
+	ds, _ := json.Marshal(diffs)
+	summary := rep.Summary()
+	if len(summary) > 512 {
+		summary = summary[:512]
+	}
+	_, err := r.db.ExecContext(ctx, `UPDATE reconcile_task SET finished_at = ?, binlog_file = ?, binlog_pos = ?, gtid_set = ?,
+		mysql_snapshot = ?, redis_snapshot = ?, differences = ?, status = ?, summary = ? WHERE id = ?`,
+		rep.Finished.UTC(), rep.Position.File, rep.Position.Pos, rep.Position.GTID, string(ms), string(rs), string(ds),
+		rep.Status, summary, rep.TaskID)
+	if err != nil {
+		return fmt.Errorf("finish reconcile task %d: %w", rep.TaskID, err)
+	}
+	return nil
+}
+
+// OpenItem is a task that needs a person.
+type OpenItem struct {
+	TaskID      int64
+	StartedAt   time.Time
+	Summary     string
+	Differences []Difference
+}
+
+// ListOpen returns the tasks that need review and are not resolved, oldest first.
+func ListOpen(ctx context.Context, db *sql.DB) ([]OpenItem, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id, started_at, COALESCE(summary, ''), COALESCE(differences, '[]') FROM reconcile_task
+		WHERE status = ? AND resolved_at IS NULL ORDER BY id`, resultNeedsReview)
+	if err != nil {
+		return nil, fmt.Errorf("list open reconcile tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []OpenItem
+	for rows.Next() {
+		var it OpenItem
+		var diffs string
+		if err := rows.Scan(&it.TaskID, &it.StartedAt, &it.Summary, &diffs); err != nil {
+			return nil, err
+		}
+		var all []Difference
+		if err := json.Unmarshal([]byte(diffs), &all); err != nil {
+			return nil, fmt.Errorf("task %d: read differences: %w", it.TaskID, err)
+		}
+		for _, d := range all {
+			if d.Action == ActionNeedsReview {
+				it.Differences = append(it.Differences, d)
+			}
+		}
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+// ErrNotOpen means the task does not exist, does not need review, or was resolved.
+var ErrNotOpen = errors.New("no open reconcile task with that id")
+
+// Resolve closes a task that needed review, with a note and a record in
+// correction_log (mode manual).
+func Resolve(ctx context.Context, db *sql.DB, id int64, who, note string) error {
+	if note == "" {
+		return errors.New("a note is required: say what was checked or done")
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE reconcile_task SET resolved_at = ?, resolved_by = ?, resolved_note = ?
+		WHERE id = ? AND status = ? AND resolved_at IS NULL`, time.Now().UTC(), who, note, id, resultNeedsReview)
+	if err != nil {
+		return fmt.Errorf("resolve task %d: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("task %d: %w", id, ErrNotOpen)
+	}
+	reason := note
+	if len(reason) > 255 {
+		reason = reason[:255]
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO correction_log (task_id, store, target, reason, mode, actor)
+		VALUES (?, 'task', 'resolved', ?, 'manual', ?)`, id, reason, who); err != nil {
+		return fmt.Errorf("record resolution of task %d: %w", id, err)
+	}
+	return tx.Commit()
+}
+
+func (r *Reconciler) countOpen(ctx context.Context) {
+	var n int
+	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM reconcile_task WHERE status = ? AND resolved_at IS NULL`,
+		resultNeedsReview).Scan(&n); err == nil {
+		r.m.needsReview.Set(float64(n))
+	}
+}
