@@ -144,9 +144,10 @@ func (b *batcher) recycle(out *Batch) {
 }
 
 // run delivers batches until ctx ends (nil) or the Handler fails (its
-// error). A batch with rows goes when it holds BatchRows rows or BatchWait
-// after its first row, whether or not more events arrive; without rows, a
-// heartbeat goes when nothing was delivered for HeartbeatPeriod.
+// error). A batch with rows goes as soon as the Handler is free (with a
+// BatchWait, when it holds BatchRows rows or BatchWait after its first row,
+// whether or not more events arrive); without rows, a heartbeat goes when
+// nothing was delivered for HeartbeatPeriod.
 func (b *batcher) run(ctx context.Context, h Handler) error {
 	waitT := time.NewTimer(time.Hour)
 	waitT.Stop()
@@ -170,7 +171,7 @@ func (b *batcher) run(ctx context.Context, h Handler) error {
 		switch {
 		case b.cur.Rows > 0:
 			rem := b.firstAt.Add(b.wait).Sub(now)
-			if b.cur.Rows >= b.maxRows || rem <= 0 || hbDue {
+			if b.wait <= 0 || b.cur.Rows >= b.maxRows || rem <= 0 || hbDue {
 				out = b.takeLocked(now, false)
 			} else {
 				waitT.Reset(rem)

@@ -58,8 +58,15 @@ type Config struct {
 	// has no schema (ConfigFromDSN sets it from the DSN).
 	Schema          string
 	Mapping         *Mapping      // default DefaultMapping()
-	BatchRows       int           // deliver once a batch holds this many rows; default 500
-	BatchWait       time.Duration // or this long after its first row; default 20ms
+	// A batch goes to the Handler as soon as the Handler is free and the
+	// batch holds a whole transaction: at low rates every transaction is
+	// applied at once (lowest lag); while the Handler is busy, transactions
+	// gather into the next batch (group commit), up to BatchRows rows.
+	BatchRows int // the most rows a batch gathers before the read waits; default 5000
+	// BatchWait, when positive, makes a batch also wait up to this long
+	// after its first row for more (fewer, larger batches at the cost of
+	// lag). Default 0: no wait.
+	BatchWait       time.Duration
 	HeartbeatPeriod time.Duration // heartbeat batch after this long without one; default 1s
 	Logger          *slog.Logger  // default slog.Default()
 }
@@ -122,10 +129,10 @@ func New(cfg Config) (*Tailer, error) {
 		cfg.ServerID = 1<<20 + rand.Uint32N(1<<31-1<<20)
 	}
 	if cfg.BatchRows <= 0 {
-		cfg.BatchRows = 500
+		cfg.BatchRows = 5000
 	}
-	if cfg.BatchWait <= 0 {
-		cfg.BatchWait = 20 * time.Millisecond
+	if cfg.BatchWait < 0 {
+		cfg.BatchWait = 0
 	}
 	if cfg.HeartbeatPeriod <= 0 {
 		cfg.HeartbeatPeriod = time.Second

@@ -57,9 +57,9 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if err := req.Validate(); err != nil {
 		return Claim{}, err
 	}
-	if c, found, err := s.claimReplay(ctx, req); found || err != nil {
-		return c, err
-	}
+	// No look-up of request_id first: a replay fails the transaction on the
+	// unique key (or the per-user limit) and is answered below; the usual
+	// claim pays no extra round trip.
 	rules, err := s.templateRules(ctx, req.TemplateID)
 	if err != nil {
 		return Claim{}, err

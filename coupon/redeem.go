@@ -56,6 +56,7 @@ func (s *Store) Redeem(ctx context.Context, req RedeemRequest) (Redemption, erro
 	}
 	key := RedemptionKey(req.OrderID, req.UserCouponID)
 	var out Redemption
+	lookup := false // an AVAILABLE coupon skips the key look-up until the key turns out taken
 	err := s.retry(ctx, "redemption", func() error {
 		// The coupon first, then the key: a redemption by this order that
 		// commits between the two reads is found by the second, and is not
@@ -64,9 +65,11 @@ func (s *Store) Redeem(ctx context.Context, req RedeemRequest) (Redemption, erro
 		if err != nil {
 			return err
 		}
-		if r, found, err := s.redemptionByKey(ctx, key); found || err != nil {
-			out = r
-			return err
+		if c.Status != Available || lookup {
+			if r, found, err := s.redemptionByKey(ctx, key); found || err != nil {
+				out = r
+				return err
+			}
 		}
 		now := s.clock()
 		switch {
@@ -84,7 +87,8 @@ func (s *Store) Redeem(ctx context.Context, req RedeemRequest) (Redemption, erro
 				(user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key) VALUES (?, ?, ?, ?, ?, ?)`,
 				c.ID, c.TemplateID, c.Channel, req.OrderID, now, key)
 			if isDuplicate(err) {
-				return errRaceLost // the same redemption committed meanwhile: replay it
+				lookup = true
+				return errRaceLost // the same redemption exists: replay it
 			}
 			if err != nil {
 				return fmt.Errorf("insert redemption: %w", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -28,6 +29,7 @@ type Store struct {
 	now         func() time.Time
 	log         *slog.Logger
 	maxAttempts int
+	rules       sync.Map // template id -> templateRules (immutable once created)
 }
 
 // New returns a Store on cfg.DB.

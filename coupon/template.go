@@ -179,7 +179,12 @@ type templateRules struct {
 	PerUserLimit int64
 }
 
+// templateRules reads them once per template: they never change after
+// the template is created.
 func (s *Store) templateRules(ctx context.Context, id int64) (templateRules, error) {
+	if r, ok := s.rules.Load(id); ok {
+		return r.(templateRules), nil
+	}
 	var r templateRules
 	err := s.db.QueryRowContext(ctx, `SELECT valid_seconds, per_user_limit FROM coupon_template WHERE id = ?`, id).
 		Scan(&r.ValidSeconds, &r.PerUserLimit)
@@ -189,6 +194,7 @@ func (s *Store) templateRules(ctx context.Context, id int64) (templateRules, err
 	if err != nil {
 		return r, fmt.Errorf("read template %d: %w", id, err)
 	}
+	s.rules.Store(id, r)
 	return r, nil
 }
 

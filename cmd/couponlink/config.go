@@ -132,7 +132,7 @@ func newLogger(stderr io.Writer, level string) *slog.Logger {
 }
 
 // openMySQL opens a pool with the settings couponlink relies on: times as
-// UTC time.Time values.
+// UTC time.Time values, parameters interpolated client-side.
 func openMySQL(dsn string, maxConns int) (*sql.DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -140,6 +140,8 @@ func openMySQL(dsn string, maxConns int) (*sql.DB, error) {
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
+	// one round trip per statement instead of prepare + execute + close
+	cfg.InterpolateParams = true
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	if err != nil {
 		return nil, err

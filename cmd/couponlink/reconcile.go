@@ -41,14 +41,22 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := f.parse(args); err != nil {
 		return err
 	}
+	// with -once, whatever keeps the pass from running is exit code 2 (1 means "needs review")
+	failed := func(err error) error {
+		if !*once {
+			return err
+		}
+		fmt.Fprintf(stderr, "couponlink reconcile: %v\n", err)
+		return exitCode(2)
+	}
 	rel, err := strconv.ParseFloat(*relT, 64)
 	if err != nil || rel < 0 {
-		return fmt.Errorf("-rel-threshold %q is not a non-negative number", *relT)
+		return failed(fmt.Errorf("-rel-threshold %q is not a non-negative number", *relT))
 	}
 	log := newLogger(stderr, *level)
 	db, err := openMySQL(*dsn, 4)
 	if err != nil {
-		return err
+		return failed(err)
 	}
 	defer db.Close()
 	who := "operator"
@@ -72,7 +80,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cfg.AutoFix = &fix
 	if *mapping != "" {
 		if cfg.Mapping, err = canal.ReadMappingFile(*mapping); err != nil {
-			return err
+			return failed(err)
 		}
 	}
 	if *redisAddr != "" {
@@ -84,7 +92,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cfg.Registerer = reg
 	r, err := reconcile.New(cfg)
 	if err != nil {
-		return err
+		return failed(err)
 	}
 	if *once {
 		rep, err := r.Pass(ctx)
@@ -122,7 +130,8 @@ func printReport(w io.Writer, rep *reconcile.Report) {
 	if rep.InFlight > 0 {
 		fmt.Fprintf(w, "  in flight  %d counter rows moved past the snapshot; compared next pass\n", rep.InFlight)
 	}
-	fmt.Fprintf(w, "  took       %s\n", rep.Finished.Sub(rep.Started).Round(time.Millisecond))
+	fmt.Fprintf(w, "  took       %s (snapshot %s, waiting for the cdc %s)\n", rep.Finished.Sub(rep.Started).Round(time.Millisecond),
+		rep.SnapshotTook.Round(time.Millisecond), rep.CatchUpTook.Round(time.Millisecond))
 	if len(rep.Differences) == 0 {
 		fmt.Fprintln(w, "  no differences: counters, template counts, quotas and Redis equal the truth")
 		return

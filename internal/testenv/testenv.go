@@ -48,6 +48,7 @@ func MySQL(t testing.TB) (*sql.DB, string) {
 	cfg.DBName = "t_" + name + "_" + randomSuffix()
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
+	cfg.InterpolateParams = true // as cmd/couponlink opens it
 	dsn := cfg.FormatDSN()
 	if _, err := migrations.Up(dsn); err != nil {
 		t.Fatalf("migrate test database: %v", err)
