@@ -56,8 +56,8 @@ type Config struct {
 	ServerID uint32
 	// Schema is the database of unqualified table names when the mapping
 	// has no schema (ConfigFromDSN sets it from the DSN).
-	Schema          string
-	Mapping         *Mapping      // default DefaultMapping()
+	Schema  string
+	Mapping *Mapping // default DefaultMapping()
 	// A batch goes to the Handler as soon as the Handler is free and the
 	// batch holds a whole transaction: at low rates every transaction is
 	// applied at once (lowest lag); while the Handler is busy, transactions

@@ -189,8 +189,9 @@ func compareQuotas(truth map[sink.Pair]*sink.Counts, quotas map[sink.Pair]sink.Q
 	return out
 }
 
-// compareLegacy checks a legacy template table's own counts and its budget.
-func compareLegacy(truth map[sink.Pair]*sink.Counts, budgets map[int64]int64, own map[int64][2]*int64) []Difference {
+// compareLegacy checks a legacy template's budget against the truth, and
+// its own counts against the truth read with them.
+func compareLegacy(truth map[sink.Pair]*sink.Counts, budgets map[int64]int64, own map[int64]legacyOwn) []Difference {
 	sum := map[int64]sink.Counts{}
 	for p, c := range truth {
 		s := sum[p.Template]
@@ -215,13 +216,10 @@ func compareLegacy(truth map[sink.Pair]*sink.Counts, budgets map[int64]int64, ow
 		if !ok {
 			continue
 		}
-		for i, f := range []struct {
-			name string
-			want int64
-		}{{"issued", s.Issued()}, {"used", s.Used}} {
-			if o[i] != nil && *o[i] != f.want {
-				out = append(out, Difference{Store: StoreLegacy, Target: fmt.Sprintf("%d/%s", id, f.name), Template: id, Field: f.name,
-					Expected: f.want, Found: ptr(*o[i]), Action: ActionNeedsReview,
+		for i, name := range []string{"issued", "used"} {
+			if o.Own[i] != nil && *o.Own[i] != o.Truth[i] {
+				out = append(out, Difference{Store: StoreLegacy, Target: fmt.Sprintf("%d/%s", id, name), Template: id, Field: name,
+					Expected: o.Truth[i], Found: ptr(*o.Own[i]), Action: ActionNeedsReview,
 					Reason: "the legacy template's own count differs from its coupons; couponlink never writes a legacy table"})
 			}
 		}

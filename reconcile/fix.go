@@ -39,8 +39,8 @@ func (r *Reconciler) fixCounter(ctx context.Context, taskID int64, p sink.Pair, 
 		}
 		old, exp := fieldsOf(read.Counts), fieldsOf(want)
 		for i, f := range counterFields {
-			if old[i] == exp[i] && found {
-				continue
+			if old[i] == exp[i] && (found || exp[i] == 0) {
+				continue // not a difference (as in compareCounters): nothing to record
 			}
 			var o *int64
 			if found {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -41,7 +42,9 @@ type Report struct {
 	Note             string // why something could not be compared
 	Coupons          int64  // user coupons counted
 	Pairs            int
-	InFlight         int // counter rows that moved past the snapshot: compared next time
+	InFlight         int           // counter rows that moved past the snapshot: compared next time
+	SnapshotTook     time.Duration // counting the truth
+	CatchUpTook      time.Duration // waiting for the cdc to reach the snapshot
 	Differences      []Difference
 	Status           string // clean, auto_fixed, needs_review
 }
@@ -92,7 +95,7 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 	if rep.Count(ActionFixed) > 0 {
 		rep.Status = resultAutoFixed
 	}
-	if rep.Count(ActionNeedsReview) > 0 {
+	if rep.Count(ActionNeedsReview) > 0 || rep.Count(ActionReported) > 0 { // reported: found, and left as it is (auto-fix off)
 		rep.Status = resultNeedsReview
 	}
 	if err := r.finishTask(ctx, rep, mysqlSnap, redisSnap); err != nil {
@@ -118,10 +121,12 @@ type mysqlSnapshot struct {
 
 func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 	m := r.cfg.Mapping
+	t0 := time.Now()
 	snap, err := sink.TakeSnapshot(ctx, r.db, m)
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot: %w", err)
 	}
+	rep.SnapshotTook = time.Since(t0)
 	rep.Position, rep.Pairs = snap.Pos, len(snap.Counts)
 	for _, c := range snap.Counts {
 		rep.Coupons += c.Issued()
@@ -162,7 +167,9 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 // counters compares (and fixes) inventory_counter and the template cache,
 // once the cdc's checkpoint has reached the snapshot.
 func (r *Reconciler) counters(ctx context.Context, rep *Report, snap sink.Snapshot) error {
+	t0 := time.Now()
 	cp, caught, err := r.waitCheckpoint(ctx, snap.Pos)
+	rep.CatchUpTook = time.Since(t0)
 	if err != nil {
 		return err
 	}
@@ -175,7 +182,8 @@ func (r *Reconciler) counters(ctx context.Context, rep *Report, snap sink.Snapsh
 	}
 	r.m.cdcBehind.Set(0)
 	rep.CountersCompared = true
-	counters, err := readCounters(ctx, r.db)
+	withCache := r.cfg.Mapping.Template.Table == canal.DefaultMapping().Template.Table && snap.Quotas != nil
+	counters, cache, err := readDerived(ctx, r.db, withCache)
 	if err != nil {
 		return err
 	}
@@ -183,11 +191,7 @@ func (r *Reconciler) counters(ctx context.Context, rep *Report, snap sink.Snapsh
 	diffs, inFlight := compareCounters(snap.Counts, counters, stamp)
 	rep.InFlight = inFlight
 	var tdiffs []Difference
-	var cache map[int64]templateCache
-	if r.cfg.Mapping.Template.Table == canal.DefaultMapping().Template.Table && snap.Quotas != nil {
-		if cache, err = readTemplateCache(ctx, r.db); err != nil {
-			return err
-		}
+	if withCache {
 		tdiffs = compareTemplates(snap.Counts, counters, cache, stamp)
 	}
 	before, err := r.fixedBefore(ctx, rep.TaskID)
@@ -297,7 +301,30 @@ func (r *Reconciler) waitCheckpoint(ctx context.Context, pos canal.Position) (si
 	}
 }
 
-func readCounters(ctx context.Context, db *sql.DB) (map[sink.Pair]counterRow, error) {
+// readDerived reads the counters and (withCache) the template cache in one
+// snapshot: the cdc refreshes the cache in the counters' transaction, and
+// a batch applied between two separate reads would make the cache look
+// wrong beside counters that do not show that batch yet.
+func readDerived(ctx context.Context, db *sql.DB, withCache bool) (map[sink.Pair]counterRow, map[int64]templateCache, error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read counters: %w", err)
+	}
+	defer tx.Rollback()
+	counters, err := readCounters(ctx, tx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var cache map[int64]templateCache
+	if withCache {
+		if cache, err = readTemplateCache(ctx, tx); err != nil {
+			return nil, nil, err
+		}
+	}
+	return counters, cache, tx.Commit()
+}
+
+func readCounters(ctx context.Context, db *sql.Tx) (map[sink.Pair]counterRow, error) {
 	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, held, used, expired, returned, released, stamp FROM inventory_counter`)
 	if err != nil {
 		return nil, fmt.Errorf("read counters: %w", err)
@@ -315,7 +342,7 @@ func readCounters(ctx context.Context, db *sql.DB) (map[sink.Pair]counterRow, er
 	return out, rows.Err()
 }
 
-func readTemplateCache(ctx context.Context, db *sql.DB) (map[int64]templateCache, error) {
+func readTemplateCache(ctx context.Context, db *sql.Tx) (map[int64]templateCache, error) {
 	rows, err := db.QueryContext(ctx, `SELECT id, issued_count, used_count, expired_count FROM coupon_template`)
 	if err != nil {
 		return nil, fmt.Errorf("read template counts: %w", err)
@@ -333,9 +360,21 @@ func readTemplateCache(ctx context.Context, db *sql.DB) (map[int64]templateCache
 	return out, rows.Err()
 }
 
-// legacyCounts reads a legacy template table's own issued/used counts.
-func (r *Reconciler) legacyCounts(ctx context.Context, ids []int64) (map[int64][2]*int64, error) {
-	t := r.cfg.Mapping.Template
+// legacyOwn is a legacy template's own issued/used counts (nil: not
+// mapped) and the truth they must equal, read in one consistent snapshot.
+type legacyOwn struct {
+	Own   [2]*int64
+	Truth [2]int64
+}
+
+// legacyCounts reads a legacy template table's own issued/used counts
+// together with the coupons they count, in one consistent snapshot of its
+// own: the legacy application writes both at once while we look, and its
+// counts read outside the truth's snapshot would show its later writes as
+// drift.
+func (r *Reconciler) legacyCounts(ctx context.Context, ids []int64) (map[int64]legacyOwn, error) {
+	m := r.cfg.Mapping
+	t, uc := m.Template, m.UserCoupon
 	if (t.Issued == "" && t.Used == "") || len(ids) == 0 {
 		return nil, nil
 	}
@@ -349,30 +388,72 @@ func (r *Reconciler) legacyCounts(ctx context.Context, ids []int64) (map[int64][
 	for i, id := range ids {
 		args[i] = id
 	}
+	in := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
+	tx, err := r.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin snapshot of %s's own counts: %w", t.Table, err)
+	}
+	defer tx.Rollback()
+	// replaces the transaction database/sql began, on the same connection
+	if _, err := tx.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT"); err != nil {
+		return nil, fmt.Errorf("begin snapshot of %s's own counts: %w", t.Table, err)
+	}
 	q := fmt.Sprintf("SELECT `%s`, %s, %s FROM %s WHERE `%s` IN (%s)", t.ID, col(t.Issued), col(t.Used),
-		r.cfg.Mapping.QuoteTable(t.Table), t.ID, strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", "))
-	rows, err := r.db.QueryContext(ctx, q, args...)
+		m.QuoteTable(t.Table), t.ID, in)
+	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read %s's own counts: %w", t.Table, err)
 	}
 	defer rows.Close()
-	out := map[int64][2]*int64{}
+	out := map[int64]legacyOwn{}
 	for rows.Next() {
 		var id int64
 		var issued, used sql.NullInt64
 		if err := rows.Scan(&id, &issued, &used); err != nil {
 			return nil, err
 		}
-		var v [2]*int64
+		var v legacyOwn
 		if issued.Valid {
-			v[0] = ptr(issued.Int64)
+			v.Own[0] = ptr(issued.Int64)
 		}
 		if used.Valid {
-			v[1] = ptr(used.Int64)
+			v.Own[1] = ptr(used.Int64)
 		}
 		out[id] = v
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	usedCodes := map[int64]bool{}
+	for _, c := range m.Codes(coupon.Used) {
+		usedCodes[c] = true
+	}
+	q = fmt.Sprintf("SELECT `%s`, `%s`, COUNT(*) FROM %s WHERE `%s` IN (%s) GROUP BY 1, 2", uc.Template, uc.Status,
+		m.QuoteTable(uc.Table), uc.Template, in)
+	crows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count %s for the legacy counts: %w", uc.Table, err)
+	}
+	defer crows.Close()
+	for crows.Next() {
+		var id, code, n int64
+		if err := crows.Scan(&id, &code, &n); err != nil {
+			return nil, err
+		}
+		v, ok := out[id]
+		if !ok {
+			continue
+		}
+		v.Truth[0] += n
+		if usedCodes[code] {
+			v.Truth[1] += n
+		}
+		out[id] = v
+	}
+	if err := crows.Err(); err != nil {
+		return nil, err
+	}
+	return out, tx.Commit()
 }
 
 func (r *Reconciler) observeDrift(rep *Report) {

@@ -76,7 +76,7 @@ func ListOpen(ctx context.Context, db *sql.DB) ([]OpenItem, error) {
 			return nil, fmt.Errorf("task %d: read differences: %w", it.TaskID, err)
 		}
 		for _, d := range all {
-			if d.Action == ActionNeedsReview {
+			if d.Action == ActionNeedsReview || d.Action == ActionReported {
 				it.Differences = append(it.Differences, d)
 			}
 		}
