@@ -9,7 +9,8 @@
 #
 # Settings (environment): COUPONLINK_LOCAL_DIR (default <repo>/.run/servers),
 # COUPONLINK_LOCAL_MYSQL_PORT (3307), COUPONLINK_LOCAL_REDIS_PORT (6380),
-# COUPONLINK_LOCAL_DB (couponlink).
+# COUPONLINK_LOCAL_DB (couponlink). When a default port is taken by another
+# process, `up` takes the next free one and remembers it in $BASE/ports.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,12 +18,33 @@ BASE=${COUPONLINK_LOCAL_DIR:-$ROOT/.run/servers}
 MPORT=${COUPONLINK_LOCAL_MYSQL_PORT:-3307}
 RPORT=${COUPONLINK_LOCAL_REDIS_PORT:-6380}
 DB=${COUPONLINK_LOCAL_DB:-couponlink}
+# ports chosen by an earlier `up` of this directory win over the defaults
+if [ -f "$BASE/ports" ] && [ -z "${COUPONLINK_LOCAL_MYSQL_PORT:-}${COUPONLINK_LOCAL_REDIS_PORT:-}" ]; then
+  # shellcheck disable=SC1091
+  . "$BASE/ports"
+fi
 
 log() { echo "servers.sh: $*" >&2; }
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# free_port P: P if nothing listens there, else the next free port above it.
+free_port() {
+  local p=$1 i
+  for i in $(seq 0 99); do
+    if ! port_busy $((p + i)); then echo $((p + i)); return; fi
+  done
+  log "no free port in $p..$((p + 99))"; exit 1
+}
+
+choose_ports() {
+  alive "$BASE/mysqld.pid" || MPORT=$(free_port "$MPORT")
+  alive "$BASE/redis.pid" || RPORT=$(free_port "$RPORT")
+  mkdir -p "$BASE"
+  printf 'MPORT=%s\nRPORT=%s\n' "$MPORT" "$RPORT" > "$BASE/ports"
+}
 
 install_missing() {
   local pkgs=()
@@ -41,7 +63,6 @@ mariadbd_bin() { command -v mariadbd 2>/dev/null || echo /usr/sbin/mariadbd; }
 
 up_mysql() {
   if alive "$BASE/mysqld.pid"; then log "MariaDB already runs (pid $(cat "$BASE/mysqld.pid"), port $MPORT)"; return; fi
-  if port_busy "$MPORT"; then log "port $MPORT is taken by another process; set COUPONLINK_LOCAL_MYSQL_PORT"; exit 1; fi
   mkdir -p "$BASE"
   if [ ! -d "$BASE/data/mysql" ]; then
     log "initialising MariaDB datadir $BASE/data"
@@ -72,7 +93,6 @@ up_mysql() {
 
 up_redis() {
   if alive "$BASE/redis.pid"; then log "Redis already runs (pid $(cat "$BASE/redis.pid"), port $RPORT)"; return; fi
-  if port_busy "$RPORT"; then log "port $RPORT is taken by another process; set COUPONLINK_LOCAL_REDIS_PORT"; exit 1; fi
   mkdir -p "$BASE/redis"
   redis-server --bind 127.0.0.1 --port "$RPORT" --save '' --appendonly no \
     --dir "$BASE/redis" --daemonize yes --pidfile "$BASE/redis.pid" --logfile "$BASE/redis.log"
@@ -103,7 +123,7 @@ print_env() {
 }
 
 case "${1:-}" in
-  up) install_missing; up_mysql; up_redis; print_env ;;
+  up) install_missing; choose_ports; up_mysql; up_redis; print_env ;;
   down) stop_pid Redis "$BASE/redis.pid"; stop_pid MariaDB "$BASE/mysqld.pid" ;;
   env) print_env ;;
   status)
