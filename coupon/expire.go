@@ -91,8 +91,10 @@ func (s *Store) expireBatch(ctx context.Context, n int) (int, error) {
 					flows.WriteString(", ")
 					ids.WriteString(", ")
 				}
-				flows.WriteString("(?, ?, 0, ?, ?, ?, ?, ?)")
-				flowArgs = append(flowArgs, c.ID, FlowExpire, c.TemplateID, c.Channel, Available, Expired, now)
+				// seq = the version it expires from: once per state change, even
+				// for a coupon a legacy writer revived after an earlier expiry
+				flows.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+				flowArgs = append(flowArgs, c.ID, FlowExpire, c.Version, c.TemplateID, c.Channel, Available, Expired, now)
 				ids.WriteString("?")
 				idArgs = append(idArgs, c.ID)
 			}

@@ -86,7 +86,8 @@ func retryable(err error) bool {
 	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
-		return me.Number == 1213 || me.Number == 1205 // deadlock, lock wait timeout
+		// deadlock, lock wait timeout, auto-increment lock lost to a bulk insert
+		return me.Number == 1213 || me.Number == 1205 || me.Number == 1467
 	}
 	return false
 }

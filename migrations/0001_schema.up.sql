@@ -79,7 +79,8 @@ CREATE TABLE redemption_log (
 
 -- One reverse or corrective movement of a coupon's slot.
 -- kind: refund, expire, void, release, correction.
--- seq: the redemption refunded (refund), else 0; UNIQUE(user_coupon_id, kind, seq)
+-- seq: the redemption refunded (refund), the version expired from (expire), else 0;
+-- UNIQUE(user_coupon_id, kind, seq)
 -- makes every movement happen once.
 CREATE TABLE inventory_flow (
   id             BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,

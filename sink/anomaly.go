@@ -40,10 +40,11 @@ type Anomaly struct {
 func judgeTransition(t *canal.Transition) (Anomaly, bool) {
 	a := Anomaly{Coupon: t.Coupon, Template: t.Template, Channel: t.Channel, From: t.From, To: t.To, Order: t.Order}
 	switch {
-	case t.From == t.To && (t.Template != t.PrevTemplate || t.Channel != t.PrevChannel):
+	case t.From != coupon.None && t.To != coupon.None && (t.Template != t.PrevTemplate || t.Channel != t.PrevChannel):
+		// a move is illegal whatever the status does
 		a.Kind = AnomalyIllegalTransition
-		a.Detail = fmt.Sprintf("coupon %d moved from template %d channel %q to template %d channel %q", t.Coupon,
-			t.PrevTemplate, t.PrevChannel, t.Template, t.Channel)
+		a.Detail = fmt.Sprintf("coupon %d moved from template %d channel %q to template %d channel %q (%s -> %s)", t.Coupon,
+			t.PrevTemplate, t.PrevChannel, t.Template, t.Channel, t.From, t.To)
 		return a, true
 	case t.From == t.To:
 		return a, false
@@ -59,10 +60,30 @@ func judgeTransition(t *canal.Transition) (Anomaly, bool) {
 	return a, false
 }
 
-// pendingUse is a coupon that became USED with no redemption row seen yet.
+// pendingUse is one move of a coupon into USED (by Anomaly.Order) with no
+// redemption row of that order seen yet.
 type pendingUse struct {
 	Anomaly
 	deadline time.Time
+}
+
+// settlePending drops the coupon's pending moves into USED that a new
+// redemption row of order answers.
+func (s *Sink) settlePending(c int64, order string) {
+	uses := s.pending[c]
+	keep := uses[:0]
+	for _, p := range uses {
+		if hasOrder([]string{order}, p.Order) {
+			s.npending--
+			continue
+		}
+		keep = append(keep, p)
+	}
+	if len(keep) == 0 {
+		delete(s.pending, c)
+	} else {
+		s.pending[c] = keep
+	}
 }
 
 // judge finds the anomalies of a batch, given the counters and quotas it
@@ -74,11 +95,11 @@ func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[Pair]*Counts)
 		r := &b.Redemptions[i]
 		if !r.Deleted {
 			redeemedHere[r.Coupon] = append(redeemedHere[r.Coupon], r.Order)
-			delete(s.pending, r.Coupon)
+			s.settlePending(r.Coupon, r.Order)
 		}
 	}
 	var check []int64
-	uses := map[int64]Anomaly{}
+	uses := map[int64][]Anomaly{}
 	for i := range b.Transitions {
 		t := &b.Transitions[i]
 		if a, bad := judgeTransition(t); bad {
@@ -93,7 +114,7 @@ func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[Pair]*Counts)
 			if _, seen := uses[t.Coupon]; !seen {
 				check = append(check, t.Coupon)
 			}
-			uses[t.Coupon] = a
+			uses[t.Coupon] = append(uses[t.Coupon], a)
 		}
 	}
 	if len(check) > 0 {
@@ -103,15 +124,17 @@ func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[Pair]*Counts)
 		}
 		deadline := s.cfg.Now().Add(s.cfg.RedemptionGrace)
 		for _, c := range check {
-			a := uses[c]
-			if hasOrder(found[c], a.Order) {
-				continue
+			for _, a := range uses[c] {
+				if hasOrder(found[c], a.Order) {
+					continue
+				}
+				if s.npending >= s.cfg.MaxPending {
+					s.m.pendingDropped.Inc()
+					continue
+				}
+				s.pending[c] = append(s.pending[c], pendingUse{Anomaly: a, deadline: deadline})
+				s.npending++
 			}
-			if len(s.pending) >= s.cfg.MaxPending {
-				s.m.pendingDropped.Inc()
-				continue
-			}
-			s.pending[c] = pendingUse{Anomaly: a, deadline: deadline}
 		}
 	}
 	due, err := s.duePending(ctx)
@@ -141,9 +164,12 @@ func hasOrder(orders []string, order string) bool {
 func (s *Sink) duePending(ctx context.Context) ([]Anomaly, error) {
 	now := s.cfg.Now()
 	var due []int64
-	for c, p := range s.pending {
-		if !now.Before(p.deadline) {
-			due = append(due, c)
+	for c, uses := range s.pending {
+		for _, p := range uses {
+			if !now.Before(p.deadline) {
+				due = append(due, c)
+				break
+			}
 		}
 	}
 	if len(due) == 0 {
@@ -155,11 +181,22 @@ func (s *Sink) duePending(ctx context.Context) ([]Anomaly, error) {
 	}
 	var out []Anomaly
 	for _, c := range due {
-		p := s.pending[c]
-		delete(s.pending, c)
-		if !hasOrder(found[c], p.Order) {
-			p.Detail = fmt.Sprintf("coupon %d became USED (order %q) but no redemption row appeared within %s", c, p.Order, s.cfg.RedemptionGrace)
-			out = append(out, p.Anomaly)
+		var keep []pendingUse
+		for _, p := range s.pending[c] {
+			if now.Before(p.deadline) {
+				keep = append(keep, p)
+				continue
+			}
+			s.npending--
+			if !hasOrder(found[c], p.Order) {
+				p.Detail = fmt.Sprintf("coupon %d became USED (order %q) but no redemption row appeared within %s", c, p.Order, s.cfg.RedemptionGrace)
+				out = append(out, p.Anomaly)
+			}
+		}
+		if len(keep) == 0 {
+			delete(s.pending, c)
+		} else {
+			s.pending[c] = keep
 		}
 	}
 	return out, nil

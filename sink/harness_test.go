@@ -47,9 +47,10 @@ func testLogger(t *testing.T) *slog.Logger {
 
 // cdc is an in-process cdc daemon.
 type cdc struct {
-	cancel context.CancelFunc
-	done   chan error
-	reg    *prometheus.Registry
+	cancel   context.CancelFunc
+	done     chan error
+	reg      *prometheus.Registry
+	finished bool
 }
 
 func (e *env) startCDC(mapping *canal.Mapping, mut ...func(*sink.Config, *sink.Daemon)) *cdc {
@@ -76,16 +77,45 @@ func (e *env) startCDC(mapping *canal.Mapping, mut ...func(*sink.Config, *sink.D
 }
 
 func (c *cdc) stop(t *testing.T) {
-	if c.cancel == nil {
+	t.Helper()
+	if c.finished {
 		return
 	}
 	c.cancel()
-	c.cancel = nil
+	c.finished = true
 	select {
 	case err := <-c.done:
 		require.NoError(t, err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("cdc did not stop within 30 s")
+	}
+}
+
+// result waits for Daemon.Run to return by itself and returns its error.
+func (c *cdc) result(t *testing.T, within time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-c.done:
+		c.finished = true
+		c.cancel()
+		return err
+	case <-time.After(within):
+		t.Fatalf("cdc did not stop by itself within %s", within)
+		return nil
+	}
+}
+
+// running reports whether Daemon.Run has not returned yet.
+func (c *cdc) running() bool {
+	if c.finished {
+		return false
+	}
+	select {
+	case err := <-c.done:
+		c.done <- err // keep it for stop or result
+		return false
+	default:
+		return true
 	}
 }
 

@@ -76,10 +76,16 @@ type stock struct {
 	behind    int  // batches whose Redis writes did not happen
 	nextTry   time.Time
 	lastProbe time.Time
+	// reset makes the next rebuild drop the stamps of the keys it writes:
+	// after a bootstrap the snapshot is the truth, even where an earlier
+	// run stamped a higher position (a checkpoint the server never had, a
+	// binlog numbered anew after RESET MASTER or on a new primary).
+	reset bool
 }
 
-// write sets the stock keys of the given templates from quotas, stamped.
-func (r *stock) write(ctx context.Context, quotas map[Pair]Quota, templates []int64, stamp int64) error {
+// write sets the stock keys of the given templates from quotas, stamped;
+// with reset, whatever stamps the keys had.
+func (r *stock) write(ctx context.Context, quotas map[Pair]Quota, templates []int64, stamp int64, reset bool) error {
 	byTpl := map[int64][]Pair{}
 	for p := range quotas {
 		byTpl[p.Template] = append(byTpl[p.Template], p)
@@ -98,6 +104,9 @@ func (r *stock) write(ctx context.Context, quotas map[Pair]Quota, templates []in
 			args = append(args, c)
 		}
 		args[1] = total
+		if reset {
+			pipe.Del(ctx, r.keys.Stamps(tpl))
+		}
 		setStamped.Eval(ctx, pipe, keys, args...) // EVAL, not EVALSHA: a pipeline cannot fall back on NOSCRIPT
 	}
 	_, err := pipe.Exec(ctx)
@@ -119,11 +128,15 @@ func (r *stock) rebuild(ctx context.Context, quotas map[Pair]Quota, stamp int64)
 	}
 	sort.Slice(templates, func(i, j int) bool { return templates[i] < templates[j] })
 	for start := 0; start < len(templates); start += 200 {
-		if err := r.write(ctx, quotas, templates[start:min(start+200, len(templates))], stamp); err != nil {
+		if err := r.write(ctx, quotas, templates[start:min(start+200, len(templates))], stamp, r.reset); err != nil {
 			return err
 		}
 	}
-	return r.rdb.Set(ctx, r.keys.Epoch(), strconv.FormatInt(stamp, 10), 0).Err()
+	if err := r.rdb.Set(ctx, r.keys.Epoch(), strconv.FormatInt(stamp, 10), 0).Err(); err != nil {
+		return err
+	}
+	r.reset = false
+	return nil
 }
 
 // flushed reports whether Redis lost couponlink's copy (FLUSHALL, a restart

@@ -75,8 +75,9 @@ type Sink struct {
 	tplQuota map[int64]int64  // template quotas (without channel quotas)
 	active   map[int64]time.Time
 
-	pending   map[int64]pendingUse
-	quotaNext map[Pair]Quota // the batch's quota changes, before commit
+	pending   map[int64][]pendingUse // coupon -> its moves into USED awaiting a redemption row
+	npending  int                    // entries in pending, bounded by MaxPending
+	quotaNext map[Pair]Quota         // the batch's quota changes, before commit
 
 	lastCorrection int64     // newest correction_log id the mirror has seen
 	correctionScan time.Time // when correction_log was last looked at
@@ -138,7 +139,7 @@ func New(cfg Config) (*Sink, error) {
 		cfg.Now = time.Now
 	}
 	s := &Sink{cfg: cfg, db: cfg.DB, src: newSource(cfg.Mapping), log: cfg.Logger, m: newMetrics(cfg.Registerer),
-		pending: map[int64]pendingUse{}, active: map[int64]time.Time{}}
+		pending: map[int64][]pendingUse{}, active: map[int64]time.Time{}}
 	if cfg.Redis != nil && cfg.RedisMode == RedisOwner {
 		s.redis = &stock{rdb: cfg.Redis, keys: cfg.Keys, dirty: true}
 	}
@@ -178,6 +179,9 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 		s.m.bootstraps.Inc()
 		s.setMirror(snap.Counts, snap.Quotas)
 		s.pos = snap.Pos
+		if s.redis != nil {
+			s.redis.dirty, s.redis.reset = true, true
+		}
 	} else {
 		counts, err := loadCounters(ctx, s.db)
 		if err != nil {
@@ -348,6 +352,7 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 			s.pos = b.End
 			s.countAnomalies(anomalies)
 		}
+		s.m.pendingChecks.Set(float64(s.npending))
 	}
 	if err := s.followCorrections(ctx); err != nil {
 		return err
@@ -483,7 +488,7 @@ func (s *Sink) observe(b *canal.Batch, anomalies []Anomaly, start time.Time) {
 		s.m.checkpointTime.Set(float64(b.EventTime.Unix()))
 	}
 	s.countAnomalies(anomalies)
-	s.m.pendingChecks.Set(float64(len(s.pending)))
+	s.m.pendingChecks.Set(float64(s.npending))
 }
 
 func (s *Sink) countAnomalies(as []Anomaly) {
@@ -524,7 +529,7 @@ func (s *Sink) syncRedis(ctx context.Context, templates []int64) {
 			r.dirty = false
 		}
 	case len(templates) > 0:
-		err = r.write(ctx, s.quotas, templates, stamp)
+		err = r.write(ctx, s.quotas, templates, stamp, false)
 	}
 	if err != nil {
 		if len(templates) > 0 || r.behind == 0 {

@@ -30,19 +30,19 @@ func newSource(m *canal.Mapping) *source {
 
 func q(ident string) string { return "`" + strings.ReplaceAll(ident, "`", "``") + "`" }
 
-func (s *source) channelExpr() string {
-	if s.m.UserCoupon.Channel == "" {
-		return "?"
-	}
-	return "COALESCE(" + q(s.m.UserCoupon.Channel) + ", ?)"
-}
-
-// countCoupons counts user coupons per pair and state, in q's snapshot.
+// countCoupons counts user coupons per pair and state, in tx's snapshot.
+// It groups by the raw columns, so that MySQL walks the (template, channel,
+// status) index in order with no temporary table; a NULL or missing
+// channel becomes the mapping's default channel here.
 func (s *source) countCoupons(ctx context.Context, tx *sql.Tx) (map[Pair]*Counts, error) {
 	uc := s.m.UserCoupon
-	query := fmt.Sprintf("SELECT %s, %s, %s, COUNT(*) FROM %s GROUP BY 1, 2, 3",
-		q(uc.Template), s.channelExpr(), q(uc.Status), s.m.QuoteTable(uc.Table))
-	rows, err := tx.QueryContext(ctx, query, s.m.DefaultChannel)
+	channel := "NULL"
+	if uc.Channel != "" {
+		channel = q(uc.Channel)
+	}
+	query := fmt.Sprintf("SELECT %s, %s, %s, COUNT(*) FROM %s GROUP BY %s, %s, %s",
+		q(uc.Template), channel, q(uc.Status), s.m.QuoteTable(uc.Table), q(uc.Template), channel, q(uc.Status))
+	rows, err := tx.QueryContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("count %s: %w", uc.Table, err)
 	}
@@ -50,9 +50,14 @@ func (s *source) countCoupons(ctx context.Context, tx *sql.Tx) (map[Pair]*Counts
 	out := map[Pair]*Counts{}
 	for rows.Next() {
 		var p Pair
+		var ch sql.NullString
 		var code, n int64
-		if err := rows.Scan(&p.Template, &p.Channel, &code, &n); err != nil {
+		if err := rows.Scan(&p.Template, &ch, &code, &n); err != nil {
 			return nil, err
+		}
+		p.Channel = s.m.DefaultChannel
+		if ch.Valid {
+			p.Channel = ch.String
 		}
 		st, ok := s.status[code]
 		if !ok {

@@ -242,7 +242,8 @@ func TestExpirySweep(t *testing.T) {
 
 	for _, id := range shortIDs {
 		assert.Equal(t, coupon.Expired, e.status(t, id))
-		assert.Equal(t, []string{"expire 0 1->3"}, e.strings(t, `SELECT CONCAT_WS(' ', kind, seq, CONCAT(from_status, '->', to_status))
+		// seq is the version the coupon expired from: a fresh claim is version 1
+		assert.Equal(t, []string{"expire 1 1->3"}, e.strings(t, `SELECT CONCAT_WS(' ', kind, seq, CONCAT(from_status, '->', to_status))
 			FROM inventory_flow WHERE user_coupon_id = ?`, id))
 	}
 	for _, id := range longIDs {

@@ -1,0 +1,46 @@
+package reconcile_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/reconcile"
+)
+
+// With the cdc down (its checkpoint behind the snapshot), a pass says the
+// counters were not compared and still compares (and fixes) what does not
+// depend on the cdc: channel_quota and the Redis stock keys.
+func TestCdcDownComparesWhatItCan(t *testing.T) {
+	t.Parallel()
+	e, tpl := driftEnv(t)
+	e.cdc.stop(t)
+
+	e.claim(tpl, "app", 2) // claimable app 38; Redis still says 40
+	e.exec(`UPDATE channel_quota SET claimed = claimed + 1 WHERE template_id = ? AND channel = 'web'`, tpl)
+	e.exec(`UPDATE inventory_counter SET held = held + 1 WHERE template_id = ? AND channel = 'web'`, tpl) // not compared
+
+	r, reg := e.reconciler(func(c *reconcile.Config) { c.CatchUpWait = 500 * time.Millisecond })
+	rep := e.pass(r)
+	require.False(t, rep.CountersCompared)
+	require.Contains(t, rep.Note, "counters not compared")
+	require.Contains(t, rep.Note, "is the cdc down")
+	app, web, all := e.keys.Stock(tpl, "app"), e.keys.Stock(tpl, "web"), e.keys.TemplateStock(tpl)
+	require.ElementsMatch(t, []string{
+		"quota " + target(tpl, "web", "claimed") + " 5 6 needs_review",
+		"redis " + app + " 38 40 fixed",
+		"redis " + web + " 44 45 fixed",
+		"redis " + all + " 82 85 fixed",
+	}, diffs(rep.Differences))
+	require.Equal(t, "needs_review", rep.Status)
+	for _, c := range e.corrections() {
+		require.Equal(t, "redis", c.Store, "only Redis is corrected: %+v", c)
+	}
+	require.Equal(t, int64(6), e.int(`SELECT held FROM inventory_counter WHERE template_id = ? AND channel = 'web'`, tpl), "counters untouched")
+	require.Contains(t, e.task(rep.TaskID).Summary, "counters not compared")
+	behind, _ := metric(t, reg, "couponlink_reconcile_cdc_behind", nil)
+	require.Equal(t, 1.0, behind)
+	last, _ := metric(t, reg, "couponlink_reconcile_last_success_timestamp_seconds", nil)
+	require.Zero(t, last, "a pass that could not compare the counters is not a success")
+}

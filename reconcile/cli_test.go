@@ -1,0 +1,143 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/internal/testenv"
+)
+
+// buildCLI builds the couponlink binary from the module root.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "couponlink")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/couponlink")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// cli runs `couponlink reconcile args...` and returns its exit code and output.
+func cli(t *testing.T, bin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"reconcile"}, args...)...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "COUPONLINK_") { // flags only
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	t.Logf("reconcile %s -> %d\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	return code, stdout.String(), stderr.String()
+}
+
+// Exit codes of `couponlink reconcile -once`: 0 clean, 0 auto-fixed,
+// 1 needs review, 2 error; -list shows the open item, -resolve ID -note
+// closes it with a record, and -list then shows none.
+func TestCLIOnceExitCodesListResolve(t *testing.T) {
+	t.Parallel()
+	bin := buildCLI(t)
+	e, tpl := driftEnv(t)
+	flags := []string{"-dsn", e.dsn, "-redis", testenv.RedisAddr(t), "-key-prefix", e.keys.Prefix,
+		"-quiet", testQuiet.String(), "-catch-up-wait", testCatchUp.String(), "-abs-threshold", "5", "-log-level", "error"}
+	once := append([]string{"-once"}, flags...)
+
+	code, out, _ := cli(t, bin, once...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "reconcile task 1: clean")
+	require.Contains(t, out, "no differences")
+
+	e.exec(`UPDATE inventory_counter SET held = held + 2 WHERE template_id = ? AND channel = 'app'`, tpl)
+	code, out, _ = cli(t, bin, once...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "reconcile task 2: auto_fixed")
+	require.Contains(t, out, target(tpl, "app", "held"))
+	require.Equal(t, []string{"counter " + target(tpl, "app", "held") + " 9->7"}, e.correctionsOf(2))
+
+	e.exec(`UPDATE channel_quota SET claimed = claimed + 1 WHERE template_id = ? AND channel = 'web'`, tpl)
+	e.settle()
+	code, out, _ = cli(t, bin, once...)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "reconcile task 3: needs_review")
+	require.Contains(t, out, target(tpl, "web", "claimed"))
+
+	code, out, _ = cli(t, bin, append([]string{"-list"}, flags...)...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "task 3 at ")
+	require.Contains(t, out, target(tpl, "web", "claimed"))
+	require.Contains(t, out, "-resolve 3")
+	require.NotContains(t, out, "task 2 at ")
+
+	code, _, errOut := cli(t, bin, append([]string{"-resolve", "3"}, flags...)...)
+	require.NotEqual(t, 0, code, "-resolve without -note fails")
+	require.Contains(t, errOut, "a note is required")
+	code, out, _ = cli(t, bin, append([]string{"-list"}, flags...)...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "task 3 at ", "still open")
+
+	code, out, _ = cli(t, bin, append([]string{"-resolve", "3", "-note", "claimed bumped by the test"}, flags...)...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "task 3 resolved")
+	var manual []correction
+	for _, c := range e.corrections() {
+		if c.Mode == "manual" {
+			manual = append(manual, c)
+		}
+	}
+	require.Len(t, manual, 1)
+	require.Equal(t, int64(3), manual[0].TaskID)
+	require.Equal(t, "claimed bumped by the test", manual[0].Reason)
+	require.NotEmpty(t, manual[0].Actor)
+	code, out, _ = cli(t, bin, append([]string{"-list"}, flags...)...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "no open items")
+	code, _, errOut = cli(t, bin, append([]string{"-resolve", "3", "-note", "again"}, flags...)...)
+	require.NotEqual(t, 0, code, "a closed item cannot be resolved again")
+	require.Contains(t, errOut, "no open reconcile task")
+
+	// errors: 2
+	cfg, err := mysql.ParseDSN(e.dsn)
+	require.NoError(t, err)
+	empty := cfg.DBName + "_empty"
+	e.exec("CREATE DATABASE `" + empty + "`")
+	t.Cleanup(func() { _, _ = e.db.Exec("DROP DATABASE IF EXISTS `" + empty + "`") })
+	cfg.DBName = empty
+	code, _, errOut = cli(t, bin, append(once, "-dsn", cfg.FormatDSN())...)
+	require.Equal(t, 2, code, "a database without the schema")
+	require.Contains(t, errOut, "reconcile_task")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	code, _, _ = cli(t, bin, append(once, "-dsn", "root@tcp("+closed+")/couponlink")...)
+	require.Equal(t, 2, code, "MySQL on a closed port")
+
+	code, _, _ = cli(t, bin, append(once, "-redis", closed)...)
+	require.Equal(t, 2, code, "Redis on a closed port")
+
+	code, _, _ = cli(t, bin, append(once, "-rel-threshold", "lots")...)
+	require.Equal(t, 2, code, "a bad threshold")
+
+	code, _, _ = cli(t, bin, append(once, "-mapping", filepath.Join(t.TempDir(), "missing.yaml"))...)
+	require.Equal(t, 2, code, "a mapping file that cannot be read")
+}

@@ -1,0 +1,131 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/reconcile"
+)
+
+// fakeClock is a settable clock for Config.Now.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
+
+// The metrics after passes: runs by result, drift by template, channel and
+// store (the last pass only), corrections by store and mode, open items,
+// the time of the last complete pass, the duration histogram.
+func TestMetricsAfterPasses(t *testing.T) {
+	t.Parallel()
+	e, tpl := driftEnv(t)
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	h := &hook{}
+	r, reg := e.reconciler(func(c *reconcile.Config) { c.Now = clock.Now; c.Redis = hookedClient(t, h) })
+	runs := func(result string) float64 {
+		v, ok := metric(t, reg, "couponlink_reconcile_runs_total", map[string]string{"result": result})
+		require.True(t, ok, "runs_total{result=%q} exists", result)
+		return v
+	}
+	gauge := func(name string) float64 {
+		v, ok := metric(t, reg, name, nil)
+		require.True(t, ok, "%s exists", name)
+		return v
+	}
+	corrections := func(store, mode string) float64 {
+		v, ok := metric(t, reg, "couponlink_reconcile_corrections_total", map[string]string{"store": store, "mode": mode})
+		require.True(t, ok, "corrections_total{store=%q,mode=%q} exists", store, mode)
+		return v
+	}
+	tp := fmt.Sprint(tpl)
+
+	// 1. clean
+	rep := e.pass(r)
+	require.Equal(t, "clean", rep.Status)
+	require.Equal(t, []float64{1, 0, 0, 0}, []float64{runs("clean"), runs("auto_fixed"), runs("needs_review"), runs("error")})
+	require.Empty(t, series(t, reg, "couponlink_reconcile_drift"))
+	require.Zero(t, gauge("couponlink_reconcile_needs_review"))
+	require.Equal(t, 1_700_000_000.0, gauge("couponlink_reconcile_last_success_timestamp_seconds"))
+	v, _ := metric(t, reg, "couponlink_reconcile_duration_seconds", nil)
+	require.Equal(t, 1.0, v, "one pass observed")
+
+	// 2. a counter and a key fixed, the claim guard flagged
+	clock.Set(time.Unix(1_700_000_600, 0))
+	e.exec(`UPDATE inventory_counter SET held = held + 2 WHERE template_id = ? AND channel = 'app'`, tpl)
+	e.exec(`UPDATE channel_quota SET claimed = claimed + 1 WHERE template_id = ? AND channel = 'app'`, tpl)
+	e.settle()                                                                 // the cdc rewrites the template's keys
+	require.NoError(t, e.rdb.IncrBy(e.ctx, e.keys.Stock(tpl, "web"), 4).Err()) // then the drift
+	rep = e.pass(r)
+	require.Equal(t, "needs_review", rep.Status, "%v", diffs(rep.Differences))
+	require.Equal(t, []float64{1, 0, 1, 0}, []float64{runs("clean"), runs("auto_fixed"), runs("needs_review"), runs("error")})
+	require.ElementsMatch(t, []string{
+		"channel=app,store=counter,template=" + tp + " 2",
+		"channel=app,store=quota,template=" + tp + " 1",
+		"channel=web,store=redis,template=" + tp + " 4",
+	}, series(t, reg, "couponlink_reconcile_drift"))
+	require.Equal(t, 1.0, corrections("counter", "auto"))
+	require.Equal(t, 1.0, corrections("redis", "auto"))
+	require.Zero(t, corrections("template", "auto"))
+	require.Zero(t, corrections("quota", "auto"))
+	require.Equal(t, 1.0, gauge("couponlink_reconcile_needs_review"))
+	require.Equal(t, 1_700_000_600.0, gauge("couponlink_reconcile_last_success_timestamp_seconds"))
+
+	// 3. resolved and repaired by a person: clean again, nothing open, no drift
+	clock.Set(time.Unix(1_700_001_200, 0))
+	require.NoError(t, reconcile.Resolve(e.ctx, e.db, rep.TaskID, "alice", "claimed was bumped by a test; set back"))
+	e.exec(`UPDATE channel_quota SET claimed = claimed - 1 WHERE template_id = ? AND channel = 'app'`, tpl)
+	e.settle()
+	rep = e.pass(r)
+	require.Equal(t, "clean", rep.Status, "%v", diffs(rep.Differences))
+	require.Equal(t, []float64{2, 0, 1, 0}, []float64{runs("clean"), runs("auto_fixed"), runs("needs_review"), runs("error")})
+	require.Empty(t, series(t, reg, "couponlink_reconcile_drift"), "drift is the last pass's")
+	require.Zero(t, gauge("couponlink_reconcile_needs_review"))
+	require.Equal(t, 1.0, corrections("counter", "auto"), "nothing more corrected")
+	require.Equal(t, 1_700_001_200.0, gauge("couponlink_reconcile_last_success_timestamp_seconds"))
+
+	// 4. a failing pass: runs{error}, the last success stays
+	clock.Set(time.Unix(1_700_001_800, 0))
+	h.failPipelines.Store(true)
+	require.NoError(t, e.rdb.IncrBy(e.ctx, e.keys.Stock(tpl, "web"), 1).Err()) // not even read
+	_, err := r.Pass(e.ctx)
+	require.ErrorContains(t, err, "injected Redis failure")
+	h.failPipelines.Store(false)
+	require.Equal(t, []float64{2, 0, 1, 1}, []float64{runs("clean"), runs("auto_fixed"), runs("needs_review"), runs("error")})
+	require.Equal(t, 1_700_001_200.0, gauge("couponlink_reconcile_last_success_timestamp_seconds"))
+	require.Equal(t, "error", e.task(4).Status)
+	v, _ = metric(t, reg, "couponlink_reconcile_duration_seconds", nil)
+	require.Equal(t, 4.0, v)
+}
+
+// Run passes at once and then every interval, until its context ends.
+func TestRunLoop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.startCDC(nil)
+	e.claim(e.template(map[string]int64{"app": 10}), "app", 2)
+	e.settle()
+	r, reg := e.reconciler()
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, 50*time.Millisecond) }()
+	waitFor(t, testCatchUp, "three passes", func() bool {
+		v, _ := metric(t, reg, "couponlink_reconcile_runs_total", map[string]string{"result": "clean"})
+		return v >= 3
+	})
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(testCatchUp):
+		t.Fatal("Run did not return after its context ended")
+	}
+	require.Zero(t, e.int(`SELECT COUNT(*) FROM reconcile_task WHERE status NOT IN ('clean', 'error')`), "every finished pass was clean")
+}

@@ -1,0 +1,258 @@
+package sink_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/sink"
+)
+
+// waitFor polls cond (a condition, never a guess of how long the cdc
+// needs) until it holds, or fails the test with what after the deadline.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within %s", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// metric returns the value of one series of a gathered metric (a counter,
+// a gauge, or a histogram's sample count), and whether it exists.
+func metric(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	fams, err := g.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if labelsMatch(m, labels) {
+				return metricValue(m), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// metricSum adds all series of a metric.
+func metricSum(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	fams, err := g.Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += metricValue(m)
+			}
+		}
+	}
+	return sum
+}
+
+// metricSeries returns every series of a metric, keyed by its labels
+// rendered as k=v,k=v in label-name order.
+func metricSeries(t *testing.T, g prometheus.Gatherer, name string) map[string]float64 {
+	t.Helper()
+	fams, err := g.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var parts []string
+			for _, l := range m.GetLabel() {
+				parts = append(parts, l.GetName()+"="+l.GetValue())
+			}
+			out[strings.Join(parts, ",")] = metricValue(m)
+		}
+	}
+	return out
+}
+
+func labelsMatch(m *dto.Metric, want map[string]string) bool {
+	n := 0
+	for _, l := range m.GetLabel() {
+		if v, ok := want[l.GetName()]; ok {
+			if v != l.GetValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(want)
+}
+
+func metricValue(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Histogram != nil:
+		return float64(m.GetHistogram().GetSampleCount())
+	case m.Untyped != nil:
+		return m.GetUntyped().GetValue()
+	}
+	return 0
+}
+
+// checkpoint reads the default checkpoint.
+func (e *env) checkpoint() sink.Checkpoint {
+	e.t.Helper()
+	cp, found, err := sink.LoadCheckpoint(context.Background(), e.db, "default")
+	require.NoError(e.t, err)
+	require.True(e.t, found, "no checkpoint row")
+	return cp
+}
+
+// waitSettled waits until every write made before the call is applied and
+// every USED coupon awaiting its redemption row has been judged: the
+// checkpoint reached the binlog end, two more batches (heartbeats) were
+// saved after it — so the metrics of the batch that reached it are set —
+// and couponlink_cdc_pending_redemption_checks is 0.
+func (e *env) waitSettled(c *cdc, within time.Duration) {
+	e.t.Helper()
+	e.waitCheckpoint()
+	batches := e.checkpoint().Batches
+	waitFor(e.t, within, "two batches after the checkpoint reached the binlog end", func() bool {
+		return e.checkpoint().Batches >= batches+2
+	})
+	waitFor(e.t, within, "no pending redemption checks", func() bool {
+		v, ok := metric(e.t, c.reg, "couponlink_cdc_pending_redemption_checks", nil)
+		return ok && v == 0
+	})
+}
+
+// templateCaches reads coupon_template's cached counts.
+func (e *env) templateCaches() map[int64][3]int64 {
+	e.t.Helper()
+	rows, err := e.db.Query(`SELECT id, issued_count, used_count, expired_count FROM coupon_template`)
+	require.NoError(e.t, err)
+	defer rows.Close()
+	out := map[int64][3]int64{}
+	for rows.Next() {
+		var id int64
+		var v [3]int64
+		require.NoError(e.t, rows.Scan(&id, &v[0], &v[1], &v[2]))
+		out[id] = v
+	}
+	require.NoError(e.t, rows.Err())
+	return out
+}
+
+// assertTemplateCaches checks coupon_template's issued/used/expired counts
+// against the truth of user_coupon, for every template.
+func (e *env) assertTemplateCaches() {
+	e.t.Helper()
+	want := map[int64][3]int64{}
+	for id := range e.templateCaches() {
+		want[id] = [3]int64{}
+	}
+	for p, c := range e.truth() {
+		v := want[p.Template]
+		v[0] += c.Held + c.Used + c.Expired + c.Returned
+		v[1] += c.Used
+		v[2] += c.Expired
+		want[p.Template] = v
+	}
+	require.Equal(e.t, want, e.templateCaches(), "coupon_template cached counts (issued, used, expired) differ from the truth")
+}
+
+// privateRedis is a redis-server of this test alone, which it may flush,
+// kill and restart.
+type privateRedis struct {
+	t    *testing.T
+	port int
+	dir  string
+	addr string
+}
+
+func startPrivateRedis(t *testing.T) *privateRedis {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	r := &privateRedis{t: t, port: port, dir: t.TempDir(), addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	r.start()
+	t.Cleanup(r.kill)
+	return r
+}
+
+func (r *privateRedis) pidfile() string { return filepath.Join(r.dir, "redis.pid") }
+
+// start runs redis-server on the port and waits until it answers PING.
+func (r *privateRedis) start() {
+	r.t.Helper()
+	out, err := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(r.port), "--save", "",
+		"--appendonly", "no", "--dir", r.dir, "--daemonize", "yes", "--pidfile", r.pidfile(),
+		"--logfile", filepath.Join(r.dir, "redis.log")).CombinedOutput()
+	require.NoError(r.t, err, "start redis-server: %s", out)
+	c := redis.NewClient(&redis.Options{Addr: r.addr})
+	defer c.Close()
+	waitFor(r.t, 10*time.Second, "private redis-server answers PING", func() bool {
+		return c.Ping(context.Background()).Err() == nil
+	})
+}
+
+// kill stops the server by its PID (SIGKILL: no chance to save anything)
+// and waits until it is gone.
+func (r *privateRedis) kill() {
+	data, err := os.ReadFile(r.pidfile())
+	if err != nil {
+		return // not running
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = os.Remove(r.pidfile())
+}
+
+// alive reports whether a process exists and is not a zombie (a daemon's
+// parent is PID 1, which may be slow to reap it; a zombie holds no socket).
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+}
+
+// client is a client with the short timeouts the cdc command uses.
+func (r *privateRedis) client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: r.addr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	r.t.Cleanup(func() { _ = c.Close() })
+	return c
+}

@@ -1,0 +1,99 @@
+package sink_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/sink"
+)
+
+// claimer makes numbered claims and redemptions through the write path.
+type claimer struct {
+	e   *env
+	tpl int64
+	n   int
+}
+
+func (c *claimer) claim(k int) {
+	c.e.t.Helper()
+	ctx := context.Background()
+	for range k {
+		ch := []string{"app", "web", "sms"}[c.n%3]
+		cp, err := c.e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: c.tpl, UserID: fmt.Sprint("u", c.n), Channel: ch, RequestID: fmt.Sprint("r", c.n)})
+		require.NoError(c.e.t, err)
+		if c.n%3 == 0 {
+			_, err = c.e.store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: cp.UserCouponID, OrderID: fmt.Sprint("o", c.n)})
+			require.NoError(c.e.t, err)
+		}
+		c.n++
+	}
+}
+
+func leaderNamed(name string) func(*sink.Config, *sink.Daemon) {
+	return func(cfg *sink.Config, _ *sink.Daemon) { cfg.Leader = name }
+}
+
+// Two daemons on one database: only the one holding the leader lock
+// applies; the standby waits, and takes over from the checkpoint when the
+// leader stops, with the counters still exact.
+func TestLeaderLockAndTakeover(t *testing.T) {
+	e := newEnv(t)
+	w := &claimer{e: e, tpl: e.template(map[string]int64{"app": 100, "web": 100, "sms": 100}, time.Hour)}
+	w.claim(5)
+	a := e.startCDC(nil, leaderNamed("cdc-a"))
+	e.waitCheckpoint()
+	require.Equal(t, "cdc-a", e.checkpoint().Leader)
+	b := e.startCDC(nil, leaderNamed("cdc-b"))
+
+	w.claim(20)
+	e.assertTruth(true)
+	cp := e.checkpoint()
+	require.Equal(t, "cdc-a", cp.Leader, "the standby took the checkpoint while the leader runs")
+	leader := func(c *cdc) float64 { v, _ := metric(t, c.reg, "couponlink_cdc_leader", nil); return v }
+	require.EqualValues(t, 1, leader(a))
+	require.EqualValues(t, 0, leader(b), "the standby says it leads")
+	require.Positive(t, metricSum(t, a.reg, "couponlink_cdc_events_total"))
+	require.Zero(t, metricSum(t, b.reg, "couponlink_cdc_events_total"), "the standby applied events")
+	require.True(t, b.running())
+
+	a.stop(t)
+	waitFor(t, 30*time.Second, "the standby takes over", func() bool { return e.checkpoint().Leader == "cdc-b" })
+	require.Greater(t, e.checkpoint().Epoch, cp.Epoch, "a new leader takes a new epoch")
+	w.claim(20)
+	e.assertTruth(true)
+	require.EqualValues(t, 1, leader(b))
+	require.Positive(t, metricSum(t, b.reg, "couponlink_cdc_events_total"))
+	require.Empty(t, e.anomalies())
+}
+
+// Fencing: when another sink takes the checkpoint's epoch while a daemon
+// runs, the daemon's next batch fails with ErrFenced without committing
+// anything, and Daemon.Run returns an error wrapping it.
+func TestFencedLeaderStops(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	w := &claimer{e: e, tpl: e.template(map[string]int64{"app": 100, "web": 100, "sms": 100}, time.Hour)}
+	w.claim(5)
+	a := e.startCDC(nil, leaderNamed("cdc-a"))
+	e.assertTruth(true)
+	before := e.counters()
+
+	intruder, err := sink.New(sink.Config{DB: e.db, Leader: "intruder", Logger: testLogger(t), Registerer: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	_, err = intruder.Start(ctx, false)
+	require.NoError(t, err)
+	w.claim(3)
+	err = a.result(t, 30*time.Second)
+	require.ErrorIs(t, err, sink.ErrFenced)
+	cp := e.checkpoint()
+	require.Equal(t, "intruder", cp.Leader)
+	require.Equal(t, before, e.counters(), "the fenced daemon committed counters after it lost the epoch")
+	v, _ := metric(t, a.reg, "couponlink_cdc_leader", nil)
+	require.Zero(t, v, "a stopped daemon says it leads")
+}

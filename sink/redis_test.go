@@ -1,0 +1,69 @@
+package sink_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Redis is a loseable accelerator (invariant 4): a FLUSHALL mid-workload,
+// a FLUSHALL while the cdc is idle, and a Redis killed and restarted on the
+// same port mid-workload all end with every stock key equal to quota -
+// claimed, without any action, and couponlink_redis_behind_batches back
+// to 0. While Redis is down the counters go on and reach the truth.
+func TestRedisFlushAndRestart(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := startPrivateRedis(t)
+	e.rdb = r.client() // this test's own Redis: it may be flushed and killed
+	c := e.startCDC(nil)
+	e.waitCheckpoint()
+	behind := func() float64 {
+		v, ok := metric(t, c.reg, "couponlink_redis_behind_batches", nil)
+		require.True(t, ok, "couponlink_redis_behind_batches is not exported")
+		return v
+	}
+	rebuilds := func() float64 {
+		v, _ := metric(t, c.reg, "couponlink_redis_rebuilds_total", nil)
+		return v
+	}
+	w := newWorkload(e, wlConfig{Workers: 4, Ops: 1_500, Quota: 300})
+	e.assertRedis()
+	require.True(t, e.rdb.Exists(ctx, e.keys.Epoch()).Val() == 1, "the full-copy marker is set")
+
+	// 1. FLUSHALL in the middle of the workload
+	wait := w.start()
+	waitFor(t, 60*time.Second, "the workload is under way", func() bool { return w.ops.Load() >= 500 })
+	require.NoError(t, e.rdb.FlushAll(ctx).Err())
+	wait()
+	e.waitCheckpoint()
+	e.assertRedis()
+	waitFor(t, 30*time.Second, "redis_behind_batches back to 0", func() bool { return behind() == 0 })
+
+	// 2. FLUSHALL while nothing is written: only the cdc's own probe can notice
+	before := rebuilds()
+	require.NoError(t, e.rdb.FlushAll(ctx).Err())
+	e.assertRedis()
+	require.Greater(t, rebuilds(), before, "the keys came back without a rebuild")
+	require.True(t, e.rdb.Exists(ctx, e.keys.Epoch()).Val() == 1, "the full-copy marker is set again")
+
+	// 3. Redis killed mid-workload: the counters go on; Redis is behind
+	w.cfg.Ops += 1_500
+	wait = w.start()
+	waitFor(t, 60*time.Second, "the workload is under way", func() bool { return w.ops.Load() >= int64(w.cfg.Ops-1_000) })
+	r.kill()
+	waitFor(t, 60*time.Second, "redis_behind_batches > 0 while Redis is down", func() bool { return behind() > 0 })
+	wait()
+	e.waitCheckpoint()
+	require.Equal(t, e.truth(), e.counters(), "counters stopped while Redis was down")
+	require.Positive(t, behind(), "Redis is down, yet the cdc says it is current")
+	require.True(t, c.running(), "the cdc stopped because Redis is down")
+
+	// 4. Redis back (empty, same port): rebuilt by itself
+	r.start()
+	e.assertRedis()
+	waitFor(t, 30*time.Second, "redis_behind_batches back to 0", func() bool { return behind() == 0 })
+	e.assertTruth(true)
+}
