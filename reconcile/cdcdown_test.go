@@ -6,12 +6,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/reconcile"
 )
 
-// With the cdc down (its checkpoint behind the snapshot), a pass says the
-// counters were not compared and still compares (and fixes) what does not
-// depend on the cdc: channel_quota and the Redis stock keys.
+// Without the binlog, and with the cdc down (its checkpoint behind the
+// snapshot), a pass says the counters were not compared and still compares
+// (and fixes) what does not depend on the cdc: channel_quota and the Redis
+// stock keys.
 func TestCdcDownComparesWhatItCan(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
@@ -21,7 +23,7 @@ func TestCdcDownComparesWhatItCan(t *testing.T) {
 	e.exec(`UPDATE channel_quota SET claimed = claimed + 1 WHERE template_id = ? AND channel = 'web'`, tpl)
 	e.exec(`UPDATE inventory_counter SET held = held + 1 WHERE template_id = ? AND channel = 'web'`, tpl) // not compared
 
-	r, reg := e.reconciler(func(c *reconcile.Config) { c.CatchUpWait = 500 * time.Millisecond })
+	r, reg := e.reconciler(func(c *reconcile.Config) { c.CatchUpWait = 500 * time.Millisecond; c.Binlog = canal.Config{} })
 	rep := e.pass(r)
 	require.False(t, rep.CountersCompared)
 	require.Contains(t, rep.Note, "counters not compared")
@@ -43,4 +45,23 @@ func TestCdcDownComparesWhatItCan(t *testing.T) {
 	require.Equal(t, 1.0, behind)
 	last, _ := metric(t, reg, "couponlink_reconcile_last_success_timestamp_seconds", nil)
 	require.Zero(t, last, "a pass that could not compare the counters is not a success")
+}
+
+// With the binlog, a cdc that is down is still checked: its counters are
+// compared at its own checkpoint (the truth replayed back to it), and the
+// pass says the cdc is behind.
+func TestCdcDownComparedAtItsCheckpoint(t *testing.T) {
+	t.Parallel()
+	e, tpl := driftEnv(t)
+	e.cdc.stop(t)
+	e.claim(tpl, "app", 2) // after the checkpoint: replayed back out of the truth
+	e.exec(`UPDATE inventory_counter SET held = held + 1 WHERE template_id = ? AND channel = 'web'`, tpl)
+
+	r, reg := e.reconciler()
+	rep := e.pass(r)
+	require.True(t, rep.CountersCompared, rep.Note)
+	require.Contains(t, rep.Note, "the cdc is behind")
+	require.Contains(t, diffs(rep.Differences), "counter "+target(tpl, "web", "held")+" 5 6 fixed")
+	behind, _ := metric(t, reg, "couponlink_reconcile_cdc_behind", nil)
+	require.Equal(t, 1.0, behind)
 }

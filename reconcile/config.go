@@ -26,6 +26,11 @@ type Config struct {
 	DB         *sql.DB        // couponlink's database
 	Mapping    *canal.Mapping // nil: the reference schema
 	Checkpoint string         // the cdc's checkpoint name; default "default"
+	// Binlog is the binlog connection (canal.ConfigFromDSN). When set, a
+	// pass compares every counter row exactly at the cdc's checkpoint: it
+	// replays the binlog between its snapshot and the checkpoint. When
+	// empty, rows the cdc moved past the snapshot wait for a later pass.
+	Binlog canal.Config
 
 	Redis     redis.UniversalClient // nil: Redis is not compared
 	RedisMode string                // owner (couponlink's keys; default for the reference schema) or corrector (the mapping's legacy keys)

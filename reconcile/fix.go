@@ -6,14 +6,18 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/couponlink/couponlink/sink"
 )
 
-// fixCounter sets one pair's counters to the truth, in one transaction with
-// a correction_log row per field, only if the row is still as read (the cdc
-// has not moved it since). It reports false when the row moved.
+// fixCounter corrects one pair's counters by the error found at the
+// compared position (want − read), in one transaction with a correction_log
+// row per field. The correction is relative: deltas the cdc applied after
+// that position stay, so a busy row is fixed without waiting for it to be
+// quiet. It reports false when the row vanished meanwhile.
 func (r *Reconciler) fixCounter(ctx context.Context, taskID int64, p sink.Pair, read counterRow, have bool, want sink.Counts, stamp int64) (bool, error) {
-	moved := false
+	vanished := false
 	err := inTx(ctx, r.db, func(tx *sql.Tx) error {
 		var cur counterRow
 		err := tx.QueryRowContext(ctx, `SELECT held, used, expired, returned, released, stamp FROM inventory_counter
@@ -23,13 +27,15 @@ func (r *Reconciler) fixCounter(ctx context.Context, taskID int64, p sink.Pair, 
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("lock counters %d/%s: %w", p.Template, p.Channel, err)
 		}
-		if found != have || (found && cur != read) {
-			moved = true
+		if have && !found {
+			vanished = true
 			return nil
 		}
+		old, exp := fieldsOf(read.Counts), fieldsOf(want)
 		if found {
-			_, err = tx.ExecContext(ctx, `UPDATE inventory_counter SET held = ?, used = ?, expired = ?, returned = ?, released = ?
-				WHERE template_id = ? AND channel = ?`, want.Held, want.Used, want.Expired, want.Returned, want.Released, p.Template, p.Channel)
+			_, err = tx.ExecContext(ctx, `UPDATE inventory_counter SET held = held + ?, used = used + ?, expired = expired + ?,
+				returned = returned + ?, released = released + ? WHERE template_id = ? AND channel = ?`,
+				exp[0]-old[0], exp[1]-old[1], exp[2]-old[2], exp[3]-old[3], exp[4]-old[4], p.Template, p.Channel)
 		} else {
 			_, err = tx.ExecContext(ctx, `INSERT INTO inventory_counter (template_id, channel, held, used, expired, returned, released, stamp)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, p.Template, p.Channel, want.Held, want.Used, want.Expired, want.Returned, want.Released, stamp)
@@ -37,41 +43,37 @@ func (r *Reconciler) fixCounter(ctx context.Context, taskID int64, p sink.Pair, 
 		if err != nil {
 			return fmt.Errorf("correct counters %d/%s: %w", p.Template, p.Channel, err)
 		}
-		old, exp := fieldsOf(read.Counts), fieldsOf(want)
 		for i, f := range counterFields {
-			if old[i] == exp[i] && (found || exp[i] == 0) {
+			if old[i] == exp[i] && (have || exp[i] == 0) {
 				continue // not a difference (as in compareCounters): nothing to record
 			}
 			var o *int64
-			if found {
+			if have {
 				o = ptr(old[i])
 			}
 			if err := r.record(ctx, tx, taskID, StoreCounter, fmt.Sprintf("%d/%s/%s", p.Template, p.Channel, f), o, exp[i],
-				"inventory_counter differed from user_coupon at the snapshot position"); err != nil {
+				"inventory_counter differed from user_coupon at the compared position; corrected by the difference"); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	return !moved && err == nil, err
+	return !vanished && err == nil, err
 }
 
-// fixTemplate sets coupon_template's cached counts to the counters' sums,
-// which were just found equal to the truth, if the cache is still as read.
+// fixTemplate recomputes coupon_template's cached counts from the counters
+// (corrected first, so equal to the truth), as the cdc does in each batch.
 func (r *Reconciler) fixTemplate(ctx context.Context, taskID, id int64, read, want templateCache) (bool, error) {
-	moved := false
 	err := inTx(ctx, r.db, func(tx *sql.Tx) error {
-		var cur templateCache
-		if err := tx.QueryRowContext(ctx, `SELECT issued_count, used_count, expired_count FROM coupon_template WHERE id = ? FOR UPDATE`, id).
-			Scan(&cur.Issued, &cur.Used, &cur.Expired); err != nil {
-			return fmt.Errorf("lock template %d: %w", id, err)
+		// the counters first, then the template: the cdc's lock order
+		if _, err := tx.ExecContext(ctx, `SELECT template_id FROM inventory_counter WHERE template_id = ? FOR UPDATE`, id); err != nil {
+			return fmt.Errorf("lock counters of template %d: %w", id, err)
 		}
-		if cur != read {
-			moved = true
-			return nil
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE coupon_template SET issued_count = ?, used_count = ?, expired_count = ? WHERE id = ?`,
-			want.Issued, want.Used, want.Expired, id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE coupon_template t LEFT JOIN (
+				SELECT template_id, SUM(held + used + expired + returned) AS issued, SUM(used) AS used, SUM(expired) AS expired
+				FROM inventory_counter WHERE template_id = ? GROUP BY template_id) v ON v.template_id = t.id
+			SET t.issued_count = COALESCE(v.issued, 0), t.used_count = COALESCE(v.used, 0), t.expired_count = COALESCE(v.expired, 0)
+			WHERE t.id = ?`, id, id); err != nil {
 			return fmt.Errorf("correct template %d: %w", id, err)
 		}
 		for _, f := range []struct {
@@ -82,13 +84,13 @@ func (r *Reconciler) fixTemplate(ctx context.Context, taskID, id int64, read, wa
 				continue
 			}
 			if err := r.record(ctx, tx, taskID, StoreTemplate, fmt.Sprintf("%d/%s", id, f.name), ptr(f.old), f.new,
-				"coupon_template's cached count differed from user_coupon at the snapshot position"); err != nil {
+				"coupon_template's cached count differed from user_coupon at the compared position"); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	return !moved && err == nil, err
+	return err == nil, err
 }
 
 // record writes one correction. UNIQUE(task, store, target) makes a second
@@ -135,7 +137,24 @@ func (r *Reconciler) fixedBefore(ctx context.Context, taskID int64) (map[string]
 	return out, rows.Err()
 }
 
+// inTx runs fn in one transaction, again (up to 3 times) when MySQL
+// chose it as a deadlock victim.
 func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	var err error
+	for range 3 {
+		if err = inTxOnce(ctx, db, fn); !isDeadlock(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
+
+func inTxOnce(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err

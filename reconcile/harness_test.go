@@ -196,8 +196,11 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 func (e *env) reconciler(mut ...func(*reconcile.Config)) (*reconcile.Reconciler, *prometheus.Registry) {
 	e.t.Helper()
 	reg := prometheus.NewRegistry()
+	// as `couponlink reconcile` runs: with the binlog, comparing at the checkpoint
+	binlog, err := canal.ConfigFromDSN(e.dsn)
+	require.NoError(e.t, err)
 	cfg := reconcile.Config{DB: e.db, Redis: e.rdb, Keys: e.keys, QuietWindow: testQuiet, CatchUpWait: testCatchUp,
-		AbsThreshold: testAbs, RelThreshold: 0.05, Logger: testLogger(), Registerer: reg}
+		AbsThreshold: testAbs, RelThreshold: 0.05, Logger: testLogger(), Registerer: reg, Binlog: binlog}
 	for _, m := range mut {
 		m(&cfg)
 	}

@@ -6,14 +6,15 @@ import (
 )
 
 type metrics struct {
-	runs        *prometheus.CounterVec
-	drift       *prometheus.GaugeVec
-	corrections *prometheus.CounterVec
-	needsReview prometheus.Gauge
-	lastSuccess prometheus.Gauge
-	duration    prometheus.Histogram
-	cdcBehind   prometheus.Gauge
-	rowsRead    prometheus.Counter
+	runs         *prometheus.CounterVec
+	drift        *prometheus.GaugeVec
+	corrections  *prometheus.CounterVec
+	needsReview  prometheus.Gauge
+	lastSuccess  prometheus.Gauge
+	duration     prometheus.Histogram
+	cdcBehind    prometheus.Gauge
+	rowsRead     prometheus.Counter
+	replayedRows prometheus.Counter
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -43,6 +44,9 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		}),
 		rowsRead: f.NewCounter(prometheus.CounterOpts{
 			Name: "couponlink_reconcile_rows_counted_total", Help: "User coupons counted by reconciliation snapshots.",
+		}),
+		replayedRows: f.NewCounter(prometheus.CounterOpts{
+			Name: "couponlink_reconcile_replayed_rows_total", Help: "Binlog row changes replayed to move a snapshot's truth to the cdc's checkpoint.",
 		}),
 	}
 	for _, r := range []string{resultClean, resultAutoFixed, resultNeedsReview, resultError} {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,7 @@ type Report struct {
 	InFlight         int           // counter rows that moved past the snapshot: compared next time
 	SnapshotTook     time.Duration // counting the truth
 	CatchUpTook      time.Duration // waiting for the cdc to reach the snapshot
+	ReplayTook       time.Duration // replaying the binlog from the snapshot to the checkpoint
 	Differences      []Difference
 	Status           string // clean, auto_fixed, needs_review
 }
@@ -75,6 +77,12 @@ func (rep *Report) Summary() string {
 // Pass runs one reconciliation: truth at a known position, compare, fix
 // what is safe, record the task.
 func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		r.m.runs.WithLabelValues(resultError).Inc()
+		return nil, err
+	}
+	defer unlock()
 	start := r.cfg.Now()
 	id, err := r.startTask(ctx, start)
 	if err != nil {
@@ -167,27 +175,69 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 // counters compares (and fixes) inventory_counter and the template cache,
 // once the cdc's checkpoint has reached the snapshot.
 func (r *Reconciler) counters(ctx context.Context, rep *Report, snap sink.Snapshot) error {
-	t0 := time.Now()
-	cp, caught, err := r.waitCheckpoint(ctx, snap.Pos)
-	rep.CatchUpTook = time.Since(t0)
-	if err != nil {
-		return err
-	}
-	rep.Checkpoint = cp.Pos
-	if !caught {
-		rep.Note = fmt.Sprintf("counters not compared: the cdc's checkpoint %s did not reach the snapshot %s within %s (is the cdc down or far behind?)",
-			cp.Pos, snap.Pos, r.cfg.CatchUpWait)
-		r.m.cdcBehind.Set(1)
-		return nil
+	withCache := r.cfg.Mapping.Template.Table == canal.DefaultMapping().Template.Table && snap.Quotas != nil
+	var counters map[sink.Pair]counterRow
+	var cache map[int64]templateCache
+	var stamp int64
+	if r.cfg.Binlog.Addr != "" {
+		// Compare at a known position, without waiting for the cdc: read
+		// the counters with the checkpoint they reflect, and move the truth
+		// from the snapshot to that checkpoint along the binlog.
+		var at canal.Position
+		var err error
+		if counters, cache, at, err = readDerived(ctx, r.db, r.cfg.Checkpoint, withCache); err != nil {
+			return err
+		}
+		rep.Checkpoint = at
+		t0 := time.Now()
+		truth, err := r.truthAt(ctx, snap.Counts, snap.Pos, at)
+		rep.ReplayTook = time.Since(t0)
+		if err != nil {
+			rep.Note = fmt.Sprintf("counters not compared: the binlog between the snapshot %s and the cdc's checkpoint %s could not be replayed (is the cdc down or far behind?): %v",
+				snap.Pos, at, err)
+			r.m.cdcBehind.Set(1)
+			return nil
+		}
+		snap.Counts, stamp = truth, math.MaxInt64
+		if at.Compare(snap.Pos) < 0 {
+			rep.Note = fmt.Sprintf("the cdc is behind: its checkpoint %s is before the snapshot %s; its counters were compared at its checkpoint", at, snap.Pos)
+			r.m.cdcBehind.Set(1)
+		} else {
+			r.m.cdcBehind.Set(0)
+		}
+		rep.CountersCompared = true
+		return r.compareAndFix(ctx, rep, snap, counters, cache, withCache, stamp)
+	} else {
+		// Without the binlog: wait until the cdc passed the snapshot; a row
+		// it changed after the snapshot (stamp > snapshot) cannot compare
+		// and waits for a later pass.
+		t0 := time.Now()
+		cp, caught, err := r.waitCheckpoint(ctx, snap.Pos)
+		rep.CatchUpTook = time.Since(t0)
+		if err != nil {
+			return err
+		}
+		rep.Checkpoint = cp.Pos
+		if !caught {
+			rep.Note = fmt.Sprintf("counters not compared: the cdc's checkpoint %s did not reach the snapshot %s within %s (is the cdc down or far behind?)",
+				cp.Pos, snap.Pos, r.cfg.CatchUpWait)
+			r.m.cdcBehind.Set(1)
+			return nil
+		}
+		if counters, cache, _, err = readDerived(ctx, r.db, r.cfg.Checkpoint, withCache); err != nil {
+			return err
+		}
+		stamp = sink.Stamp(snap.Pos)
 	}
 	r.m.cdcBehind.Set(0)
 	rep.CountersCompared = true
-	withCache := r.cfg.Mapping.Template.Table == canal.DefaultMapping().Template.Table && snap.Quotas != nil
-	counters, cache, err := readDerived(ctx, r.db, withCache)
-	if err != nil {
-		return err
-	}
-	stamp := sink.Stamp(snap.Pos)
+	return r.compareAndFix(ctx, rep, snap, counters, cache, withCache, stamp)
+}
+
+// compareAndFix compares the counters and the template cache with the
+// truth (rows with a stamp above `stamp` excepted) and fixes what is safe.
+func (r *Reconciler) compareAndFix(ctx context.Context, rep *Report, snap sink.Snapshot, counters map[sink.Pair]counterRow,
+	cache map[int64]templateCache, withCache bool, stamp int64) error {
 	diffs, inFlight := compareCounters(snap.Counts, counters, stamp)
 	rep.InFlight = inFlight
 	var tdiffs []Difference
@@ -212,12 +262,12 @@ func (r *Reconciler) counters(ctx context.Context, rep *Report, snap sink.Snapsh
 			if t := snap.Counts[p]; t != nil {
 				want = *t
 			}
-			ok, err := r.fixCounter(ctx, rep.TaskID, p, row, have, want, stamp)
+			ok, err := r.fixCounter(ctx, rep.TaskID, p, row, have, want, min(stamp, sink.Stamp(rep.Checkpoint)))
 			if err != nil {
 				return err
 			}
 			if !ok {
-				action, reason = ActionInFlight, "the cdc moved the row while we fixed it"
+				action, reason = ActionInFlight, "the counter row vanished while we fixed it"
 			}
 		}
 		for _, i := range idx {
@@ -246,7 +296,7 @@ func (r *Reconciler) counters(ctx context.Context, rep *Report, snap sink.Snapsh
 				return err
 			}
 			if !ok {
-				action, reason = ActionInFlight, "the cdc moved the cached counts while we fixed them"
+				action, reason = ActionInFlight, "the template vanished while we fixed it"
 			}
 		}
 		for _, i := range idx {
@@ -305,23 +355,30 @@ func (r *Reconciler) waitCheckpoint(ctx context.Context, pos canal.Position) (si
 // snapshot: the cdc refreshes the cache in the counters' transaction, and
 // a batch applied between two separate reads would make the cache look
 // wrong beside counters that do not show that batch yet.
-func readDerived(ctx context.Context, db *sql.DB, withCache bool) (map[sink.Pair]counterRow, map[int64]templateCache, error) {
+// readDerived reads the counters, the template cache and the checkpoint
+// they reflect in one snapshot: the cdc writes all three in one transaction.
+func readDerived(ctx context.Context, db *sql.DB, checkpoint string, withCache bool) (map[sink.Pair]counterRow, map[int64]templateCache, canal.Position, error) {
+	var at canal.Position
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
-		return nil, nil, fmt.Errorf("read counters: %w", err)
+		return nil, nil, at, fmt.Errorf("read counters: %w", err)
 	}
 	defer tx.Rollback()
+	if err := tx.QueryRowContext(ctx, `SELECT binlog_file, binlog_pos, gtid_set FROM cdc_checkpoint WHERE name = ?`, checkpoint).
+		Scan(&at.File, &at.Pos, &at.GTID); err != nil {
+		return nil, nil, at, fmt.Errorf("read checkpoint %q: %w", checkpoint, err)
+	}
 	counters, err := readCounters(ctx, tx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, at, err
 	}
 	var cache map[int64]templateCache
 	if withCache {
 		if cache, err = readTemplateCache(ctx, tx); err != nil {
-			return nil, nil, err
+			return nil, nil, at, err
 		}
 	}
-	return counters, cache, tx.Commit()
+	return counters, cache, at, tx.Commit()
 }
 
 func readCounters(ctx context.Context, db *sql.Tx) (map[sink.Pair]counterRow, error) {
@@ -466,6 +523,29 @@ func (r *Reconciler) observeDrift(rep *Report) {
 		g := r.m.drift.WithLabelValues(strconv.FormatInt(d.Template, 10), d.Channel, d.Store)
 		g.Add(float64(delta))
 	}
+}
+
+// lock makes passes on one database take turns (their corrections are
+// relative, so two at once could apply one twice).
+func (r *Reconciler) lock(ctx context.Context) (func(), error) {
+	conn, err := r.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile lock: %w", err)
+	}
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT('couponlink_reconcile:', DATABASE()), ?)",
+		int(r.cfg.CatchUpWait/time.Second)).Scan(&got); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("reconcile lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		conn.Close()
+		return nil, errors.New("another reconcile pass is running on this database; try again when it is done")
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(CONCAT('couponlink_reconcile:', DATABASE()))")
+		conn.Close()
+	}, nil
 }
 
 // Run runs a pass every interval (the first at once) until ctx ends.

@@ -76,6 +76,9 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cfg := reconcile.Config{DB: db, Checkpoint: *name, RedisMode: *redisMode, QuietWindow: *quiet, CatchUpWait: *catchUp,
 		AbsThreshold: int64(*absT), RelThreshold: rel, Logger: log}
 	cfg.Keys.Prefix = *prefix
+	if cfg.Binlog, err = tailerConfig(*dsn, 0, *name); err != nil {
+		return failed(err)
+	}
 	fix := !*noFix
 	cfg.AutoFix = &fix
 	if *mapping != "" {
@@ -130,8 +133,9 @@ func printReport(w io.Writer, rep *reconcile.Report) {
 	if rep.InFlight > 0 {
 		fmt.Fprintf(w, "  in flight  %d counter rows moved past the snapshot; compared next pass\n", rep.InFlight)
 	}
-	fmt.Fprintf(w, "  took       %s (snapshot %s, waiting for the cdc %s)\n", rep.Finished.Sub(rep.Started).Round(time.Millisecond),
-		rep.SnapshotTook.Round(time.Millisecond), rep.CatchUpTook.Round(time.Millisecond))
+	fmt.Fprintf(w, "  took       %s (snapshot %s, waiting for the cdc %s, binlog replay to the checkpoint %s)\n",
+		rep.Finished.Sub(rep.Started).Round(time.Millisecond), rep.SnapshotTook.Round(time.Millisecond),
+		rep.CatchUpTook.Round(time.Millisecond), rep.ReplayTook.Round(time.Millisecond))
 	if len(rep.Differences) == 0 {
 		fmt.Fprintln(w, "  no differences: counters, template counts, quotas and Redis equal the truth")
 		return
