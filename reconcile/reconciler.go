@@ -184,8 +184,9 @@ func (r *Reconciler) counters(ctx context.Context, rep *Report, snap sink.Snapsh
 		// the counters with the checkpoint they reflect, and move the truth
 		// from the snapshot to that checkpoint along the binlog.
 		var at canal.Position
+		var age time.Duration
 		var err error
-		if counters, cache, at, err = readDerived(ctx, r.db, r.cfg.Checkpoint, withCache); err != nil {
+		if counters, cache, at, age, err = readDerived(ctx, r.db, r.cfg.Checkpoint, withCache); err != nil {
 			return err
 		}
 		rep.Checkpoint = at
@@ -199,8 +200,9 @@ func (r *Reconciler) counters(ctx context.Context, rep *Report, snap sink.Snapsh
 			return nil
 		}
 		snap.Counts, stamp = truth, math.MaxInt64
-		if at.Compare(snap.Pos) < 0 {
-			rep.Note = fmt.Sprintf("the cdc is behind: its checkpoint %s is before the snapshot %s; its counters were compared at its checkpoint", at, snap.Pos)
+		if at.Compare(snap.Pos) < 0 && age > r.cfg.CatchUpWait {
+			rep.Note = fmt.Sprintf("the cdc is behind: its checkpoint %s, saved %s ago, is before the snapshot %s (is it down?); its counters were compared at its checkpoint",
+				at, age.Round(time.Millisecond), snap.Pos)
 			r.m.cdcBehind.Set(1)
 		} else {
 			r.m.cdcBehind.Set(0)
@@ -224,7 +226,7 @@ func (r *Reconciler) counters(ctx context.Context, rep *Report, snap sink.Snapsh
 			r.m.cdcBehind.Set(1)
 			return nil
 		}
-		if counters, cache, _, err = readDerived(ctx, r.db, r.cfg.Checkpoint, withCache); err != nil {
+		if counters, cache, _, _, err = readDerived(ctx, r.db, r.cfg.Checkpoint, withCache); err != nil {
 			return err
 		}
 		stamp = sink.Stamp(snap.Pos)
@@ -351,34 +353,32 @@ func (r *Reconciler) waitCheckpoint(ctx context.Context, pos canal.Position) (si
 	}
 }
 
-// readDerived reads the counters and (withCache) the template cache in one
-// snapshot: the cdc refreshes the cache in the counters' transaction, and
-// a batch applied between two separate reads would make the cache look
-// wrong beside counters that do not show that batch yet.
 // readDerived reads the counters, the template cache and the checkpoint
-// they reflect in one snapshot: the cdc writes all three in one transaction.
-func readDerived(ctx context.Context, db *sql.DB, checkpoint string, withCache bool) (map[sink.Pair]counterRow, map[int64]templateCache, canal.Position, error) {
+// they reflect (with how long ago it was saved) in one snapshot: the cdc
+// writes all three in one transaction.
+func readDerived(ctx context.Context, db *sql.DB, checkpoint string, withCache bool) (map[sink.Pair]counterRow, map[int64]templateCache, canal.Position, time.Duration, error) {
 	var at canal.Position
+	var ageMicros int64
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
-		return nil, nil, at, fmt.Errorf("read counters: %w", err)
+		return nil, nil, at, 0, fmt.Errorf("read counters: %w", err)
 	}
 	defer tx.Rollback()
-	if err := tx.QueryRowContext(ctx, `SELECT binlog_file, binlog_pos, gtid_set FROM cdc_checkpoint WHERE name = ?`, checkpoint).
-		Scan(&at.File, &at.Pos, &at.GTID); err != nil {
-		return nil, nil, at, fmt.Errorf("read checkpoint %q: %w", checkpoint, err)
+	if err := tx.QueryRowContext(ctx, `SELECT binlog_file, binlog_pos, gtid_set, TIMESTAMPDIFF(MICROSECOND, updated_at, NOW(6))
+		FROM cdc_checkpoint WHERE name = ?`, checkpoint).Scan(&at.File, &at.Pos, &at.GTID, &ageMicros); err != nil {
+		return nil, nil, at, 0, fmt.Errorf("read checkpoint %q: %w", checkpoint, err)
 	}
 	counters, err := readCounters(ctx, tx)
 	if err != nil {
-		return nil, nil, at, err
+		return nil, nil, at, 0, err
 	}
 	var cache map[int64]templateCache
 	if withCache {
 		if cache, err = readTemplateCache(ctx, tx); err != nil {
-			return nil, nil, at, err
+			return nil, nil, at, 0, err
 		}
 	}
-	return counters, cache, at, tx.Commit()
+	return counters, cache, at, time.Duration(ageMicros) * time.Microsecond, tx.Commit()
 }
 
 func readCounters(ctx context.Context, db *sql.Tx) (map[sink.Pair]counterRow, error) {
