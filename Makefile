@@ -17,6 +17,7 @@ run: build
 test:
 	@eval "$$($(SERVERS) up)" && \
 	  $(GO) vet ./... && \
+	  alerts/check.sh && \
 	  $(GO) test $(TESTFLAGS) ./... ; rc=$$?; $(SERVERS) down; exit $$rc
 
 # Only the tests that need no server.
@@ -27,6 +28,11 @@ servers-up:
 	@$(SERVERS) up
 servers-down:
 	@$(SERVERS) down
+
+# couponlink beside its ceilings, in one run, on its own private servers
+# (3–6 minutes on 2 cores); results in bench/results/. BENCHFLAGS=-quick: ~1 minute.
+bench:
+	$(GO) build -o bin/couponlink-bench ./cmd/couponlink-bench && ./bin/couponlink-bench $(BENCHFLAGS)
 
 vet:
 	$(GO) vet ./...
