@@ -65,7 +65,7 @@ func (s *Store) Redeem(ctx context.Context, req RedeemRequest) (Redemption, erro
 		if err != nil {
 			return err
 		}
-		if c.Status != Available || lookup {
+		if c.Status != Available || lookup || !s.clock().Before(c.ExpiresAt) {
 			if r, found, err := s.redemptionByKey(ctx, key); found || err != nil {
 				out = r
 				return err

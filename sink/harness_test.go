@@ -121,7 +121,17 @@ func (c *cdc) running() bool {
 
 // waitCheckpoint waits until the saved checkpoint reaches the server's
 // current binlog end: every write made before the call is applied.
+//
+// It waits twice: the cdc writes release rows (and claimed − 1) in a
+// batch's own transaction, after the writer's last position; the second
+// round applies those. A release never causes another, so two suffice.
 func (e *env) waitCheckpoint() canal.Position {
+	e.t.Helper()
+	e.waitCheckpointOnce()
+	return e.waitCheckpointOnce()
+}
+
+func (e *env) waitCheckpointOnce() canal.Position {
 	e.t.Helper()
 	ctx := context.Background()
 	target, err := canal.CurrentPosition(ctx, e.db)

@@ -23,6 +23,7 @@ type metrics struct {
 	pendingDropped prometheus.Counter
 	leader         prometheus.Gauge
 	bootstraps     prometheus.Counter
+	releases       prometheus.Counter
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -68,6 +69,9 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		}),
 		bootstraps: f.NewCounter(prometheus.CounterOpts{
 			Name: "couponlink_cdc_bootstraps_total", Help: "Counter rebuilds from a consistent snapshot.",
+		}),
+		releases: f.NewCounter(prometheus.CounterOpts{
+			Name: "couponlink_cdc_releases_total", Help: "Slots given back to their channel buckets (void, refund-recycle, expiry under the release policy).",
 		}),
 	}
 	for _, k := range AnomalyKinds {

@@ -112,8 +112,8 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 		"kind=delete,table=user_coupon":    1,
 		"kind=insert,table=redemption_log": 1,
 		"kind=delete,table=redemption_log": 1,
-		"kind=insert,table=inventory_flow": 2, // refund, release
-		"kind=update,table=channel_quota":  6, // five claims, one release
+		"kind=insert,table=inventory_flow": 3, // refund, the raw release of c4, the cdc's release of c1 (recycled)
+		"kind=update,table=channel_quota":  7, // five claims, two releases
 	}, metricSeries(t, c.reg, "couponlink_cdc_events_total"))
 	var applied float64
 	for _, v := range metricSeries(t, c.reg, "couponlink_cdc_events_total") {
@@ -134,7 +134,8 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 		}
 		return out
 	}
-	want := series("app", "quota", 10, "claimable", 6, "held", 1, "used", 1, "expired", 0, "returned", 1, "released", 0, "frozen", 1)
+	// c1 was refunded with recycle: the cdc gave its slot back to app
+	want := series("app", "quota", 10, "claimable", 7, "held", 1, "used", 1, "expired", 0, "returned", 1, "released", 1, "frozen", 0)
 	for k, v := range series("web", "quota", 10, "claimable", 10, "held", 11, "used", 0, "expired", 1, "returned", 0, "released", 1, "frozen", 0) {
 		want[k] = v
 	}

@@ -50,7 +50,12 @@ type Config struct {
 	// CacheTemplateCounts refreshes coupon_template's cached counts. Default:
 	// true for the reference mapping (a legacy template table is its application's).
 	CacheTemplateCounts bool
-	MaxLabelTemplates   int // templates exported in couponlink_inventory; default 200
+	// Releases gives slots back to their channel buckets (void, recycle,
+	// expiry under the release policy). Default: true for the reference
+	// mapping (a legacy schema has no buckets couponlink may write).
+	Releases          bool
+	ReleaseEvery      time.Duration // how often due expiry releases are looked for; default 10 s
+	MaxLabelTemplates int           // templates exported in couponlink_inventory; default 200
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -81,6 +86,7 @@ type Sink struct {
 
 	lastCorrection int64     // newest correction_log id the mirror has seen
 	correctionScan time.Time // when correction_log was last looked at
+	releaseScan    time.Time // when due expiry releases were last looked for
 }
 
 // New checks cfg and fills in its defaults. Call Start before ApplyBatch.
@@ -124,7 +130,10 @@ func New(cfg Config) (*Sink, error) {
 		cfg.MaxPending = 100_000
 	}
 	if reference {
-		cfg.RedemptionUnique, cfg.CacheTemplateCounts = true, true
+		cfg.RedemptionUnique, cfg.CacheTemplateCounts, cfg.Releases = true, true, true
+	}
+	if cfg.ReleaseEvery <= 0 {
+		cfg.ReleaseEvery = 10 * time.Second
 	}
 	if cfg.MaxLabelTemplates <= 0 {
 		cfg.MaxLabelTemplates = 200
@@ -301,6 +310,7 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 	}
 	sort.Slice(pairs, func(i, j int) bool { return pairs[i].less(pairs[j]) })
 	templates := templatesOf(pairs)
+	released := 0
 	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
 		if err := writeCounters(ctx, tx, pairs, d, true, Stamp(b.End)); err != nil {
 			return err
@@ -311,18 +321,26 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 		if err := insertAnomalies(ctx, tx, anomalies, b); err != nil {
 			return err
 		}
+		if s.cfg.Releases {
+			n, err := applyReleases(ctx, tx, releasesOf(b), s.cfg.Now().UTC())
+			if err != nil {
+				return err
+			}
+			released = n
+		}
 		return saveCheckpoint(ctx, tx, s.cfg.Name, s.epoch, b, len(anomalies))
 	})
 	if err != nil {
 		return fmt.Errorf("apply batch ending at %s: %w", b.End, err)
 	}
+	s.m.releases.Add(float64(released))
 	s.commitMirror(next, b.End)
 	s.observe(b, anomalies, start)
 	if s.redis != nil {
 		s.syncRedis(ctx, s.touchedTemplates(b, templates))
 	}
 	s.m.batchDuration.Observe(time.Since(start).Seconds())
-	return nil
+	return s.periodic(ctx)
 }
 
 // idle handles a heartbeat: save a moved position, run due checks, and
@@ -354,11 +372,30 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 		}
 		s.m.pendingChecks.Set(float64(s.npending))
 	}
-	if err := s.followCorrections(ctx); err != nil {
+	if err := s.periodic(ctx); err != nil {
 		return err
 	}
 	if s.redis != nil {
 		s.syncRedis(ctx, nil)
+	}
+	return nil
+}
+
+// periodic runs the timed chores, on heartbeats and between busy batches.
+func (s *Sink) periodic(ctx context.Context) error {
+	if err := s.followCorrections(ctx); err != nil {
+		return err
+	}
+	if s.cfg.Releases && s.cfg.Now().Sub(s.releaseScan) >= s.cfg.ReleaseEvery {
+		s.releaseScan = s.cfg.Now()
+		n, err := s.releaseDue(ctx, 500)
+		if err != nil {
+			return fmt.Errorf("release expired slots: %w", err)
+		}
+		if n > 0 {
+			s.m.releases.Add(float64(n))
+			s.log.Info("released the slots of expired coupons (release policy, cooldown over)", "coupons", n)
+		}
 	}
 	return nil
 }

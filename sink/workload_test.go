@@ -710,10 +710,15 @@ func (k *worker) rawRelease(ctx context.Context) bool {
 	}
 	c.released = true
 	k.rawTx(ctx, "raw_release", func(tx *sql.Tx) (bool, error) {
-		_, err := tx.ExecContext(ctx, `INSERT INTO inventory_flow (user_coupon_id, kind, seq, template_id, channel, from_status, to_status, reason, created_at)
+		// the cdc may have released it already (release policy, cooldown
+		// over): then this legacy-style release does nothing
+		ins, err := tx.ExecContext(ctx, `INSERT IGNORE INTO inventory_flow (user_coupon_id, kind, seq, template_id, channel, from_status, to_status, reason, created_at)
 			VALUES (?, 'release', 0, ?, ?, 3, 3, 'cooldown over', ?)`, c.id, c.tpl.id, c.channel, k.w.clock.Now())
 		if err != nil {
 			return false, err
+		}
+		if n, _ := ins.RowsAffected(); n == 0 {
+			return false, nil
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE channel_quota SET claimed = claimed - 1 WHERE template_id = ? AND channel = ? AND claimed > 0`, c.tpl.id, c.channel)
 		if err != nil {

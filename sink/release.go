@@ -1,0 +1,152 @@
+package sink
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
+)
+
+// A release hands a coupon's slot back to its channel bucket
+// (channel_quota.claimed − 1) with an inventory_flow row of kind release.
+// The row's unique key (coupon, release, 0) makes it happen once per
+// coupon, whoever tries twice: a replayed batch, a second sweep.
+//
+//   - void (AVAILABLE→RETURNED) and refund-recycle (USED→RETURNED): at once,
+//     in the transaction of the batch that saw it, with the checkpoint;
+//   - expiry under the template's "release" policy: once its cooldown after
+//     expires_at has passed, found by releaseDue on the cdc's timer;
+//   - refund-restore and expiry under "freeze": never.
+type release struct {
+	Coupon int64
+	Pair   Pair
+	Status coupon.Status // RETURNED or EXPIRED: a release does not change it
+	Reason string
+}
+
+// releasesOf lists the batch's coupons that went to RETURNED.
+func releasesOf(b *canal.Batch) []release {
+	var out []release
+	for i := range b.Transitions {
+		t := &b.Transitions[i]
+		if t.To != coupon.Returned || (t.From != coupon.Available && t.From != coupon.Used) {
+			continue
+		}
+		reason := "void: the slot goes back to the pool"
+		if t.From == coupon.Used {
+			reason = "refund (recycle): the slot goes back to the pool"
+		}
+		out = append(out, release{Coupon: t.Coupon, Pair: Pair{t.Template, t.Channel}, Status: coupon.Returned, Reason: reason})
+	}
+	return out
+}
+
+// applyReleases writes the release rows not written yet and gives their
+// slots back, in tx. It returns how many it released.
+func applyReleases(ctx context.Context, tx *sql.Tx, rs []release, now time.Time) (int, error) {
+	if len(rs) == 0 {
+		return 0, nil
+	}
+	ids := make([]int64, len(rs))
+	for i, r := range rs {
+		ids[i] = r.Coupon
+	}
+	done := map[int64]bool{}
+	rows, err := tx.QueryContext(ctx, `SELECT user_coupon_id FROM inventory_flow WHERE kind = ? AND seq = 0
+		AND user_coupon_id IN (`+placeholders(len(ids))+`) FOR UPDATE`, append([]any{coupon.FlowRelease}, int64Args(ids)...)...)
+	if err != nil {
+		return 0, fmt.Errorf("look for earlier releases: %w", err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		done[id] = true
+	}
+	rows.Close()
+	var b strings.Builder
+	var args []any
+	perPair := map[Pair]int64{}
+	n := 0
+	for _, r := range rs {
+		if done[r.Coupon] {
+			continue
+		}
+		done[r.Coupon] = true
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, 0, ?, ?, ?, ?, ?, 'cdc', ?)")
+		args = append(args, r.Coupon, coupon.FlowRelease, r.Pair.Template, r.Pair.Channel, r.Status, r.Status, r.Reason, now)
+		perPair[r.Pair]++
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO inventory_flow (user_coupon_id, kind, seq, template_id, channel, from_status,
+		to_status, reason, operator, created_at) VALUES `+b.String(), args...); err != nil {
+		return 0, fmt.Errorf("write release rows: %w", err)
+	}
+	pairs := make([]Pair, 0, len(perPair))
+	for p := range perPair {
+		pairs = append(pairs, p)
+	}
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i].less(pairs[j]) })
+	for _, p := range pairs {
+		// never below 0: a bucket a legacy writer already emptied stays at 0
+		if _, err := tx.ExecContext(ctx, `UPDATE channel_quota SET claimed = GREATEST(claimed - ?, 0)
+			WHERE template_id = ? AND channel = ?`, perPair[p], p.Template, p.Channel); err != nil {
+			return 0, fmt.Errorf("give slots back to %d/%s: %w", p.Template, p.Channel, err)
+		}
+	}
+	return n, nil
+}
+
+// releaseDue releases, in one transaction fenced by the epoch, up to limit
+// expired coupons of "release" templates whose cooldown has passed.
+func (s *Sink) releaseDue(ctx context.Context, limit int) (int, error) {
+	now := s.cfg.Now().UTC()
+	var n int
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		var epoch int64
+		if err := tx.QueryRowContext(ctx, `SELECT epoch FROM cdc_checkpoint WHERE name = ? FOR UPDATE`, s.cfg.Name).Scan(&epoch); err != nil {
+			return fmt.Errorf("read epoch: %w", err)
+		}
+		if epoch != s.epoch {
+			return ErrFenced
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT c.id, c.template_id, c.channel FROM user_coupon c
+			JOIN coupon_template t ON t.id = c.template_id
+			WHERE c.status = ? AND c.expires_at <= ? AND t.expiry_policy = ?
+			AND c.expires_at <= ? - INTERVAL t.release_cooldown_seconds SECOND
+			AND NOT EXISTS (SELECT 1 FROM inventory_flow f WHERE f.user_coupon_id = c.id AND f.kind = ? AND f.seq = 0)
+			ORDER BY c.expires_at LIMIT ?`, coupon.Expired, now, coupon.PolicyRelease, now, coupon.FlowRelease, limit)
+		if err != nil {
+			return fmt.Errorf("find due releases: %w", err)
+		}
+		var rs []release
+		for rows.Next() {
+			r := release{Status: coupon.Expired, Reason: "expired under the release policy; cooldown over"}
+			if err := rows.Scan(&r.Coupon, &r.Pair.Template, &r.Pair.Channel); err != nil {
+				rows.Close()
+				return err
+			}
+			rs = append(rs, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		n, err = applyReleases(ctx, tx, rs, now)
+		return err
+	})
+	return n, err
+}

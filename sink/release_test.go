@@ -1,0 +1,106 @@
+package sink_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/sink"
+)
+
+// Void and refund-recycle give the slot back to its bucket once, with a
+// release row; refund-restore and expiry under "freeze" give nothing back;
+// a slot a legacy writer released already is not released twice.
+func TestReleasesFollowTheTransitions(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	tpl := e.template(map[string]int64{"app": 10}, time.Hour)
+	e.startCDC(nil)
+	ids := map[string]int64{}
+	for _, u := range []string{"void", "recycle", "restore", "expire", "legacy"} {
+		c, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: u, Channel: "app", RequestID: u})
+		require.NoError(t, err)
+		ids[u] = c.UserCouponID
+	}
+	_, err := e.store.Void(ctx, coupon.VoidRequest{UserCouponIDs: []int64{ids["void"]}, Reason: "test", Operator: "ops", RequestID: "v1"})
+	require.NoError(t, err)
+	for _, u := range []string{"recycle", "restore"} {
+		_, err = e.store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: ids[u], OrderID: "o-" + u})
+		require.NoError(t, err)
+		_, err = e.store.Refund(ctx, coupon.RefundRequest{UserCouponID: ids[u], OrderID: "o-" + u, Mode: u})
+		require.NoError(t, err)
+	}
+	_, err = e.db.Exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, ids["expire"]) // freeze policy: no release
+	require.NoError(t, err)
+	// a legacy writer releases "legacy" itself, then voids it
+	_, err = e.db.Exec(`INSERT INTO inventory_flow (user_coupon_id, kind, template_id, channel, from_status, to_status) VALUES (?, 'release', ?, 'app', 1, 1)`, ids["legacy"], tpl)
+	require.NoError(t, err)
+	_, err = e.db.Exec(`UPDATE channel_quota SET claimed = claimed - 1 WHERE template_id = ?`, tpl)
+	require.NoError(t, err)
+	_, err = e.db.Exec(`UPDATE user_coupon SET status = 4 WHERE id = ?`, ids["legacy"])
+	require.NoError(t, err)
+
+	e.assertTruth(true)
+	released := map[int64]int{}
+	rows, err := e.db.Query(`SELECT user_coupon_id, COUNT(*) FROM inventory_flow WHERE kind = 'release' GROUP BY 1`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		var n int
+		require.NoError(t, rows.Scan(&id, &n))
+		released[id] = n
+	}
+	require.NoError(t, rows.Close())
+	require.Equal(t, map[int64]int{ids["void"]: 1, ids["recycle"]: 1, ids["legacy"]: 1}, released)
+	var claimed int64
+	require.NoError(t, e.db.QueryRow(`SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl).Scan(&claimed))
+	require.EqualValues(t, 2, claimed, "5 claimed, 3 slots back (void, recycle, legacy); restore and freeze keep theirs")
+	inv, err := e.store.Inventory(ctx, tpl)
+	require.NoError(t, err)
+	require.True(t, inv.Conserved(), "%+v", inv.Counts)
+	require.EqualValues(t, 8, inv.Claimable)
+}
+
+// Under the "release" policy an expired coupon's slot goes back once its
+// cooldown after expires_at has passed, not before, and only once.
+func TestExpiryReleaseAfterCooldown(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	clock := newFakeClock()
+	store, err := coupon.New(coupon.Config{DB: e.db, Now: clock.Now})
+	require.NoError(t, err)
+	cooldown := int64(3600)
+	tpl, err := store.CreateTemplate(ctx, coupon.NewTemplate{Name: "r", TotalQuota: 10, Channels: map[string]int64{"app": 10},
+		ValidSeconds: 60, ExpiryPolicy: coupon.PolicyRelease, ReleaseCooldownSeconds: &cooldown})
+	require.NoError(t, err)
+	e.startCDC(nil, func(c *sink.Config, _ *sink.Daemon) { c.Now = clock.Now; c.ReleaseEvery = time.Millisecond })
+	for i := range 3 {
+		_, err := store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl.ID, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
+		require.NoError(t, err)
+	}
+	clock.Advance(61 * time.Second)
+	res, err := store.ExpireDue(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Expired)
+	e.assertTruth(true)
+	claimed := func() int64 {
+		var n int64
+		require.NoError(t, e.db.QueryRow(`SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl.ID).Scan(&n))
+		return n
+	}
+	require.EqualValues(t, 3, claimed(), "within the cooldown the slots stay frozen")
+
+	clock.Advance(time.Hour) // cooldown over
+	waitFor(t, 30*time.Second, "the expired slots released", func() bool { return claimed() == 0 })
+	e.assertTruth(true)
+	clock.Advance(time.Hour) // more sweeps find nothing more to release
+	e.assertTruth(true)
+	var flows int
+	require.NoError(t, e.db.QueryRow(`SELECT COUNT(*) FROM inventory_flow WHERE kind = 'release'`).Scan(&flows))
+	require.Equal(t, 3, flows)
+	require.EqualValues(t, 0, claimed())
+}
