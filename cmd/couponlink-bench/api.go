@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// loadResult is one closed-loop run.
+type loadResult struct {
+	Ops      int
+	All      int // operations including the warm-up's: the denominator of Cost
+	Took     time.Duration
+	Lat      latStats
+	Errors   int
+	FirstErr string
+	// Cost per operation over the whole run: the server's statement
+	// counters and the CPU of MariaDB, of the API process and of the
+	// load generator (this process)
+	Cost string
+}
+
+func (l loadResult) rate() float64 {
+	if l.Took <= 0 {
+		return 0
+	}
+	return float64(l.Ops) / l.Took.Seconds()
+}
+
+// errPoolEmpty stops a client whose work ran out.
+var errPoolEmpty = errors.New("pool empty")
+
+// closedLoop runs op from clients goroutines for d; only operations that
+// start after the warm-up are counted.
+func closedLoop(ctx context.Context, clients int, d time.Duration, op func(ctx context.Context, client, i int) error) loadResult {
+	warm := min(time.Second, d/5)
+	start := time.Now()
+	from, end := start.Add(warm), start.Add(warm+d)
+	var mu sync.Mutex
+	var res loadResult
+	var lats []time.Duration
+	var wg sync.WaitGroup
+	lastEnd := from
+	for c := range clients {
+		wg.Go(func() {
+			var mine []time.Duration
+			var errs, all int
+			var first string
+			last := from
+			for i := 0; ctx.Err() == nil; i++ {
+				t0 := time.Now()
+				if !t0.Before(end) {
+					break
+				}
+				err := op(ctx, c, i)
+				t1 := time.Now()
+				if errors.Is(err, errPoolEmpty) {
+					break
+				}
+				all++
+				if t0.Before(from) {
+					continue
+				}
+				last = t1
+				if err != nil {
+					if errs++; first == "" {
+						first = err.Error()
+					}
+					continue
+				}
+				mine = append(mine, t1.Sub(t0))
+			}
+			mu.Lock()
+			lats = append(lats, mine...)
+			res.Errors += errs
+			res.All += all
+			if res.FirstErr == "" {
+				res.FirstErr = first
+			}
+			if last.After(lastEnd) {
+				lastEnd = last
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.Ops = len(lats)
+	res.Took = lastEnd.Sub(from) // the last counted operation may end after `end`
+	res.Lat = summarize(lats)
+	return res
+}
+
+type apiResult struct {
+	ceilBefore, ceilAfter loadResult
+	hot, buckets, redeem  loadResult
+	rawHot, rawBuckets    loadResult // the claim transaction in raw SQL
+	poolSize              int
+}
+
+func (a apiResult) ceiling() float64 { return (a.ceilBefore.rate() + a.ceilAfter.rate()) / 2 }
+
+func runAPI(ctx context.Context, cfg config, e *env, log *slog.Logger) (apiResult, error) {
+	var res apiResult
+	log.Info("phase 4: API throughput (couponlink api binary) and the INSERT ceiling", "clients", cfg.clients, "duration", cfg.apiDuration)
+	ceil, err := openMySQL(strings.Replace(e.dsn, "/couponlink", "/"+benchSchema, 1), cfg.clients)
+	if err != nil {
+		return res, err
+	}
+	defer ceil.Close()
+	var seq atomic.Int64
+	apiPID := 0
+	measured := func(run func() loadResult) loadResult {
+		if ctx.Err() != nil {
+			return loadResult{}
+		}
+		st0, _ := e.serverStatus(ctx)
+		db0, api0, me0 := e.mariadbCPU(), procCPU(apiPID), cpuTime()
+		r := run()
+		st1, _ := e.serverStatus(ctx)
+		db1, api1, me1 := e.mariadbCPU(), procCPU(apiPID), cpuTime()
+		if r.All > 0 {
+			per := func(d time.Duration) string { return us(d / time.Duration(r.All)) }
+			r.Cost = fmt.Sprintf("per op: statements %s; CPU MariaDB %s", perOp(st0, st1, r.All), per(db1-db0))
+			if apiPID != 0 {
+				r.Cost += ", api process " + per(api1-api0)
+			}
+			r.Cost += ", load generator " + per(me1-me0)
+		}
+		return r
+	}
+	ceiling := func(tag string) loadResult {
+		r := measured(func() loadResult {
+			return closedLoop(ctx, cfg.clients, cfg.apiDuration, func(ctx context.Context, _, _ int) error {
+				n := strconv.FormatInt(seq.Add(1), 10)
+				_, err := ceil.ExecContext(ctx, `INSERT INTO insert_ceiling (template_id, user_id, channel, status, claimed_at, expires_at, request_id)
+				VALUES (1, ?, 'c00', 1, NOW(6), NOW(6) + INTERVAL 90 DAY, ?)`, "u"+n, "r"+n)
+				return err
+			})
+		})
+		log.Info("INSERT ceiling", "when", tag, "tx_per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors)
+		return r
+	}
+
+	port, err := freePort()
+	if err != nil {
+		return res, err
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	c, err := e.startChild("api", "api", "-dsn", e.appDSN, "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-expire-interval", "0", "-log-level", "warn")
+	if err != nil {
+		return res, err
+	}
+	defer c.stop()
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        2 * cfg.clients,
+		MaxIdleConnsPerHost: 2 * cfg.clients,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}}
+	defer client.CloseIdleConnections()
+	if err := waitHealthy(ctx, client, base, c); err != nil {
+		return res, err
+	}
+	hotTpl, err := createTemplate(ctx, client, base, "bench api hot", 1)
+	if err != nil {
+		return res, err
+	}
+	bucketTpl, err := createTemplate(ctx, client, base, "bench api 40 buckets", 40)
+	if err != nil {
+		return res, err
+	}
+	pool, err := couponPool(ctx, e, bucketTpl, cfg.redeemPool)
+	if err != nil {
+		return res, err
+	}
+	res.poolSize = len(pool)
+
+	apiPID = c.pid()
+	res.ceilBefore = ceiling("before")
+	claim := func(tpl int64, tag string, buckets int) loadResult {
+		r := measured(func() loadResult {
+			return closedLoop(ctx, cfg.clients, cfg.apiDuration, func(ctx context.Context, cl, i int) error {
+				id := fmt.Sprintf("%s-%d-%d", tag, cl, i)
+				ch := "hot"
+				if buckets > 1 {
+					ch = channel(cl*7 + i)
+				}
+				body := fmt.Sprintf(`{"template_id":%d,"user_id":%q,"channel":%q,"request_id":%q}`, tpl, id, ch, id)
+				return post(ctx, client, base+"/v1/claims", body, http.StatusCreated)
+			})
+		})
+		log.Info("API claims", "buckets", buckets, "claims_per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "first_error", r.FirstErr)
+		return r
+	}
+	raw, err := openMySQL(e.dsn, cfg.clients)
+	if err != nil {
+		return res, err
+	}
+	defer raw.Close()
+	rawClaims := func(tpl int64, tag string, buckets int) loadResult {
+		r := measured(func() loadResult {
+			return closedLoop(ctx, cfg.clients, cfg.apiDuration, func(ctx context.Context, cl, i int) error {
+				ch := "hot"
+				if buckets > 1 {
+					ch = channel(cl*7 + i)
+				}
+				return rawClaim(ctx, raw, tpl, fmt.Sprintf("%s-%d-%d", tag, cl, i), ch)
+			})
+		})
+		log.Info("raw SQL claim transactions", "buckets", buckets, "tx_per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "first_error", r.FirstErr)
+		return r
+	}
+	res.rawHot = rawClaims(hotTpl, "rawhot", 1)
+	res.hot = claim(hotTpl, "hot", 1)
+	res.rawBuckets = rawClaims(bucketTpl, "raw40", 40)
+	res.buckets = claim(bucketTpl, "b40", 40)
+	var next atomic.Int64
+	res.redeem = measured(func() loadResult {
+		return closedLoop(ctx, cfg.clients, cfg.apiDuration, func(ctx context.Context, _, _ int) error {
+			k := int(next.Add(1)) - 1
+			if k >= len(pool) {
+				return errPoolEmpty
+			}
+			body := fmt.Sprintf(`{"user_coupon_id":%d,"order_id":"o-%d"}`, pool[k], pool[k])
+			return post(ctx, client, base+"/v1/redemptions", body, http.StatusCreated)
+		})
+	})
+	if next.Load() >= int64(len(pool)) {
+		log.Warn("the redemption pool ran out before the end of the run; raise -redeem-pool", "pool", len(pool))
+	}
+	log.Info("API redemptions", "per_s", int(res.redeem.rate()), "p50", res.redeem.Lat.P50, "p99", res.redeem.Lat.P99, "errors", res.redeem.Errors, "first_error", res.redeem.FirstErr)
+	res.ceilAfter = ceiling("after")
+	if err := c.exited(); err != nil {
+		return res, fmt.Errorf("couponlink api %w", err)
+	}
+	return res, ctx.Err()
+}
+
+// rawClaim runs the statements of coupon.Store.Claim's transaction
+// directly: the per-user guard, the coupon row, the bucket guard.
+func rawClaim(ctx context.Context, db *sql.DB, tpl int64, user, ch string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO user_claim (template_id, user_id, claimed) VALUES (?, ?, 1)
+		ON DUPLICATE KEY UPDATE claimed = IF(claimed < ?, claimed + 1, claimed)`, tpl, user, 1); err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at, request_id)
+		VALUES (?, ?, ?, 1, ?, ?, ?)`, tpl, user, ch, now, now.Add(90*24*time.Hour), user); err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE channel_quota SET claimed = claimed + 1 WHERE template_id = ? AND channel = ? AND claimed < quota`, tpl, ch)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("bucket %d/%s: no slot", tpl, ch)
+	}
+	return tx.Commit()
+}
+
+func waitHealthy(ctx context.Context, client *http.Client, base string, c *child) error {
+	for i := 0; i < 300; i++ {
+		if err := c.exited(); err != nil {
+			return fmt.Errorf("couponlink api %w", err)
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+		if resp, err := client.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("couponlink api did not answer /healthz in 30 s; log:\n%s", tail(c.log, 10))
+}
+
+func post(ctx context.Context, client *http.Client, url, body string, want int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return fmt.Errorf("%s: HTTP %d: %s", url, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
+}
+
+// createTemplate creates a template of n channels through the API (one
+// "hot" channel when n is 1), with quota to spare.
+func createTemplate(ctx context.Context, client *http.Client, base, name string, n int) (int64, error) {
+	ch := map[string]int64{}
+	if n == 1 {
+		ch["hot"] = 50_000_000
+	} else {
+		for i := range n {
+			ch[channel(i)] = 1_000_000
+		}
+	}
+	var total int64
+	for _, q := range ch {
+		total += q
+	}
+	body, _ := json.Marshal(map[string]any{"name": name, "total_quota": total, "channels": ch, "valid_seconds": 90 * 24 * 3600})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/templates", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var t struct {
+		ID int64 `json:"id"`
+	}
+	if resp.StatusCode != http.StatusCreated {
+		b, _ := io.ReadAll(resp.Body)
+		return 0, fmt.Errorf("create template: HTTP %d: %s", resp.StatusCode, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&t); err != nil {
+		return 0, fmt.Errorf("create template: %w", err)
+	}
+	return t.ID, nil
+}
+
+// couponPool inserts n AVAILABLE coupons of tpl (1,000 per statement) for
+// the redemption run, and returns their ids.
+func couponPool(ctx context.Context, e *env, tpl int64, n int) ([]int64, error) {
+	const per = 1000
+	var sb strings.Builder
+	sb.WriteString("INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at) VALUES ")
+	for k := range per {
+		if k > 0 {
+			sb.WriteString(", ")
+		}
+		fmt.Fprintf(&sb, "(%d, 'p%d', '%s', 1, NOW(6), NOW(6) + INTERVAL 90 DAY)", tpl, k, channel(k))
+	}
+	ids := make([]int64, 0, n)
+	for len(ids) < n {
+		res, err := e.db.ExecContext(ctx, sb.String())
+		if err != nil {
+			return nil, fmt.Errorf("create the redemption pool: %w", err)
+		}
+		first, _ := res.LastInsertId()
+		for k := range int64(per) {
+			ids = append(ids, first+k)
+		}
+	}
+	return ids[:n], nil
+}

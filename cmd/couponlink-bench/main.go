@@ -1,0 +1,284 @@
+// Command couponlink-bench measures couponlink side by side with the
+// ceilings of the machine it runs on, in one run, and prints one table:
+// per row what was measured, couponlink's figure, the ceiling's (or
+// peer's) figure, the ratio and the exact settings. The table also goes to
+// bench/results/<timestamp>.md and .json, with a CPU profile of the cdc
+// catch-up beside them.
+//
+// It starts its own private MariaDB and Redis (deploy/local/servers.sh with
+// COUPONLINK_LOCAL_DIR in a temporary directory and free ports), so it never
+// disturbs the test servers on 3307/6380, and stops them at the end, also on
+// failure or Ctrl-C.
+//
+// Usage, from the repository root:
+//
+//	make bench                                # defaults: 3–6 minutes on 2 cores
+//	go run ./cmd/couponlink-bench -quick      # ~1 minute smoke run, small sizes
+//	go run ./cmd/couponlink-bench -h          # every size and duration
+//
+// Phases, in this order:
+//
+//  1. CDC catch-up. A backlog of row changes of user_coupon (60% INSERT,
+//     40% UPDATE AVAILABLE→EXPIRED) is written with no reader running:
+//     first -backlog-single changes in 1-row transactions, then
+//     -backlog-batched in -tx-rows-row transactions. Over exactly each of
+//     the two binlog ranges, and for each start mode (file/offset, GTID),
+//     a no-op go-mysql canal reader (counts rows, nothing else) and
+//     couponlink's pipeline (canal.Tailer + sink.Sink: counters and
+//     checkpoint in MySQL, Redis stock keys in owner mode) are timed one
+//     after the other. The pipeline's CPU profile is written (-cpuprofile)
+//     and `go tool pprof -top` of it printed. The counters are then checked
+//     against a GROUP BY of user_coupon.
+//  2. Memory, and the real binary's catch-up: `couponlink cdc` (built with
+//     go build) replays the whole backlog from its checkpoint; VmHWM/VmRSS
+//     from /proc/<pid>/status when it reaches the end, then during
+//     -steady-duration of claims at 1,000/s.
+//  3. CDC steady-state lag: claims (coupon.Store.Claim: user_coupon INSERT +
+//     channel_quota UPDATE, 40 channel buckets) at each of -lag-rates for
+//     -lag-duration, while the pipeline runs in-process behind a handler
+//     that records when each claimed coupon's counters were committed and
+//     its Redis keys written, and a no-op canal reader runs beside it (the
+//     ceiling). Lag = that moment − the client's return from COMMIT.
+//  4. API: the real `couponlink api` binary under a closed loop of -clients
+//     HTTP clients: claims on one hot bucket, claims over 40 buckets,
+//     redemptions; against the ceiling of bare single-row autocommit
+//     INSERTs (same table shape, same connections count, same server),
+//     measured before and after. Beside each claim run, the claim's own
+//     transaction sent as raw SQL (no HTTP, no Go service): what the schema
+//     and the row locks allow, so the API's own overhead shows apart.
+//
+// Every row also says where the time went: CPU per row or per request of
+// this process, of MariaDB and of the couponlink binary; the server's
+// statements per batch or request (SHOW GLOBAL STATUS); the sink's
+// statements timed one by one; sink.ApplyBatch split into its MySQL and
+// Redis parts.
+//
+// The defaults measure couponlink as shipped; -cdc-batch-rows,
+// -cdc-batch-wait and -dsn-params change its own settings for what-if runs
+// (the report's header says which were used).
+//
+// The machine is noisy (other tests may run): only ratios measured in the
+// same run mean much; absolute figures drift.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config holds every setting of a run.
+type config struct {
+	repo           string
+	out            string
+	cpuprofile     string
+	backlogSingle  int
+	backlogBatched int
+	txRows         int
+	modes          []string
+	reps           int
+	lagRates       []int
+	lagDuration    time.Duration
+	writers        int
+	steadyDuration time.Duration
+	clients        int
+	apiDuration    time.Duration
+	redeemPool     int
+	batchRows      int
+	batchWait      time.Duration
+	dsnParams      string
+	keepServers    bool
+	quick          bool
+	stamp          string
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	var cfg config
+	var modes, rates, level string
+	flag.StringVar(&cfg.repo, "repo", ".", "repository root (holds deploy/local/servers.sh and cmd/couponlink)")
+	flag.StringVar(&cfg.out, "out", "bench/results", "directory of the results (<timestamp>.md, .json, the CPU profile)")
+	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "CPU profile of the cdc catch-up (default <out>/<timestamp>-cdc-catchup.pprof)")
+	flag.IntVar(&cfg.backlogSingle, "backlog-single", 500_000, "row changes of the backlog written in 1-row transactions")
+	flag.IntVar(&cfg.backlogBatched, "backlog-batched", 500_000, "row changes of the backlog written in -tx-rows-row transactions")
+	flag.IntVar(&cfg.txRows, "tx-rows", 100, "rows per transaction of the batched part of the backlog")
+	flag.StringVar(&modes, "modes", "file,gtid", "start modes of the catch-up runs: file (file/offset), gtid, or both")
+	flag.IntVar(&cfg.reps, "reps", 3, "repetitions of each catch-up pair (no-op reader, pipeline); the table shows medians")
+	flag.StringVar(&rates, "lag-rates", "1000,5000", "claim rates (commits/s) of the steady-state lag runs")
+	flag.DurationVar(&cfg.lagDuration, "lag-duration", 10*time.Second, "length of each steady-state lag run")
+	flag.IntVar(&cfg.writers, "writers", 64, "writer goroutines (and MySQL connections) of the paced claim load")
+	flag.DurationVar(&cfg.steadyDuration, "steady-duration", 10*time.Second, "steady state at 1,000 claims/s of the couponlink cdc binary (memory row)")
+	flag.IntVar(&cfg.clients, "clients", 32, "closed-loop HTTP clients of the API runs, and connections of the INSERT ceiling")
+	flag.DurationVar(&cfg.apiDuration, "api-duration", 6*time.Second, "length of each API (and ceiling) run")
+	flag.IntVar(&cfg.redeemPool, "redeem-pool", 100_000, "AVAILABLE coupons created for the redemption run")
+	flag.IntVar(&cfg.batchRows, "cdc-batch-rows", 0, "the cdc's -batch-rows for the in-process pipeline and the binary (0: couponlink's default)")
+	flag.DurationVar(&cfg.batchWait, "cdc-batch-wait", -1, "the cdc's -batch-wait (negative: couponlink's default)")
+	flag.StringVar(&cfg.dsnParams, "dsn-params", "", "extra go-sql-driver DSN parameters for couponlink's own connections (api, cdc, sink, claim store), e.g. \"writeTimeout=5s\"; couponlink itself always interpolates parameters")
+	flag.BoolVar(&cfg.keepServers, "keep-servers", false, "leave the private servers running at the end (debugging)")
+	flag.BoolVar(&cfg.quick, "quick", false, "smoke run (~1 minute): 50k+50k backlog, 3 s runs")
+	flag.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	flag.Parse()
+
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		fmt.Fprintf(os.Stderr, "-log-level %q: %v\n", level, err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	slog.SetDefault(log)
+
+	if cfg.quick {
+		cfg.backlogSingle, cfg.backlogBatched = 50_000, 50_000
+		cfg.lagDuration, cfg.steadyDuration, cfg.apiDuration = 3*time.Second, 3*time.Second, 3*time.Second
+		cfg.redeemPool, cfg.reps = 30_000, 1
+	}
+	var err error
+	if cfg.modes, err = parseModes(modes); err == nil {
+		cfg.lagRates, err = parseInts(rates)
+	}
+	if err == nil && (cfg.backlogSingle <= 0 || cfg.backlogBatched <= 0 || cfg.txRows <= 0 || cfg.reps <= 0 || cfg.clients <= 0 || cfg.writers <= 0) {
+		err = errors.New("sizes, -clients and -writers must be positive")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	cfg.stamp = time.Now().Format("20060102-150405")
+	if cfg.repo, err = filepath.Abs(cfg.repo); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if !filepath.IsAbs(cfg.out) {
+		cfg.out = filepath.Join(cfg.repo, cfg.out)
+	}
+	if cfg.cpuprofile == "" {
+		cfg.cpuprofile = filepath.Join(cfg.out, cfg.stamp+"-cdc-catchup.pprof")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := bench(ctx, cfg, log); err != nil {
+		if ctx.Err() != nil {
+			log.Error("interrupted; servers stopped")
+			return 130
+		}
+		log.Error("benchmark failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// bench runs every phase on private servers and writes the report.
+func bench(ctx context.Context, cfg config, log *slog.Logger) error {
+	start := time.Now()
+	env, err := startEnv(ctx, cfg, log)
+	if env != nil {
+		defer env.close(log)
+	}
+	if err != nil {
+		return err
+	}
+	rep := newReport(cfg, env)
+
+	cu, err := runCatchup(ctx, cfg, env, log)
+	if err != nil {
+		return fmt.Errorf("catch-up: %w", err)
+	}
+	rep.catchup(cfg, cu)
+
+	mem, err := runMemory(ctx, cfg, env, cu, log)
+	if err != nil {
+		return fmt.Errorf("memory (couponlink cdc binary): %w", err)
+	}
+	rep.memory(cfg, mem)
+
+	var lags []lagResult
+	for _, rate := range cfg.lagRates {
+		lr, err := runLag(ctx, cfg, env, rate, log)
+		if err != nil {
+			return fmt.Errorf("lag at %d/s: %w", rate, err)
+		}
+		lags = append(lags, lr)
+	}
+	check, err := verifyCounters(ctx, env)
+	if err != nil {
+		return fmt.Errorf("verify counters after the lag runs: %w", err)
+	}
+	rep.lag(cfg, lags, check)
+
+	api, err := runAPI(ctx, cfg, env, log)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	rep.api(cfg, api)
+	rep.placeholder("6", "Reconcile pass over 1M and 10M user coupons", "not built yet (a later issue)")
+
+	rep.profile(ctx, cfg, cu.profile, log)
+	rep.Duration = time.Since(start).Round(time.Second).String()
+	return rep.write(cfg, log)
+}
+
+// cdcFlags are the batching flags given to `couponlink cdc`: only those set.
+func (c config) cdcFlags() []string {
+	var out []string
+	if c.batchRows > 0 {
+		out = append(out, "-batch-rows", strconv.Itoa(c.batchRows))
+	}
+	if c.batchWait >= 0 {
+		out = append(out, "-batch-wait", c.batchWait.String())
+	}
+	return out
+}
+
+// cdcSettings describes the cdc's batching for the report.
+func (c config) cdcSettings() string {
+	if f := c.cdcFlags(); len(f) > 0 {
+		return "cdc " + strings.Join(f, " ")
+	}
+	return "cdc batching at couponlink's defaults (-batch-rows, -batch-wait unset)"
+}
+
+func parseModes(s string) ([]string, error) {
+	var out []string
+	for m := range strings.SplitSeq(s, ",") {
+		switch m = strings.TrimSpace(m); m {
+		case "file", "gtid":
+			out = append(out, m)
+		case "":
+		default:
+			return nil, fmt.Errorf("-modes: unknown start mode %q (want file, gtid)", m)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-modes: name at least one start mode (file, gtid)")
+	}
+	return out, nil
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-lag-rates: %q is not a positive rate", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-lag-rates: name at least one rate")
+	}
+	return out, nil
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/couponlink/couponlink/canal"
+)
+
+// memResult holds phase 2: the real `couponlink cdc` binary replaying the
+// whole backlog from its checkpoint, then following claims at 1,000/s.
+type memResult struct {
+	rows          int64
+	took          time.Duration // process start → checkpoint at the end of the backlog
+	startup       time.Duration // process start → its "tailing the binlog" log line (0: not found)
+	mode          string        // start mode the binary logged
+	rssAfter      int64         // VmRSS when the checkpoint reached the end
+	hwmAfter      int64         // VmHWM then (peak of the catch-up)
+	rssSteadyMax  int64
+	rssSteadyLast int64
+	hwmEnd        int64
+	steady        pacedLoad
+	noop          readerRun // a no-op reader over the same range by file/offset, just before
+}
+
+func (m memResult) rate() float64 { return float64(m.rows) / m.took.Seconds() }
+
+// streamRate leaves the process start-up out.
+func (m memResult) streamRate() float64 { return float64(m.rows) / (m.took - m.startup).Seconds() }
+
+func runMemory(ctx context.Context, cfg config, e *env, cu *catchupResult, log *slog.Logger) (memResult, error) {
+	var res memResult
+	log.Info("phase 2: couponlink cdc binary: catch-up over the whole backlog, then steady state (memory)")
+	if err := resetState(ctx, e, cu.single.from, false); err != nil {
+		return res, err
+	}
+	events0, _, err := readCheckpoint(ctx, e)
+	if err != nil {
+		return res, err
+	}
+	target, err := canal.CurrentPosition(ctx, e.db)
+	if err != nil {
+		return res, err
+	}
+	// The peer, side by side: a no-op reader over the same range, just before.
+	if res.noop, err = timeNoop(ctx, e, modeStart(cu.single.from, "file"), target, log); err != nil {
+		return res, fmt.Errorf("no-op reader over the whole backlog: %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return res, err
+	}
+	t0 := time.Now()
+	c, err := e.startChild("cdc", append([]string{"cdc"}, append(cfg.cdcFlags(), "-dsn", e.appDSN, "-redis", e.redisAddr, "-metrics-addr", fmt.Sprintf("127.0.0.1:%d", port),
+		"-name", "default", "-log-level", "info")...)...)
+	if err != nil {
+		return res, err
+	}
+	defer c.stop()
+	if err := waitCheckpoint(ctx, e, c, target, 15*time.Minute); err != nil {
+		return res, err
+	}
+	res.took = time.Since(t0)
+	if res.rssAfter, res.hwmAfter, err = procMem(c.pid()); err != nil {
+		return res, err
+	}
+	events1, _, err := readCheckpoint(ctx, e)
+	if err != nil {
+		return res, err
+	}
+	res.rows = events1 - events0
+	res.mode = "gtid"
+	line := grepLine(c.log, "tailing the binlog")
+	if strings.Contains(line, "file/offset") {
+		res.mode = "file"
+	}
+	if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "time=") {
+		if at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time=")); err == nil && at.After(t0) {
+			res.startup = at.Sub(t0)
+		}
+	}
+	log.Info("couponlink cdc caught up", "noop_rows_per_s", int(res.noop.rate), "rows", res.rows, "took", res.took.Round(time.Millisecond), "rows_per_s", int(res.rate()), "startup", res.startup.Round(time.Millisecond),
+		"start_mode", res.mode, "vmrss_mib", res.rssAfter>>20, "vmhwm_mib", res.hwmAfter>>20)
+
+	stopSample := every(250*time.Millisecond, func() {
+		if rss, _, err := procMem(c.pid()); err == nil {
+			res.rssSteadyMax = max(res.rssSteadyMax, rss)
+			res.rssSteadyLast = rss
+		}
+	})
+	res.steady = pacedClaims(ctx, e, e.lagTpl, 1000, cfg.steadyDuration, cfg.writers, "steady")
+	stopSample()
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	end, err := canal.CurrentPosition(ctx, e.db)
+	if err != nil {
+		return res, err
+	}
+	if err := waitCheckpoint(ctx, e, c, end, time.Minute); err != nil {
+		return res, err
+	}
+	if _, res.hwmEnd, err = procMem(c.pid()); err != nil {
+		return res, err
+	}
+	log.Info("couponlink cdc steady state", "claims_per_s", int(res.steady.rate()), "vmrss_max_mib", res.rssSteadyMax>>20,
+		"vmrss_last_mib", res.rssSteadyLast>>20, "vmhwm_mib", res.hwmEnd>>20)
+	c.stop()
+	if err := c.cmd.ProcessState; err != nil && !err.Success() {
+		log.Warn("couponlink cdc did not exit cleanly on SIGTERM", "state", err.String(), "log", tail(c.log, 5))
+	}
+	return res, nil
+}
+
+func readCheckpoint(ctx context.Context, e *env) (events int64, pos canal.Position, err error) {
+	err = e.db.QueryRowContext(ctx, `SELECT events_applied, binlog_file, binlog_pos FROM cdc_checkpoint WHERE name = 'default'`).
+		Scan(&events, &pos.File, &pos.Pos)
+	if err != nil {
+		err = fmt.Errorf("read checkpoint: %w", err)
+	}
+	return events, pos, err
+}
+
+// waitCheckpoint polls the checkpoint until it is at or after target.
+func waitCheckpoint(ctx context.Context, e *env, c *child, target canal.Position, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if err := c.exited(); err != nil {
+			return fmt.Errorf("couponlink cdc %w", err)
+		}
+		_, pos, err := readCheckpoint(ctx, e)
+		if err != nil {
+			return err
+		}
+		if pos.File != "" && pos.Compare(target) >= 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("couponlink cdc: checkpoint %s did not reach %s in %s; log:\n%s", pos, target, limit, tail(c.log, 10))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// Row is one line of the table.
+type Row struct {
+	ID       string  `json:"id"`
+	What     string  `json:"what"`
+	Ours     string  `json:"couponlink"`
+	Peer     string  `json:"ceiling_or_peer"`
+	Ratio    string  `json:"ratio"`
+	Target   string  `json:"target"`
+	Settings string  `json:"settings"`
+	OursNum  float64 `json:"couponlink_value,omitempty"`
+	PeerNum  float64 `json:"ceiling_value,omitempty"`
+	RatioNum float64 `json:"ratio_value,omitempty"`
+}
+
+// Report is the whole result, written as JSON and Markdown.
+type Report struct {
+	Started  string            `json:"started"`
+	Duration string            `json:"duration"`
+	Machine  map[string]string `json:"machine"`
+	Rows     []Row             `json:"rows"`
+	Notes    []string          `json:"notes"`
+	Profile  struct {
+		Path string   `json:"path"`
+		Flat []string `json:"top_flat"`
+		Cum  []string `json:"top_cum"`
+		Sink []string `json:"top_cum_sink"`
+	} `json:"cpu_profile"`
+}
+
+func newReport(cfg config, e *env) *Report {
+	r := &Report{Started: time.Now().Format(time.RFC3339), Machine: map[string]string{}}
+	for k, v := range e.info {
+		r.Machine[k] = v
+	}
+	r.Machine["cpu"] = fmt.Sprintf("%d cores (%s)", runtime.NumCPU(), cpuModel())
+	r.Machine["go"] = runtime.Version()
+	r.Machine["couponlink settings"] = fmt.Sprintf("%s; extra DSN parameters: %q", cfg.cdcSettings(), cfg.dsnParams)
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/go-mysql-org/go-mysql" {
+				r.Machine["go-mysql"] = d.Version
+			}
+		}
+	}
+	if out, err := exec.Command("git", "-C", cfg.repo, "rev-parse", "--short", "HEAD").Output(); err == nil {
+		rev := strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "-C", cfg.repo, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+			rev += " + uncommitted changes"
+		}
+		r.Machine["commit"] = rev
+	}
+	return r
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func (r *Report) add(row Row) {
+	if row.Ratio == "" {
+		if row.PeerNum > 0 && row.OursNum > 0 {
+			row.RatioNum = row.OursNum / row.PeerNum
+			row.Ratio = fmt.Sprintf("%.2f", row.RatioNum)
+		} else {
+			row.Ratio = "—"
+		}
+	}
+	r.Rows = append(r.Rows, row)
+}
+
+func (r *Report) placeholder(id, what, why string) {
+	r.add(Row{ID: id, What: what, Ours: why, Peer: "—", Ratio: "—", Target: "—", Settings: "—"})
+}
+
+var modeName = map[string]string{"file": "file/offset", "gtid": "GTID"}
+
+func (r *Report) catchup(cfg config, cu *catchupResult) {
+	parts := []struct {
+		key, label string
+		p          backlogPart
+	}{{"single", "1-row tx", cu.single}, {"batched", fmt.Sprintf("%d-row tx", cfg.txRows), cu.batched}}
+	for _, pt := range parts {
+		for _, mode := range cfg.modes {
+			pr, nr, ratios, ratio := cu.median(pt.key, mode)
+			r.add(Row{ID: "1", What: fmt.Sprintf("CDC catch-up, %s, start by %s (rows/s)", pt.label, modeName[mode]),
+				Ours: rate(pr.rate, "rows/s"), Peer: rate(nr.rate, "rows/s") + " (no-op go-mysql canal)",
+				OursNum: pr.rate, PeerNum: nr.rate, RatioNum: ratio, Ratio: fmt.Sprintf("%.2f", ratio), Target: "≥ 0.80",
+				Settings: fmt.Sprintf("%s row changes (%s) of user_coupon written with no reader running, %s by %d writers; binlog %s → %s; "+
+					"pipeline = canal.Tailer (%s) + sink.Sink (counter deltas + checkpoint in one MySQL tx, Redis owner mode); "+
+					"%d repetitions, no-op and pipeline alternating: rates are medians, ratio the median of the paired ratios %s (pipeline %s; no-op %s); "+
+					"rate from the first batch (pipeline, its %d rows left out) or first row (no-op) to the end; median runs: rows seen %s / %s, "+
+					"wall incl. connect %s / %s; CPU per row, bench process (pipeline / no-op): %s / %s, MariaDB: %s / %s; "+
+					"pipeline: %d batches, sink.ApplyBatch p50 %s, p99 %s (until its Redis write: p50 %s, p99 %s; Redis write: p50 %s, p99 %s), inside ApplyBatch %.0f%% of the run; server commands per batch: %s; the sink's SQL: %s",
+					count(int64(pt.p.rows)), backlogMix, pt.label, pt.p.writers, pt.p.from, pt.p.to, cfg.cdcSettings(),
+					len(ratios), floats(ratios, "%.2f"), rates(cu.runs[runKey(pt.key, mode, "pipeline")]), rates(cu.runs[runKey(pt.key, mode, "noop")]),
+					pr.skipped, count(pr.rows), count(nr.rows), sec(pr.wall), sec(nr.wall), us(pr.perRow), us(nr.perRow),
+					us(pr.dbPerRow), us(nr.dbPerRow), pr.batches, msStr(pr.apply.P50), msStr(pr.apply.P99), msStr(pr.applyMySQL.P50), msStr(pr.applyMySQL.P99),
+					msStr(pr.applyRedis.P50), msStr(pr.applyRedis.P99), 100*pr.applyBusy, pr.perBatch, pr.sqlTimes),
+			})
+		}
+	}
+	if len(cfg.modes) == 2 {
+		for _, pt := range parts {
+			pf, nf, _, _ := cu.median(pt.key, "file")
+			pg, ng, _, _ := cu.median(pt.key, "gtid")
+			cpu := func(mode, reader string) time.Duration { return medianCPU(cu.runs[runKey(pt.key, mode, reader)]) }
+			pcf, pcg, ncf, ncg := cpu("file", "pipeline"), cpu("gtid", "pipeline"), cpu("file", "noop"), cpu("gtid", "noop")
+			r.add(Row{ID: "1", What: fmt.Sprintf("GTID start ÷ file/offset start, %s", pt.label),
+				Ours: fmt.Sprintf("CPU per row ×%.2f, rows/s ×%.2f (pipeline)", float64(pcg)/float64(pcf), pg.rate/pf.rate),
+				Peer: fmt.Sprintf("CPU per row ×%.2f, rows/s ×%.2f (no-op canal)", float64(ncg)/float64(ncf), ng.rate/nf.rate), Ratio: "—",
+				Target: "report", Settings: fmt.Sprintf("the runs above (medians); CPU per row of this process GTID / file: pipeline %s / %s, no-op %s / %s; "+
+					"on a busy machine the CPU per row is the steadier figure", us(pcg), us(pcf), us(ncg), us(ncf))})
+		}
+	}
+	r.Notes = append(r.Notes, "After the catch-up runs: "+cu.verify)
+}
+
+func medianCPU(rs []readerRun) time.Duration {
+	var xs []float64
+	for _, r := range rs {
+		xs = append(xs, float64(r.perRow))
+	}
+	return time.Duration(medianOf(xs))
+}
+
+func rates(rs []readerRun) string {
+	var xs []float64
+	for _, r := range rs {
+		xs = append(xs, r.rate/1000)
+	}
+	return floats(xs, "%.0fk")
+}
+
+func floats(xs []float64, f string) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, fmt.Sprintf(f, x))
+	}
+	return strings.Join(s, ", ")
+}
+
+func (r *Report) memory(cfg config, m memResult) {
+	noop := m.noop.rate
+	r.add(Row{ID: "1", What: "CDC catch-up, real `couponlink cdc` binary, whole backlog (rows/s)",
+		Ours: rate(m.rate(), "rows/s"), Peer: rate(noop, "rows/s") + " (no-op canal by file/offset over the same range, just before)",
+		OursNum: m.rate(), PeerNum: noop, Target: "≥ 0.80",
+		Settings: fmt.Sprintf("%s rows (no-op: %s, wall incl. connect %s) from a checkpoint at the start of the backlog; the range also holds the catch-up runs' own counter transactions; the binary started by %s (its log); "+
+			"time from process start (incl. leader lock, Redis rebuild) to checkpoint ≥ end: %s, of which %s before its \"tailing the binlog\" log line "+
+			"(from that line on: %s, ratio %.2f); %s", count(m.rows), count(m.noop.rows), sec(m.noop.wall), modeName[m.mode], sec(m.took), sec(m.startup), rate(m.streamRate(), "rows/s"), m.streamRate()/noop, cfg.cdcSettings())})
+	r.add(Row{ID: "5", What: "Memory: `couponlink cdc` after the backlog", Ours: fmt.Sprintf("VmRSS %s (VmHWM %s)", mib(m.rssAfter), mib(m.hwmAfter)),
+		Peer: "—", Ratio: "—", Target: "bounded",
+		Settings: fmt.Sprintf("/proc/<pid>/status when its checkpoint reached the end of the %s-row backlog", count(m.rows))})
+	r.add(Row{ID: "5", What: "Memory: `couponlink cdc` in steady state", Ours: fmt.Sprintf("VmRSS at the end %s (max %s; VmHWM %s)", mib(m.rssSteadyLast), mib(m.rssSteadyMax), mib(m.hwmEnd)),
+		Peer: fmt.Sprintf("VmRSS %s after the backlog", mib(m.rssAfter)), OursNum: float64(m.rssSteadyLast), PeerNum: float64(m.rssAfter), Target: "bounded, not growing",
+		Settings: fmt.Sprintf("sampled every 250 ms over %s of claims at %.0f/s (coupon.Store.Claim, 40 buckets), starting right after the catch-up (the max includes the catch-up's heap not yet returned)", cfg.steadyDuration, m.steady.rate())})
+}
+
+func (r *Report) lag(cfg config, lags []lagResult, verify string) {
+	for _, l := range lags {
+		set := fmt.Sprintf("claims via coupon.Store.Claim (user_claim + user_coupon INSERT + channel_quota UPDATE per tx), 40 buckets, %d writers; "+
+			"achieved %.0f/s (target %d) for %s, %d errors; %d samples after a %s warm-up, %d never shown; pipeline in-process, resumed from its checkpoint %s, "+
+			"times taken when sink.ApplyBatch's MySQL COMMIT had returned (start of its Redis write) and when its Redis write ended; "+
+			"no-op canal reader beside it in the same process, time taken at the transaction's XID (%d of its samples came before the client's COMMIT returned: counted as 0); "+
+			"commit time = client's return from COMMIT; pipeline: %d batches of %.1f rows on average (%s), sink.ApplyBatch p50 %s, p99 %s (until its Redis write: p50 %s, p99 %s; Redis write: p50 %s, p99 %s); the sink's SQL: %s; "+
+			"CPU cores used during the load: bench process (writers + pipeline + no-op reader) %.2f, MariaDB %.2f",
+			cfg.writers, l.load.rate(), l.target, cfg.lagDuration, l.load.errors, l.counter.N, l.warm, l.missing, l.startPos, l.noop.Negative,
+			l.batches, l.rowsPerBatch, cfg.cdcSettings(), msStr(l.apply.P50), msStr(l.apply.P99), msStr(l.applyMySQL.P50), msStr(l.applyMySQL.P99),
+			msStr(l.applyRedis.P50), msStr(l.applyRedis.P99), l.sqlTimes, l.benchCores, l.dbCores)
+		target := "p99 < 20 ms"
+		if l.target != 1000 {
+			target = "report"
+		}
+		r.add(Row{ID: "2", What: fmt.Sprintf("CDC lag commit → counters visible, %d/s", l.target), Ours: lat(l.counter), Peer: lat(l.noop) + " (no-op canal)",
+			Ratio: fmt.Sprintf("p99 %.1f×", ratioDur(l.counter.P99, l.noop.P99)), OursNum: ms(l.counter.P99), PeerNum: ms(l.noop.P99), Target: target, Settings: set})
+		r.add(Row{ID: "2", What: fmt.Sprintf("CDC lag commit → Redis key updated, %d/s", l.target), Ours: lat(l.redis), Peer: lat(l.noop) + " (no-op canal)",
+			Ratio: fmt.Sprintf("p99 %.1f×", ratioDur(l.redis.P99, l.noop.P99)), OursNum: ms(l.redis.P99), PeerNum: ms(l.noop.P99), Target: target, Settings: "as above"})
+	}
+	r.Notes = append(r.Notes, "After the lag runs: "+verify)
+}
+
+func (r *Report) api(cfg config, a apiResult) {
+	ceil := fmt.Sprintf("%s (bare INSERT autocommit, p50 %s, p99 %s)", rate(a.ceiling(), "tx/s"), msStr(a.ceilBefore.Lat.P50), msStr(a.ceilBefore.Lat.P99))
+	apiDesc := fmt.Sprintf("`couponlink api` binary (-mysql-conns 64, expiry sweep off), %d closed-loop HTTP/1.1 keep-alive clients (MaxIdleConnsPerHost %d); ",
+		cfg.clients, 2*cfg.clients)
+	ceilDesc := fmt.Sprintf("%s per run after a warm-up; ceiling: single-row autocommit INSERTs (interpolated parameters: one round trip) into a copy of user_coupon "+
+		"(same indexes) from %d connections, same server, before %s / after %s, %s",
+		cfg.apiDuration, cfg.clients, rate(a.ceilBefore.rate(), "tx/s"), rate(a.ceilAfter.rate(), "tx/s"), a.ceilBefore.Cost)
+	row := func(what string, l loadResult, unit, target, extra string) {
+		set := fmt.Sprintf("%s; %d ok, %d errors%s; measured: %s; %s", extra, l.Ops, l.Errors, firstErr(l), l.Cost, ceilDesc)
+		if !strings.Contains(what, "raw SQL") {
+			set = apiDesc + set
+		}
+		r.add(Row{ID: what[:1], What: what[2:], Ours: fmt.Sprintf("%s (p50 %s, p99 %s)", rate(l.rate(), unit), msStr(l.Lat.P50), msStr(l.Lat.P99)),
+			Peer: ceil, OursNum: l.rate(), PeerNum: a.ceiling(), Target: target, Settings: set})
+	}
+	vsRaw := func(api, raw loadResult) string {
+		return fmt.Sprintf("the same claim transaction in raw SQL (next row) runs %s, so the API reaches %.2f of it", rate(raw.rate(), "tx/s"), api.rate()/raw.rate())
+	}
+	rawSet := fmt.Sprintf("coupon.Store.Claim's statements sent directly (BEGIN; INSERT user_claim … ON DUPLICATE KEY UPDATE; INSERT user_coupon; "+
+		"UPDATE channel_quota … WHERE claimed < quota; COMMIT) from %d connections, closed loop, no HTTP and no Go service between", cfg.clients)
+	row("3 API claims/s, one hot template, one channel", a.hot, "claims/s", "report",
+		"all claims UPDATE the one channel_quota row, whose lock is held until the COMMIT (redo + binlog write) returns; "+vsRaw(a.hot, a.rawHot))
+	row("3 Claim transaction in raw SQL, one hot bucket", a.rawHot, "tx/s", "report", rawSet)
+	row("3 API claims/s, one template, 40 channel buckets", a.buckets, "claims/s", "≥ 0.50", "channel = (client·7 + i) mod 40; "+vsRaw(a.buckets, a.rawBuckets))
+	row("3 Claim transaction in raw SQL, 40 buckets", a.rawBuckets, "tx/s", "report", rawSet)
+	row("4 API redemptions/s", a.redeem, "redemptions/s", "≥ 0.50",
+		fmt.Sprintf("POST /v1/redemptions over %s distinct AVAILABLE coupons (redemption_log INSERT + user_coupon UPDATE per tx)", count(int64(a.poolSize))))
+}
+
+func firstErr(l loadResult) string {
+	if l.FirstErr == "" {
+		return ""
+	}
+	return " (first: " + l.FirstErr + ")"
+}
+
+// profile prints the top functions of the catch-up CPU profile.
+func (r *Report) profile(ctx context.Context, cfg config, path string, log *slog.Logger) {
+	if path == "" {
+		return
+	}
+	r.Profile.Path = path
+	top := func(args ...string) []string {
+		out, err := exec.CommandContext(ctx, "go", append(append([]string{"tool", "pprof", "-top", "-nodecount=10"}, args...), path)...).Output()
+		if err != nil {
+			log.Warn("go tool pprof -top failed", "err", err)
+			return nil
+		}
+		lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+		var keep []string
+		for _, l := range lines { // drop the File/Type/Time header, keep the totals and the table
+			if !strings.HasPrefix(l, "File:") && !strings.HasPrefix(l, "Build ID:") && !strings.HasPrefix(l, "Type:") &&
+				!strings.HasPrefix(l, "Time:") && !strings.HasPrefix(l, "Duration:") {
+				keep = append(keep, l)
+			}
+		}
+		return keep
+	}
+	r.Profile.Flat = top()
+	r.Profile.Cum = top("-cum")
+	r.Profile.Sink = top("-cum", "-focus=couponlink/couponlink/sink")
+}
+
+func (r *Report) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## couponlink benchmark, %s (took %s)\n\n", r.Started, r.Duration)
+	for _, k := range []string{"cpu", "mariadb", "durability", "binlog", "buffer_pool", "redis", "go", "go-mysql", "commit", "couponlink settings"} {
+		if v := r.Machine[k]; v != "" {
+			fmt.Fprintf(&b, "- %s: %s\n", k, v)
+		}
+	}
+	b.WriteString("\n| # | what | couponlink | ceiling / peer | ratio | target | settings |\n|---|---|---|---|---|---|---|\n")
+	for _, row := range r.Rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", row.ID, row.What, row.Ours, row.Peer, row.Ratio, row.Target,
+			strings.ReplaceAll(row.Settings, "|", "/"))
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "\n%s\n", n)
+	}
+	if r.Profile.Path != "" {
+		fmt.Fprintf(&b, "\nCPU profile of the pipeline's catch-up runs (all parts and start modes, merged): `%s`\n\n"+
+			"Top 10 by flat time (`go tool pprof -top`):\n\n```\n%s\n```\n\nTop 10 by cumulative time (`go tool pprof -top -cum`):\n\n```\n%s\n```\n\n"+
+			"The sink's share (`go tool pprof -top -cum -focus=couponlink/couponlink/sink`):\n\n```\n%s\n```\n",
+			r.Profile.Path, strings.Join(r.Profile.Flat, "\n"), strings.Join(r.Profile.Cum, "\n"), strings.Join(r.Profile.Sink, "\n"))
+	}
+	return b.String()
+}
+
+func (r *Report) write(cfg config, log *slog.Logger) error {
+	md := r.markdown()
+	fmt.Println(md)
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return err
+	}
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	base := filepath.Join(cfg.out, cfg.stamp)
+	if err := os.WriteFile(base+".json", j, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(base+".md", []byte(md), 0o644); err != nil {
+		return err
+	}
+	log.Info("results written", "markdown", base+".md", "json", base+".json", "cpu_profile", r.Profile.Path)
+	return nil
+}
+
+func rate(v float64, unit string) string {
+	switch {
+	case v >= 10_000:
+		return fmt.Sprintf("%.1fk %s", v/1000, unit)
+	default:
+		return fmt.Sprintf("%.0f %s", v, unit)
+	}
+}
+
+func count(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func lat(s latStats) string {
+	return fmt.Sprintf("p50 %s, p99 %s, max %s", msStr(s.P50), msStr(s.P99), msStr(s.Max))
+}
+
+func ms(d time.Duration) float64   { return float64(d) / float64(time.Millisecond) }
+func msStr(d time.Duration) string { return fmt.Sprintf("%.2f ms", ms(d)) }
+func sec(d time.Duration) string   { return fmt.Sprintf("%.2f s", d.Seconds()) }
+func us(d time.Duration) string    { return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)) }
+func mib(n int64) string           { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+func ratioDur(a, b time.Duration) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
