@@ -296,6 +296,10 @@ func (t *Tailer) runCanal(ctx context.Context, r *reader, flavor string, start P
 		Dialer: (&net.Dialer{Timeout: 10 * time.Second,
 			KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3}}).DialContext,
 		DisableRetrySync: true,
+		// go-mysql reads ahead up to 10,240 events by default: hundreds of
+		// MiB when the sink is slower than the reader. 1,024 keeps the
+		// reader busy while bounding memory (measured: 289 -> 31 MiB peak).
+		EventCacheCount: 1024,
 		Logger:           slog.New(minLevel{t.log.Handler(), slog.LevelWarn}).With("lib", "go-mysql"),
 		Dump:             gocanal.DumpConfig{ExecutionPath: ""},
 	}
