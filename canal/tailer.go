@@ -300,8 +300,8 @@ func (t *Tailer) runCanal(ctx context.Context, r *reader, flavor string, start P
 		// MiB when the sink is slower than the reader. 1,024 keeps the
 		// reader busy while bounding memory (measured: 289 -> 31 MiB peak).
 		EventCacheCount: 1024,
-		Logger:           slog.New(minLevel{t.log.Handler(), slog.LevelWarn}).With("lib", "go-mysql"),
-		Dump:             gocanal.DumpConfig{ExecutionPath: ""},
+		Logger:          slog.New(minLevel{t.log.Handler(), slog.LevelWarn}).With("lib", "go-mysql"),
+		Dump:            gocanal.DumpConfig{ExecutionPath: ""},
 	}
 	var set mysql.GTIDSet
 	if start.GTID != "" {
