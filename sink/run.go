@@ -44,6 +44,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	for {
 		err := d.runOnce(ctx, leader, rebuild)
 		if ctx.Err() != nil {
+			s.log.Info("cdc stopped", "checkpoint", s.Position().String())
 			return nil
 		}
 		switch {
