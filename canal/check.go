@@ -98,8 +98,10 @@ func checkTable(ctx context.Context, conn *sql.Conn, s tableSpec, sch, tbl strin
 	}
 	if s.source {
 		var n int
-		err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLE_CONSTRAINTS "+
-			"WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND CONSTRAINT_TYPE = 'PRIMARY KEY'", sch, tbl).Scan(&n)
+		// STATISTICS, not TABLE_CONSTRAINTS: MariaDB shows the latter only
+		// to a user with more than SELECT on the table
+		err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.STATISTICS "+
+			"WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND INDEX_NAME = 'PRIMARY'", sch, tbl).Scan(&n)
 		if err != nil {
 			return fmt.Errorf("check mapping: read primary key of %s.%s: %w", sch, tbl, err)
 		}

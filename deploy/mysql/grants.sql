@@ -1,0 +1,83 @@
+-- couponlink's MySQL/MariaDB users with least privileges.
+--
+-- Placeholders, replaced before running (sed, or the test in this folder):
+--   couponlink_db            the database couponlink migrates (the DSN's database)
+--   __CDC_PASSWORD__, __API_PASSWORD__, __RECONCILE_PASSWORD__
+-- The user names (couponlink_cdc, couponlink_api, couponlink_reconcile) may
+-- be renamed the same way. Run as an administrator AFTER `couponlink migrate`
+-- (column grants need the tables to exist):
+--
+--   sed -e 's/couponlink_db/couponlink/g' -e "s/__CDC_PASSWORD__/$CDC_PW/" ... \
+--     deploy/mysql/grants.sql | mariadb -uroot
+--
+-- `couponlink migrate` itself runs as an administrator (it creates the
+-- database and tables: DDL); none of these three users can change the schema.
+--
+-- Written and tested (deploy/mysql/grants_test.go) on MariaDB 10.11. On
+-- MySQL 8, replace BINLOG MONITOR by REPLICATION CLIENT (see the comments);
+-- the MySQL flavor is not tested here.
+--
+-- The tables couponlink reads are all in couponlink_db for the reference
+-- schema, so SELECT is granted on couponlink_db.*. With a legacy -mapping,
+-- also grant SELECT on the mapped source tables in their schema.
+
+-- ---------------------------------------------------------------------------
+-- couponlink_cdc: tails the binlog (couponlink cdc; also `couponlink status`).
+-- ---------------------------------------------------------------------------
+CREATE USER IF NOT EXISTS 'couponlink_cdc'@'%' IDENTIFIED BY '__CDC_PASSWORD__';
+-- read the binlog (REPLICATION SLAVE) and the binlog position / GTID
+-- (SHOW MASTER STATUS, BINLOG_GTID_POS: BINLOG MONITOR).
+-- MySQL 8: GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'couponlink_cdc'@'%';
+GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'couponlink_cdc'@'%';
+-- the source tables (user_coupon, redemption_log, inventory_flow,
+-- coupon_template, channel_quota) for the snapshot of -rebuild and the
+-- derived state; correction_log (the reconciler's corrections it must see).
+GRANT SELECT ON `couponlink_db`.* TO 'couponlink_cdc'@'%';
+-- couponlink's own tables: counters (the bootstrap and -rebuild delete
+-- them), checkpoint (created once, then updated with the leader epoch),
+-- anomalies (append-only). Deleting a checkpoint or anomalies is an
+-- operator's act, as an administrator.
+GRANT SELECT, INSERT, UPDATE, DELETE ON `couponlink_db`.`inventory_counter` TO 'couponlink_cdc'@'%';
+GRANT SELECT, INSERT, UPDATE ON `couponlink_db`.`cdc_checkpoint` TO 'couponlink_cdc'@'%';
+GRANT SELECT, INSERT ON `couponlink_db`.`cdc_anomaly` TO 'couponlink_cdc'@'%';
+-- coupon_template: the cached counts only.
+GRANT UPDATE (`issued_count`, `used_count`, `expired_count`) ON `couponlink_db`.`coupon_template` TO 'couponlink_cdc'@'%';
+-- releases (a void, a refund that recycles, an expiry under the release
+-- policy give the slot back): claimed - 1 and the release row in the ledger.
+GRANT UPDATE (`claimed`) ON `couponlink_db`.`channel_quota` TO 'couponlink_cdc'@'%';
+GRANT INSERT ON `couponlink_db`.`inventory_flow` TO 'couponlink_cdc'@'%';
+-- the leader lock (GET_LOCK / IS_USED_LOCK / RELEASE_LOCK) needs no privilege.
+-- Nothing on user_coupon, user_claim, redemption_log, void_request beyond
+-- SELECT, and no DDL anywhere.
+
+-- ---------------------------------------------------------------------------
+-- couponlink_api: the HTTP write API (and `couponlink expire`).
+-- ---------------------------------------------------------------------------
+CREATE USER IF NOT EXISTS 'couponlink_api'@'%' IDENTIFIED BY '__API_PASSWORD__';
+-- reads: coupons, history, inventory (incl. inventory_counter and
+-- cdc_checkpoint for the derived view).
+GRANT SELECT ON `couponlink_db`.* TO 'couponlink_api'@'%';
+-- writes: one transaction per state change with its ledger row. The API
+-- never deletes (the ledger is append-only), so no DELETE.
+GRANT INSERT, UPDATE ON `couponlink_db`.`coupon_template` TO 'couponlink_api'@'%';
+GRANT INSERT, UPDATE ON `couponlink_db`.`channel_quota` TO 'couponlink_api'@'%';
+GRANT INSERT, UPDATE ON `couponlink_db`.`user_coupon` TO 'couponlink_api'@'%';
+GRANT INSERT, UPDATE ON `couponlink_db`.`user_claim` TO 'couponlink_api'@'%';
+GRANT INSERT, UPDATE ON `couponlink_db`.`redemption_log` TO 'couponlink_api'@'%';
+GRANT INSERT, UPDATE ON `couponlink_db`.`inventory_flow` TO 'couponlink_api'@'%';
+GRANT INSERT, UPDATE ON `couponlink_db`.`void_request` TO 'couponlink_api'@'%';
+
+-- ---------------------------------------------------------------------------
+-- couponlink_reconcile: the reconciler (couponlink reconcile).
+-- ---------------------------------------------------------------------------
+CREATE USER IF NOT EXISTS 'couponlink_reconcile'@'%' IDENTIFIED BY '__RECONCILE_PASSWORD__';
+-- it replays the binlog to the compared position and reads the position.
+-- MySQL 8: GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'couponlink_reconcile'@'%';
+GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'couponlink_reconcile'@'%';
+GRANT SELECT ON `couponlink_db`.* TO 'couponlink_reconcile'@'%';
+-- fixes: counters by the difference, the template cache, its own records.
+GRANT SELECT, INSERT, UPDATE ON `couponlink_db`.`inventory_counter` TO 'couponlink_reconcile'@'%';
+GRANT UPDATE (`issued_count`, `used_count`, `expired_count`) ON `couponlink_db`.`coupon_template` TO 'couponlink_reconcile'@'%';
+GRANT SELECT, INSERT, UPDATE ON `couponlink_db`.`reconcile_task` TO 'couponlink_reconcile'@'%';
+GRANT SELECT, INSERT ON `couponlink_db`.`correction_log` TO 'couponlink_reconcile'@'%';
+-- its single-pass lock (GET_LOCK) needs no privilege.
