@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/sink"
 )
@@ -223,8 +225,15 @@ func snapshotCounters(ctx context.Context, e *env) error {
 // and every Redis bucket key with quota − claimed. It returns a one-line
 // verdict; a mismatch is reported, not fatal.
 func verifyCounters(ctx context.Context, e *env) (string, error) {
+	return verifyStore(ctx, e.db, e.rdb)
+}
+
+// verifyStore checks one couponlink database and its Redis: counters =
+// GROUP BY user_coupon, Redis bucket keys = quota − claimed. A result
+// starting with "MISMATCH" is a failed check.
+func verifyStore(ctx context.Context, db *sql.DB, rdb *redis.Client) (string, error) {
 	truth := map[sink.Pair]*sink.Counts{}
-	rows, err := e.db.QueryContext(ctx, `SELECT template_id, channel, status, COUNT(*) FROM user_coupon GROUP BY 1, 2, 3`)
+	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, status, COUNT(*) FROM user_coupon GROUP BY 1, 2, 3`)
 	if err != nil {
 		return "", err
 	}
@@ -253,7 +262,7 @@ func verifyCounters(ctx context.Context, e *env) (string, error) {
 	}
 	rows.Close()
 	got := map[sink.Pair]sink.Counts{}
-	rows, err = e.db.QueryContext(ctx, `SELECT template_id, channel, held, used, expired, returned FROM inventory_counter`)
+	rows, err = db.QueryContext(ctx, `SELECT template_id, channel, held, used, expired, returned FROM inventory_counter`)
 	if err != nil {
 		return "", err
 	}
@@ -274,7 +283,7 @@ func verifyCounters(ctx context.Context, e *env) (string, error) {
 		}
 	}
 	keys := sink.Keys{Prefix: "couponlink:"}
-	rows, err = e.db.QueryContext(ctx, `SELECT template_id, channel, quota - claimed FROM channel_quota`)
+	rows, err = db.QueryContext(ctx, `SELECT template_id, channel, quota - claimed FROM channel_quota`)
 	if err != nil {
 		return "", err
 	}
@@ -287,7 +296,7 @@ func verifyCounters(ctx context.Context, e *env) (string, error) {
 			return "", err
 		}
 		nkeys++
-		g, err := e.rdb.Get(ctx, keys.Stock(p.Template, p.Channel)).Int64()
+		g, err := rdb.Get(ctx, keys.Stock(p.Template, p.Channel)).Int64()
 		if err != nil || g != want {
 			bad = append(bad, fmt.Sprintf("Redis %s = %d (%v), want %d", keys.Stock(p.Template, p.Channel), g, err, want))
 		}

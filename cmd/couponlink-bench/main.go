@@ -12,9 +12,14 @@
 //
 // Usage, from the repository root:
 //
-//	make bench                                # defaults: 3–6 minutes on 2 cores
-//	go run ./cmd/couponlink-bench -quick      # ~1 minute smoke run, small sizes
+//	make bench                                # defaults: about 6 minutes on 2 cores
+//	go run ./cmd/couponlink-bench -quick      # ~1 minute, small sizes
+//	go run ./cmd/couponlink-bench -smoke      # every row at tiny sizes, ≤ 30 s (make test runs it)
 //	go run ./cmd/couponlink-bench -h          # every size and duration
+//
+// A run exits non-zero when a phase fails or a correctness check fails
+// (counters = GROUP BY user_coupon, Redis = quota − claimed); with -smoke
+// also when any claim, redemption or INSERT of the load runs failed.
 //
 // Phases, in this order:
 //
@@ -29,16 +34,19 @@
 //     after the other. The pipeline's CPU profile is written (-cpuprofile)
 //     and `go tool pprof -top` of it printed. The counters are then checked
 //     against a GROUP BY of user_coupon.
+//
 //  2. Memory, and the real binary's catch-up: `couponlink cdc` (built with
 //     go build) replays the whole backlog from its checkpoint; VmHWM/VmRSS
 //     from /proc/<pid>/status when it reaches the end, then during
 //     -steady-duration of claims at 1,000/s.
+//
 //  3. CDC steady-state lag: claims (coupon.Store.Claim: user_coupon INSERT +
 //     channel_quota UPDATE, 40 channel buckets) at each of -lag-rates for
 //     -lag-duration, while the pipeline runs in-process behind a handler
 //     that records when each claimed coupon's counters were committed and
 //     its Redis keys written, and a no-op canal reader runs beside it (the
 //     ceiling). Lag = that moment − the client's return from COMMIT.
+//
 //  4. API: the real `couponlink api` binary under a closed loop of -clients
 //     HTTP clients: claims on one hot bucket, claims over 40 buckets,
 //     redemptions; against the ceiling of bare single-row autocommit
@@ -46,6 +54,16 @@
 //     measured before and after. Beside each claim run, the claim's own
 //     transaction sent as raw SQL (no HTTP, no Go service): what the schema
 //     and the row locks allow, so the API's own overhead shows apart.
+//
+//  5. Reconcile (row 6): -reconcile-rows user coupons (default 1M and
+//     10M) in 100 templates × 10 channels, in a database of their own
+//     (couponlink_rec, Redis DB 1), seeded by INSERT … SELECT FROM seq_*
+//     without binlog (the seeding time is reported); an in-process cdc
+//     (sink.Daemon) rebuilds its counters from a snapshot, then -reps
+//     reconcile.Reconciler passes (with the binlog) are timed: seconds,
+//     snapshot and replay seconds, rows read (Handler_read_next around the
+//     pass), and the growth from the smallest to the largest size. Every
+//     pass must be clean.
 //
 // Every row also says where the time went: CPU per row or per request of
 // this process, of MariaDB and of the couponlink binary; the server's
@@ -70,6 +88,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -98,6 +117,9 @@ type config struct {
 	dsnParams      string
 	keepServers    bool
 	quick          bool
+	smoke          bool
+	peerTransfer   string
+	recRows        []int64
 	stamp          string
 }
 
@@ -105,7 +127,7 @@ func main() { os.Exit(run()) }
 
 func run() int {
 	var cfg config
-	var modes, rates, level string
+	var modes, rates, level, recRows string
 	flag.StringVar(&cfg.repo, "repo", ".", "repository root (holds deploy/local/servers.sh and cmd/couponlink)")
 	flag.StringVar(&cfg.out, "out", "bench/results", "directory of the results (<timestamp>.md, .json, the CPU profile)")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "CPU profile of the cdc catch-up (default <out>/<timestamp>-cdc-catchup.pprof)")
@@ -125,7 +147,10 @@ func run() int {
 	flag.DurationVar(&cfg.batchWait, "cdc-batch-wait", -1, "the cdc's -batch-wait (negative: couponlink's default)")
 	flag.StringVar(&cfg.dsnParams, "dsn-params", "", "extra go-sql-driver DSN parameters for couponlink's own connections (api, cdc, sink, claim store), e.g. \"writeTimeout=5s\"; couponlink itself always interpolates parameters")
 	flag.BoolVar(&cfg.keepServers, "keep-servers", false, "leave the private servers running at the end (debugging)")
-	flag.BoolVar(&cfg.quick, "quick", false, "smoke run (~1 minute): 50k+50k backlog, 3 s runs")
+	flag.StringVar(&recRows, "reconcile-rows", "1000000,10000000", "user coupon counts of the reconcile passes (multiples of 1,000; ascending, each seeded on top of the last)")
+	flag.BoolVar(&cfg.quick, "quick", false, "short run (~1 minute): 50k+50k backlog, 3 s runs, reconcile over 100k and 1M")
+	flag.StringVar(&cfg.peerTransfer, "peer-transfer", "", "a go-mysql-transfer binary (wj596/go-mysql-transfer, built by you, never part of this repository): adds the outside peer's catch-up row")
+	flag.BoolVar(&cfg.smoke, "smoke", false, "every row at tiny sizes (≤ 30 s; part of make test): fails on any error or failed check")
 	flag.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	flag.Parse()
 
@@ -141,10 +166,21 @@ func run() int {
 		cfg.backlogSingle, cfg.backlogBatched = 50_000, 50_000
 		cfg.lagDuration, cfg.steadyDuration, cfg.apiDuration = 3*time.Second, 3*time.Second, 3*time.Second
 		cfg.redeemPool, cfg.reps = 30_000, 1
+		recRows = "100000,1000000"
+	}
+	if cfg.smoke {
+		cfg.backlogSingle, cfg.backlogBatched, cfg.txRows = 2_000, 2_000, 100
+		modes, rates, cfg.reps = "file,gtid", "1000", 1
+		cfg.lagDuration, cfg.steadyDuration, cfg.apiDuration = time.Second, time.Second, time.Second
+		cfg.redeemPool, cfg.writers, cfg.clients = 5_000, 16, 32
+		recRows = "10000,50000"
 	}
 	var err error
 	if cfg.modes, err = parseModes(modes); err == nil {
 		cfg.lagRates, err = parseInts(rates)
+	}
+	if err == nil {
+		cfg.recRows, err = parseRows(recRows)
 	}
 	if err == nil && (cfg.backlogSingle <= 0 || cfg.backlogBatched <= 0 || cfg.txRows <= 0 || cfg.reps <= 0 || cfg.clients <= 0 || cfg.writers <= 0) {
 		err = errors.New("sizes, -clients and -writers must be positive")
@@ -157,6 +193,11 @@ func run() int {
 	if cfg.repo, err = filepath.Abs(cfg.repo); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	outSet := false
+	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+	if cfg.smoke && !outSet {
+		cfg.out = filepath.Join(os.TempDir(), "couponlink-bench-smoke") // not bench/results: make test runs it every time
 	}
 	if !filepath.IsAbs(cfg.out) {
 		cfg.out = filepath.Join(cfg.repo, cfg.out)
@@ -195,6 +236,13 @@ func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 		return fmt.Errorf("catch-up: %w", err)
 	}
 	rep.catchup(cfg, cu)
+	var peer *peerResult
+	if cfg.peerTransfer != "" {
+		if peer, err = runPeer(ctx, cfg, env, cu, log); err != nil {
+			return fmt.Errorf("peer go-mysql-transfer: %w", err)
+		}
+	}
+	rep.peer(cfg, peer)
 
 	mem, err := runMemory(ctx, cfg, env, cu, log)
 	if err != nil {
@@ -221,11 +269,29 @@ func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 		return fmt.Errorf("api: %w", err)
 	}
 	rep.api(cfg, api)
-	rep.placeholder("6", "Reconcile pass over 1M and 10M user coupons", "not built yet (a later issue)")
+	steps, err := runReconcile(ctx, cfg, env, log)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	rep.reconcile(cfg, steps)
+	for _, st := range steps {
+		rep.check(fmt.Sprintf("after the reconcile passes over %d coupons", st.rows), st.verify)
+	}
+	rep.check("after the catch-up runs", cu.verify)
+	rep.check("after the lag runs", check)
+	if cfg.smoke {
+		rep.loadErrors(lags, api)
+	}
 
 	rep.profile(ctx, cfg, cu.profile, log)
 	rep.Duration = time.Since(start).Round(time.Second).String()
-	return rep.write(cfg, log)
+	if err := rep.write(cfg, log); err != nil {
+		return err
+	}
+	if len(rep.Failures) > 0 {
+		return fmt.Errorf("%d failed checks: %s", len(rep.Failures), strings.Join(rep.Failures, "; "))
+	}
+	return nil
 }
 
 // cdcFlags are the batching flags given to `couponlink cdc`: only those set.
@@ -262,6 +328,28 @@ func parseModes(s string) ([]string, error) {
 	if len(out) == 0 {
 		return nil, errors.New("-modes: name at least one start mode (file, gtid)")
 	}
+	return out, nil
+}
+
+// parseRows reads -reconcile-rows: positive multiples of 1,000, sorted.
+func parseRows(s string) ([]int64, error) {
+	var out []int64
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || n <= 0 || n%1000 != 0 {
+			return nil, fmt.Errorf("-reconcile-rows: %q is not a positive multiple of 1,000", f)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-reconcile-rows: name at least one size")
+	}
+	slices.Sort(out)
 	return out, nil
 }
 

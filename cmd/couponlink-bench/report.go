@@ -35,6 +35,7 @@ type Report struct {
 	Machine  map[string]string `json:"machine"`
 	Rows     []Row             `json:"rows"`
 	Notes    []string          `json:"notes"`
+	Failures []string          `json:"failures,omitempty"`
 	Profile  struct {
 		Path string   `json:"path"`
 		Flat []string `json:"top_flat"`
@@ -279,6 +280,9 @@ func (r *Report) markdown() string {
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\n%s\n", n)
 	}
+	for _, f := range r.Failures {
+		fmt.Fprintf(&b, "\n**FAILED CHECK**: %s\n", f)
+	}
 	if r.Profile.Path != "" {
 		fmt.Fprintf(&b, "\nCPU profile of the pipeline's catch-up runs (all parts and start modes, merged): `%s`\n\n"+
 			"Top 10 by flat time (`go tool pprof -top`):\n\n```\n%s\n```\n\nTop 10 by cumulative time (`go tool pprof -top -cum`):\n\n```\n%s\n```\n\n"+
@@ -340,4 +344,35 @@ func ratioDur(a, b time.Duration) float64 {
 		return 0
 	}
 	return float64(a) / float64(b)
+}
+
+// check records a failed correctness check (a verifyStore result that
+// says MISMATCH).
+func (r *Report) check(when, result string) {
+	if strings.HasPrefix(result, "MISMATCH") {
+		r.Failures = append(r.Failures, when+": "+result)
+	}
+}
+
+// loadErrors records failed operations of the load runs (smoke mode: none
+// may fail there).
+func (r *Report) loadErrors(lags []lagResult, a apiResult) {
+	for _, l := range lags {
+		if l.load.errors > 0 {
+			r.Failures = append(r.Failures, fmt.Sprintf("lag at %d/s: %d claims failed (first: %v)", l.target, l.load.errors, l.load.firstErr))
+		}
+		if l.missing > 0 {
+			r.Failures = append(r.Failures, fmt.Sprintf("lag at %d/s: %d commits never seen by the pipeline or the reader", l.target, l.missing))
+		}
+	}
+	for name, l := range map[string]loadResult{"INSERT ceiling before": a.ceilBefore, "INSERT ceiling after": a.ceilAfter,
+		"API claims, hot bucket": a.hot, "API claims, 40 buckets": a.buckets, "API redemptions": a.redeem,
+		"raw SQL claims, hot bucket": a.rawHot, "raw SQL claims, 40 buckets": a.rawBuckets} {
+		if l.Errors > 0 {
+			r.Failures = append(r.Failures, fmt.Sprintf("%s: %d errors (first: %s)", name, l.Errors, l.FirstErr))
+		}
+		if l.Ops == 0 {
+			r.Failures = append(r.Failures, name+": no operation completed")
+		}
+	}
 }

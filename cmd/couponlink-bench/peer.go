@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/couponlink/couponlink/canal"
+)
+
+// The outside peer of row 1: wj596/go-mysql-transfer, a public Go
+// binlog-to-Redis tool, given as a binary with -peer-transfer (the bench
+// neither holds nor builds its code). It replays the whole backlog (from
+// the start of the 1-row part, by file/offset, seeded with its -position
+// command) into Redis DB peerRedisDB as one string key per user_coupon row
+// (JSON of the row); a marker row inserted right after the catch-up phase
+// ends the range: the run is over when the marker's key appears. A no-op
+// canal reader over the same range, just before, is the ceiling.
+
+const (
+	peerRedisDB  = 2
+	peerUser     = "bench_transfer"
+	peerPassword = "bench-transfer-pw" // go-mysql-transfer refuses an empty password; loopback only
+	peerPrefix   = "uc:"
+)
+
+type peerResult struct {
+	rows        int64 // row changes of the source tables in the range (the no-op reader's count)
+	keys        int64 // keys written (one per user_coupon row that exists at the end)
+	wantKeys    int64
+	took        time.Duration // process start → marker key
+	stream      time.Duration // first key → marker key
+	noop        readerRun
+	from, to    canal.Position
+	maxRSS      int64
+	cpu         time.Duration
+	bulk, procs int
+}
+
+func (p peerResult) rate() float64       { return float64(p.rows) / p.took.Seconds() }
+func (p peerResult) streamRate() float64 { return float64(p.rows) / p.stream.Seconds() }
+
+func runPeer(ctx context.Context, cfg config, e *env, cu *catchupResult, log *slog.Logger) (*peerResult, error) {
+	log.Info("peer: go-mysql-transfer over the whole backlog", "binary", cfg.peerTransfer)
+	res := &peerResult{from: modeStart(cu.single.from, "file"), bulk: 100, procs: 4}
+	for _, q := range []string{
+		"CREATE USER IF NOT EXISTS '" + peerUser + "'@'127.0.0.1' IDENTIFIED BY '" + peerPassword + "'",
+		"GRANT SELECT, RELOAD, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '" + peerUser + "'@'127.0.0.1'",
+	} {
+		if _, err := e.db.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	// the marker: the last user_coupon row of the range
+	r, err := e.db.ExecContext(ctx, `INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at)
+		VALUES (?, 'bench-peer-marker', 'c00', 1, NOW(6), NOW(6) + INTERVAL 90 DAY)`, e.backlogTpl)
+	if err != nil {
+		return nil, fmt.Errorf("insert the marker row: %w", err)
+	}
+	marker, err := r.LastInsertId()
+	if err != nil {
+		return nil, err
+	}
+	if res.to, err = canal.CurrentPosition(ctx, e.db); err != nil {
+		return nil, err
+	}
+	if err := e.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM user_coupon`).Scan(&res.wantKeys); err != nil {
+		res.wantKeys = 0
+	}
+	if res.noop, err = timeNoop(ctx, e, res.from, res.to, log); err != nil {
+		return nil, fmt.Errorf("no-op reader over the whole backlog: %w", err)
+	}
+	res.rows = res.noop.rows
+
+	dir, err := os.MkdirTemp(e.dir, "transfer-")
+	if err != nil {
+		return nil, err
+	}
+	conf := fmt.Sprintf(`addr: 127.0.0.1:%d
+user: %s
+pass: %s
+charset: utf8
+slave_id: 7301
+flavor: mariadb
+data_dir: %s
+logger:
+  level: warn
+maxprocs: %d
+bulk_size: %d
+enable_exporter: false
+enable_web_admin: false
+target: redis
+redis_addrs: %s
+redis_database: %d
+rule:
+  -
+    schema: couponlink
+    table: user_coupon
+    value_encoder: json
+    redis_structure: string
+    redis_key_prefix: "%s"
+`, e.mysqlPort, peerUser, peerPassword, filepath.Join(dir, "data"), res.procs, res.bulk, e.redisAddr, peerRedisDB, peerPrefix)
+	confPath := filepath.Join(dir, "app.yml")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		return nil, err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: e.redisAddr, DB: peerRedisDB})
+	defer rdb.Close()
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		return nil, err
+	}
+	// seed its position
+	pos := exec.CommandContext(ctx, cfg.peerTransfer, "-config", confPath, "-position", res.from.File, strconv.FormatUint(uint64(res.from.Pos), 10))
+	pos.Dir, pos.Env = dir, cleanEnv()
+	if out, err := pos.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go-mysql-transfer -position: %v: %s", err, out)
+	}
+
+	logPath := filepath.Join(dir, "transfer.log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close()
+	cmd := exec.Command(cfg.peerTransfer, "-config", confPath)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, cleanEnv(), lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start go-mysql-transfer: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	markerKey := peerPrefix + strconv.FormatInt(marker, 10)
+	var first time.Time
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		if first.IsZero() {
+			if n, err := rdb.DBSize(ctx).Result(); err == nil && n > 0 {
+				first = time.Now()
+			}
+		}
+		if n, err := rdb.Exists(ctx, markerKey).Result(); err == nil && n == 1 {
+			break
+		}
+		if rss, _, err := procMem(cmd.Process.Pid); err == nil && rss > res.maxRSS {
+			res.maxRSS = rss
+		}
+		select {
+		case <-done:
+			return nil, fmt.Errorf("go-mysql-transfer exited before the marker; its log ends with:\n%s", tail(logPath, 15))
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("go-mysql-transfer did not reach the marker in 10 minutes; its log ends with:\n%s", tail(logPath, 15))
+		}
+	}
+	end := time.Now()
+	res.took, res.stream = end.Sub(t0), end.Sub(first)
+	res.cpu = procCPU(cmd.Process.Pid)
+	res.keys, _ = rdb.DBSize(ctx).Result()
+	log.Info("go-mysql-transfer reached the marker", "rows", res.rows, "took", res.took.Round(time.Millisecond),
+		"rows_per_s", int(res.rate()), "stream_rows_per_s", int(res.streamRate()), "noop_rows_per_s", int(res.noop.rate), "keys", res.keys)
+	return res, nil
+}
+
+func (r *Report) peer(cfg config, p *peerResult) {
+	const what = "CDC catch-up, peer: go-mysql-transfer (binlog → Redis), whole backlog (rows/s)"
+	if p == nil {
+		r.add(Row{ID: "1", What: what, Ours: "not run (give -peer-transfer /path/to/go-mysql-transfer)", Peer: "—", Ratio: "—", Target: "report", Settings: "—"})
+		return
+	}
+	r.add(Row{ID: "1", What: what, Ours: rate(p.rate(), "rows/s") + " (go-mysql-transfer)",
+		Peer:    rate(p.noop.rate, "rows/s") + " (no-op canal by file/offset over the same range, just before)",
+		OursNum: p.rate(), PeerNum: p.noop.rate, Target: "report (seen 0.3–0.5 here before)",
+		Settings: fmt.Sprintf("%s row changes of the source tables (no-op reader's count) from %s to %s (a marker row inserted after the catch-up phase ends the range; the range also holds the catch-up runs' own counter transactions); "+
+			"go-mysql-transfer (-peer-transfer %s) started at that file/offset (its -position), one Redis string key per user_coupon row (JSON, prefix %q, Redis DB %d), bulk_size %d, maxprocs %d, log level warn, web admin and exporter off; "+
+			"time from process start to the marker's key: %s (from its first key: %s, %s, ratio %.2f); keys at the end %s (rows in user_coupon: %s); CPU %s (%.1f µs per row); VmRSS max %s",
+			count(p.rows), p.from, p.to, cfg.peerTransfer, peerPrefix, peerRedisDB, p.bulk, p.procs, sec(p.took), sec(p.stream), rate(p.streamRate(), "rows/s"), p.streamRate()/p.noop.rate,
+			count(p.keys), count(p.wantKeys), sec(p.cpu), float64(p.cpu)/float64(time.Microsecond)/float64(max(1, p.rows)), mib(p.maxRSS))})
+}

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/migrations"
+	"github.com/couponlink/couponlink/reconcile"
+	"github.com/couponlink/couponlink/sink"
+)
+
+// Row 6: reconcile passes over -reconcile-rows user coupons, in a database
+// of its own (recSchema, Redis DB 1) on the private server, so that the
+// other phases' rows do not count and their keys do not mix.
+//
+// The coupons are seeded with INSERT … SELECT from MariaDB's sequence
+// engine with sql_log_bin=0 (no binlog: the cdc then bootstraps from a
+// snapshot, as on a first start over an existing table): 100 templates ×
+// 10 channels, statuses 1–4 in equal parts, every bucket holding exactly
+// rows/1000 coupons, and channel_quota.claimed set to match. For each size
+// (ascending; the larger one adds rows to the smaller one's) an in-process
+// cdc (sink.Daemon) rebuilds its counters and Redis keys from a snapshot;
+// then -reps passes of reconcile.Reconciler (with the binlog) are timed,
+// each with Handler_read_* of SHOW GLOBAL STATUS around it. Every pass must
+// be clean and, after them, counters = GROUP BY and Redis = quota − claimed.
+
+const (
+	recSchema    = "couponlink_rec"
+	recTemplates = 100
+	recChannels  = 10
+	recRedisDB   = 1
+	recCPName    = "bench-reconcile"
+	recSeedChunk = 1_000_000
+)
+
+type recPass struct {
+	took, snapshot, catchUp, replay time.Duration
+	readNext, readKey, readRndNext  int64
+	status                          string
+	diffs                           int
+	coupons                         int64
+	pairs                           int
+}
+
+type recStep struct {
+	rows      int64
+	seedAdd   time.Duration // adding this step's rows (and the quota update)
+	seedTotal time.Duration // all the seeding up to this size
+	bootstrap time.Duration // cdc rebuild until counters and Redis were complete
+	passes    []recPass
+	verify    string
+}
+
+// median is the pass of median total time.
+func (s recStep) median() recPass {
+	ps := slices.Clone(s.passes)
+	slices.SortFunc(ps, func(a, b recPass) int { return int(a.took - b.took) })
+	return ps[len(ps)/2]
+}
+
+func runReconcile(ctx context.Context, cfg config, e *env, log *slog.Logger) ([]recStep, error) {
+	log.Info("phase 5: reconcile passes", "rows", cfg.recRows, "schema", recSchema)
+	dsn := fmt.Sprintf("root@tcp(127.0.0.1:%d)/%s", e.mysqlPort, recSchema)
+	if _, err := migrations.Up(dsn); err != nil {
+		return nil, fmt.Errorf("migrate %s: %w", recSchema, err)
+	}
+	db, err := openMySQL(dsn, 8)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: e.redisAddr, DB: recRedisDB})
+	defer rdb.Close()
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("flush Redis DB %d: %w", recRedisDB, err)
+	}
+	maxRows := slices.Max(cfg.recRows)
+	perBucketQuota := maxRows/(recTemplates*recChannels) + 1000
+	if err := recTemplatesCreate(ctx, db, perBucketQuota); err != nil {
+		return nil, err
+	}
+	quiet := quietLogger(log)
+	var steps []recStep
+	var seedTotal time.Duration
+	var have int64
+	for _, n := range cfg.recRows {
+		st := recStep{rows: n}
+		t0 := time.Now()
+		if err := recSeed(ctx, db, have, n, log); err != nil {
+			return steps, err
+		}
+		have = n
+		st.seedAdd = time.Since(t0)
+		seedTotal += st.seedAdd
+		st.seedTotal = seedTotal
+		log.Info("seeded", "rows", n, "took", st.seedAdd.Round(time.Millisecond), "total", seedTotal.Round(time.Millisecond))
+
+		stop, took, err := recStartCDC(ctx, dsn, db, rdb, n, perBucketQuota, quiet)
+		if err != nil {
+			return steps, fmt.Errorf("cdc bootstrap over %d coupons: %w", n, err)
+		}
+		st.bootstrap = took
+		log.Info("cdc bootstrapped", "rows", n, "took", took.Round(time.Millisecond))
+		err = func() error {
+			defer stop()
+			tcfg, err := canal.ConfigFromDSN(dsn)
+			if err != nil {
+				return err
+			}
+			tcfg.Logger = quiet
+			r, err := reconcile.New(reconcile.Config{DB: db, Checkpoint: recCPName, Binlog: tcfg, Redis: rdb,
+				Logger: quiet, Registerer: prometheus.NewRegistry(), QuietWindow: 200 * time.Millisecond})
+			if err != nil {
+				return err
+			}
+			for i := range cfg.reps {
+				p, err := recTimePass(ctx, e.db, r)
+				if err != nil {
+					return fmt.Errorf("pass %d over %d coupons: %w", i+1, n, err)
+				}
+				log.Info("reconcile pass", "rows", n, "took", p.took.Round(time.Millisecond), "snapshot", p.snapshot.Round(time.Millisecond),
+					"catch_up", p.catchUp.Round(time.Millisecond), "replay", p.replay.Round(time.Millisecond), "read_next", p.readNext, "status", p.status)
+				if p.status != "clean" || p.coupons != n {
+					return fmt.Errorf("pass %d over %d coupons: status %s, %d differences, %d coupons counted (want clean, %d)",
+						i+1, n, p.status, p.diffs, p.coupons, n)
+				}
+				st.passes = append(st.passes, p)
+			}
+			return nil
+		}()
+		if err != nil {
+			return steps, err
+		}
+		if st.verify, err = verifyStore(ctx, db, rdb); err != nil {
+			return steps, fmt.Errorf("verify %s after the passes: %w", recSchema, err)
+		}
+		log.Info("after the reconcile passes", "rows", n, "check", st.verify)
+		steps = append(steps, st)
+	}
+	return steps, nil
+}
+
+// recTemplatesCreate makes templates 1..100 of 10 channels ch0..ch9.
+func recTemplatesCreate(ctx context.Context, db *sql.DB, perBucket int64) error {
+	var vals, qs []string
+	for t := 1; t <= recTemplates; t++ {
+		vals = append(vals, fmt.Sprintf("(%d, 'bench reconcile %d', %d, %d)", t, t, perBucket*recChannels, 90*24*3600))
+		for c := range recChannels {
+			qs = append(qs, fmt.Sprintf("(%d, 'ch%d', %d, 0)", t, c, perBucket))
+		}
+	}
+	for _, q := range []string{
+		"INSERT INTO coupon_template (id, name, total_quota, valid_seconds) VALUES " + strings.Join(vals, ","),
+		"INSERT INTO channel_quota (template_id, channel, quota, claimed) VALUES " + strings.Join(qs, ","),
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("create the reconcile templates: %w", err)
+		}
+	}
+	return nil
+}
+
+// recSeed adds coupons seq from..to-1 and sets claimed to to/1000 per
+// bucket, without binlog.
+func recSeed(ctx context.Context, db *sql.DB, from, to int64, log *slog.Logger) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET SESSION sql_log_bin = 0"); err != nil {
+		return fmt.Errorf("SET sql_log_bin = 0: %w", err)
+	}
+	defer conn.ExecContext(context.Background(), "SET SESSION sql_log_bin = 1") //nolint:errcheck
+	for lo := from; lo < to; lo += recSeedChunk {
+		hi := min(lo+recSeedChunk, to) - 1
+		q := fmt.Sprintf(`INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at)
+			SELECT 1 + (seq DIV %d) %% %d, CONCAT('u', seq), CONCAT('ch', seq %% %d), 1 + (seq DIV 1000) %% 4, NOW(6), NOW(6) + INTERVAL 1 DAY
+			FROM seq_%d_to_%d`, recChannels, recTemplates, recChannels, lo, hi)
+		t0 := time.Now()
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("seed user_coupon %d..%d: %w", lo, hi, err)
+		}
+		log.Debug("seed chunk", "from", lo, "to", hi, "took", time.Since(t0))
+	}
+	if _, err := conn.ExecContext(ctx, "UPDATE channel_quota SET claimed = ?", to/(recTemplates*recChannels)); err != nil {
+		return fmt.Errorf("set channel_quota.claimed: %w", err)
+	}
+	return nil
+}
+
+// recStartCDC starts an in-process cdc that rebuilds from a snapshot and
+// waits until its counters hold n coupons and every Redis bucket key says
+// quota − claimed. stop ends it.
+func recStartCDC(ctx context.Context, dsn string, db *sql.DB, rdb *redis.Client, n, perBucket int64, quiet *slog.Logger) (func(), time.Duration, error) {
+	t0 := time.Now()
+	s, err := sink.New(sink.Config{DB: db, Name: recCPName, Redis: rdb, Logger: quiet, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		return nil, 0, err
+	}
+	tcfg, err := canal.ConfigFromDSN(dsn)
+	if err != nil {
+		return nil, 0, err
+	}
+	tcfg.Logger = quiet
+	d := &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: true, RetryWait: 500 * time.Millisecond}
+	runCtx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- d.Run(runCtx) }()
+	stop := func() {
+		cancel()
+		<-errc
+	}
+	keys := sink.Keys{Prefix: "couponlink:"}
+	want := perBucket - n/(recTemplates*recChannels)
+	deadline := time.Now().Add(15 * time.Minute)
+	for {
+		var sum, pairs int64
+		err := db.QueryRowContext(ctx, `SELECT COALESCE(SUM(held + used + expired + returned), 0), COUNT(*) FROM inventory_counter`).Scan(&sum, &pairs)
+		if err == nil && sum == n && pairs == recTemplates*recChannels {
+			ok := true
+			for t := int64(1); t <= recTemplates && ok; t++ {
+				for c := range recChannels {
+					if g, err := rdb.Get(ctx, keys.Stock(t, fmt.Sprintf("ch%d", c))).Int64(); err != nil || g != want {
+						ok = false
+						break
+					}
+				}
+			}
+			if ok {
+				return stop, time.Since(t0), nil
+			}
+		}
+		select {
+		case err := <-errc:
+			cancel()
+			errc <- err
+			return nil, 0, fmt.Errorf("the cdc stopped: %v", err)
+		case <-ctx.Done():
+			stop()
+			return nil, 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, 0, errors.New("counters or Redis keys incomplete after 15 minutes")
+		}
+	}
+}
+
+// recTimePass runs one pass with the server's handler counters around it.
+func recTimePass(ctx context.Context, sdb *sql.DB, r *reconcile.Reconciler) (recPass, error) {
+	before, err := handlerStatus(ctx, sdb)
+	if err != nil {
+		return recPass{}, err
+	}
+	t0 := time.Now()
+	rep, err := r.Pass(ctx)
+	took := time.Since(t0)
+	if err != nil {
+		return recPass{}, err
+	}
+	after, err := handlerStatus(ctx, sdb)
+	if err != nil {
+		return recPass{}, err
+	}
+	if !rep.CountersCompared {
+		return recPass{}, fmt.Errorf("counters not compared: %s", rep.Note)
+	}
+	return recPass{took: took, snapshot: rep.SnapshotTook, catchUp: rep.CatchUpTook, replay: rep.ReplayTook,
+		readNext: after["Handler_read_next"] - before["Handler_read_next"],
+		readKey:  after["Handler_read_key"] - before["Handler_read_key"], readRndNext: after["Handler_read_rnd_next"] - before["Handler_read_rnd_next"],
+		status: rep.Status, diffs: len(rep.Differences), coupons: rep.Coupons, pairs: rep.Pairs}, nil
+}
+
+func handlerStatus(ctx context.Context, db *sql.DB) (map[string]int64, error) {
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS LIKE 'Handler_read%'")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var v int64
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}
+
+// reconcile adds row 6: one line per size, and the growth from the
+// smallest to the largest.
+func (r *Report) reconcile(cfg config, steps []recStep) {
+	for _, st := range steps {
+		m := st.median()
+		var tooks []string
+		for _, p := range st.passes {
+			tooks = append(tooks, sec(p.took))
+		}
+		r.add(Row{ID: "6", What: fmt.Sprintf("Reconcile pass over %s user coupons (%d templates × %d channels), median of %d",
+			count(st.rows), recTemplates, recChannels, len(st.passes)),
+			Ours:    fmt.Sprintf("%s (snapshot %s, replay %s); %s rows read", sec(m.took), sec(m.snapshot), sec(m.replay), count(m.readNext)),
+			OursNum: m.took.Seconds(), Peer: "—", Ratio: "—", Target: "linear in rows",
+			Settings: fmt.Sprintf("passes %s; catch-up wait %s; Handler_read_next %d, Handler_read_key %d, Handler_read_rnd_next %d (SHOW GLOBAL STATUS around the median pass, whole server); "+
+				"status %s, %d buckets, %d coupons counted; seeded by INSERT … SELECT FROM seq_* (sql_log_bin=0, %d-row chunks) in %s (this size's rows: %s); "+
+				"in-process cdc (sink.Daemon -rebuild) bootstrap %s; reconcile.Reconciler with the binlog, Redis compared (DB %d), schema %s; after the passes: %s",
+				strings.Join(tooks, ", "), sec(m.catchUp), m.readNext, m.readKey, m.readRndNext, m.status, m.pairs, m.coupons,
+				recSeedChunk, sec(st.seedTotal), sec(st.seedAdd), sec(st.bootstrap), recRedisDB, recSchema, st.verify)})
+	}
+	if len(steps) >= 2 {
+		a, b := steps[0], steps[len(steps)-1]
+		ma, mb := a.median(), b.median()
+		rows := float64(b.rows) / float64(a.rows)
+		r.add(Row{ID: "6", What: fmt.Sprintf("Reconcile growth %s → %s coupons (×%.0f rows)", count(a.rows), count(b.rows), rows),
+			Ours: fmt.Sprintf("×%.2f time, ×%.2f rows read", ratioDur(mb.took, ma.took), float64(mb.readNext)/float64(max(1, ma.readNext))),
+			Peer: fmt.Sprintf("×%.0f (linear)", rows), OursNum: ratioDur(mb.took, ma.took), PeerNum: rows,
+			Target:   "≤ 1 (linear or better)",
+			Settings: fmt.Sprintf("median pass %s vs %s; ratio = time growth / row growth", sec(mb.took), sec(ma.took))})
+	}
+}
