@@ -33,8 +33,6 @@ func (c *Counts) add(o Counts) {
 	c.Released += o.Released
 }
 
-func (c Counts) zero() bool { return c == Counts{} }
-
 // bump adds n to the count of status s.
 func (c *Counts) bump(s coupon.Status, n int64) {
 	switch s {

@@ -229,7 +229,7 @@ func (s *Sink) setMirror(counts map[Pair]*Counts, quotas map[Pair]Quota) {
 }
 
 func (s *Sink) loadTemplateQuotas(ctx context.Context) error {
-	ids := templatesOf(slicesOf(s.counts))
+	ids := templatesOf(pairsOf(s.counts))
 	q, err := s.cfg.Mapping.TemplateQuotas(ctx, s.db, ids)
 	if err != nil {
 		return fmt.Errorf("read template quotas: %w", err)
@@ -238,7 +238,7 @@ func (s *Sink) loadTemplateQuotas(ctx context.Context) error {
 	return nil
 }
 
-func slicesOf(m map[Pair]*Counts) []Pair {
+func pairsOf(m map[Pair]*Counts) []Pair {
 	out := make([]Pair, 0, len(m))
 	for p := range m {
 		out = append(out, p)

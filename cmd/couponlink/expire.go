@@ -16,6 +16,9 @@ func runExpire(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := f.parse(args); err != nil {
 		return err
 	}
+	if *limit < 0 {
+		return fmt.Errorf("-limit must not be negative, got %d", *limit)
+	}
 	db, err := openMySQL(*dsn, 4)
 	if err != nil {
 		return err
@@ -24,9 +27,6 @@ func runExpire(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	store, err := coupon.New(coupon.Config{DB: db, Logger: newLogger(stderr, *level)})
 	if err != nil {
 		return err
-	}
-	if *limit < 0 {
-		return fmt.Errorf("-limit must not be negative, got %d", *limit)
 	}
 	res, err := store.ExpireDue(ctx, *limit)
 	if err != nil {
