@@ -166,9 +166,16 @@ func (r *Reconciler) redis(ctx context.Context, rep *Report, snap sink.Snapshot,
 		return first, ctx.Err()
 	case <-time.After(r.cfg.QuietWindow):
 	}
-	snap2, err := sink.TakeSnapshot(ctx, r.db, r.cfg.Mapping)
+	// the truth again: in owner mode the keys follow channel_quota alone,
+	// so a read of the buckets does; a legacy front end's keys need the counts
+	var snap2 sink.Snapshot
+	if r.cfg.RedisMode == sink.RedisOwner {
+		snap2.Quotas, err = sink.ReadQuotas(ctx, r.db, r.cfg.Mapping)
+	} else {
+		snap2, err = sink.TakeSnapshot(ctx, r.db, r.cfg.Mapping)
+	}
 	if err != nil {
-		return first, fmt.Errorf("second snapshot: %w", err)
+		return first, fmt.Errorf("second look at the truth: %w", err)
 	}
 	budgets2 := budgets
 	if r.cfg.RedisMode == sink.RedisCorrector {

@@ -27,6 +27,11 @@ func TakeSnapshot(ctx context.Context, db *sql.DB, m *canal.Mapping) (Snapshot, 
 	return newSource(m).snapshot(ctx, db)
 }
 
+// ReadQuotas reads every channel bucket now (nil when the mapping has none).
+func ReadQuotas(ctx context.Context, db *sql.DB, m *canal.Mapping) (map[Pair]Quota, error) {
+	return newSource(m).quotas(ctx, db)
+}
+
 func (src *source) snapshot(ctx context.Context, db *sql.DB) (Snapshot, error) {
 	var snap Snapshot
 	tx, err := db.BeginTx(ctx, nil)
@@ -106,6 +111,7 @@ func (p Pair) less(o Pair) bool {
 	return p.Channel < o.Channel
 }
 
+// templatesOf lists the templates of the pairs, sorted, once each.
 func templatesOf(pairs []Pair) []int64 {
 	seen := map[int64]bool{}
 	var out []int64
@@ -117,6 +123,15 @@ func templatesOf(pairs []Pair) []int64 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// templatesIn lists the templates of a map keyed by pair, sorted, once each.
+func templatesIn[V any](m map[Pair]V) []int64 {
+	pairs := make([]Pair, 0, len(m))
+	for p := range m {
+		pairs = append(pairs, p)
+	}
+	return templatesOf(pairs)
 }
 
 // writeCounters upserts the pairs' counters: added to the stored values

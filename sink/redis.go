@@ -118,15 +118,7 @@ func (r *stock) write(ctx context.Context, quotas map[Pair]Quota, templates []in
 
 // rebuild writes every stock key and then the epoch marker.
 func (r *stock) rebuild(ctx context.Context, quotas map[Pair]Quota, stamp int64) error {
-	var templates []int64
-	seen := map[int64]bool{}
-	for p := range quotas {
-		if !seen[p.Template] {
-			seen[p.Template] = true
-			templates = append(templates, p.Template)
-		}
-	}
-	sort.Slice(templates, func(i, j int) bool { return templates[i] < templates[j] })
+	templates := templatesIn(quotas)
 	for start := 0; start < len(templates); start += 200 {
 		if err := r.write(ctx, quotas, templates[start:min(start+200, len(templates))], stamp, r.reset); err != nil {
 			return err

@@ -229,21 +229,13 @@ func (s *Sink) setMirror(counts map[Pair]*Counts, quotas map[Pair]Quota) {
 }
 
 func (s *Sink) loadTemplateQuotas(ctx context.Context) error {
-	ids := templatesOf(pairsOf(s.counts))
+	ids := templatesIn(s.counts)
 	q, err := s.cfg.Mapping.TemplateQuotas(ctx, s.db, ids)
 	if err != nil {
 		return fmt.Errorf("read template quotas: %w", err)
 	}
 	s.tplQuota = q
 	return nil
-}
-
-func pairsOf(m map[Pair]*Counts) []Pair {
-	out := make([]Pair, 0, len(m))
-	for p := range m {
-		out = append(out, p)
-	}
-	return out
 }
 
 func loadCounters(ctx context.Context, db *sql.DB) (map[Pair]*Counts, error) {
@@ -562,7 +554,7 @@ func (s *Sink) syncRedis(ctx context.Context, templates []int64) {
 		s.mu.RUnlock()
 		if err = r.rebuild(ctx, quotas, stamp); err == nil {
 			s.m.redisRebuilds.Inc()
-			s.log.Info("Redis stock keys rebuilt", "templates", len(templatesOfQuotas(quotas)), "position", s.pos.String(), "behind_batches", r.behind)
+			s.log.Info("Redis stock keys rebuilt", "templates", len(templatesIn(quotas)), "position", s.pos.String(), "behind_batches", r.behind)
 			r.dirty = false
 		}
 	case len(templates) > 0:
@@ -583,16 +575,4 @@ func (s *Sink) syncRedis(ctx context.Context, templates []int64) {
 		r.behind = 0
 	}
 	s.m.redisBehind.Set(float64(r.behind))
-}
-
-func templatesOfQuotas(q map[Pair]Quota) []int64 {
-	seen := map[int64]bool{}
-	var out []int64
-	for p := range q {
-		if !seen[p.Template] {
-			seen[p.Template] = true
-			out = append(out, p.Template)
-		}
-	}
-	return out
 }
