@@ -18,6 +18,7 @@ import (
 	"github.com/couponlink/couponlink/coupon/httpapi"
 	"github.com/couponlink/couponlink/reconcile"
 	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/webhook"
 )
 
 const (
@@ -73,6 +74,9 @@ func registered(t *testing.T) map[string]bool {
 		t.Fatalf("coupon.New: %v", err)
 	}
 	httpapi.New(httpapi.Config{Store: store, Registerer: rec})
+	if _, err := webhook.New(webhook.Config{DB: db, URL: "http://127.0.0.1:1/hook", Secret: []byte("s"), Registerer: rec}); err != nil {
+		t.Fatalf("webhook.New: %v", err)
+	}
 
 	names := map[string]bool{}
 	for _, c := range rec.collectors {
@@ -149,7 +153,7 @@ func checkName(name string, code map[string]bool, recorded map[string]bool) stri
 	if strings.Contains(name, ":") {
 		return name + ": no recording rule of that name"
 	}
-	return name + ": not registered by sink, reconcile or httpapi"
+	return name + ": not registered by sink, reconcile, httpapi or webhook"
 }
 
 type ruleFile struct {

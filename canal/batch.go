@@ -61,6 +61,9 @@ type QuotaChange struct {
 	Quota    int64
 	Claimed  int64
 	Deleted  bool
+	// SoldOut marks the change that took the bucket's last claimable slot:
+	// claimed < quota before it, claimed >= quota after (quota > 0).
+	SoldOut bool
 }
 
 // Batch is what the tailer hands to a Handler: the decoded rows of one or

@@ -320,6 +320,7 @@ func (d *decoder) quota(l *layout, action string, rows [][]any, b *Batch) error 
 			before.Deleted = true
 			b.Quotas = append(b.Quotas, before, after)
 		case before.Quota != after.Quota || before.Claimed != after.Claimed:
+			after.SoldOut = before.Claimed < before.Quota && after.Quota > 0 && after.Claimed >= after.Quota
 			b.Quotas = append(b.Quotas, after)
 		}
 	}

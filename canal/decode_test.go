@@ -195,6 +195,8 @@ func TestDecodeRedemptionQuotaFlow(t *testing.T) {
 		ev(cqTable, gocanal.InsertAction, cq(3, "app", 10, 0)),
 		ev(cqTable, gocanal.UpdateAction, cq(3, "app", 10, 0), cq(3, "app", 10, 1)),
 		ev(cqTable, gocanal.UpdateAction, cq(3, "app", 10, 1), cq(3, "app", 10, 1)), // version only
+		ev(cqTable, gocanal.UpdateAction, cq(3, "app", 10, 1), cq(3, "app", 1, 1)),  // the last slot goes: sold out
+		ev(cqTable, gocanal.UpdateAction, cq(3, "app", 1, 1), cq(3, "app", 10, 1)),  // quota back: not a sell-out
 		ev(cqTable, gocanal.UpdateAction, cq(3, "app", 10, 1), cq(3, "web", 10, 1)), // key move
 		ev(cqTable, gocanal.DeleteAction, cq(3, "web", 10, 1)),
 		ev(ifTable, gocanal.InsertAction, []any{uint64(1), uint64(7), "refund", uint64(1), uint64(3), "app", int8(2), int8(4), nil, "o1", nil, nil, nil, testAt}),
@@ -211,6 +213,8 @@ func TestDecodeRedemptionQuotaFlow(t *testing.T) {
 	}, b.Redemptions)
 	require.Equal(t, []QuotaChange{
 		{Template: 3, Channel: "app", Quota: 10},
+		{Template: 3, Channel: "app", Quota: 10, Claimed: 1},
+		{Template: 3, Channel: "app", Quota: 1, Claimed: 1, SoldOut: true},
 		{Template: 3, Channel: "app", Quota: 10, Claimed: 1},
 		{Template: 3, Channel: "app", Quota: 10, Claimed: 1, Deleted: true},
 		{Template: 3, Channel: "web", Quota: 10, Claimed: 1},

@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/couponlink/couponlink/quota"
 )
 
 type metrics struct {
@@ -24,6 +26,10 @@ type metrics struct {
 	leader         prometheus.Gauge
 	bootstraps     prometheus.Counter
 	releases       prometheus.Counter
+
+	quotaTransfers       *prometheus.CounterVec
+	quotaRecommendations *prometheus.CounterVec
+	quotaRuleRuns        *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -73,7 +79,18 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		releases: f.NewCounter(prometheus.CounterOpts{
 			Name: "couponlink_cdc_releases_total", Help: "Slots given back to their channel buckets (void, refund-recycle, expiry under the release policy).",
 		}),
+		quotaTransfers: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_quota_transfers_total", Help: "Quota moves between channel buckets applied by the rebalancing rule (policy mode auto), by template.",
+		}, []string{"template"}),
+		quotaRecommendations: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_quota_recommendations_total", Help: "Quota moves the rebalancing rule recommended without applying them (policy mode signal), by template.",
+		}, []string{"template"}),
+		quotaRuleRuns: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_quota_rule_runs_total", Help: "Passes of the rebalancing rule over every template, by result (ok; error: a template's decision or the policies could not be read, retried next pass).",
+		}, []string{"result"}),
 	}
+	m.quotaRuleRuns.WithLabelValues("ok")
+	m.quotaRuleRuns.WithLabelValues("error")
 	for _, k := range AnomalyKinds {
 		m.anomalies.WithLabelValues(k)
 	}
@@ -88,9 +105,10 @@ func newMetrics(r prometheus.Registerer) *metrics {
 type inventoryCollector struct {
 	s    *Sink
 	desc *prometheus.Desc
+	rate *prometheus.Desc
 }
 
-func (c inventoryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c inventoryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.rate }
 
 func (c inventoryCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
@@ -126,6 +144,9 @@ func (c inventoryCollector) Collect(ch chan<- prometheus.Metric) {
 		emit(p, "returned", n.Returned)
 		emit(p, "released", n.Released)
 		emit(p, "frozen", n.Frozen())
+		if r, ok := quota.Rate(n.Used, n.Issued(), n.Released); ok {
+			ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, r, strconv.FormatInt(p.Template, 10), p.Channel)
+		}
 		if q, ok := s.quotas[p]; ok {
 			emit(p, "quota", q.Quota)
 			emit(p, "claimable", q.Claimable())

@@ -26,8 +26,16 @@ type release struct {
 	Coupon int64
 	Pair   Pair
 	Status coupon.Status // RETURNED or EXPIRED: a release does not change it
+	Cause  string        // void, recycle or expiry
 	Reason string
 }
+
+// Causes of a release.
+const (
+	releaseVoid    = "void"
+	releaseRecycle = "recycle"
+	releaseExpiry  = "expiry"
+)
 
 // releasesOf lists the batch's coupons that went to RETURNED.
 func releasesOf(b *canal.Batch) []release {
@@ -37,20 +45,21 @@ func releasesOf(b *canal.Batch) []release {
 		if t.To != coupon.Returned || (t.From != coupon.Available && t.From != coupon.Used) {
 			continue
 		}
-		reason := "void: the slot goes back to the pool"
+		r := release{Coupon: t.Coupon, Pair: Pair{t.Template, t.Channel}, Status: coupon.Returned,
+			Cause: releaseVoid, Reason: "void: the slot goes back to the pool"}
 		if t.From == coupon.Used {
-			reason = "refund (recycle): the slot goes back to the pool"
+			r.Cause, r.Reason = releaseRecycle, "refund (recycle): the slot goes back to the pool"
 		}
-		out = append(out, release{Coupon: t.Coupon, Pair: Pair{t.Template, t.Channel}, Status: coupon.Returned, Reason: reason})
+		out = append(out, r)
 	}
 	return out
 }
 
 // applyReleases writes the release rows not written yet and gives their
-// slots back, in tx. It returns how many it released.
-func applyReleases(ctx context.Context, tx *sql.Tx, rs []release, now time.Time) (int, error) {
+// slots back, in tx. It returns the releases it applied.
+func applyReleases(ctx context.Context, tx *sql.Tx, rs []release, now time.Time) ([]release, error) {
 	if len(rs) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	ids := make([]int64, len(rs))
 	for i, r := range rs {
@@ -60,13 +69,13 @@ func applyReleases(ctx context.Context, tx *sql.Tx, rs []release, now time.Time)
 	rows, err := tx.QueryContext(ctx, `SELECT user_coupon_id FROM inventory_flow WHERE kind = ? AND seq = 0
 		AND user_coupon_id IN (`+placeholders(len(ids))+`) FOR UPDATE`, append([]any{coupon.FlowRelease}, int64Args(ids)...)...)
 	if err != nil {
-		return 0, fmt.Errorf("look for earlier releases: %w", err)
+		return nil, fmt.Errorf("look for earlier releases: %w", err)
 	}
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
-			return 0, err
+			return nil, err
 		}
 		done[id] = true
 	}
@@ -74,26 +83,26 @@ func applyReleases(ctx context.Context, tx *sql.Tx, rs []release, now time.Time)
 	var b strings.Builder
 	var args []any
 	perPair := map[Pair]int64{}
-	n := 0
+	var applied []release
 	for _, r := range rs {
 		if done[r.Coupon] {
 			continue
 		}
 		done[r.Coupon] = true
-		if n > 0 {
+		if len(applied) > 0 {
 			b.WriteString(", ")
 		}
 		b.WriteString("(?, ?, 0, ?, ?, ?, ?, ?, 'cdc', ?)")
 		args = append(args, r.Coupon, coupon.FlowRelease, r.Pair.Template, r.Pair.Channel, r.Status, r.Status, r.Reason, now)
 		perPair[r.Pair]++
-		n++
+		applied = append(applied, r)
 	}
-	if n == 0 {
-		return 0, nil
+	if len(applied) == 0 {
+		return nil, nil
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO inventory_flow (user_coupon_id, kind, seq, template_id, channel, from_status,
 		to_status, reason, operator, created_at) VALUES `+b.String(), args...); err != nil {
-		return 0, fmt.Errorf("write release rows: %w", err)
+		return nil, fmt.Errorf("write release rows: %w", err)
 	}
 	pairs := make([]Pair, 0, len(perPair))
 	for p := range perPair {
@@ -104,10 +113,10 @@ func applyReleases(ctx context.Context, tx *sql.Tx, rs []release, now time.Time)
 		// never below 0: a bucket a legacy writer already emptied stays at 0
 		if _, err := tx.ExecContext(ctx, `UPDATE channel_quota SET claimed = GREATEST(claimed - ?, 0)
 			WHERE template_id = ? AND channel = ?`, perPair[p], p.Template, p.Channel); err != nil {
-			return 0, fmt.Errorf("give slots back to %d/%s: %w", p.Template, p.Channel, err)
+			return nil, fmt.Errorf("give slots back to %d/%s: %w", p.Template, p.Channel, err)
 		}
 	}
-	return n, nil
+	return applied, nil
 }
 
 // releaseDue releases, in one transaction fenced by the epoch, up to limit
@@ -116,12 +125,8 @@ func (s *Sink) releaseDue(ctx context.Context, limit int) (int, error) {
 	now := s.cfg.Now().UTC()
 	var n int
 	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
-		var epoch int64
-		if err := tx.QueryRowContext(ctx, `SELECT epoch FROM cdc_checkpoint WHERE name = ? FOR UPDATE`, s.cfg.Name).Scan(&epoch); err != nil {
-			return fmt.Errorf("read epoch: %w", err)
-		}
-		if epoch != s.epoch {
-			return ErrFenced
+		if err := s.fence(ctx, tx); err != nil {
+			return err
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT c.id, c.template_id, c.channel FROM user_coupon c
 			JOIN coupon_template t ON t.id = c.template_id
@@ -134,7 +139,7 @@ func (s *Sink) releaseDue(ctx context.Context, limit int) (int, error) {
 		}
 		var rs []release
 		for rows.Next() {
-			r := release{Status: coupon.Expired, Reason: "expired under the release policy; cooldown over"}
+			r := release{Status: coupon.Expired, Cause: releaseExpiry, Reason: "expired under the release policy; cooldown over"}
 			if err := rows.Scan(&r.Coupon, &r.Pair.Template, &r.Pair.Channel); err != nil {
 				rows.Close()
 				return err
@@ -145,8 +150,25 @@ func (s *Sink) releaseDue(ctx context.Context, limit int) (int, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		n, err = applyReleases(ctx, tx, rs, now)
-		return err
+		applied, err := applyReleases(ctx, tx, rs, now)
+		if err != nil {
+			return err
+		}
+		n = len(applied)
+		return s.enqueue(ctx, tx, releasedEvents(applied, now))
 	})
 	return n, err
+}
+
+// fence locks the checkpoint row and fails with ErrFenced when another cdc
+// took it over: work outside a batch (releases, transfers) is fenced too.
+func (s *Sink) fence(ctx context.Context, tx *sql.Tx) error {
+	var epoch int64
+	if err := tx.QueryRowContext(ctx, `SELECT epoch FROM cdc_checkpoint WHERE name = ? FOR UPDATE`, s.cfg.Name).Scan(&epoch); err != nil {
+		return fmt.Errorf("read epoch: %w", err)
+	}
+	if epoch != s.epoch {
+		return ErrFenced
+	}
+	return nil
 }

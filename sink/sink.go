@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/quota"
 )
 
 // Redis modes.
@@ -53,9 +54,19 @@ type Config struct {
 	// Releases gives slots back to their channel buckets (void, recycle,
 	// expiry under the release policy). Default: true for the reference
 	// mapping (a legacy schema has no buckets couponlink may write).
-	Releases          bool
-	ReleaseEvery      time.Duration // how often due expiry releases are looked for; default 10 s
-	MaxLabelTemplates int           // templates exported in couponlink_inventory; default 200
+	Releases     bool
+	ReleaseEvery time.Duration // how often due expiry releases are looked for; default 10 s
+	// Rebalance runs the channel-quota rule (package quota) on a timer.
+	// Default: true for the reference mapping.
+	Rebalance      bool
+	RebalanceEvery time.Duration // default 30 s
+	// QuotaDefaults is the policy of templates without an override; the
+	// cdc publishes it (quota_policy row 0) at start. Zero: quota.Defaults().
+	QuotaDefaults quota.Policy
+	// Webhooks writes events (sold out, released, transfers, anomalies) to
+	// the webhook outbox, in the transaction of the change they report.
+	Webhooks          bool
+	MaxLabelTemplates int // templates exported in couponlink_inventory; default 200
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -84,9 +95,11 @@ type Sink struct {
 	npending  int                    // entries in pending, bounded by MaxPending
 	quotaNext map[Pair]Quota         // the batch's quota changes, before commit
 
-	lastCorrection int64     // newest correction_log id the mirror has seen
-	correctionScan time.Time // when correction_log was last looked at
-	releaseScan    time.Time // when due expiry releases were last looked for
+	lastCorrection int64            // newest correction_log id the mirror has seen
+	correctionScan time.Time        // when correction_log was last looked at
+	releaseScan    time.Time        // when due expiry releases were last looked for
+	rebalanceScan  time.Time        // when the quota rule last ran
+	badPolicy      map[int64]string // templates whose policy is invalid, with the error last logged
 }
 
 // New checks cfg and fills in its defaults. Call Start before ApplyBatch.
@@ -130,10 +143,22 @@ func New(cfg Config) (*Sink, error) {
 		cfg.MaxPending = 100_000
 	}
 	if reference {
-		cfg.RedemptionUnique, cfg.CacheTemplateCounts, cfg.Releases = true, true, true
+		cfg.RedemptionUnique, cfg.CacheTemplateCounts, cfg.Releases, cfg.Rebalance = true, true, true, true
 	}
 	if cfg.ReleaseEvery <= 0 {
 		cfg.ReleaseEvery = 10 * time.Second
+	}
+	if cfg.RebalanceEvery <= 0 {
+		cfg.RebalanceEvery = 30 * time.Second
+	}
+	if cfg.QuotaDefaults == (quota.Policy{}) {
+		cfg.QuotaDefaults = quota.Defaults()
+	}
+	if err := cfg.QuotaDefaults.Validate(); err != nil {
+		return nil, fmt.Errorf("sink: default quota policy: %w", err)
+	}
+	if cfg.Rebalance && cfg.Mapping.ChannelQuota == nil {
+		return nil, errors.New("sink: rebalancing needs channel quotas in the mapping")
 	}
 	if cfg.MaxLabelTemplates <= 0 {
 		cfg.MaxLabelTemplates = 200
@@ -148,13 +173,16 @@ func New(cfg Config) (*Sink, error) {
 		cfg.Now = time.Now
 	}
 	s := &Sink{cfg: cfg, db: cfg.DB, src: newSource(cfg.Mapping), log: cfg.Logger, m: newMetrics(cfg.Registerer),
-		pending: map[int64][]pendingUse{}, active: map[int64]time.Time{}}
+		pending: map[int64][]pendingUse{}, active: map[int64]time.Time{}, badPolicy: map[int64]string{}}
 	if cfg.Redis != nil && cfg.RedisMode == RedisOwner {
 		s.redis = &stock{rdb: cfg.Redis, keys: cfg.Keys, dirty: true}
 	}
 	cfg.Registerer.MustRegister(inventoryCollector{s: s, desc: prometheus.NewDesc("couponlink_inventory",
 		"Derived inventory per template and channel at the checkpoint, by state (quota, claimable, held, used, expired, returned, released, frozen); only the most recently active templates.",
-		[]string{"template", "channel", "state"}, nil)})
+		[]string{"template", "channel", "state"}, nil),
+		rate: prometheus.NewDesc("couponlink_redemption_rate",
+			"Redemption rate per template and channel at the checkpoint: used / (claimed - released); only the most recently active templates.",
+			[]string{"template", "channel"}, nil)})
 	return s, nil
 }
 
@@ -206,6 +234,15 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 	}
 	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM correction_log`).Scan(&s.lastCorrection); err != nil {
 		return canal.Position{}, fmt.Errorf("read corrections: %w", err)
+	}
+	if s.cfg.Rebalance {
+		changed, err := quota.PublishDefaults(ctx, s.db, s.cfg.QuotaDefaults, "cdc "+s.cfg.Leader)
+		if err != nil {
+			return canal.Position{}, fmt.Errorf("publish the default quota policy: %w", err)
+		}
+		if changed {
+			s.log.Info("default quota policy published (templates without an override follow it)", "policy", s.cfg.QuotaDefaults)
+		}
 	}
 	if s.quotas == nil {
 		if err := s.loadTemplateQuotas(ctx); err != nil {
@@ -313,12 +350,15 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 		if err := insertAnomalies(ctx, tx, anomalies, b); err != nil {
 			return err
 		}
+		var applied []release
 		if s.cfg.Releases {
-			n, err := applyReleases(ctx, tx, releasesOf(b), s.cfg.Now().UTC())
-			if err != nil {
+			if applied, err = applyReleases(ctx, tx, releasesOf(b), s.cfg.Now().UTC()); err != nil {
 				return err
 			}
-			released = n
+			released = len(applied)
+		}
+		if err := s.enqueue(ctx, tx, s.batchEvents(b, applied, anomalies)); err != nil {
+			return err
 		}
 		return saveCheckpoint(ctx, tx, s.cfg.Name, s.epoch, b, len(anomalies))
 	})
@@ -354,6 +394,9 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 				if err := insertAnomalies(ctx, tx, anomalies, b); err != nil {
 					return err
 				}
+				if err := s.enqueue(ctx, tx, s.batchEvents(b, nil, anomalies)); err != nil {
+					return err
+				}
 				return saveCheckpoint(ctx, tx, s.cfg.Name, s.epoch, b, len(anomalies))
 			})
 			if err != nil {
@@ -387,6 +430,12 @@ func (s *Sink) periodic(ctx context.Context) error {
 		if n > 0 {
 			s.m.releases.Add(float64(n))
 			s.log.Info("released the slots of expired coupons (release policy, cooldown over)", "coupons", n)
+		}
+	}
+	if s.cfg.Rebalance && s.cfg.Now().Sub(s.rebalanceScan) >= s.cfg.RebalanceEvery {
+		s.rebalanceScan = s.cfg.Now()
+		if err := s.rebalance(ctx); err != nil {
+			return fmt.Errorf("rebalance channel quota: %w", err)
 		}
 	}
 	return nil

@@ -16,7 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/webhook"
 )
 
 func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -33,6 +35,13 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	batchWait := f.duration("batch-wait", "COUPONLINK_CDC_BATCH_WAIT", 0, "if positive, a batch waits up to this long after its first row for more (fewer, larger batches; more lag); 0: applied as soon as the sink is free")
 	grace := f.duration("redemption-grace", "COUPONLINK_REDEMPTION_GRACE", 30*time.Second, "how long a USED coupon may wait for its redemption row before it is an anomaly")
 	rebuild := f.bool("rebuild", "COUPONLINK_CDC_REBUILD", false, "rebuild the counters from a consistent snapshot, then stream from its position")
+	releaseEvery := f.duration("release-every", "COUPONLINK_RELEASE_EVERY", 10*time.Second, "how often expired coupons whose release cooldown is over are looked for")
+	rebalanceEvery := f.duration("rebalance-every", "COUPONLINK_REBALANCE_EVERY", 30*time.Second, "how often the channel-quota rebalancing rule runs")
+	policy := quotaDefaultFlags(f)
+	hookURL := f.string("webhook-url", "COUPONLINK_WEBHOOK_URL", "", "receiver of the webhook events (quota.*, channel.sold_out, anomaly.detected); empty: no webhooks")
+	hookSecret := f.secret("webhook-secret", "COUPONLINK_WEBHOOK_SECRET", "HMAC-SHA256 key the webhook bodies are signed with (required with -webhook-url)")
+	hookAttempts := f.int("webhook-max-attempts", "COUPONLINK_WEBHOOK_MAX_ATTEMPTS", 12, "delivery rounds (with exponential backoff, 1 s to 10 min) before an event is dropped")
+	hookPending := f.int("webhook-max-pending", "COUPONLINK_WEBHOOK_MAX_PENDING", 100_000, "bound of the webhook outbox; beyond it the oldest events are dropped (counted, logged)")
 	level := f.logLevel()
 	if err := f.parse(args); err != nil {
 		return err
@@ -66,7 +75,20 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer rdb.Close()
 	}
 	scfg := sink.Config{DB: db, Name: *name, Redis: rdb, RedisMode: *redisMode, Keys: sink.Keys{Prefix: *prefix},
-		RedemptionGrace: *grace, Logger: log, Registerer: reg}
+		RedemptionGrace: *grace, Logger: log, Registerer: reg, ReleaseEvery: *releaseEvery, RebalanceEvery: *rebalanceEvery,
+		QuotaDefaults: policy(), Webhooks: *hookURL != ""}
+	if err := scfg.QuotaDefaults.Validate(); err != nil {
+		return fmt.Errorf("default quota policy (-quota-* flags): %w", err)
+	}
+	if *hookURL != "" {
+		hooks, err := webhook.New(webhook.Config{DB: db, URL: *hookURL, Secret: []byte(hookSecret()), MaxAttempts: *hookAttempts,
+			MaxPending: *hookPending, Logger: log, Registerer: reg})
+		if err != nil {
+			return err
+		}
+		go func() { _ = hooks.Run(ctx) }()
+		log.Info("webhooks on", "url", *hookURL)
+	}
 	if *mapping != "" {
 		scfg.Mapping = m
 	}
@@ -90,6 +112,24 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("%w\nthe binlog the checkpoint needs is gone; run `couponlink cdc --rebuild` to recount from a snapshot", err)
 	}
 	return err
+}
+
+// quotaDefaultFlags are the rebalancing policy of templates without an
+// override; the cdc publishes them (quota_policy row 0) at start.
+func quotaDefaultFlags(f *flags) func() quota.Policy {
+	d := quota.Defaults()
+	mode := f.string("quota-mode", "COUPONLINK_QUOTA_MODE", d.Mode, "default rebalancing mode: off, signal (recommend only) or auto (move quota)")
+	low := f.float("quota-low", "COUPONLINK_QUOTA_LOW", d.Low, "a channel redeeming below this rate gives unclaimed quota")
+	high := f.float("quota-high", "COUPONLINK_QUOTA_HIGH", d.High, "a channel redeeming above this rate receives quota")
+	minClaims := f.int("quota-min-claims", "COUPONLINK_QUOTA_MIN_CLAIMS", int(d.MinClaims), "claims a channel needs before its rate is judged")
+	maxShare := f.float("quota-max-share", "COUPONLINK_QUOTA_MAX_SHARE", d.MaxShare, "most of a giver's claimable quota one decision moves")
+	reserve := f.float("quota-reserve", "COUPONLINK_QUOTA_RESERVE", d.Reserve, "share of its quota a giver always keeps claimable")
+	cooldown := f.duration("quota-cooldown", "COUPONLINK_QUOTA_COOLDOWN", time.Duration(d.CooldownSeconds)*time.Second, "at most one decision per template per this long")
+	minAge := f.duration("quota-min-age", "COUPONLINK_QUOTA_MIN_AGE", time.Duration(d.MinAgeSeconds)*time.Second, "no decision before a campaign is this old")
+	return func() quota.Policy {
+		return quota.Policy{Mode: *mode, Low: *low, High: *high, MinClaims: int64(*minClaims), MaxShare: *maxShare, Reserve: *reserve,
+			CooldownSeconds: int64(*cooldown / time.Second), MinAgeSeconds: int64(*minAge / time.Second)}
+	}
 }
 
 // tailerConfig derives the binlog connection from couponlink's DSN: the

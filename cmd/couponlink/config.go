@@ -79,6 +79,18 @@ func (f *flags) int(name, env string, def int, usage string) *int {
 	return f.Int(name, def, usage+" ["+env+"]")
 }
 
+func (f *flags) float(name, env string, def float64, usage string) *float64 {
+	if v, ok := os.LookupEnv(env); ok {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			f.badEnv = append(f.badEnv, fmt.Sprintf("%s=%q is not a number", env, v))
+		} else {
+			def = n
+		}
+	}
+	return f.Float64(name, def, usage+" ["+env+"]")
+}
+
 func (f *flags) bool(name, env string, def bool, usage string) *bool {
 	if env == "" {
 		return f.Bool(name, def, usage)

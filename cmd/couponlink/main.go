@@ -26,7 +26,8 @@ func commands() []command {
 		{"expire", "run one expiry sweep now (AVAILABLE past expires_at -> EXPIRED)", runExpire},
 		{"cdc", "tail the binlog into counters, Redis stock keys, anomalies and metrics", runCDC},
 		{"reconcile", "prove counters and Redis equal the truth; fix what is safe; record every pass", runReconcile},
-		{"status", "print where the cdc stands: checkpoint, lag, anomalies, inventory", runStatus},
+		{"status", "print where the cdc stands: checkpoint, lag, anomalies, inventory; -template: its channels", runStatus},
+		{"quota", "show, set, reset and audit a template's quota rebalancing policy (quota policy ...)", runQuota},
 	}
 }
 

@@ -2,27 +2,38 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"sort"
 	"text/tabwriter"
 	"time"
 
+	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/sink"
 )
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("status", "Prints where the cdc stands: checkpoint, lag, events applied, anomalies, and per template and channel the derived states.", stderr)
+	f := newFlags("status", "Prints where the cdc stands: checkpoint, lag, events applied, anomalies, and per template and channel the derived states. With -template, prints that template's channels instead: quota, claims, counts, redemption rate and last quota transfer.", stderr)
 	dsn := f.dsn()
 	name := f.string("name", "COUPONLINK_CDC_NAME", "default", "checkpoint name")
+	template := f.Int64("template", 0, "print the channels of this template")
+	asJSON := f.bool("json", "", false, "with -template: print the channels as JSON")
 	if err := f.parse(args); err != nil {
 		return err
+	}
+	if *asJSON && *template <= 0 {
+		fmt.Fprintln(stderr, "-json needs -template")
+		return errUsage
 	}
 	db, err := openMySQL(*dsn, 2)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if *template > 0 {
+		return reportDomain(stderr, "status", printChannels(ctx, db, *template, *asJSON, stdout))
+	}
 	st, err := sink.ReadStatus(ctx, db, *name)
 	if err != nil {
 		return err
@@ -69,4 +80,44 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			p.Held, p.Used, p.Expired, p.Returned, p.Released, p.Frozen())
 	}
 	return w.Flush()
+}
+
+// printChannels prints the template's channels, as a table or as the JSON
+// []quota.ChannelView of GET /v1/templates/{id}/channels.
+func printChannels(ctx context.Context, db *sql.DB, template int64, asJSON bool, stdout io.Writer) error {
+	cs, err := quota.Channels(ctx, db, template)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, cs)
+	}
+	fmt.Fprintf(stdout, "template %d (counts as of the cdc's checkpoint)\n\n", template)
+	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "channel\tquota\tclaimed\tclaimable\theld\tused\texpired\treleased\tredemption rate\tlast transfer")
+	for _, c := range cs {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", c.Name, c.Quota, c.Claimed, c.Claimable,
+			c.Held, c.Used, c.Expired, c.Released, rateText(c.RedemptionRate), transferText(c.Name, c.LastTransfer))
+	}
+	return w.Flush()
+}
+
+func rateText(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", *r*100)
+}
+
+// transferText is a transfer as seen by one of its channels: "+100 from
+// sms 2026-11-29T14:00Z" for the receiver, "-100 to app ..." for the giver.
+func transferText(channel string, t *quota.Transfer) string {
+	if t == nil {
+		return "-"
+	}
+	at := t.At.UTC().Format("2006-01-02T15:04Z")
+	if t.To == channel {
+		return fmt.Sprintf("+%d from %s %s", t.Amount, t.From, at)
+	}
+	return fmt.Sprintf("-%d to %s %s", t.Amount, t.To, at)
 }

@@ -86,6 +86,8 @@ func jsonKind(k string) string {
 	switch {
 	case strings.HasPrefix(k, "int"), strings.HasPrefix(k, "uint"):
 		return "an integer"
+	case strings.HasPrefix(k, "float"):
+		return "a number"
 	case k == "string":
 		return "a string"
 	case k == "slice":

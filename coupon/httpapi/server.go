@@ -40,6 +40,9 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 	token   [32]byte
+	// allowed is the methods routed on each path, for the 405 answers; it
+	// is written only while New registers the routes.
+	allowed map[string][]string
 }
 
 // New builds the API's routes.
@@ -50,7 +53,8 @@ func New(cfg Config) *Server {
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
-	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger, metrics: newMetrics(cfg.Registerer), mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger, metrics: newMetrics(cfg.Registerer), mux: http.NewServeMux(),
+		allowed: map[string][]string{}}
 	s.token = sha256.Sum256([]byte(cfg.Token))
 
 	s.route("POST /v1/templates", s.createTemplate)
@@ -61,6 +65,10 @@ func New(cfg Config) *Server {
 	s.route("POST /v1/refunds", s.refund)
 	s.route("POST /v1/voids", s.void)
 	s.route("POST /v1/expire", s.expire)
+	s.route("GET /v1/templates/{id}/channels", s.channels)
+	s.route("GET /v1/templates/{id}/quota-policy", s.getQuotaPolicy)
+	s.route("PUT /v1/templates/{id}/quota-policy", s.setQuotaPolicy)
+	s.route("DELETE /v1/templates/{id}/quota-policy", s.resetQuotaPolicy)
 	s.route("GET /v1/user-coupons/{id}/history", s.history)
 	s.route("GET /healthz", s.healthz)
 	if cfg.Gatherer != nil {
@@ -77,8 +85,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) (status int, body any, err error)
 
-// route registers a handler with auth, metrics, and one error shape; and a
-// 405 for the other methods on the same path.
+// route registers a handler with auth, metrics, and one error shape; and,
+// once per path, a 405 for the methods no route of that path has, whose
+// Allow header lists the methods that it has.
 func (s *Server) route(pattern string, h handlerFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -99,10 +108,14 @@ func (s *Server) route(pattern string, h handlerFunc) {
 		}
 		writeJSON(rec, status, body)
 	})
-	s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", method)
-		s.fail(w, r, &coupon.Error{Code: "method_not_allowed", Message: r.Method + " is not allowed on " + path + "; use " + method})
-	})
+	if _, ok := s.allowed[path]; !ok {
+		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			allowed := strings.Join(s.allowed[path], ", ")
+			w.Header().Set("Allow", allowed)
+			s.fail(w, r, &coupon.Error{Code: "method_not_allowed", Message: r.Method + " is not allowed on " + path + "; use " + allowed})
+		})
+	}
+	s.allowed[path] = append(s.allowed[path], method)
 }
 
 func (s *Server) authorized(r *http.Request) bool {

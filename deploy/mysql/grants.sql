@@ -44,7 +44,11 @@ GRANT SELECT, INSERT ON `couponlink_db`.`cdc_anomaly` TO 'couponlink_cdc'@'%';
 GRANT UPDATE (`issued_count`, `used_count`, `expired_count`) ON `couponlink_db`.`coupon_template` TO 'couponlink_cdc'@'%';
 -- releases (a void, a refund that recycles, an expiry under the release
 -- policy give the slot back): claimed - 1 and the release row in the ledger.
-GRANT UPDATE (`claimed`) ON `couponlink_db`.`channel_quota` TO 'couponlink_cdc'@'%';
+GRANT UPDATE (`claimed`, `quota`, `version`) ON `couponlink_db`.`channel_quota` TO 'couponlink_cdc'@'%';
+GRANT INSERT ON `couponlink_db`.`quota_transfer_log` TO 'couponlink_cdc'@'%';
+GRANT INSERT, UPDATE ON `couponlink_db`.`quota_policy` TO 'couponlink_cdc'@'%';
+GRANT INSERT ON `couponlink_db`.`quota_policy_audit` TO 'couponlink_cdc'@'%';
+GRANT INSERT, UPDATE, DELETE ON `couponlink_db`.`webhook_outbox` TO 'couponlink_cdc'@'%';
 GRANT INSERT ON `couponlink_db`.`inventory_flow` TO 'couponlink_cdc'@'%';
 -- the leader lock (GET_LOCK / IS_USED_LOCK / RELEASE_LOCK) needs no privilege.
 -- Nothing on user_coupon, user_claim, redemption_log, void_request beyond
@@ -66,6 +70,8 @@ GRANT INSERT, UPDATE ON `couponlink_db`.`user_claim` TO 'couponlink_api'@'%';
 GRANT INSERT, UPDATE ON `couponlink_db`.`redemption_log` TO 'couponlink_api'@'%';
 GRANT INSERT, UPDATE ON `couponlink_db`.`inventory_flow` TO 'couponlink_api'@'%';
 GRANT INSERT, UPDATE ON `couponlink_db`.`void_request` TO 'couponlink_api'@'%';
+GRANT INSERT, UPDATE, DELETE ON `couponlink_db`.`quota_policy` TO 'couponlink_api'@'%';
+GRANT INSERT ON `couponlink_db`.`quota_policy_audit` TO 'couponlink_api'@'%';
 
 -- ---------------------------------------------------------------------------
 -- couponlink_reconcile: the reconciler (couponlink reconcile).

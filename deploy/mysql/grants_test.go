@@ -19,6 +19,7 @@ import (
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/reconcile"
 	"github.com/couponlink/couponlink/sink"
 )
@@ -116,11 +117,19 @@ func TestGrantsAreEnoughAndNoMore(t *testing.T) {
 		Channels: map[string]int64{"app": 20, "web": 10}, ValidSeconds: 3600, PerUserLimit: 1000})
 	require.NoError(t, err)
 
+	// an operator's rebalancing policy, set as couponlink_api: web (all
+	// redeemed) takes unclaimed quota from app (a third redeemed)
+	auto, zero, one, low, high := quota.ModeAuto, int64(0), int64(1), 0.5, 0.9
+	_, err = quota.SetPolicy(ctx, apiDB, tpl.ID, quota.Override{Mode: &auto, MinAgeSeconds: &zero, MinClaims: &one, Low: &low, High: &high},
+		"ops", "grants test", quota.SourceAPI)
+	require.NoError(t, err)
+
 	log := &logs{}
 	// the cdc as couponlink_cdc, in-process as `couponlink cdc` runs it
 	rdb := testenv.Redis(t)
 	s, err := sink.New(sink.Config{DB: cdcDB, Redis: rdb, Keys: sink.Keys{Prefix: testenv.KeyPrefix(t)},
-		Logger: log.logger(), Registerer: prometheus.NewRegistry(), RedemptionGrace: 2 * time.Second})
+		Logger: log.logger(), Registerer: prometheus.NewRegistry(), RedemptionGrace: 2 * time.Second,
+		Webhooks: true, RebalanceEvery: 50 * time.Millisecond})
 	require.NoError(t, err)
 	tc, err := canal.ConfigFromDSN(cdcDSN)
 	require.NoError(t, err)
@@ -147,7 +156,7 @@ func TestGrantsAreEnoughAndNoMore(t *testing.T) {
 		require.NoError(t, err)
 		ids = append(ids, c.UserCouponID)
 	}
-	for _, id := range ids[1:3] {
+	for _, id := range []int64{ids[1], ids[2], ids[4]} {
 		_, err = store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: id, OrderID: "o" + string(rune('0'+id%10))})
 		require.NoError(t, err)
 	}
@@ -162,6 +171,15 @@ func TestGrantsAreEnoughAndNoMore(t *testing.T) {
 	var releases int
 	require.NoError(t, root.QueryRow(`SELECT COUNT(*) FROM inventory_flow WHERE kind = 'release'`).Scan(&releases))
 	require.Equal(t, 2, releases, "the cdc's release rows")
+	// app: 4 claims, 1 released, 1 used (rate 0.33), 17 claimable, gives 8; web: rate 1.0
+	deadline := time.Now().Add(30 * time.Second)
+	for quotas(t, root, tpl.ID) != [2]int64{12, 18} {
+		require.True(t, time.Now().Before(deadline), "no quota transfer by %s; quotas %v; the last errors logged:\n%s", u.cdc, quotas(t, root, tpl.ID), log.errors())
+		time.Sleep(20 * time.Millisecond)
+	}
+	var events int
+	require.NoError(t, root.QueryRow(`SELECT COUNT(*) FROM webhook_outbox WHERE event IN ('quota.released', 'quota.transferred')`).Scan(&events))
+	require.Equal(t, 3, events, "webhook events written as %s: two releases (app, web) and one transfer", u.cdc)
 	select {
 	case err := <-done:
 		t.Fatalf("the cdc stopped: %v", err)
@@ -200,8 +218,8 @@ func TestGrantsAreEnoughAndNoMore(t *testing.T) {
 	requireDenied(t, err, "cdc DELETE redemption_log")
 	_, err = cdcDB.Exec(`UPDATE coupon_template SET total_quota = 1 WHERE id = ?`, tpl.ID)
 	requireDenied(t, err, "cdc UPDATE coupon_template.total_quota")
-	_, err = cdcDB.Exec(`UPDATE channel_quota SET quota = 1 WHERE template_id = ?`, tpl.ID)
-	requireDenied(t, err, "cdc UPDATE channel_quota.quota")
+	_, err = cdcDB.Exec(`UPDATE channel_quota SET channel = 'x' WHERE template_id = ?`, tpl.ID)
+	requireDenied(t, err, "cdc UPDATE channel_quota.channel")
 	_, err = cdcDB.Exec(`DELETE FROM cdc_checkpoint`)
 	requireDenied(t, err, "cdc DELETE cdc_checkpoint")
 	_, err = cdcDB.Exec(`DROP TABLE cdc_anomaly`)
@@ -339,4 +357,12 @@ func counters(t *testing.T, db *sql.DB) map[sink.Pair]sink.Counts {
 		}
 	}
 	return out
+}
+
+// quotas reads the quota of the template's app and web buckets.
+func quotas(t *testing.T, db *sql.DB, tpl int64) [2]int64 {
+	t.Helper()
+	var q [2]int64
+	require.NoError(t, db.QueryRow(`SELECT SUM(IF(channel = 'app', quota, 0)), SUM(IF(channel = 'web', quota, 0)) FROM channel_quota WHERE template_id = ?`, tpl).Scan(&q[0], &q[1]))
+	return q
 }

@@ -1,0 +1,99 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/quota"
+)
+
+type channelsResponse struct {
+	Template int64               `json:"template"`
+	Channels []quota.ChannelView `json:"channels"`
+}
+
+// channels is GET /v1/templates/{id}/channels: per channel bucket its
+// quota, claim guard, counts, redemption rate and last applied transfer.
+func (s *Server) channels(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	cs, err := quota.Channels(r.Context(), s.store.DB(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, channelsResponse{Template: id, Channels: cs}, nil
+}
+
+// getQuotaPolicy is GET /v1/templates/{id}/quota-policy: the effective
+// policy, the defaults and the template's override.
+func (s *Server) getQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	v, err := quota.GetPolicy(r.Context(), s.store.DB(), id)
+	return http.StatusOK, v, err
+}
+
+// quotaPolicyBody is a partial change of a template's override: the fields
+// left out (or null) keep their value.
+type quotaPolicyBody struct {
+	Mode            *string  `json:"mode"`
+	Low             *float64 `json:"low"`
+	High            *float64 `json:"high"`
+	MinClaims       *int64   `json:"min_claims"`
+	MaxShare        *float64 `json:"max_share"`
+	Reserve         *float64 `json:"reserve"`
+	CooldownSeconds *int64   `json:"cooldown_seconds"`
+	MinAgeSeconds   *int64   `json:"min_age_seconds"`
+	ChangedBy       string   `json:"changed_by"`
+	Reason          string   `json:"reason"`
+}
+
+// change is the override fields of b (its own struct, not an embedded
+// quota.Override, so that a type error names the JSON field alone).
+func (b quotaPolicyBody) change() quota.Override {
+	return quota.Override{Mode: b.Mode, Low: b.Low, High: b.High, MinClaims: b.MinClaims, MaxShare: b.MaxShare,
+		Reserve: b.Reserve, CooldownSeconds: b.CooldownSeconds, MinAgeSeconds: b.MinAgeSeconds}
+}
+
+// setQuotaPolicy is PUT /v1/templates/{id}/quota-policy.
+func (s *Server) setQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var b quotaPolicyBody
+	if err := decode(w, r, &b); err != nil {
+		return 0, nil, err
+	}
+	v, err := quota.SetPolicy(r.Context(), s.store.DB(), id, b.change(), b.ChangedBy, b.Reason, quota.SourceAPI)
+	return http.StatusOK, v, err
+}
+
+// resetQuotaPolicy is DELETE /v1/templates/{id}/quota-policy?changed_by=..&reason=..:
+// the template follows the defaults again. Who and why are query
+// parameters (a DELETE has no body); other parameters are refused.
+func (s *Server) resetQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return 0, nil, coupon.Invalid("", "the query string is malformed: %v", err)
+	}
+	for k, vs := range q {
+		switch {
+		case k != "changed_by" && k != "reason":
+			return 0, nil, coupon.Invalid(k, "unknown query parameter %q: send changed_by and reason", k)
+		case len(vs) > 1:
+			return 0, nil, coupon.Invalid(k, "%s is given %d times; send it once", k, len(vs))
+		}
+	}
+	v, err := quota.ResetPolicy(r.Context(), s.store.DB(), id, q.Get("changed_by"), q.Get("reason"), quota.SourceAPI)
+	return http.StatusOK, v, err
+}

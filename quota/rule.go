@@ -1,0 +1,181 @@
+package quota
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// Input is what the rule sees of one template.
+type Input struct {
+	Template int64
+	Policy   Policy
+	Channels []Channel
+	Age      time.Duration // since the campaign was created
+	LastMove time.Time     // the last decision of this mode; zero if none
+	Now      time.Time
+}
+
+// Decision is what the rule says about one template.
+type Decision struct {
+	Moves []Move
+	Rule  string // the rule that fired, with its numbers; empty without moves
+	Skip  string // why there are no moves
+	Seen  []Seen // every channel's inputs, as logged with a move
+}
+
+// Move gives Amount of From's claimable quota to To.
+type Move struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Amount int64  `json:"amount"`
+	Why    string `json:"why"`
+}
+
+// Seen is one channel's inputs to a decision.
+type Seen struct {
+	Channel
+	Claimable int64    `json:"claimable"`
+	Rate      *float64 `json:"rate"` // nil: no slot held yet
+	Role      string   `json:"role"` // giver, receiver, or "" (neither)
+}
+
+// Total is the quota a decision moves.
+func (d Decision) Total() int64 {
+	var n int64
+	for _, m := range d.Moves {
+		n += m.Amount
+	}
+	return n
+}
+
+// Decide applies p's rule to a template's channels. It is pure: the cdc
+// calls it on its mirror to see whether a look is worth a transaction,
+// then again on the rows it locked.
+func Decide(in Input) Decision {
+	p := in.Policy
+	d := Decision{Seen: make([]Seen, len(in.Channels))}
+	chans := append([]Channel(nil), in.Channels...)
+	sort.Slice(chans, func(i, j int) bool { return chans[i].Name < chans[j].Name })
+	var givers, takers []int
+	soldOut := false
+	for i, c := range chans {
+		s := Seen{Channel: c, Claimable: c.Claimable()}
+		rate, ok := c.Rate()
+		if ok {
+			s.Rate = &rate
+		}
+		switch {
+		case !ok || c.Claims() < p.MinClaims:
+		case rate < p.Low && giveable(c, p) > 0:
+			s.Role = "giver"
+			givers = append(givers, i)
+		case rate > p.High:
+			s.Role = "receiver"
+			takers = append(takers, i)
+			soldOut = soldOut || s.Claimable == 0
+		}
+		d.Seen[i] = s
+	}
+	switch {
+	case p.Mode == ModeOff:
+		d.Skip = "policy is off"
+	case in.Age < time.Duration(p.MinAgeSeconds)*time.Second:
+		d.Skip = fmt.Sprintf("campaign is %s old, younger than min_age %s", in.Age.Round(time.Second), seconds(p.MinAgeSeconds))
+	case !in.LastMove.IsZero() && in.Now.Sub(in.LastMove) < time.Duration(p.CooldownSeconds)*time.Second:
+		d.Skip = fmt.Sprintf("last decision %s ago, within the cooldown of %s", in.Now.Sub(in.LastMove).Round(time.Second), seconds(p.CooldownSeconds))
+	case len(givers) == 0:
+		d.Skip = fmt.Sprintf("no channel redeems below low %.2f after %d claims with claimable quota above its reserve", p.Low, p.MinClaims)
+	case len(takers) == 0:
+		d.Skip = fmt.Sprintf("no channel redeems above high %.2f after %d claims", p.High, p.MinClaims)
+	}
+	if d.Skip != "" {
+		for i := range d.Seen {
+			d.Seen[i].Role = ""
+		}
+		return d
+	}
+	if soldOut { // sold-out channels come first: only they receive
+		kept := takers[:0]
+		for _, i := range takers {
+			if d.Seen[i].Claimable == 0 {
+				kept = append(kept, i)
+			} else {
+				d.Seen[i].Role = ""
+			}
+		}
+		takers = kept
+	}
+	weights := make([]float64, len(takers))
+	for k, i := range takers {
+		weights[k] = *d.Seen[i].Rate
+	}
+	for _, g := range givers {
+		c := chans[g]
+		give := giveable(c, p)
+		for k, amount := range split(give, weights) {
+			if amount == 0 {
+				continue
+			}
+			t := d.Seen[takers[k]]
+			d.Moves = append(d.Moves, Move{From: c.Name, To: t.Name, Amount: amount, Why: fmt.Sprintf(
+				"%s redeems %.2f < low %.2f after %d claims: gives %d of its %d claimable (max_share %.2f, keeps reserve %d); %s redeems %.2f > high %.2f%s",
+				c.Name, *d.Seen[g].Rate, p.Low, c.Claims(), give, c.Claimable(), p.MaxShare, reserve(c, p),
+				t.Name, *t.Rate, p.High, soldOutNote(t))})
+		}
+	}
+	d.Rule = fmt.Sprintf("rate < low %.2f after >= %d claims gives <= %.0f%% of claimable keeping %.0f%% of quota; to rate > high %.2f%s, by rate",
+		p.Low, p.MinClaims, p.MaxShare*100, p.Reserve*100, p.High, map[bool]string{true: " (sold out first)", false: ""}[soldOut])
+	return d
+}
+
+// giveable is how much of c's claimable quota the rule may move: at most
+// MaxShare of it, and never below the reserve.
+func giveable(c Channel, p Policy) int64 {
+	byShare := int64(math.Floor(p.MaxShare * float64(c.Claimable())))
+	return max(0, min(byShare, c.Claimable()-reserve(c, p)))
+}
+
+// reserve is the claimable quota a giver keeps: Reserve of its quota.
+func reserve(c Channel, p Policy) int64 { return int64(math.Ceil(p.Reserve * float64(c.Quota))) }
+
+// split divides n in proportion to weights, by largest remainder (ties to
+// the earlier index), so the parts always add up to n.
+func split(n int64, weights []float64) []int64 {
+	out := make([]int64, len(weights))
+	var sum float64
+	for _, w := range weights {
+		sum += w
+	}
+	if sum <= 0 || n <= 0 {
+		return out
+	}
+	type rem struct {
+		i int
+		r float64
+	}
+	rems := make([]rem, len(weights))
+	var given int64
+	for i, w := range weights {
+		exact := float64(n) * w / sum
+		out[i] = int64(math.Floor(exact))
+		given += out[i]
+		rems[i] = rem{i, exact - float64(out[i])}
+	}
+	sort.SliceStable(rems, func(a, b int) bool { return rems[a].r > rems[b].r })
+	for k := 0; given < n; k++ {
+		out[rems[k%len(rems)].i]++
+		given++
+	}
+	return out
+}
+
+func soldOutNote(s Seen) string {
+	if s.Claimable == 0 {
+		return ", sold out"
+	}
+	return ""
+}
+
+func seconds(n int64) string { return (time.Duration(n) * time.Second).String() }

@@ -1,0 +1,442 @@
+package webhook
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outbox row statuses.
+const (
+	statusPending   = "pending"
+	statusDelivered = "delivered"
+	statusDropped   = "dropped"
+)
+
+const (
+	sendParallel   = 8               // requests of one round in flight at once
+	maxLastError   = 512             // width of webhook_outbox.last_error
+	recordTimeout  = 5 * time.Second // to record results of a round whose ctx ended
+	roundsPerTick  = 10              // Deliver rounds per Run tick while a backlog lasts
+	housekeepEvery = 10              // Run ticks between housekeeping passes
+	retryWaitMin   = 100 * time.Millisecond
+	retryWaitMax   = time.Second
+)
+
+// Config configures a Dispatcher. Zero fields take their defaults.
+type Config struct {
+	DB          *sql.DB
+	URL         string        // receiver; required (http or https)
+	Secret      []byte        // HMAC key; required
+	MaxAttempts int           // delivery rounds before an event is dropped; default 12
+	MinBackoff  time.Duration // between rounds of one event, doubling each round; default 1s
+	MaxBackoff  time.Duration // the longest wait between rounds; default 10m
+	Timeout     time.Duration // per HTTP request; default 5s
+	Retries     int           // quick retries inside one round (100ms..1s apart); default 2, negative for none
+	MaxPending  int           // bound of pending rows; beyond it the oldest are dropped; default 100000
+	Retention   time.Duration // delivered and dropped rows are deleted after this; default 168h
+	PollEvery   time.Duration // how often Run looks for due events; default 1s
+	BatchSize   int           // rows claimed per round; default 100
+	Logger      *slog.Logger
+	Registerer  prometheus.Registerer // default: a new registry
+	Now         func() time.Time      // clock for backoff and due times; default time.Now
+}
+
+// withDefaults fills the zero fields and checks the rest.
+func (c Config) withDefaults() (Config, error) {
+	if c.DB == nil {
+		return c, errors.New("webhook: Config.DB is required")
+	}
+	u, err := url.Parse(c.URL)
+	if c.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return c, fmt.Errorf("webhook: Config.URL %q is not an http(s) URL of the receiver", c.URL)
+	}
+	if len(c.Secret) == 0 {
+		return c, errors.New("webhook: Config.Secret is empty; refusing to send unsigned webhooks")
+	}
+	c.Secret = append([]byte(nil), c.Secret...)
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 12
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = time.Second
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 10 * time.Minute
+	}
+	if c.MaxBackoff < c.MinBackoff {
+		return c, fmt.Errorf("webhook: MaxBackoff %s is below MinBackoff %s", c.MaxBackoff, c.MinBackoff)
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 5 * time.Second
+	}
+	switch {
+	case c.Retries == 0:
+		c.Retries = 2
+	case c.Retries < 0:
+		c.Retries = 0
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = 100000
+	}
+	if c.Retention <= 0 {
+		c.Retention = 168 * time.Hour
+	}
+	if c.PollEvery <= 0 {
+		c.PollEvery = time.Second
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 100
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}
+
+// Dispatcher delivers the outbox's events to the receiver. Several
+// dispatchers (one per cdc replica) may share one outbox: each row is
+// claimed by one of them at a time.
+type Dispatcher struct {
+	cfg    Config
+	db     *sql.DB
+	log    *slog.Logger
+	client *retryablehttp.Client
+	m      *metrics
+	lease  time.Duration
+}
+
+// New returns a Dispatcher for cfg. It refuses a missing database, URL or
+// secret.
+func New(cfg Config) (*Dispatcher, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{cfg: cfg, db: cfg.DB, log: cfg.Logger.With("component", "webhook"), m: m}
+	d.client = d.newClient()
+	d.lease = d.leaseFor()
+	return d, nil
+}
+
+// newClient builds the retrying HTTP client: quick retries on connection
+// errors, 429 and 5xx; redirects are not followed (a 3xx is a failed round).
+func (d *Dispatcher) newClient() *retryablehttp.Client {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = sendParallel
+	c := retryablehttp.NewClient()
+	c.HTTPClient = &http.Client{
+		Timeout:       d.cfg.Timeout,
+		Transport:     transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	c.Logger = debugLogger{d.log}
+	c.RetryMax = d.cfg.Retries
+	c.RetryWaitMin = retryWaitMin
+	c.RetryWaitMax = retryWaitMax
+	// a Retry-After header may ask for longer; a round does not wait for
+	// it (the next round's backoff is the long wait), so the lease holds
+	c.Backoff = func(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
+		return min(retryablehttp.DefaultBackoff(lo, hi, attempt, resp), hi)
+	}
+	// hand back the last answer, so a 5xx after the retries is reported
+	// with its status rather than as "giving up"
+	c.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	return c
+}
+
+// leaseFor is how long a claimed row stays invisible to other dispatchers:
+// long enough to send the whole batch, sendParallel at a time, every
+// request with all its retries, plus a margin.
+func (d *Dispatcher) leaseFor() time.Duration {
+	perRequest := d.cfg.Timeout*time.Duration(d.cfg.Retries+1) + retryWaitMax*time.Duration(d.cfg.Retries)
+	waves := (d.cfg.BatchSize + sendParallel - 1) / sendParallel
+	return perRequest*time.Duration(waves) + 5*time.Second
+}
+
+// Run delivers due events every PollEvery, and keeps the outbox bounded
+// and pruned every housekeepEvery ticks, until ctx ends. Errors are logged,
+// never fatal. It returns nil when ctx ends.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	t := time.NewTicker(d.cfg.PollEvery)
+	defer t.Stop()
+	for tick := 0; ; tick++ {
+		if tick%housekeepEvery == 0 {
+			if err := d.housekeep(ctx); err != nil && ctx.Err() == nil {
+				d.log.Error("webhook outbox housekeeping failed", "err", err)
+			}
+		}
+		d.drain(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// drain runs Deliver rounds while they find full batches, up to
+// roundsPerTick, so a backlog goes out faster than one batch per tick.
+func (d *Dispatcher) drain(ctx context.Context) {
+	for range roundsPerTick {
+		if ctx.Err() != nil {
+			return
+		}
+		_, claimed, err := d.deliver(ctx)
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("webhook delivery round failed", "err", err)
+		}
+		if err != nil || claimed < d.cfg.BatchSize {
+			return
+		}
+	}
+}
+
+// Deliver runs one delivery round: it claims up to BatchSize due events,
+// sends them and records each result. It returns how many the receiver
+// took. A failed send is not an error (it is recorded on the row and
+// counted); a database failure is.
+func (d *Dispatcher) Deliver(ctx context.Context) (delivered int, err error) {
+	delivered, _, err = d.deliver(ctx)
+	return delivered, err
+}
+
+// outboxRow is a claimed event.
+type outboxRow struct {
+	id       int64
+	eventID  string
+	event    string
+	body     []byte
+	attempts int // failed rounds so far
+}
+
+func (d *Dispatcher) deliver(ctx context.Context) (delivered, claimed int, err error) {
+	rows, err := d.claim(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(rows) == 0 {
+		return 0, 0, nil
+	}
+	sendErrs := d.sendAll(ctx, rows)
+	// record even when ctx ended during the sends: a delivered row not
+	// marked would be sent again
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	var errs []error
+	for i, r := range rows {
+		if sendErrs[i] != nil && ctx.Err() != nil {
+			continue // not the receiver's fault: the lease runs out and the row is tried again
+		}
+		ok, err := d.record(rctx, r, sendErrs[i])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ok {
+			delivered++
+		}
+	}
+	return delivered, len(rows), errors.Join(errs...)
+}
+
+// claim takes up to BatchSize due rows for this dispatcher: it locks them
+// (skipping rows another dispatcher holds), pushes their next_attempt_at
+// past the lease, and commits, so nobody else takes them while they are
+// being sent.
+func (d *Dispatcher) claim(ctx context.Context) ([]outboxRow, error) {
+	now := d.now()
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("claim due webhook events: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, `SELECT id, event_id, event, body, attempts FROM webhook_outbox
+		WHERE status = ? AND next_attempt_at <= ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
+		statusPending, now, d.cfg.BatchSize)
+	if err != nil {
+		return nil, fmt.Errorf("claim due webhook events: %w", err)
+	}
+	var out []outboxRow
+	for rows.Next() {
+		var r outboxRow
+		if err := rows.Scan(&r.id, &r.eventID, &r.event, &r.body, &r.attempts); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("claim due webhook events: read row: %w", err)
+		}
+		out = append(out, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim due webhook events: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	ids := make([]any, len(out))
+	for i, r := range out {
+		ids[i] = r.id
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ? WHERE id IN (`+
+		placeholders(len(ids))+`)`, append([]any{now.Add(d.lease)}, ids...)...); err != nil {
+		return nil, fmt.Errorf("lease claimed webhook events: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("claim due webhook events: commit: %w", err)
+	}
+	return out, nil
+}
+
+// sendAll sends the rows, sendParallel at a time, and returns each one's
+// error (nil: delivered).
+func (d *Dispatcher) sendAll(ctx context.Context, rows []outboxRow) []error {
+	errs := make([]error, len(rows))
+	sem := make(chan struct{}, sendParallel)
+	var wg sync.WaitGroup
+	for i := range rows {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = d.send(ctx, rows[i])
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// send POSTs one stored body, signed, with quick retries. Any answer but
+// 2xx is an error.
+func (d *Dispatcher) send(ctx context.Context, r outboxRow) error {
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, d.cfg.URL, r.body)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "couponlink-webhook")
+	req.Header.Set(HeaderEvent, r.event)
+	req.Header.Set(HeaderEventID, r.eventID)
+	req.Header.Set(HeaderSignature, Sign(d.cfg.Secret, r.body))
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return fmt.Errorf("receiver answered %s: %s", resp.Status, strings.TrimSpace(string(snippet)))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // to reuse the connection
+	return nil
+}
+
+// record writes the result of one round on its row and counts it. It says
+// whether the row is now delivered. A row no longer pending (dropped by
+// overflow meanwhile) is left alone and not counted.
+func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error) (bool, error) {
+	now := d.now()
+	if sendErr == nil {
+		n, err := d.update(ctx, `UPDATE webhook_outbox SET status = ?, finished_at = ? WHERE id = ? AND status = ?`,
+			statusDelivered, now, r.id, statusPending)
+		if err != nil || n == 0 {
+			return false, err
+		}
+		d.m.deliveries.WithLabelValues(r.event, resultDelivered).Inc()
+		if r.attempts > 0 {
+			d.log.Info("webhook delivered after failed rounds", "event_id", r.eventID, "event", r.event,
+				"failed_rounds", r.attempts)
+		}
+		return true, nil
+	}
+	attempts := r.attempts + 1
+	lastErr := truncate(sendErr.Error(), maxLastError)
+	if attempts >= d.cfg.MaxAttempts {
+		n, err := d.update(ctx, `UPDATE webhook_outbox SET status = ?, attempts = ?, last_error = ?, finished_at = ?
+			WHERE id = ? AND status = ?`, statusDropped, attempts, lastErr, now, r.id, statusPending)
+		if err != nil || n == 0 {
+			return false, err
+		}
+		d.m.deliveries.WithLabelValues(r.event, resultDropped).Inc()
+		d.log.Error("webhook dropped: delivery attempts exhausted", "event_id", r.eventID, "event", r.event,
+			"attempts", attempts, "last_error", lastErr)
+		return false, nil
+	}
+	next := now.Add(d.backoff(attempts))
+	n, err := d.update(ctx, `UPDATE webhook_outbox SET attempts = ?, next_attempt_at = ?, last_error = ?
+		WHERE id = ? AND status = ?`, attempts, next, lastErr, r.id, statusPending)
+	if err != nil || n == 0 {
+		return false, err
+	}
+	d.m.deliveries.WithLabelValues(r.event, resultFailed).Inc()
+	d.log.Warn("webhook delivery failed; will retry", "event_id", r.eventID, "event", r.event,
+		"attempt", attempts, "max_attempts", d.cfg.MaxAttempts, "next_try", next, "err", lastErr)
+	return false, nil
+}
+
+// update runs one single-row UPDATE of the outbox and returns the rows it
+// changed.
+func (d *Dispatcher) update(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := d.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, fmt.Errorf("record webhook delivery result: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("record webhook delivery result: %w", err)
+	}
+	return n, nil
+}
+
+// backoff is the wait after the given number of failed rounds:
+// MinBackoff, doubling each round, at most MaxBackoff.
+func (d *Dispatcher) backoff(failed int) time.Duration {
+	b := d.cfg.MinBackoff
+	for i := 1; i < failed && b < d.cfg.MaxBackoff; i++ {
+		b *= 2
+	}
+	return min(b, d.cfg.MaxBackoff)
+}
+
+func (d *Dispatcher) now() time.Time { return d.cfg.Now().UTC() }
+
+// truncate cuts s to at most n characters, keeping it valid UTF-8.
+func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "?")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n])
+	}
+	return s
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// debugLogger hands retryablehttp's per-request chatter to slog at Debug:
+// the dispatcher logs each round's outcome itself.
+type debugLogger struct{ l *slog.Logger }
+
+func (a debugLogger) Error(msg string, kv ...any) { a.l.Debug("webhook http: "+msg, kv...) }
+func (a debugLogger) Info(msg string, kv ...any)  { a.l.Debug("webhook http: "+msg, kv...) }
+func (a debugLogger) Debug(msg string, kv ...any) { a.l.Debug("webhook http: "+msg, kv...) }
+func (a debugLogger) Warn(msg string, kv ...any)  { a.l.Debug("webhook http: "+msg, kv...) }
