@@ -85,6 +85,11 @@ func (s *Sink) bootstrap(ctx context.Context) (Snapshot, error) {
 		if err := s.refreshTemplates(ctx, tx, templatesOf(pairs)); err != nil {
 			return err
 		}
+		if s.cfg.Releases {
+			if err := scheduleAll(ctx, tx); err != nil {
+				return err
+			}
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE cdc_checkpoint SET binlog_file = ?, binlog_pos = ?, gtid_set = ?,
 			event_time = NULL, bootstrapped_at = ? WHERE name = ? AND epoch = ?`,
 			snap.Pos.File, snap.Pos.Pos, snap.Pos.GTID, time.Now().UTC(), s.cfg.Name, s.epoch)

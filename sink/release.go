@@ -20,7 +20,9 @@ import (
 //   - void (AVAILABLE→RETURNED) and refund-recycle (USED→RETURNED): at once,
 //     in the transaction of the batch that saw it, with the checkpoint;
 //   - expiry under the template's "release" policy: once its cooldown after
-//     expires_at has passed, found by releaseDue on the cdc's timer;
+//     expires_at has passed. The batch that sees the expiry schedules it
+//     (a release_due row, with the checkpoint); releaseDue, on the cdc's
+//     timer, reads the due rows, releases and deletes them;
 //   - refund-restore and expiry under "freeze": never.
 type release struct {
 	Coupon int64
@@ -119,8 +121,43 @@ func applyReleases(ctx context.Context, tx *sql.Tx, rs []release, now time.Time)
 	return applied, nil
 }
 
+// scheduleExpiries writes the release_due rows of the batch's coupons that
+// became EXPIRED under the release policy, in the batch's transaction.
+func scheduleExpiries(ctx context.Context, tx *sql.Tx, b *canal.Batch) error {
+	var ids []int64
+	for i := range b.Transitions {
+		if t := &b.Transitions[i]; t.To == coupon.Expired && t.From != coupon.Expired {
+			ids = append(ids, t.Coupon)
+		}
+	}
+	for start := 0; start < len(ids); start += 1000 {
+		chunk := ids[start:min(start+1000, len(ids))]
+		if _, err := tx.ExecContext(ctx, scheduleSQL+` AND c.id IN (`+placeholders(len(chunk))+`)`, int64Args(chunk)...); err != nil {
+			return fmt.Errorf("schedule expiry releases: %w", err)
+		}
+	}
+	return nil
+}
+
+// scheduleAll schedules every expired, unreleased coupon of a release
+// template: after a bootstrap, which did not see the expiries before it.
+func scheduleAll(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, scheduleSQL+` AND NOT EXISTS (SELECT 1 FROM inventory_flow f
+		WHERE f.user_coupon_id = c.id AND f.kind = 'release' AND f.seq = 0)`); err != nil {
+		return fmt.Errorf("schedule expiry releases: %w", err)
+	}
+	return nil
+}
+
+const scheduleSQL = `INSERT IGNORE INTO release_due (user_coupon_id, template_id, channel, due_at)
+	SELECT c.id, c.template_id, c.channel, c.expires_at + INTERVAL t.release_cooldown_seconds SECOND
+	FROM user_coupon c JOIN coupon_template t ON t.id = c.template_id
+	WHERE c.status = 3 AND t.expiry_policy = 'release'`
+
 // releaseDue releases, in one transaction fenced by the epoch, up to limit
-// expired coupons of "release" templates whose cooldown has passed.
+// scheduled expiry releases that are due, and deletes their schedule rows.
+// A coupon no longer EXPIRED (a legacy writer changed it) loses its row
+// and releases nothing.
 func (s *Sink) releaseDue(ctx context.Context, limit int) (int, error) {
 	now := s.cfg.Now().UTC()
 	var n int
@@ -128,31 +165,36 @@ func (s *Sink) releaseDue(ctx context.Context, limit int) (int, error) {
 		if err := s.fence(ctx, tx); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT c.id, c.template_id, c.channel FROM user_coupon c
-			JOIN coupon_template t ON t.id = c.template_id
-			WHERE c.status = ? AND c.expires_at <= ? AND t.expiry_policy = ?
-			AND c.expires_at <= ? - INTERVAL t.release_cooldown_seconds SECOND
-			AND NOT EXISTS (SELECT 1 FROM inventory_flow f WHERE f.user_coupon_id = c.id AND f.kind = ? AND f.seq = 0)
-			ORDER BY c.expires_at LIMIT ?`, coupon.Expired, now, coupon.PolicyRelease, now, coupon.FlowRelease, limit)
+		rows, err := tx.QueryContext(ctx, `SELECT d.user_coupon_id, d.template_id, d.channel, c.status FROM release_due d
+			LEFT JOIN user_coupon c ON c.id = d.user_coupon_id
+			WHERE d.due_at <= ? ORDER BY d.due_at LIMIT ? FOR UPDATE`, now, limit)
 		if err != nil {
 			return fmt.Errorf("find due releases: %w", err)
 		}
 		var rs []release
+		var due []int64
 		for rows.Next() {
 			r := release{Status: coupon.Expired, Cause: releaseExpiry, Reason: "expired under the release policy; cooldown over"}
-			if err := rows.Scan(&r.Coupon, &r.Pair.Template, &r.Pair.Channel); err != nil {
+			var status sql.NullInt64
+			if err := rows.Scan(&r.Coupon, &r.Pair.Template, &r.Pair.Channel, &status); err != nil {
 				rows.Close()
 				return err
 			}
-			rs = append(rs, r)
+			due = append(due, r.Coupon)
+			if status.Valid && coupon.Status(status.Int64) == coupon.Expired {
+				rs = append(rs, r)
+			}
 		}
 		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := rows.Err(); err != nil || len(due) == 0 {
 			return err
 		}
 		applied, err := applyReleases(ctx, tx, rs, now)
 		if err != nil {
 			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM release_due WHERE user_coupon_id IN (`+placeholders(len(due))+`)`, int64Args(due)...); err != nil {
+			return fmt.Errorf("delete done schedule rows: %w", err)
 		}
 		n = len(applied)
 		return s.enqueue(ctx, tx, releasedEvents(applied, now))

@@ -93,6 +93,11 @@ func TestExpiryReleaseAfterCooldown(t *testing.T) {
 		return n
 	}
 	require.EqualValues(t, 3, claimed(), "within the cooldown the slots stay frozen")
+	scheduled := func() (n int) {
+		require.NoError(t, e.db.QueryRow(`SELECT COUNT(*) FROM release_due`).Scan(&n))
+		return n
+	}
+	require.Equal(t, 3, scheduled(), "the batch that saw the expiries scheduled their releases")
 
 	clock.Advance(time.Hour) // cooldown over
 	waitFor(t, 30*time.Second, "the expired slots released", func() bool { return claimed() == 0 })
@@ -103,4 +108,37 @@ func TestExpiryReleaseAfterCooldown(t *testing.T) {
 	require.NoError(t, e.db.QueryRow(`SELECT COUNT(*) FROM inventory_flow WHERE kind = 'release'`).Scan(&flows))
 	require.Equal(t, 3, flows)
 	require.EqualValues(t, 0, claimed())
+	require.Zero(t, scheduled(), "released coupons leave the schedule")
+}
+
+// Coupons that expired before the cdc's first start (its bootstrap did not
+// see their expiry in the binlog) are scheduled by the bootstrap and
+// released like the others.
+func TestBootstrapSchedulesEarlierExpiries(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	clock := newFakeClock()
+	clock.Advance(-time.Hour)
+	store, err := coupon.New(coupon.Config{DB: e.db, Now: clock.Now})
+	require.NoError(t, err)
+	zero := int64(0)
+	tpl, err := store.CreateTemplate(ctx, coupon.NewTemplate{Name: "r", TotalQuota: 10, Channels: map[string]int64{"app": 10},
+		ValidSeconds: 60, ExpiryPolicy: coupon.PolicyRelease, ReleaseCooldownSeconds: &zero})
+	require.NoError(t, err)
+	for i := range 2 {
+		_, err := store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl.ID, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
+		require.NoError(t, err)
+	}
+	clock.Advance(2 * time.Minute)
+	res, err := store.ExpireDue(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Expired)
+
+	e.startCDC(nil, func(c *sink.Config, _ *sink.Daemon) { c.ReleaseEvery = 10 * time.Millisecond })
+	waitFor(t, 30*time.Second, "the slots of the coupons expired before the bootstrap released", func() bool {
+		var claimed int64
+		require.NoError(t, e.db.QueryRow(`SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl.ID).Scan(&claimed))
+		return claimed == 0
+	})
+	e.assertTruth(true)
 }

@@ -355,6 +355,9 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 			if applied, err = applyReleases(ctx, tx, releasesOf(b), s.cfg.Now().UTC()); err != nil {
 				return err
 			}
+			if err := scheduleExpiries(ctx, tx, b); err != nil {
+				return err
+			}
 			released = len(applied)
 		}
 		if err := s.enqueue(ctx, tx, s.batchEvents(b, applied, anomalies)); err != nil {

@@ -50,6 +50,7 @@ GRANT INSERT, UPDATE ON `couponlink_db`.`quota_policy` TO 'couponlink_cdc'@'%';
 GRANT INSERT ON `couponlink_db`.`quota_policy_audit` TO 'couponlink_cdc'@'%';
 GRANT INSERT, UPDATE, DELETE ON `couponlink_db`.`webhook_outbox` TO 'couponlink_cdc'@'%';
 GRANT INSERT ON `couponlink_db`.`inventory_flow` TO 'couponlink_cdc'@'%';
+GRANT INSERT, DELETE ON `couponlink_db`.`release_due` TO 'couponlink_cdc'@'%';
 -- the leader lock (GET_LOCK / IS_USED_LOCK / RELEASE_LOCK) needs no privilege.
 -- Nothing on user_coupon, user_claim, redemption_log, void_request beyond
 -- SELECT, and no DDL anywhere.
