@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -199,7 +198,7 @@ func moveQuota(ctx context.Context, tx *sql.Tx, tpl int64, moves []quota.Move) e
 // logDecision writes one quota_transfer_log row per move.
 func logDecision(ctx context.Context, tx *sql.Tx, tpl int64, decision string, p quota.Policy, d quota.Decision, now time.Time) error {
 	for _, m := range d.Moves {
-		seen, err := json.Marshal(map[string]any{"why": m.Why, "policy": p, "channels": d.Seen})
+		seen, err := webhook.JSON(map[string]any{"why": m.Why, "policy": p, "channels": d.Seen})
 		if err != nil {
 			return err
 		}

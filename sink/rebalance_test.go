@@ -184,6 +184,9 @@ func TestRebalanceWorkedExample(t *testing.T) {
 	data := ev[0]["data"].(map[string]any)
 	assert.Equal(t, map[string]any{"decision": r.Decision, "from": "A", "to": "B", "amount": 100.0,
 		"from_quota_after": 900.0, "to_quota_after": 600.0, "why": r.Seen["why"], "rule": r.Rule}, data)
+	var raw string
+	require.NoError(t, e.db.QueryRow(`SELECT body FROM webhook_outbox WHERE event = ?`, webhook.QuotaTransferred).Scan(&raw))
+	assert.Contains(t, raw, `"why":"A redeems 0.25 < low 0.30`, "bodies are readable: no HTML escaping")
 	soldOut := e.outbox(webhook.ChannelSoldOut)
 	require.Len(t, soldOut, 1, "B sold out once (the seed took its last slot)")
 	assert.Equal(t, "B", soldOut[0]["channel"])

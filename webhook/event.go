@@ -11,6 +11,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -87,7 +88,7 @@ func Enqueue(ctx context.Context, tx *sql.Tx, events ...Event) error {
 		if err := validate(e); err != nil {
 			return fmt.Errorf("enqueue webhook event %d of %d: %w", i+1, len(events), err)
 		}
-		body, err := json.Marshal(e)
+		body, err := JSON(e)
 		if err != nil {
 			return fmt.Errorf("marshal webhook event %s (%s): %w", e.ID, e.Type, err)
 		}
@@ -161,4 +162,16 @@ func Verify(secret, body []byte, header string) bool {
 	m := hmac.New(sha256.New, secret)
 	m.Write(body)
 	return hmac.Equal(sum, m.Sum(nil))
+}
+
+// JSON encodes v as event bodies are encoded: without encoding/json's HTML
+// escaping, so that the rules' "<" and ">" stay readable to a person.
+func JSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
