@@ -16,6 +16,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -127,6 +128,13 @@ func TestCrashRestartKeepsCountersExact(t *testing.T) {
 	var kills atomic.Int64
 	w := newWorkload(e, wlConfig{Workers: 6, Ops: 6_000, Quota: 400, OverIssue: true,
 		More: func() bool { return kills.Load() < minKills }})
+	// the rebalancing rule moves quota between the buckets while the
+	// workload runs (not the over-issue template's: its anomalies are counted)
+	runner.args = append(runner.args, "-quota-mode", "auto", "-quota-min-age", "0s", "-quota-cooldown", "0s",
+		"-quota-min-claims", "20", "-quota-low", "0.6", "-quota-high", "0.7", "-quota-reserve", "0", "-rebalance-every", "50ms")
+	off := quota.ModeOff
+	_, err := quota.SetPolicy(context.Background(), e.db, w.over.Template, quota.Override{Mode: &off}, "test", "counted over-issue", quota.SourceCLI)
+	require.NoError(t, err)
 
 	p := runner.start()
 	e.waitCheckpoint() // the first start bootstrapped before any write of the workload
@@ -162,6 +170,19 @@ func TestCrashRestartKeepsCountersExact(t *testing.T) {
 
 	e.waitCheckpoint()
 	require.Equal(t, e.truth(), e.counters(), "derived counters differ from GROUP BY over user_coupon after the kills")
+	var transfers int
+	require.NoError(t, e.db.QueryRow(`SELECT COUNT(*) FROM quota_transfer_log WHERE mode = 'auto'`).Scan(&transfers))
+	rows, err := e.db.Query(`SELECT t.id, t.total_quota, SUM(q.quota), SUM(q.claimed > q.quota) FROM coupon_template t
+		JOIN channel_quota q ON q.template_id = t.id GROUP BY t.id, t.total_quota`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var tpl, total, sum, over int64
+		require.NoError(t, rows.Scan(&tpl, &total, &sum, &over))
+		require.Equal(t, total, sum, "template %d: quota not conserved across %d transfers", tpl, transfers)
+		require.Zero(t, over, "template %d: claimed above quota", tpl)
+	}
+	require.NoError(t, rows.Close())
+	t.Logf("%d quota transfers applied during the kills", transfers)
 	e.assertRedis()
 	e.assertTemplateCaches()
 
