@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // ClaimRequest asks for one coupon of a template for a user, from a channel's bucket.
@@ -69,7 +71,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 		now := s.clock()
 		out = Claim{TemplateID: req.TemplateID, UserID: req.UserID, Channel: req.Channel, Status: Available.String(),
 			ClaimedAt: now, ExpiresAt: now.Add(time.Duration(rules.ValidSeconds) * time.Second)}
-		return s.inTx(ctx, func(tx *sql.Tx) error {
+		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 			// the per-user limit: one row lock per (template, user)
 			res, err := tx.ExecContext(ctx, `INSERT INTO user_claim (template_id, user_id, claimed) VALUES (?, ?, 1)
 				ON DUPLICATE KEY UPDATE claimed = IF(claimed < ?, claimed + 1, claimed)`,

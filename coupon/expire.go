@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // ExpireBatch is how many coupons one sweep transaction expires.
@@ -60,7 +62,7 @@ func (s *Store) expireBatch(ctx context.Context, n int) (int, error) {
 	err := s.retry(ctx, "expiry sweep", func() error {
 		got = 0
 		now := s.clock()
-		return s.inTx(ctx, func(tx *sql.Tx) error {
+		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 			rows, err := tx.QueryContext(ctx, `SELECT `+couponColumns+` FROM user_coupon
 				WHERE status = ? AND expires_at <= ? ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`, Available, now, n)
 			if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // RedeemRequest uses a coupon on an order.
@@ -82,7 +84,7 @@ func (s *Store) Redeem(ctx context.Context, req RedeemRequest) (Redemption, erro
 				c.ID, c.ExpiresAt.Format(time.RFC3339))
 		}
 		out = Redemption{UserCouponID: c.ID, OrderID: req.OrderID, RedeemedAt: now, Status: Used.String()}
-		return s.inTx(ctx, func(tx *sql.Tx) error {
+		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 			res, err := tx.ExecContext(ctx, `INSERT INTO redemption_log
 				(user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key) VALUES (?, ?, ?, ?, ?, ?)`,
 				c.ID, c.TemplateID, c.Channel, req.OrderID, now, key)

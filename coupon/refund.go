@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // Refund modes.
@@ -89,7 +91,7 @@ func (s *Store) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
 		now := s.clock()
 		out = Refund{UserCouponID: c.ID, RedemptionID: red.RedemptionID, OrderID: req.OrderID, Mode: req.Mode,
 			Status: to.String(), RefundedAt: now}
-		return s.inTx(ctx, func(tx *sql.Tx) error {
+		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 			id, err := insertFlow(ctx, tx, flowRow{Coupon: c, Kind: FlowRefund, Seq: red.RedemptionID, From: Used, To: to,
 				Mode: req.Mode, OrderID: req.OrderID, CreatedAt: now})
 			if isDuplicate(err) {

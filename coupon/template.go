@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // Expiry policies of a template.
@@ -144,7 +146,7 @@ func (s *Store) CreateTemplate(ctx context.Context, nt NewTemplate) (Template, e
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO coupon_template
 			(name, total_quota, valid_seconds, per_user_limit, expiry_policy, release_cooldown_seconds, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`,

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // MaxVoidBatch is the most coupons one void request may name.
@@ -150,7 +152,7 @@ func (s *Store) voidOne(ctx context.Context, req VoidRequest, id int64) (VoidRes
 			out.Result, out.Message = VoidIllegalTransition, e.Message
 			return nil
 		}
-		err = s.inTx(ctx, func(tx *sql.Tx) error {
+		err = sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 			_, err := insertFlow(ctx, tx, flowRow{Coupon: c, Kind: FlowVoid, From: Available, To: Returned,
 				Reason: req.Reason, Operator: req.Operator, RequestID: req.RequestID, CreatedAt: s.clock()})
 			if isDuplicate(err) {

@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // DefaultsTemplate is the quota_policy row that holds the defaults the cdc
@@ -231,7 +232,7 @@ func SetPolicy(ctx context.Context, db *sql.DB, template int64, change Override,
 		return PolicyView{}, coupon.Invalid("", "the change sets no field: send at least one of mode, low, high, min_claims, max_share, reserve, cooldown_seconds, min_age_seconds")
 	}
 	var out PolicyView
-	err := inTx(ctx, db, func(tx *sql.Tx) error {
+	err := sqltx.Retry(ctx, db, maxAttempts, raced, func(tx *sql.Tx) error {
 		if err := checkTemplate(ctx, tx, template); err != nil {
 			return err
 		}
@@ -333,7 +334,7 @@ func ResetPolicy(ctx context.Context, db *sql.DB, template int64, by, reason, so
 		return PolicyView{}, err
 	}
 	var out PolicyView
-	err := inTx(ctx, db, func(tx *sql.Tx) error {
+	err := sqltx.Retry(ctx, db, maxAttempts, raced, func(tx *sql.Tx) error {
 		if err := checkTemplate(ctx, tx, template); err != nil {
 			return err
 		}
@@ -374,7 +375,7 @@ func PublishDefaults(ctx context.Context, db *sql.DB, p Policy, by string) (chan
 	if by = strings.TrimSpace(by); by == "" || len(by) > MaxChangedByLen {
 		return false, coupon.Invalid("changed_by", "changed_by must be 1 to %d bytes: who publishes the defaults", MaxChangedByLen)
 	}
-	err = inTx(ctx, db, func(tx *sql.Tx) error {
+	err = sqltx.Retry(ctx, db, maxAttempts, raced, func(tx *sql.Tx) error {
 		// the defaults row sets every field, so it is checked over nothing but itself
 		_, changed, err = write(ctx, tx, DefaultsTemplate, Defaults(), p.Full(), by,
 			"defaults published from the cdc configuration", SourceConfig)
@@ -466,7 +467,7 @@ type ChannelView struct {
 // the last applied transfer. It is read in one snapshot.
 func Channels(ctx context.Context, db *sql.DB, template int64) ([]ChannelView, error) {
 	var out []ChannelView
-	err := readTx(ctx, db, func(tx *sql.Tx) error {
+	err := sqltx.Run(ctx, db, &sql.TxOptions{ReadOnly: true}, func(tx *sql.Tx) error {
 		if err := checkTemplate(ctx, tx, template); err != nil {
 			return err
 		}
@@ -532,39 +533,6 @@ func lastTransfer(ctx context.Context, tx *sql.Tx, template int64, channel strin
 // maxAttempts bounds the runs of a policy transaction that deadlocked: two
 // first writes of the same row both lock its gap, and one of them loses.
 const maxAttempts = 10
-
-// inTx runs fn in one transaction, committing when it returns nil, and
-// runs it again when it lost a race (deadlock, lock wait timeout, or a
-// duplicate key from a concurrent first insert).
-func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	var err error
-	for range maxAttempts {
-		if err = attempt(ctx, db, nil, fn); !raced(err) || ctx.Err() != nil {
-			return err
-		}
-	}
-	return err
-}
-
-// readTx runs fn in one read-only transaction: one snapshot.
-func readTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	return attempt(ctx, db, &sql.TxOptions{ReadOnly: true}, fn)
-}
-
-func attempt(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
 
 func raced(err error) bool {
 	var me *mysql.MySQLError

@@ -6,8 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/go-sql-driver/mysql"
-
+	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -18,7 +17,7 @@ import (
 // quiet. It reports false when the row vanished meanwhile.
 func (r *Reconciler) fixCounter(ctx context.Context, taskID int64, p sink.Pair, read counterRow, have bool, want sink.Counts, stamp int64) (bool, error) {
 	vanished := false
-	err := inTx(ctx, r.db, func(tx *sql.Tx) error {
+	err := sqltx.Retry(ctx, r.db, 3, sqltx.Deadlock, func(tx *sql.Tx) error {
 		var cur counterRow
 		err := tx.QueryRowContext(ctx, `SELECT held, used, expired, returned, released, stamp FROM inventory_counter
 			WHERE template_id = ? AND channel = ? FOR UPDATE`, p.Template, p.Channel).
@@ -64,7 +63,7 @@ func (r *Reconciler) fixCounter(ctx context.Context, taskID int64, p sink.Pair, 
 // fixTemplate recomputes coupon_template's cached counts from the counters
 // (corrected first, so equal to the truth), as the cdc does in each batch.
 func (r *Reconciler) fixTemplate(ctx context.Context, taskID, id int64, read, want templateCache) (bool, error) {
-	err := inTx(ctx, r.db, func(tx *sql.Tx) error {
+	err := sqltx.Retry(ctx, r.db, 3, sqltx.Deadlock, func(tx *sql.Tx) error {
 		// the counters first, then the template: the cdc's lock order
 		if _, err := tx.ExecContext(ctx, `SELECT template_id FROM inventory_counter WHERE template_id = ? FOR UPDATE`, id); err != nil {
 			return fmt.Errorf("lock counters of template %d: %w", id, err)
@@ -135,33 +134,4 @@ func (r *Reconciler) fixedBefore(ctx context.Context, taskID int64) (map[string]
 		out[store+" "+target] = true
 	}
 	return out, rows.Err()
-}
-
-// inTx runs fn in one transaction, again (up to 3 times) when MySQL
-// chose it as a deadlock victim.
-func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	var err error
-	for range 3 {
-		if err = inTxOnce(ctx, db, fn); !isDeadlock(err) {
-			return err
-		}
-	}
-	return err
-}
-
-func isDeadlock(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
-}
-
-func inTxOnce(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
 }

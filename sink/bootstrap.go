@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // Snapshot is the truth at one binlog position: coupons per pair and state
@@ -67,7 +68,7 @@ func (s *Sink) bootstrap(ctx context.Context) (Snapshot, error) {
 	for _, c := range snap.Counts {
 		rows += c.Issued()
 	}
-	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
+	err = sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM inventory_counter"); err != nil {
 			return fmt.Errorf("clear counters: %w", err)
 		}
@@ -86,7 +87,7 @@ func (s *Sink) bootstrap(ctx context.Context) (Snapshot, error) {
 			return err
 		}
 		if s.cfg.Releases {
-			if err := scheduleAll(ctx, tx); err != nil {
+			if err := scheduleAll(ctx, tx, s.cfg.Now().UTC()); err != nil {
 				return err
 			}
 		}

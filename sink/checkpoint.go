@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // Checkpoint is the binlog position the counters reflect, with the
@@ -49,7 +50,7 @@ func LoadCheckpoint(ctx context.Context, db *sql.DB, name string) (cp Checkpoint
 // so that a deposed leader's next batch fails with ErrFenced.
 func takeEpoch(ctx context.Context, db *sql.DB, name, leader string) (int64, error) {
 	var epoch int64
-	err := inTx(ctx, db, func(tx *sql.Tx) error {
+	err := sqltx.Run(ctx, db, nil, func(tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, `SELECT epoch FROM cdc_checkpoint WHERE name = ? FOR UPDATE`, name).Scan(&epoch); err != nil {
 			return err
 		}
@@ -81,16 +82,4 @@ func saveCheckpoint(ctx context.Context, tx *sql.Tx, name string, epoch int64, b
 		return ErrFenced
 	}
 	return nil
-}
-
-func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/webhook"
 )
@@ -102,7 +103,7 @@ func (s *Sink) channel(p Pair, q Quota) quota.Channel {
 func (s *Sink) decide(ctx context.Context, tpl int64, p quota.Policy, now time.Time) error {
 	var d quota.Decision
 	var decision string
-	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 		if err := s.fence(ctx, tx); err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // A release hands a coupon's slot back to its channel bucket
@@ -37,6 +38,8 @@ const (
 	releaseVoid    = "void"
 	releaseRecycle = "recycle"
 	releaseExpiry  = "expiry"
+	// returned before a bootstrap: a void or a recycle the cdc did not see
+	releaseReturned = "returned"
 )
 
 // releasesOf lists the batch's coupons that went to RETURNED.
@@ -139,12 +142,19 @@ func scheduleExpiries(ctx context.Context, tx *sql.Tx, b *canal.Batch) error {
 	return nil
 }
 
-// scheduleAll schedules every expired, unreleased coupon of a release
-// template: after a bootstrap, which did not see the expiries before it.
-func scheduleAll(ctx context.Context, tx *sql.Tx) error {
-	if _, err := tx.ExecContext(ctx, scheduleSQL+` AND NOT EXISTS (SELECT 1 FROM inventory_flow f
-		WHERE f.user_coupon_id = c.id AND f.kind = 'release' AND f.seq = 0)`); err != nil {
+// scheduleAll is a bootstrap's part: the bootstrap did not see the
+// transitions before its snapshot, so it schedules every coupon whose
+// release is owed and not written — expired under the release policy (due
+// after the cooldown) and RETURNED by a void or a recycle (due at once).
+func scheduleAll(ctx context.Context, tx *sql.Tx, now time.Time) error {
+	const unreleased = ` AND NOT EXISTS (SELECT 1 FROM inventory_flow f
+		WHERE f.user_coupon_id = c.id AND f.kind = 'release' AND f.seq = 0)`
+	if _, err := tx.ExecContext(ctx, scheduleSQL+unreleased); err != nil {
 		return fmt.Errorf("schedule expiry releases: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT IGNORE INTO release_due (user_coupon_id, template_id, channel, due_at)
+		SELECT c.id, c.template_id, c.channel, ? FROM user_coupon c WHERE c.status = ?`+unreleased, now, coupon.Returned); err != nil {
+		return fmt.Errorf("schedule the releases of returned coupons: %w", err)
 	}
 	return nil
 }
@@ -155,13 +165,13 @@ const scheduleSQL = `INSERT IGNORE INTO release_due (user_coupon_id, template_id
 	WHERE c.status = 3 AND t.expiry_policy = 'release'`
 
 // releaseDue releases, in one transaction fenced by the epoch, up to limit
-// scheduled expiry releases that are due, and deletes their schedule rows.
-// A coupon no longer EXPIRED (a legacy writer changed it) loses its row
-// and releases nothing.
+// scheduled releases that are due, and deletes their schedule rows. A
+// coupon no longer EXPIRED or RETURNED (a legacy writer changed it) loses
+// its row and releases nothing.
 func (s *Sink) releaseDue(ctx context.Context, limit int) (int, error) {
 	now := s.cfg.Now().UTC()
 	var n int
-	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 		if err := s.fence(ctx, tx); err != nil {
 			return err
 		}
@@ -174,14 +184,19 @@ func (s *Sink) releaseDue(ctx context.Context, limit int) (int, error) {
 		var rs []release
 		var due []int64
 		for rows.Next() {
-			r := release{Status: coupon.Expired, Cause: releaseExpiry, Reason: "expired under the release policy; cooldown over"}
+			var r release
 			var status sql.NullInt64
 			if err := rows.Scan(&r.Coupon, &r.Pair.Template, &r.Pair.Channel, &status); err != nil {
 				rows.Close()
 				return err
 			}
 			due = append(due, r.Coupon)
-			if status.Valid && coupon.Status(status.Int64) == coupon.Expired {
+			switch r.Status = coupon.Status(status.Int64); r.Status {
+			case coupon.Expired:
+				r.Cause, r.Reason = releaseExpiry, "expired under the release policy; cooldown over"
+				rs = append(rs, r)
+			case coupon.Returned:
+				r.Cause, r.Reason = releaseReturned, "returned (void or recycle) before the cdc's bootstrap; the slot goes back to the pool"
 				rs = append(rs, r)
 			}
 		}

@@ -111,10 +111,10 @@ func TestExpiryReleaseAfterCooldown(t *testing.T) {
 	require.Zero(t, scheduled(), "released coupons leave the schedule")
 }
 
-// Coupons that expired before the cdc's first start (its bootstrap did not
-// see their expiry in the binlog) are scheduled by the bootstrap and
-// released like the others.
-func TestBootstrapSchedulesEarlierExpiries(t *testing.T) {
+// Coupons that expired, were voided or recycled before the cdc's first
+// start (its bootstrap did not see those transitions in the binlog) are
+// scheduled by the bootstrap and released like the others.
+func TestBootstrapReleasesWhatCameBefore(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	clock := newFakeClock()
@@ -125,20 +125,35 @@ func TestBootstrapSchedulesEarlierExpiries(t *testing.T) {
 	tpl, err := store.CreateTemplate(ctx, coupon.NewTemplate{Name: "r", TotalQuota: 10, Channels: map[string]int64{"app": 10},
 		ValidSeconds: 60, ExpiryPolicy: coupon.PolicyRelease, ReleaseCooldownSeconds: &zero})
 	require.NoError(t, err)
-	for i := range 2 {
-		_, err := store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl.ID, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
+	var ids []int64
+	for i := range 5 {
+		c, err := store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl.ID, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
+		require.NoError(t, err)
+		ids = append(ids, c.UserCouponID)
+	}
+	_, err = store.Void(ctx, coupon.VoidRequest{UserCouponIDs: ids[2:3], Reason: "test", Operator: "ops", RequestID: "v"})
+	require.NoError(t, err)
+	for i, mode := range []string{coupon.RefundRecycle, coupon.RefundRestore} {
+		id := ids[3+i]
+		_, err = store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: id, OrderID: fmt.Sprint("o", id)})
+		require.NoError(t, err)
+		_, err = store.Refund(ctx, coupon.RefundRequest{UserCouponID: id, OrderID: fmt.Sprint("o", id), Mode: mode})
 		require.NoError(t, err)
 	}
 	clock.Advance(2 * time.Minute)
 	res, err := store.ExpireDue(ctx, 0)
 	require.NoError(t, err)
-	require.Equal(t, 2, res.Expired)
+	require.Equal(t, 3, res.Expired, "two claimed and the restored one")
 
 	e.startCDC(nil, func(c *sink.Config, _ *sink.Daemon) { c.ReleaseEvery = 10 * time.Millisecond })
-	waitFor(t, 30*time.Second, "the slots of the coupons expired before the bootstrap released", func() bool {
+	waitFor(t, 30*time.Second, "the slots of the coupons expired, voided and recycled before the bootstrap released", func() bool {
 		var claimed int64
 		require.NoError(t, e.db.QueryRow(`SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl.ID).Scan(&claimed))
 		return claimed == 0
 	})
 	e.assertTruth(true)
+	var rows, coupons int
+	require.NoError(t, e.db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT user_coupon_id) FROM inventory_flow WHERE kind = 'release'`).Scan(&rows, &coupons))
+	require.Equal(t, 5, rows)
+	require.Equal(t, 5, coupons)
 }

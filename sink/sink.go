@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/quota"
 )
 
@@ -340,7 +341,7 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 	sort.Slice(pairs, func(i, j int) bool { return pairs[i].less(pairs[j]) })
 	templates := templatesOf(pairs)
 	released := 0
-	err = inTx(ctx, s.db, func(tx *sql.Tx) error {
+	err = sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 		if err := writeCounters(ctx, tx, pairs, d, true, Stamp(b.End)); err != nil {
 			return err
 		}
@@ -393,7 +394,7 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 			}
 		}
 		if b.End != s.pos || len(anomalies) > 0 {
-			err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+			err := sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 				if err := insertAnomalies(ctx, tx, anomalies, b); err != nil {
 					return err
 				}

@@ -1,0 +1,63 @@
+package sqltx_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
+	"github.com/couponlink/couponlink/internal/testenv"
+)
+
+func TestRunCommitsOrRollsBack(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	ctx := context.Background()
+	_, err := db.Exec(`CREATE TABLE t (id INT PRIMARY KEY)`)
+	require.NoError(t, err)
+	require.NoError(t, sqltx.Run(ctx, db, nil, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO t VALUES (1)`)
+		return err
+	}))
+	boom := errors.New("boom")
+	require.ErrorIs(t, sqltx.Run(ctx, db, nil, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(`INSERT INTO t VALUES (2)`); err != nil {
+			return err
+		}
+		return boom
+	}), boom)
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM t`).Scan(&n))
+	require.Equal(t, 1, n, "the failed transaction's row was rolled back")
+}
+
+func TestRetryOnlyWhatIsRetryable(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	ctx := context.Background()
+	deadlock := &mysql.MySQLError{Number: 1213, Message: "Deadlock found"}
+	runs := 0
+	err := sqltx.Retry(ctx, db, 3, sqltx.Deadlock, func(*sql.Tx) error { runs++; return deadlock })
+	require.ErrorIs(t, err, deadlock)
+	require.Equal(t, 3, runs, "a deadlock runs again, up to the attempts")
+
+	runs = 0
+	err = sqltx.Retry(ctx, db, 3, sqltx.Deadlock, func(*sql.Tx) error {
+		runs++
+		if runs < 2 {
+			return deadlock
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 2, runs)
+
+	runs = 0
+	other := errors.New("not a race")
+	require.ErrorIs(t, sqltx.Retry(ctx, db, 3, sqltx.Deadlock, func(*sql.Tx) error { runs++; return other }), other)
+	require.Equal(t, 1, runs, "other errors are not retried")
+	require.False(t, sqltx.Deadlock(&mysql.MySQLError{Number: 1062}))
+	require.True(t, sqltx.Deadlock(&mysql.MySQLError{Number: 1205}))
+}
