@@ -21,37 +21,37 @@ import (
 
 // seed gives a channel bucket held AVAILABLE and used USED coupons (with
 // their redemption rows) and takes their slots, as claims and redemptions
-// would, in bulk.
+// would (legal transitions: inserted AVAILABLE, then redeemed), in bulk.
 func (e *env) seed(tpl int64, channel string, held, used int) {
 	e.t.Helper()
 	tx, err := e.db.Begin()
 	require.NoError(e.t, err)
 	now := time.Now().UTC()
-	for _, part := range []struct {
-		n      int
-		status coupon.Status
-	}{{held, coupon.Available}, {used, coupon.Used}} {
-		for start := 0; start < part.n; start += 500 {
-			var vals []string
-			var args []any
-			for i := start; i < min(start+500, part.n); i++ {
-				vals = append(vals, "(?, ?, ?, ?, ?, ?)")
-				args = append(args, tpl, fmt.Sprintf("%s-%d-%d", channel, part.status, i), channel, part.status, now, now.Add(24*time.Hour))
-			}
-			res, err := tx.Exec(`INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at) VALUES `+strings.Join(vals, ","), args...)
-			require.NoError(e.t, err)
-			if part.status != coupon.Used {
-				continue
-			}
-			first, err := res.LastInsertId()
-			require.NoError(e.t, err)
-			_, err = tx.Exec(`INSERT INTO redemption_log (user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key)
-				SELECT id, template_id, channel, CONCAT('o', id), ?, CONCAT('o', id, '/', id) FROM user_coupon WHERE id >= ? AND id < ?`,
-				now, first, first+int64(len(vals)))
+	n := held + used
+	var first int64
+	for start := 0; start < n; start += 500 {
+		var vals []string
+		var args []any
+		for i := start; i < min(start+500, n); i++ {
+			vals = append(vals, "(?, ?, ?, ?, ?, ?)")
+			args = append(args, tpl, fmt.Sprintf("%s-%d", channel, i), channel, coupon.Available, now, now.Add(24*time.Hour))
+		}
+		res, err := tx.Exec(`INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at) VALUES `+strings.Join(vals, ","), args...)
+		require.NoError(e.t, err)
+		if start == 0 {
+			first, err = res.LastInsertId()
 			require.NoError(e.t, err)
 		}
 	}
-	_, err = tx.Exec(`UPDATE channel_quota SET claimed = claimed + ? WHERE template_id = ? AND channel = ?`, held+used, tpl, channel)
+	// the first used ids are redeemed (ids of one multi-row INSERT are consecutive)
+	_, err = tx.Exec(`UPDATE user_coupon SET status = ?, redeemed_at = ?, order_id = CONCAT('o', id) WHERE id >= ? AND id < ?`,
+		coupon.Used, now, first, first+int64(used))
+	require.NoError(e.t, err)
+	_, err = tx.Exec(`INSERT INTO redemption_log (user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key)
+		SELECT id, template_id, channel, order_id, ?, CONCAT(order_id, '/', id) FROM user_coupon WHERE id >= ? AND id < ?`,
+		now, first, first+int64(used))
+	require.NoError(e.t, err)
+	_, err = tx.Exec(`UPDATE channel_quota SET claimed = claimed + ? WHERE template_id = ? AND channel = ?`, n, tpl, channel)
 	require.NoError(e.t, err)
 	require.NoError(e.t, tx.Commit())
 }
@@ -190,6 +190,11 @@ func TestRebalanceWorkedExample(t *testing.T) {
 	soldOut := e.outbox(webhook.ChannelSoldOut)
 	require.Len(t, soldOut, 1, "B sold out once (the seed took its last slot)")
 	assert.Equal(t, "B", soldOut[0]["channel"])
+	st, err := sink.ReadStatus(context.Background(), e.db, "default")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"pending": 2}, st.Webhooks, "couponlink status shows the outbox (no dispatcher here)")
+	assert.False(t, st.OldestPending.IsZero())
+	assert.Empty(t, e.anomalies(), "the seed is legal: claims, then redemptions")
 
 	e.assertTruth(true) // the stock keys follow: A and B have 100 claimable each
 	require.EqualValues(t, "100", e.rdb.Get(context.Background(), e.keys.Stock(tpl, "B")).Val())

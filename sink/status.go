@@ -18,6 +18,10 @@ type Status struct {
 	Now        time.Time
 	Anomalies  map[string]int64
 	Pairs      []PairStatus
+	// Webhooks counts the outbox's events by status (pending, delivered,
+	// dropped); OldestPending is when the oldest pending one was written.
+	Webhooks      map[string]int64
+	OldestPending time.Time
 }
 
 // PairStatus is one channel bucket: derived counters and, when known, its quota.
@@ -42,7 +46,7 @@ func (s Status) Lag() time.Duration {
 
 // ReadStatus reads the checkpoint, the anomaly counts and the counters.
 func ReadStatus(ctx context.Context, db *sql.DB, name string) (Status, error) {
-	st := Status{Now: time.Now().UTC(), Anomalies: map[string]int64{}}
+	st := Status{Now: time.Now().UTC(), Anomalies: map[string]int64{}, Webhooks: map[string]int64{}}
 	var err error
 	if st.Checkpoint, st.Found, err = LoadCheckpoint(ctx, db, name); err != nil {
 		return st, err
@@ -64,6 +68,9 @@ func ReadStatus(ctx context.Context, db *sql.DB, name string) (Status, error) {
 		st.Anomalies[k] = n
 	}
 	rows.Close()
+	if err := readOutbox(ctx, db, &st); err != nil {
+		return st, err
+	}
 	counts, err := loadCounters(ctx, db)
 	if err != nil {
 		return st, err
@@ -88,4 +95,26 @@ func ReadStatus(ctx context.Context, db *sql.DB, name string) (Status, error) {
 	}
 	sort.Slice(st.Pairs, func(i, j int) bool { return st.Pairs[i].Pair.less(st.Pairs[j].Pair) })
 	return st, nil
+}
+
+// readOutbox counts the webhook outbox by status.
+func readOutbox(ctx context.Context, db *sql.DB, st *Status) error {
+	rows, err := db.QueryContext(ctx, `SELECT status, COUNT(*), MIN(created_at) FROM webhook_outbox GROUP BY status`)
+	if err != nil {
+		return fmt.Errorf("count webhook events: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var status string
+		var n int64
+		var oldest time.Time
+		if err := rows.Scan(&status, &n, &oldest); err != nil {
+			return err
+		}
+		st.Webhooks[status] = n
+		if status == "pending" {
+			st.OldestPending = oldest
+		}
+	}
+	return rows.Err()
 }

@@ -67,6 +67,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, k := range kinds {
 		fmt.Fprintf(w, "  %s\t%d\n", k, st.Anomalies[k])
 	}
+	hooks := fmt.Sprintf("%d pending, %d delivered, %d dropped", st.Webhooks["pending"], st.Webhooks["delivered"], st.Webhooks["dropped"])
+	if st.Webhooks["pending"] > 0 {
+		hooks += fmt.Sprintf(" (oldest pending written %s ago)", st.Now.Sub(st.OldestPending).Round(time.Second))
+	}
+	fmt.Fprintf(w, "webhook outbox\t%s\n", hooks)
 	w.Flush()
 	fmt.Fprintln(stdout)
 	w = tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
