@@ -182,3 +182,33 @@ func TestOverrideMergeAndApply(t *testing.T) {
 	assert.True(t, Override{}.Empty())
 	assert.Equal(t, Defaults(), Defaults().Full().Apply(Policy{}))
 }
+
+// BenchmarkDecide is the cdc's per-template look on its mirror, for a
+// template of 10 channels where the rule fires.
+func BenchmarkDecide(b *testing.B) {
+	var ch []Channel
+	for i := range 10 {
+		used := int64(100 + 80*i)
+		ch = append(ch, Channel{Name: string(rune('a' + i)), Quota: 1000, Claimed: 900, Held: 900 - used, Used: used})
+	}
+	in := Input{Policy: policy(), Channels: ch, Now: now}
+	for b.Loop() {
+		if len(Decide(in).Moves) == 0 {
+			b.Fatal("no move")
+		}
+	}
+}
+
+// BenchmarkDecideNothing is the common case: no channel gives.
+func BenchmarkDecideNothing(b *testing.B) {
+	var ch []Channel
+	for i := range 10 {
+		ch = append(ch, Channel{Name: string(rune('a' + i)), Quota: 1000, Claimed: 900, Held: 450, Used: 450})
+	}
+	in := Input{Policy: policy(), Channels: ch, Now: now}
+	for b.Loop() {
+		if len(Decide(in).Moves) != 0 {
+			b.Fatal("a move")
+		}
+	}
+}

@@ -252,6 +252,14 @@ func TestRebalanceSignalModeMovesNothing(t *testing.T) {
 	require.EqualValues(t, 1, v)
 	v, _ = metric(t, c.reg, "couponlink_quota_transfers_total", map[string]string{"template": fmt.Sprint(tpl)})
 	require.Zero(t, v)
+
+	// an operator switches the template to auto while the cdc runs: the
+	// next pass moves the quota (the cooldown counts decisions of one mode)
+	e.setPolicy(tpl, quota.ModeAuto, nil)
+	c.ruleRan(t, clock)
+	waitFor(t, 30*time.Second, "the transfer after the switch to auto", func() bool { return len(e.transfers(tpl)) == 2 })
+	require.Equal(t, map[string][2]int64{"A": {900, 800}, "B": {600, 500}}, e.buckets(tpl))
+	require.Equal(t, quota.ModeAuto, e.transfers(tpl)[1].Mode)
 }
 
 // Below min_claims the rule does not judge a channel; a policy set to off
