@@ -40,7 +40,9 @@ func statusOf(code coupon.Code) int {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // messages and rules say "->", "<" and ">" as a person reads them
+	_ = enc.Encode(v)
 }
 
 // decode reads a JSON body into dst strictly: one object, known fields only,
