@@ -10,6 +10,7 @@ import (
 
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/webhook"
 )
 
 // Void and refund-recycle give the slot back to its bucket once, with a
@@ -156,4 +157,36 @@ func TestBootstrapReleasesWhatCameBefore(t *testing.T) {
 	require.NoError(t, e.db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT user_coupon_id) FROM inventory_flow WHERE kind = 'release'`).Scan(&rows, &coupons))
 	require.Equal(t, 5, rows)
 	require.Equal(t, 5, coupons)
+}
+
+// With webhooks on, an anomaly and a release each become one event in the
+// outbox, written with the batch that saw them.
+func TestAnomalyAndReleaseEvents(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	tpl := e.template(map[string]int64{"app": 10}, time.Hour)
+	e.startCDC(nil, func(c *sink.Config, _ *sink.Daemon) { c.Webhooks = true })
+	e.waitCheckpoint()
+	var ids []int64
+	for i := range 3 {
+		c, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
+		require.NoError(t, err)
+		ids = append(ids, c.UserCouponID)
+	}
+	_, err := e.store.Void(ctx, coupon.VoidRequest{UserCouponIDs: ids[:2], Reason: "test", Operator: "ops", RequestID: "v"})
+	require.NoError(t, err)
+	_, err = e.db.Exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, ids[0]) // RETURNED -> EXPIRED: illegal
+	require.NoError(t, err)
+	e.assertTruth(true)
+
+	released := e.outbox(webhook.QuotaReleased)
+	require.Len(t, released, 1)
+	require.Equal(t, map[string]any{"released": 2.0, "by_cause": map[string]any{"void": 2.0}}, released[0]["data"])
+	anomalies := e.outbox(webhook.AnomalyDetected)
+	require.Len(t, anomalies, 1)
+	data := anomalies[0]["data"].(map[string]any)
+	require.Equal(t, sink.AnomalyIllegalTransition, data["kind"])
+	require.EqualValues(t, 1, data["count"])
+	require.Equal(t, []any{float64(ids[0])}, data["coupons_sample"])
+	require.Equal(t, "app", anomalies[0]["channel"])
 }

@@ -353,6 +353,7 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 		}
 		var applied []release
 		if s.cfg.Releases {
+			var err error
 			if applied, err = applyReleases(ctx, tx, releasesOf(b), s.cfg.Now().UTC()); err != nil {
 				return err
 			}
