@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -126,11 +127,31 @@ func applyReleases(ctx context.Context, tx *sql.Tx, rs []release, now time.Time)
 
 // scheduleExpiries writes the release_due rows of the batch's coupons that
 // became EXPIRED under the release policy, in the batch's transaction.
-func scheduleExpiries(ctx context.Context, tx *sql.Tx, b *canal.Batch) error {
+// Expiries of "freeze" templates (the default, and most of them) cost
+// nothing: a template's policy is read once and kept (it is set when the
+// template is created).
+func (s *Sink) scheduleExpiries(ctx context.Context, tx *sql.Tx, b *canal.Batch) error {
 	var ids []int64
+	var unknown []int64
 	for i := range b.Transitions {
-		if t := &b.Transitions[i]; t.To == coupon.Expired && t.From != coupon.Expired {
+		t := &b.Transitions[i]
+		if t.To != coupon.Expired || t.From == coupon.Expired {
+			continue
+		}
+		release, known := s.releasePolicy[t.Template]
+		if !known && !slices.Contains(unknown, t.Template) {
+			unknown = append(unknown, t.Template)
+		}
+		if release || !known {
 			ids = append(ids, t.Coupon)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if len(unknown) > 0 {
+		if err := s.learnPolicies(ctx, tx, unknown); err != nil {
+			return err
 		}
 	}
 	for start := 0; start < len(ids); start += 1000 {
@@ -140,6 +161,28 @@ func scheduleExpiries(ctx context.Context, tx *sql.Tx, b *canal.Batch) error {
 		}
 	}
 	return nil
+}
+
+// learnPolicies reads whether the templates expire under the release policy.
+func (s *Sink) learnPolicies(ctx context.Context, tx *sql.Tx, templates []int64) error {
+	rows, err := tx.QueryContext(ctx, `SELECT id, expiry_policy = ? FROM coupon_template WHERE id IN (`+placeholders(len(templates))+`)`,
+		append([]any{coupon.PolicyRelease}, int64Args(templates)...)...)
+	if err != nil {
+		return fmt.Errorf("read the templates' expiry policies: %w", err)
+	}
+	defer rows.Close()
+	for _, t := range templates {
+		s.releasePolicy[t] = false // a template that does not exist releases nothing
+	}
+	for rows.Next() {
+		var id int64
+		var release bool
+		if err := rows.Scan(&id, &release); err != nil {
+			return err
+		}
+		s.releasePolicy[id] = release
+	}
+	return rows.Err()
 }
 
 // scheduleAll is a bootstrap's part: the bootstrap did not see the

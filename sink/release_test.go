@@ -179,9 +179,14 @@ func TestAnomalyAndReleaseEvents(t *testing.T) {
 	require.NoError(t, err)
 	e.assertTruth(true)
 
-	released := e.outbox(webhook.QuotaReleased)
-	require.Len(t, released, 1)
-	require.Equal(t, map[string]any{"released": 2.0, "by_cause": map[string]any{"void": 2.0}}, released[0]["data"])
+	// one event per channel per transaction: the voids may have been one or two
+	var voided float64
+	for _, ev := range e.outbox(webhook.QuotaReleased) {
+		data := ev["data"].(map[string]any)
+		require.Equal(t, data["released"], data["by_cause"].(map[string]any)["void"], "%v", ev)
+		voided += data["released"].(float64)
+	}
+	require.EqualValues(t, 2, voided)
 	anomalies := e.outbox(webhook.AnomalyDetected)
 	require.Len(t, anomalies, 1)
 	data := anomalies[0]["data"].(map[string]any)

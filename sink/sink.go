@@ -101,6 +101,7 @@ type Sink struct {
 	releaseScan    time.Time        // when due expiry releases were last looked for
 	rebalanceScan  time.Time        // when the quota rule last ran
 	badPolicy      map[int64]string // templates whose policy is invalid, with the error last logged
+	releasePolicy  map[int64]bool   // template -> its expiry policy is release (immutable once created)
 }
 
 // New checks cfg and fills in its defaults. Call Start before ApplyBatch.
@@ -174,7 +175,8 @@ func New(cfg Config) (*Sink, error) {
 		cfg.Now = time.Now
 	}
 	s := &Sink{cfg: cfg, db: cfg.DB, src: newSource(cfg.Mapping), log: cfg.Logger, m: newMetrics(cfg.Registerer),
-		pending: map[int64][]pendingUse{}, active: map[int64]time.Time{}, badPolicy: map[int64]string{}}
+		pending: map[int64][]pendingUse{}, active: map[int64]time.Time{}, badPolicy: map[int64]string{},
+		releasePolicy: map[int64]bool{}}
 	if cfg.Redis != nil && cfg.RedisMode == RedisOwner {
 		s.redis = &stock{rdb: cfg.Redis, keys: cfg.Keys, dirty: true}
 	}
@@ -357,7 +359,7 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 			if applied, err = applyReleases(ctx, tx, releasesOf(b), s.cfg.Now().UTC()); err != nil {
 				return err
 			}
-			if err := scheduleExpiries(ctx, tx, b); err != nil {
+			if err := s.scheduleExpiries(ctx, tx, b); err != nil {
 				return err
 			}
 			released = len(applied)
