@@ -143,6 +143,22 @@ func rebalancingCDC(e *env, clock *fakeClock) *cdc {
 	})
 }
 
+// workedExample starts a rebalancing cdc, then gives a template the
+// worked example's channels under a policy of the given mode, and lets the
+// rule run once on them.
+func (e *env) workedExample(clock *fakeClock, mode string) (int64, *cdc) {
+	e.t.Helper()
+	tpl := e.template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
+	e.setPolicy(tpl, mode, nil)
+	c := rebalancingCDC(e, clock)
+	e.waitCheckpoint()
+	e.seed(tpl, "A", 600, 200)
+	e.seed(tpl, "B", 100, 400)
+	e.waitCheckpoint()
+	c.ruleRan(e.t, clock)
+	return tpl, c
+}
+
 // The worked example: A claimed 800 of 1000 and redeemed 200; B
 // claimed 500 of 500, redeemed 400, sold out. In auto mode the rule moves
 // 100 of A's 200 unclaimed to B (max_share 0.5; A's reserve of 50 kept),
@@ -150,14 +166,7 @@ func rebalancingCDC(e *env, clock *fakeClock) *cdc {
 func TestRebalanceWorkedExample(t *testing.T) {
 	e := newEnv(t)
 	clock := newFakeClock()
-	tpl := e.template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
-	e.setPolicy(tpl, quota.ModeAuto, nil)
-	c := rebalancingCDC(e, clock)
-	e.waitCheckpoint()
-	e.seed(tpl, "A", 600, 200)
-	e.seed(tpl, "B", 100, 400)
-	e.waitCheckpoint()
-	c.ruleRan(t, clock)
+	tpl, c := e.workedExample(clock, quota.ModeAuto)
 
 	waitFor(t, 30*time.Second, "the transfer", func() bool { return len(e.transfers(tpl)) > 0 })
 	require.Equal(t, map[string][2]int64{"A": {900, 800}, "B": {600, 500}}, e.buckets(tpl))
@@ -225,14 +234,7 @@ func TestRebalanceWorkedExample(t *testing.T) {
 func TestRebalanceSignalModeMovesNothing(t *testing.T) {
 	e := newEnv(t)
 	clock := newFakeClock()
-	tpl := e.template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
-	e.setPolicy(tpl, quota.ModeSignal, nil)
-	c := rebalancingCDC(e, clock)
-	e.waitCheckpoint()
-	e.seed(tpl, "A", 600, 200)
-	e.seed(tpl, "B", 100, 400)
-	e.waitCheckpoint()
-	c.ruleRan(t, clock)
+	tpl, c := e.workedExample(clock, quota.ModeSignal)
 	waitFor(t, 30*time.Second, "the recommendation", func() bool { return len(e.outbox(webhook.QuotaRecommendation)) > 0 })
 
 	require.Equal(t, map[string][2]int64{"A": {1000, 800}, "B": {500, 500}}, e.buckets(tpl), "signal mode moved quota")
