@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/couponlink/couponlink/sink"
@@ -185,6 +187,28 @@ func compareQuotas(truth map[sink.Pair]*sink.Counts, quotas map[sink.Pair]sink.Q
 				Template: p.Template, Channel: p.Channel, Field: "over_issue", Expected: q.Quota, Found: ptr(t.Taken()), Action: ActionNeedsReview,
 				Reason: "over-issue: held + used + frozen exceeds the quota"})
 		}
+	}
+	return out
+}
+
+// compareQuotaTotals checks that each template's channel quotas add up to
+// its total_quota: releases change only claimed, and a transfer between
+// channels moves quota without creating or losing any, so a difference
+// means quota was changed outside couponlink (a person decides).
+func compareQuotaTotals(quotas map[sink.Pair]sink.Quota, totals map[int64]int64) []Difference {
+	sums := map[int64]int64{}
+	for p, q := range quotas {
+		sums[p.Template] += q.Quota
+	}
+	var out []Difference
+	for _, tpl := range slices.Sorted(maps.Keys(sums)) {
+		total, ok := totals[tpl]
+		if !ok || sums[tpl] == total {
+			continue
+		}
+		out = append(out, Difference{Store: StoreQuota, Target: fmt.Sprintf("%d/quota_total", tpl), Template: tpl,
+			Field: "quota_total", Expected: total, Found: ptr(sums[tpl]), Action: ActionNeedsReview,
+			Reason: "the channel quotas add up to another number than the template's total_quota: quota was created or lost outside a transfer"})
 	}
 	return out
 }

@@ -279,3 +279,19 @@ func TestAutoFixOffOnlyReports(t *testing.T) {
 	require.Len(t, open, 1)
 	require.Len(t, open[0].Differences, 3, "the open item lists what was found")
 }
+
+// A template whose channel quotas no longer add up to its total_quota
+// (quota raised outside a transfer) needs a person; nothing is changed.
+func TestQuotaTotalOffNeedsReview(t *testing.T) {
+	t.Parallel()
+	e, tpl := driftEnv(t)
+	e.exec(`UPDATE channel_quota SET quota = quota + 5 WHERE template_id = ? AND channel = 'web'`, tpl)
+	e.settle()
+
+	r, _ := e.reconciler()
+	rep := e.pass(r)
+	require.Equal(t, "needs_review", rep.Status)
+	require.Equal(t, []string{"quota " + strconv.FormatInt(tpl, 10) + "/quota_total 100 105 needs_review"}, diffs(rep.Differences))
+	require.Empty(t, e.corrections())
+	require.EqualValues(t, 55, e.int(`SELECT quota FROM channel_quota WHERE template_id = ? AND channel = 'web'`, tpl), "left as it is")
+}

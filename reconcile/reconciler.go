@@ -156,6 +156,13 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 	}
 	if snap.Quotas != nil {
 		rep.Differences = append(rep.Differences, compareQuotas(snap.Counts, snap.Quotas)...)
+		totals := budgets
+		if totals == nil {
+			if totals, err = m.TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
+				return ms, nil, err
+			}
+		}
+		rep.Differences = append(rep.Differences, compareQuotaTotals(snap.Quotas, totals)...)
 	} else {
 		own, err := r.legacyCounts(ctx, templateIDs(snap))
 		if err != nil {
