@@ -30,6 +30,7 @@ type metrics struct {
 	quotaTransfers       *prometheus.CounterVec
 	quotaRecommendations *prometheus.CounterVec
 	quotaRuleRuns        *prometheus.CounterVec
+	quotaBadPolicies     prometheus.Gauge
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -89,6 +90,9 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "couponlink_quota_rule_runs_total", Help: "Passes of the rebalancing rule over every template, by result (ok; error: a template's decision or the policies could not be read, retried next pass).",
 		}, []string{"result"}),
 	}
+	m.quotaBadPolicies = f.NewGauge(prometheus.GaugeOpts{
+		Name: "couponlink_quota_invalid_policies", Help: "Templates the rebalancing rule skips because their effective policy (override over the defaults) is invalid.",
+	})
 	m.quotaRuleRuns.WithLabelValues("ok")
 	m.quotaRuleRuns.WithLabelValues("error")
 	for _, k := range AnomalyKinds {

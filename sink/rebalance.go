@@ -51,6 +51,7 @@ func (s *Sink) rebalance(ctx context.Context) error {
 		}
 	}
 	sort.Slice(templates, func(i, j int) bool { return templates[i] < templates[j] })
+	defer func() { s.m.quotaBadPolicies.Set(float64(len(s.badPolicy))) }()
 	for _, tpl := range templates {
 		p := overrides[tpl].Apply(defaults)
 		if err := p.Validate(); err != nil {

@@ -282,11 +282,21 @@ func TestRebalanceNeedsSampleAgeAndMode(t *testing.T) {
 	e.seed(young, "A", 600, 200)
 	e.seed(young, "B", 100, 400)
 
+	// a policy that became invalid (written by SQL here; in life, new
+	// defaults under an old override) is skipped and counted
+	bad := e.template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
+	_, err := e.db.Exec(`INSERT INTO quota_policy (template_id, mode, low, min_age_seconds, updated_by) VALUES (?, 'auto', 0.9, 0, 'sql')`, bad)
+	require.NoError(t, err)
+	e.seed(bad, "A", 600, 200)
+	e.seed(bad, "B", 100, 400)
+
 	c := rebalancingCDC(e, clock)
 	e.waitCheckpoint()
 	c.ruleRan(t, clock)
 	c.ruleRan(t, clock)
-	for _, tpl := range []int64{small, off, young} {
+	v, _ := metric(t, c.reg, "couponlink_quota_invalid_policies", nil)
+	require.EqualValues(t, 1, v)
+	for _, tpl := range []int64{small, off, young, bad} {
 		require.Empty(t, e.transfers(tpl), "template %d", tpl)
 		require.Equal(t, map[string][2]int64{"A": {1000, 800}, "B": {500, 500}}, e.buckets(tpl))
 	}
