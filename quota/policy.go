@@ -8,6 +8,7 @@
 package quota
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/couponlink/couponlink/coupon"
@@ -133,4 +134,10 @@ func over[T any](dst **T, v *T) {
 func (p Policy) Full() Override {
 	return Override{Mode: &p.Mode, Low: &p.Low, High: &p.High, MinClaims: &p.MinClaims, MaxShare: &p.MaxShare,
 		Reserve: &p.Reserve, CooldownSeconds: &p.CooldownSeconds, MinAgeSeconds: &p.MinAgeSeconds}
+}
+
+// String is p as the cdc logs it.
+func (p Policy) String() string {
+	return fmt.Sprintf("mode=%s low=%.2f high=%.2f min_claims=%d max_share=%.2f reserve=%.2f cooldown=%s min_age=%s",
+		p.Mode, p.Low, p.High, p.MinClaims, p.MaxShare, p.Reserve, seconds(p.CooldownSeconds), seconds(p.MinAgeSeconds))
 }

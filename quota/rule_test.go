@@ -150,6 +150,7 @@ func TestSplitAddsUp(t *testing.T) {
 
 func TestPolicyValidate(t *testing.T) {
 	require.NoError(t, Defaults().Validate())
+	assert.Equal(t, "mode=signal low=0.30 high=0.60 min_claims=100 max_share=0.50 reserve=0.05 cooldown=1h0m0s min_age=1h0m0s", Defaults().String())
 	bad := map[string]func(*Policy){
 		"mode":             func(p *Policy) { p.Mode = "sometimes" },
 		"low":              func(p *Policy) { p.Low = 0.7 },
