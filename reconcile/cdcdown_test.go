@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/reconcile"
 )
 
@@ -41,9 +42,9 @@ func TestCdcDownComparesWhatItCan(t *testing.T) {
 	}
 	require.Equal(t, int64(6), e.int(`SELECT held FROM inventory_counter WHERE template_id = ? AND channel = 'web'`, tpl), "counters untouched")
 	require.Contains(t, e.task(rep.TaskID).Summary, "counters not compared")
-	behind, _ := metric(t, reg, "couponlink_reconcile_cdc_behind", nil)
+	behind, _ := cdctest.Metric(t, reg, "couponlink_reconcile_cdc_behind", nil)
 	require.Equal(t, 1.0, behind)
-	last, _ := metric(t, reg, "couponlink_reconcile_last_success_timestamp_seconds", nil)
+	last, _ := cdctest.Metric(t, reg, "couponlink_reconcile_last_success_timestamp_seconds", nil)
 	require.Zero(t, last, "a pass that could not compare the counters is not a success")
 }
 
@@ -67,6 +68,6 @@ func TestCdcDownComparedAtItsCheckpoint(t *testing.T) {
 	require.True(t, rep.CountersCompared, rep.Note)
 	require.Contains(t, rep.Note, "the cdc is behind")
 	require.Contains(t, diffs(rep.Differences), "counter "+target(tpl, "web", "held")+" 5 6 fixed")
-	behind, _ := metric(t, reg, "couponlink_reconcile_cdc_behind", nil)
+	behind, _ := cdctest.Metric(t, reg, "couponlink_reconcile_cdc_behind", nil)
 	require.Equal(t, 1.0, behind)
 }

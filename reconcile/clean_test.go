@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 )
 
 // state is everything a pass might write.
@@ -78,7 +79,7 @@ func TestCleanSystemChangesNothing(t *testing.T) {
 	require.Equal(t, "clean", task.Status)
 	require.Empty(t, task.Differences)
 	require.Len(t, task.Redis, 6, "every stock key was read")
-	v, _ := metric(t, reg, "couponlink_reconcile_runs_total", map[string]string{"result": "clean"})
+	v, _ := cdctest.Metric(t, reg, "couponlink_reconcile_runs_total", map[string]string{"result": "clean"})
 	require.Equal(t, 1.0, v)
 
 	// drift of every kind that is fixed: all fixed in one pass ...

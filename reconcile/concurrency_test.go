@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/reconcile"
 )
@@ -152,7 +153,7 @@ func TestClaimsDuringPassAreNeverLost(t *testing.T) {
 	const start = 1_000_000
 	require.NoError(t, e.rdb.Set(e.ctx, key, start, 0).Err())
 	c := startClaimers(t, fe, key, 16)
-	waitFor(t, testCatchUp, "the clients are claiming", func() bool { return c.ok.Load() >= 16*10 })
+	cdctest.WaitFor(t, testCatchUp, "the clients are claiming", func() bool { return c.ok.Load() >= 16*10 })
 	before := c.ok.Load()
 	rep := e.pass(r)
 	during := c.ok.Load() - before
@@ -196,7 +197,7 @@ func TestClaimsDuringPassAreNeverLost(t *testing.T) {
 
 	// 4. the clients again, from the truth, while a pass runs: still nothing lost
 	c = startClaimers(t, fe, key, 16)
-	waitFor(t, testCatchUp, "the clients are claiming", func() bool { return c.ok.Load() >= 16 })
+	cdctest.WaitFor(t, testCatchUp, "the clients are claiming", func() bool { return c.ok.Load() >= 16 })
 	rep = e.pass(r)
 	c.halt()
 	require.Nil(t, c.fail.Load())

@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/reconcile"
 	"github.com/couponlink/couponlink/sink"
@@ -135,7 +135,7 @@ func (e *env) waitCheckpoint() canal.Position {
 	target, err := canal.CurrentPosition(e.ctx, e.db)
 	require.NoError(e.t, err)
 	var cp sink.Checkpoint
-	waitFor(e.t, 60*time.Second, "the cdc's checkpoint reaches "+target.String(), func() bool {
+	cdctest.WaitFor(e.t, 60*time.Second, "the cdc's checkpoint reaches "+target.String(), func() bool {
 		var found bool
 		cp, found, err = sink.LoadCheckpoint(e.ctx, e.db, "default")
 		require.NoError(e.t, err)
@@ -150,7 +150,7 @@ func (e *env) settle() {
 	e.t.Helper()
 	e.waitCheckpoint()
 	want := e.ownerKeys()
-	waitFor(e.t, 30*time.Second, "Redis stock keys equal quota - claimed", func() bool {
+	cdctest.WaitFor(e.t, 30*time.Second, "Redis stock keys equal quota - claimed", func() bool {
 		for k, v := range want {
 			got, err := e.rdb.Get(e.ctx, k).Int64()
 			if err != nil || got != v {
@@ -178,18 +178,6 @@ func (e *env) ownerKeys() map[string]int64 {
 	}
 	require.NoError(e.t, rows.Err())
 	return out
-}
-
-// waitFor polls a condition (never a guess of how long something takes).
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // reconciler makes a reconciler on the test's database and Redis prefix.
@@ -255,21 +243,10 @@ func (e *env) redeem(id int64) {
 	require.NoError(e.t, err)
 }
 
-// counters reads inventory_counter.
+// counters reads inventory_counter (all-zero rows included).
 func (e *env) counters() map[sink.Pair]sink.Counts {
 	e.t.Helper()
-	rows, err := e.db.QueryContext(e.ctx, `SELECT template_id, channel, held, used, expired, returned, released FROM inventory_counter`)
-	require.NoError(e.t, err)
-	defer rows.Close()
-	out := map[sink.Pair]sink.Counts{}
-	for rows.Next() {
-		var p sink.Pair
-		var c sink.Counts
-		require.NoError(e.t, rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned, &c.Released))
-		out[p] = c
-	}
-	require.NoError(e.t, rows.Err())
-	return out
+	return cdctest.CounterRows(e.t, e.db)
 }
 
 // truth counts user_coupon by pair and state (reference schema), and releases.
@@ -453,62 +430,12 @@ func target(tpl int64, parts ...string) string {
 	return strconv.FormatInt(tpl, 10) + "/" + strings.Join(parts, "/")
 }
 
-// metric returns one series of a gathered metric (counter, gauge, or a
-// histogram's sample count) and whether it exists.
-func metric(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
-	t.Helper()
-	fams, err := g.Gather()
-	require.NoError(t, err)
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if labelsEqual(m, labels) {
-				switch {
-				case m.Counter != nil:
-					return m.GetCounter().GetValue(), true
-				case m.Gauge != nil:
-					return m.GetGauge().GetValue(), true
-				case m.Histogram != nil:
-					return float64(m.GetHistogram().GetSampleCount()), true
-				}
-			}
-		}
-	}
-	return 0, false
-}
-
-func labelsEqual(m *dto.Metric, want map[string]string) bool {
-	if len(m.GetLabel()) != len(want) {
-		return false
-	}
-	for _, l := range m.GetLabel() {
-		if v, ok := want[l.GetName()]; !ok || v != l.GetValue() {
-			return false
-		}
-	}
-	return true
-}
-
 // series lists every series of a metric as "k=v,k=v value".
 func series(t *testing.T, g prometheus.Gatherer, name string) []string {
 	t.Helper()
-	fams, err := g.Gather()
-	require.NoError(t, err)
 	out := []string{}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			var parts []string
-			for _, l := range m.GetLabel() {
-				parts = append(parts, l.GetName()+"="+l.GetValue())
-			}
-			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
-			out = append(out, fmt.Sprintf("%s %g", strings.Join(parts, ","), v))
-		}
+	for _, s := range cdctest.AllSeries(t, g, name) {
+		out = append(out, fmt.Sprintf("%s %g", s.Key(), s.Value))
 	}
 	return out
 }

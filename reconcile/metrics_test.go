@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/reconcile"
 )
 
@@ -31,17 +32,17 @@ func TestMetricsAfterPasses(t *testing.T) {
 	h := &hook{}
 	r, reg := e.reconciler(func(c *reconcile.Config) { c.Now = clock.Now; c.Redis = hookedClient(t, h) })
 	runs := func(result string) float64 {
-		v, ok := metric(t, reg, "couponlink_reconcile_runs_total", map[string]string{"result": result})
+		v, ok := cdctest.Metric(t, reg, "couponlink_reconcile_runs_total", map[string]string{"result": result})
 		require.True(t, ok, "runs_total{result=%q} exists", result)
 		return v
 	}
 	gauge := func(name string) float64 {
-		v, ok := metric(t, reg, name, nil)
+		v, ok := cdctest.Metric(t, reg, name, nil)
 		require.True(t, ok, "%s exists", name)
 		return v
 	}
 	corrections := func(store, mode string) float64 {
-		v, ok := metric(t, reg, "couponlink_reconcile_corrections_total", map[string]string{"store": store, "mode": mode})
+		v, ok := cdctest.Metric(t, reg, "couponlink_reconcile_corrections_total", map[string]string{"store": store, "mode": mode})
 		require.True(t, ok, "corrections_total{store=%q,mode=%q} exists", store, mode)
 		return v
 	}
@@ -54,7 +55,7 @@ func TestMetricsAfterPasses(t *testing.T) {
 	require.Empty(t, series(t, reg, "couponlink_reconcile_drift"))
 	require.Zero(t, gauge("couponlink_reconcile_needs_review"))
 	require.Equal(t, 1_700_000_000.0, gauge("couponlink_reconcile_last_success_timestamp_seconds"))
-	v, _ := metric(t, reg, "couponlink_reconcile_duration_seconds", nil)
+	v, _ := cdctest.Metric(t, reg, "couponlink_reconcile_duration_seconds", nil)
 	require.Equal(t, 1.0, v, "one pass observed")
 
 	// 2. a counter and a key fixed, the claim guard flagged
@@ -101,7 +102,7 @@ func TestMetricsAfterPasses(t *testing.T) {
 	require.Equal(t, []float64{2, 0, 1, 1}, []float64{runs("clean"), runs("auto_fixed"), runs("needs_review"), runs("error")})
 	require.Equal(t, 1_700_001_200.0, gauge("couponlink_reconcile_last_success_timestamp_seconds"))
 	require.Equal(t, "error", e.task(4).Status)
-	v, _ = metric(t, reg, "couponlink_reconcile_duration_seconds", nil)
+	v, _ = cdctest.Metric(t, reg, "couponlink_reconcile_duration_seconds", nil)
 	require.Equal(t, 4.0, v)
 }
 
@@ -116,8 +117,8 @@ func TestRunLoop(t *testing.T) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx, 50*time.Millisecond) }()
-	waitFor(t, testCatchUp, "three passes", func() bool {
-		v, _ := metric(t, reg, "couponlink_reconcile_runs_total", map[string]string{"result": "clean"})
+	cdctest.WaitFor(t, testCatchUp, "three passes", func() bool {
+		v, _ := cdctest.Metric(t, reg, "couponlink_reconcile_runs_total", map[string]string{"result": "clean"})
 		return v >= 3
 	})
 	cancel()

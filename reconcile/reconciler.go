@@ -106,7 +106,11 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 	if rep.Count(ActionNeedsReview) > 0 || rep.Count(ActionReported) > 0 { // reported: found, and left as it is (auto-fix off)
 		rep.Status = resultNeedsReview
 	}
-	if err := r.finishTask(ctx, rep, mysqlSnap, redisSnap); err != nil {
+	// a pass that got this far is recorded even when ctx ends now (the
+	// reconciler is stopping): a task must never stay "running"
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := r.finishTask(fctx, rep, mysqlSnap, redisSnap); err != nil {
 		r.m.runs.WithLabelValues(resultError).Inc()
 		return rep, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/reconcile"
 )
 
@@ -129,14 +130,14 @@ func TestSeedCaseInFlightThenLost(t *testing.T) {
 	require.Equal(t, "0", str(l.redisGet(key)), "Redis says sold out")
 
 	w := startLagWriter(l, 1, queue, 10, 20*time.Millisecond)
-	waitFor(t, testCatchUp, "the writer has written some rows", func() bool { return w.written.Load() >= 100 })
+	cdctest.WaitFor(t, testCatchUp, "the writer has written some rows", func() bool { return w.written.Load() >= 100 })
 
 	// pass 1 while the writer catches up; it commits a batch during the
 	// pass's quiet window (the hook waits for one after the first read)
 	h := &hook{}
 	progress := func() {
 		b := w.batches.Load()
-		waitFor(t, testCatchUp, "the writer commits a batch during the quiet window", func() bool { return w.batches.Load() > b })
+		cdctest.WaitFor(t, testCatchUp, "the writer commits a batch during the quiet window", func() bool { return w.batches.Load() > b })
 	}
 	h.afterPipeline.Store(&progress)
 	r := l.reconciler(func(c *reconcile.Config) { c.Redis = hookedClient(t, h) })

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -70,7 +71,7 @@ func TestBootstrapOnExistingCoupons(t *testing.T) {
 	c := e.startCDC(nil)
 	e.assertTruth(true) // right after the bootstrap
 	e.assertTemplateCaches()
-	bootstraps, _ := metric(t, c.reg, "couponlink_cdc_bootstraps_total", nil)
+	bootstraps, _ := cdctest.Metric(t, c.reg, "couponlink_cdc_bootstraps_total", nil)
 	require.EqualValues(t, 1, bootstraps)
 	require.True(t, e.checkpoint().BootstrappedAt.Valid)
 
@@ -95,7 +96,7 @@ func TestBootstrapOnExistingCoupons(t *testing.T) {
 	w.cfg.Ops += 1_000
 	wait := w.start()
 	c = e.startCDC(nil, func(_ *sink.Config, d *sink.Daemon) { d.Rebuild = true })
-	waitFor(t, 60*time.Second, "rebuilt", func() bool { return e.checkpoint().BootstrappedAt.Time.After(before) })
+	cdctest.WaitFor(t, 60*time.Second, "rebuilt", func() bool { return e.checkpoint().BootstrappedAt.Time.After(before) })
 	wait()
 	e.assertTruth(true)
 	e.assertTemplateCaches()

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/sink"
@@ -147,7 +148,7 @@ func TestCrashRestartKeepsCountersExact(t *testing.T) {
 		startCP := e.checkpoint()
 		if kills.Load()%3 != 2 {
 			// most kills: once this process applied batches, at a random moment
-			waitFor(t, 60*time.Second, "the restarted cdc applies batches", func() bool {
+			cdctest.WaitFor(t, 60*time.Second, "the restarted cdc applies batches", func() bool {
 				require.False(t, p.exited(), "couponlink cdc exited by itself: %v", p.err)
 				return e.checkpoint().Batches > startCP.Batches+1
 			})

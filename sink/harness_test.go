@@ -16,6 +16,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/sink"
 )
@@ -153,60 +154,13 @@ func (e *env) waitCheckpointOnce() canal.Position {
 // truth counts user_coupon (and release flows) per pair and state.
 func (e *env) truth() map[sink.Pair]sink.Counts {
 	e.t.Helper()
-	out := map[sink.Pair]sink.Counts{}
-	rows, err := e.db.Query(`SELECT template_id, channel, status, COUNT(*) FROM user_coupon GROUP BY 1, 2, 3`)
-	require.NoError(e.t, err)
-	defer rows.Close()
-	for rows.Next() {
-		var p sink.Pair
-		var st coupon.Status
-		var n int64
-		require.NoError(e.t, rows.Scan(&p.Template, &p.Channel, &st, &n))
-		c := out[p]
-		switch st {
-		case coupon.Available:
-			c.Held += n
-		case coupon.Used:
-			c.Used += n
-		case coupon.Expired:
-			c.Expired += n
-		case coupon.Returned:
-			c.Returned += n
-		default:
-			e.t.Fatalf("status %d in user_coupon", st)
-		}
-		out[p] = c
-	}
-	frows, err := e.db.Query(`SELECT template_id, channel, COUNT(*) FROM inventory_flow WHERE kind = 'release' GROUP BY 1, 2`)
-	require.NoError(e.t, err)
-	defer frows.Close()
-	for frows.Next() {
-		var p sink.Pair
-		var n int64
-		require.NoError(e.t, frows.Scan(&p.Template, &p.Channel, &n))
-		c := out[p]
-		c.Released = n
-		out[p] = c
-	}
-	return out
+	return cdctest.Truth(e.t, e.db)
 }
 
 // counters reads inventory_counter, without all-zero rows.
 func (e *env) counters() map[sink.Pair]sink.Counts {
 	e.t.Helper()
-	out := map[sink.Pair]sink.Counts{}
-	rows, err := e.db.Query(`SELECT template_id, channel, held, used, expired, returned, released FROM inventory_counter`)
-	require.NoError(e.t, err)
-	defer rows.Close()
-	for rows.Next() {
-		var p sink.Pair
-		var c sink.Counts
-		require.NoError(e.t, rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned, &c.Released))
-		if c != (sink.Counts{}) {
-			out[p] = c
-		}
-	}
-	return out
+	return cdctest.Counters(e.t, e.db)
 }
 
 // assertTruth checks invariants 3 and 4: counters == GROUP BY at the

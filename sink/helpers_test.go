@@ -13,110 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/sink"
 )
-
-// waitFor polls cond (a condition, never a guess of how long the cdc
-// needs) until it holds, or fails the test with what after the deadline.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// metric returns the value of one series of a gathered metric (a counter,
-// a gauge, or a histogram's sample count), and whether it exists.
-func metric(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
-	t.Helper()
-	fams, err := g.Gather()
-	require.NoError(t, err)
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if labelsMatch(m, labels) {
-				return metricValue(m), true
-			}
-		}
-	}
-	return 0, false
-}
-
-// metricSum adds all series of a metric.
-func metricSum(t *testing.T, g prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	fams, err := g.Gather()
-	require.NoError(t, err)
-	var sum float64
-	for _, f := range fams {
-		if f.GetName() == name {
-			for _, m := range f.GetMetric() {
-				sum += metricValue(m)
-			}
-		}
-	}
-	return sum
-}
-
-// metricSeries returns every series of a metric, keyed by its labels
-// rendered as k=v,k=v in label-name order.
-func metricSeries(t *testing.T, g prometheus.Gatherer, name string) map[string]float64 {
-	t.Helper()
-	fams, err := g.Gather()
-	require.NoError(t, err)
-	out := map[string]float64{}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			var parts []string
-			for _, l := range m.GetLabel() {
-				parts = append(parts, l.GetName()+"="+l.GetValue())
-			}
-			out[strings.Join(parts, ",")] = metricValue(m)
-		}
-	}
-	return out
-}
-
-func labelsMatch(m *dto.Metric, want map[string]string) bool {
-	n := 0
-	for _, l := range m.GetLabel() {
-		if v, ok := want[l.GetName()]; ok {
-			if v != l.GetValue() {
-				return false
-			}
-			n++
-		}
-	}
-	return n == len(want)
-}
-
-func metricValue(m *dto.Metric) float64 {
-	switch {
-	case m.Counter != nil:
-		return m.GetCounter().GetValue()
-	case m.Gauge != nil:
-		return m.GetGauge().GetValue()
-	case m.Histogram != nil:
-		return float64(m.GetHistogram().GetSampleCount())
-	case m.Untyped != nil:
-		return m.GetUntyped().GetValue()
-	}
-	return 0
-}
 
 // checkpoint reads the default checkpoint.
 func (e *env) checkpoint() sink.Checkpoint {
@@ -136,11 +38,11 @@ func (e *env) waitSettled(c *cdc, within time.Duration) {
 	e.t.Helper()
 	e.waitCheckpoint()
 	batches := e.checkpoint().Batches
-	waitFor(e.t, within, "two batches after the checkpoint reached the binlog end", func() bool {
+	cdctest.WaitFor(e.t, within, "two batches after the checkpoint reached the binlog end", func() bool {
 		return e.checkpoint().Batches >= batches+2
 	})
-	waitFor(e.t, within, "no pending redemption checks", func() bool {
-		v, ok := metric(e.t, c.reg, "couponlink_cdc_pending_redemption_checks", nil)
+	cdctest.WaitFor(e.t, within, "no pending redemption checks", func() bool {
+		v, ok := cdctest.Metric(e.t, c.reg, "couponlink_cdc_pending_redemption_checks", nil)
 		return ok && v == 0
 	})
 }
@@ -212,7 +114,7 @@ func (r *privateRedis) start() {
 	require.NoError(r.t, err, "start redis-server: %s", out)
 	c := redis.NewClient(&redis.Options{Addr: r.addr})
 	defer c.Close()
-	waitFor(r.t, 10*time.Second, "private redis-server answers PING", func() bool {
+	cdctest.WaitFor(r.t, 10*time.Second, "private redis-server answers PING", func() bool {
 		return c.Ping(context.Background()).Err() == nil
 	})
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -42,7 +43,7 @@ func TestInvariantsUnderRandomWorkload(t *testing.T) {
 	cp := e.checkpoint()
 	require.EqualValues(t, sum(want), cp.Anomalies, "the checkpoint's anomaly count")
 	for k, n := range want {
-		v, _ := metric(t, c.reg, "couponlink_anomalies_total", map[string]string{"kind": k})
+		v, _ := cdctest.Metric(t, c.reg, "couponlink_anomalies_total", map[string]string{"kind": k})
 		require.EqualValues(t, n, v, "couponlink_anomalies_total{kind=%q}", k)
 	}
 }

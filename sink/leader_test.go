@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -55,20 +56,20 @@ func TestLeaderLockAndTakeover(t *testing.T) {
 	e.assertTruth(true)
 	cp := e.checkpoint()
 	require.Equal(t, "cdc-a", cp.Leader, "the standby took the checkpoint while the leader runs")
-	leader := func(c *cdc) float64 { v, _ := metric(t, c.reg, "couponlink_cdc_leader", nil); return v }
+	leader := func(c *cdc) float64 { v, _ := cdctest.Metric(t, c.reg, "couponlink_cdc_leader", nil); return v }
 	require.EqualValues(t, 1, leader(a))
 	require.EqualValues(t, 0, leader(b), "the standby says it leads")
-	require.Positive(t, metricSum(t, a.reg, "couponlink_cdc_events_total"))
-	require.Zero(t, metricSum(t, b.reg, "couponlink_cdc_events_total"), "the standby applied events")
+	require.Positive(t, cdctest.MetricSum(t, a.reg, "couponlink_cdc_events_total"))
+	require.Zero(t, cdctest.MetricSum(t, b.reg, "couponlink_cdc_events_total"), "the standby applied events")
 	require.True(t, b.running())
 
 	a.stop(t)
-	waitFor(t, 30*time.Second, "the standby takes over", func() bool { return e.checkpoint().Leader == "cdc-b" })
+	cdctest.WaitFor(t, 30*time.Second, "the standby takes over", func() bool { return e.checkpoint().Leader == "cdc-b" })
 	require.Greater(t, e.checkpoint().Epoch, cp.Epoch, "a new leader takes a new epoch")
 	w.claim(20)
 	e.assertTruth(true)
 	require.EqualValues(t, 1, leader(b))
-	require.Positive(t, metricSum(t, b.reg, "couponlink_cdc_events_total"))
+	require.Positive(t, cdctest.MetricSum(t, b.reg, "couponlink_cdc_events_total"))
 	require.Empty(t, e.anomalies())
 }
 
@@ -94,6 +95,6 @@ func TestFencedLeaderStops(t *testing.T) {
 	cp := e.checkpoint()
 	require.Equal(t, "intruder", cp.Leader)
 	require.Equal(t, before, e.counters(), "the fenced daemon committed counters after it lost the epoch")
-	v, _ := metric(t, a.reg, "couponlink_cdc_leader", nil)
+	v, _ := cdctest.Metric(t, a.reg, "couponlink_cdc_leader", nil)
 	require.Zero(t, v, "a stopped daemon says it leads")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/sink"
 )
@@ -84,16 +85,7 @@ func (l *legacyEnv) legacyTruth() map[sink.Pair]sink.Counts {
 		var n int64
 		require.NoError(l.t, rows.Scan(&p.Template, &p.Channel, &code, &n))
 		c := out[p]
-		switch state[code] {
-		case coupon.Available:
-			c.Held += n
-		case coupon.Used:
-			c.Used += n
-		case coupon.Expired:
-			c.Expired += n
-		case coupon.Returned:
-			c.Returned += n
-		default:
+		if !cdctest.Add(&c, state[code], n) {
 			l.t.Fatalf("code %d in t_user_coupon", code)
 		}
 		out[p] = c

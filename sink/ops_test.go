@@ -13,6 +13,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/sink"
 )
@@ -36,20 +37,20 @@ func TestHeartbeatLagAndNoFeedback(t *testing.T) {
 	_, err = e.db.Exec("CREATE TABLE `" + other + "`.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
 	require.NoError(t, err)
 
-	events := metricSeries(t, c.reg, "couponlink_cdc_events_total")
+	events := cdctest.MetricSeries(t, c.reg, "couponlink_cdc_events_total")
 	require.NotEmpty(t, events)
-	rowBatches, _ := metric(t, c.reg, "couponlink_cdc_batch_rows", nil)
+	rowBatches, _ := cdctest.Metric(t, c.reg, "couponlink_cdc_batch_rows", nil)
 	before := e.checkpoint()
 	_, err = e.db.Exec("INSERT INTO `" + other + "`.t (v) VALUES (1), (2)")
 	require.NoError(t, err)
 	pos := e.waitCheckpoint() // moved by heartbeats alone: no row of ours was written
 	require.Positive(t, pos.Compare(before.Pos), "the checkpoint did not move with another schema's writes")
-	waitFor(t, 30*time.Second, "five more heartbeats saved", func() bool { return e.checkpoint().Batches >= before.Batches+5 })
+	cdctest.WaitFor(t, 30*time.Second, "five more heartbeats saved", func() bool { return e.checkpoint().Batches >= before.Batches+5 })
 
-	require.Equal(t, events, metricSeries(t, c.reg, "couponlink_cdc_events_total"), "events applied while idle: the cdc's own writes fed back")
-	v, _ := metric(t, c.reg, "couponlink_cdc_batch_rows", nil)
+	require.Equal(t, events, cdctest.MetricSeries(t, c.reg, "couponlink_cdc_events_total"), "events applied while idle: the cdc's own writes fed back")
+	v, _ := cdctest.Metric(t, c.reg, "couponlink_cdc_batch_rows", nil)
 	require.Equal(t, rowBatches, v, "batches with rows while idle")
-	lag, ok := metric(t, c.reg, "couponlink_cdc_lag_seconds", nil)
+	lag, ok := cdctest.Metric(t, c.reg, "couponlink_cdc_lag_seconds", nil)
 	require.True(t, ok)
 	require.Less(t, lag, 2.0, "lag while idle")
 	cp := e.checkpoint()
@@ -114,15 +115,15 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 		"kind=delete,table=redemption_log": 1,
 		"kind=insert,table=inventory_flow": 3, // refund, the raw release of c4, the cdc's release of c1 (recycled)
 		"kind=update,table=channel_quota":  7, // five claims, two releases
-	}, metricSeries(t, c.reg, "couponlink_cdc_events_total"))
+	}, cdctest.MetricSeries(t, c.reg, "couponlink_cdc_events_total"))
 	var applied float64
-	for _, v := range metricSeries(t, c.reg, "couponlink_cdc_events_total") {
+	for _, v := range cdctest.MetricSeries(t, c.reg, "couponlink_cdc_events_total") {
 		applied += v
 	}
 	require.EqualValues(t, applied, e.checkpoint().EventsApplied, "the checkpoint's events_applied")
 
 	inv := map[string]float64{}
-	for k, v := range metricSeries(t, c.reg, "couponlink_inventory") {
+	for k, v := range cdctest.MetricSeries(t, c.reg, "couponlink_inventory") {
 		if strings.Contains(k, fmt.Sprintf("template=%d", tpl)) {
 			inv[k] = v
 		}
@@ -143,7 +144,7 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 	require.Equal(t, map[string]float64{
 		"kind=illegal_transition": 1, "kind=deleted_coupon": 1, "kind=used_without_redemption": 1,
 		"kind=duplicate_redemption": 0, "kind=over_issue": 1,
-	}, metricSeries(t, c.reg, "couponlink_anomalies_total"))
+	}, cdctest.MetricSeries(t, c.reg, "couponlink_anomalies_total"))
 	e.assertTruth(true)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -58,7 +59,7 @@ func TestPurgedBinlogNeedsRebuild(t *testing.T) {
 
 	c = e.startCDC(nil, func(_ *sink.Config, d *sink.Daemon) { d.Rebuild = true })
 	// the bogus checkpoint compares as ahead of the server: wait for the rebuild to replace it
-	waitFor(t, 60*time.Second, "the rebuild saves a checkpoint the server has", func() bool {
+	cdctest.WaitFor(t, 60*time.Second, "the rebuild saves a checkpoint the server has", func() bool {
 		return e.checkpoint().Pos.File != "mysql-bin.999999"
 	})
 	e.assertTruth(true)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/sink"
 	"github.com/couponlink/couponlink/webhook"
@@ -128,12 +129,12 @@ func (e *env) setPolicy(tpl int64, mode string, edit func(*quota.Override)) {
 // ruleRuns waits until the rebalancing rule has run at least once more.
 func (c *cdc) ruleRan(t *testing.T, clock *fakeClock) {
 	t.Helper()
-	before := metricSum(t, c.reg, "couponlink_quota_rule_runs_total")
+	before := cdctest.MetricSum(t, c.reg, "couponlink_quota_rule_runs_total")
 	clock.Advance(time.Second)
-	waitFor(t, 30*time.Second, "a pass of the rebalancing rule", func() bool {
-		return metricSum(t, c.reg, "couponlink_quota_rule_runs_total") > before
+	cdctest.WaitFor(t, 30*time.Second, "a pass of the rebalancing rule", func() bool {
+		return cdctest.MetricSum(t, c.reg, "couponlink_quota_rule_runs_total") > before
 	})
-	v, _ := metric(t, c.reg, "couponlink_quota_rule_runs_total", map[string]string{"result": "error"})
+	v, _ := cdctest.Metric(t, c.reg, "couponlink_quota_rule_runs_total", map[string]string{"result": "error"})
 	require.Zero(t, v, "a pass of the rule failed")
 }
 
@@ -168,7 +169,7 @@ func TestRebalanceWorkedExample(t *testing.T) {
 	clock := newFakeClock()
 	tpl, c := e.workedExample(clock, quota.ModeAuto)
 
-	waitFor(t, 30*time.Second, "the transfer", func() bool { return len(e.transfers(tpl)) > 0 })
+	cdctest.WaitFor(t, 30*time.Second, "the transfer", func() bool { return len(e.transfers(tpl)) > 0 })
 	require.Equal(t, map[string][2]int64{"A": {900, 800}, "B": {600, 500}}, e.buckets(tpl))
 	log := e.transfers(tpl)
 	require.Len(t, log, 1)
@@ -220,12 +221,12 @@ func TestRebalanceWorkedExample(t *testing.T) {
 	// after it, the rule fires again on what is left: 50 of A's 100 claimable
 	clock.Advance(31 * time.Minute)
 	c.ruleRan(t, clock)
-	waitFor(t, 30*time.Second, "the second transfer", func() bool { return len(e.transfers(tpl)) == 2 })
+	cdctest.WaitFor(t, 30*time.Second, "the second transfer", func() bool { return len(e.transfers(tpl)) == 2 })
 	log = e.transfers(tpl)
 	assert.EqualValues(t, 50, log[1].Amount)
 	assert.GreaterOrEqual(t, log[1].At.Sub(log[0].At), time.Hour)
 	require.Equal(t, map[string][2]int64{"A": {850, 800}, "B": {650, 500}}, e.buckets(tpl))
-	v, _ := metric(t, c.reg, "couponlink_quota_transfers_total", map[string]string{"template": fmt.Sprint(tpl)})
+	v, _ := cdctest.Metric(t, c.reg, "couponlink_quota_transfers_total", map[string]string{"template": fmt.Sprint(tpl)})
 	require.EqualValues(t, 2, v)
 }
 
@@ -235,7 +236,7 @@ func TestRebalanceSignalModeMovesNothing(t *testing.T) {
 	e := newEnv(t)
 	clock := newFakeClock()
 	tpl, c := e.workedExample(clock, quota.ModeSignal)
-	waitFor(t, 30*time.Second, "the recommendation", func() bool { return len(e.outbox(webhook.QuotaRecommendation)) > 0 })
+	cdctest.WaitFor(t, 30*time.Second, "the recommendation", func() bool { return len(e.outbox(webhook.QuotaRecommendation)) > 0 })
 
 	require.Equal(t, map[string][2]int64{"A": {1000, 800}, "B": {500, 500}}, e.buckets(tpl), "signal mode moved quota")
 	log := e.transfers(tpl)
@@ -250,16 +251,16 @@ func TestRebalanceSignalModeMovesNothing(t *testing.T) {
 	assert.Empty(t, e.outbox(webhook.QuotaTransferred))
 	e.assertTruth(true)
 	require.EqualValues(t, "0", e.rdb.Get(context.Background(), e.keys.Stock(tpl, "B")).Val(), "B still sold out in Redis")
-	v, _ := metric(t, c.reg, "couponlink_quota_recommendations_total", map[string]string{"template": fmt.Sprint(tpl)})
+	v, _ := cdctest.Metric(t, c.reg, "couponlink_quota_recommendations_total", map[string]string{"template": fmt.Sprint(tpl)})
 	require.EqualValues(t, 1, v)
-	v, _ = metric(t, c.reg, "couponlink_quota_transfers_total", map[string]string{"template": fmt.Sprint(tpl)})
+	v, _ = cdctest.Metric(t, c.reg, "couponlink_quota_transfers_total", map[string]string{"template": fmt.Sprint(tpl)})
 	require.Zero(t, v)
 
 	// an operator switches the template to auto while the cdc runs: the
 	// next pass moves the quota (the cooldown counts decisions of one mode)
 	e.setPolicy(tpl, quota.ModeAuto, nil)
 	c.ruleRan(t, clock)
-	waitFor(t, 30*time.Second, "the transfer after the switch to auto", func() bool { return len(e.transfers(tpl)) == 2 })
+	cdctest.WaitFor(t, 30*time.Second, "the transfer after the switch to auto", func() bool { return len(e.transfers(tpl)) == 2 })
 	require.Equal(t, map[string][2]int64{"A": {900, 800}, "B": {600, 500}}, e.buckets(tpl))
 	require.Equal(t, quota.ModeAuto, e.transfers(tpl)[1].Mode)
 }
@@ -294,7 +295,7 @@ func TestRebalanceNeedsSampleAgeAndMode(t *testing.T) {
 	e.waitCheckpoint()
 	c.ruleRan(t, clock)
 	c.ruleRan(t, clock)
-	v, _ := metric(t, c.reg, "couponlink_quota_invalid_policies", nil)
+	v, _ := cdctest.Metric(t, c.reg, "couponlink_quota_invalid_policies", nil)
 	require.EqualValues(t, 1, v)
 	for _, tpl := range []int64{small, off, young, bad} {
 		require.Empty(t, e.transfers(tpl), "template %d", tpl)
@@ -302,7 +303,7 @@ func TestRebalanceNeedsSampleAgeAndMode(t *testing.T) {
 	}
 	clock.Advance(2 * time.Hour) // the young campaign comes of age
 	c.ruleRan(t, clock)
-	waitFor(t, 30*time.Second, "the transfer of the campaign come of age", func() bool { return len(e.transfers(young)) == 1 })
+	cdctest.WaitFor(t, 30*time.Second, "the transfer of the campaign come of age", func() bool { return len(e.transfers(young)) == 1 })
 	require.Empty(t, e.transfers(small))
 	require.Empty(t, e.transfers(off))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/sink"
 	"github.com/couponlink/couponlink/webhook"
@@ -132,7 +133,7 @@ func TestReleasesExactlyOnceAcrossKills(t *testing.T) {
 		require.NoError(t, e.db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT user_coupon_id) FROM inventory_flow WHERE kind = 'release'`).Scan(&rows, &coupons))
 		return
 	}
-	waitFor(t, 60*time.Second, "every release", func() bool { r, _ := releases(); return r >= want })
+	cdctest.WaitFor(t, 60*time.Second, "every release", func() bool { r, _ := releases(); return r >= want })
 	e.waitCheckpoint()
 	rows, coupons := releases()
 	require.Equal(t, want, rows)
@@ -160,7 +161,7 @@ func TestReleasesExactlyOnceAcrossKills(t *testing.T) {
 		ids = append(ids, ev["id"].(string))
 	}
 	require.EqualValues(t, want, reported, "releases reported by the quota.released events")
-	waitFor(t, 60*time.Second, "the receiver has every event", func() bool { return hooks.has(ids) })
+	cdctest.WaitFor(t, 60*time.Second, "the receiver has every event", func() bool { return hooks.has(ids) })
 	require.Zero(t, hooks.bad, "an event with a bad signature")
 	body, _ := json.Marshal(e.outbox(webhook.QuotaReleased)[0])
 	t.Logf("%d release rows, %d quota.released events; first: %s", rows, len(ids), body)

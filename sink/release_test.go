@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/sink"
 	"github.com/couponlink/couponlink/webhook"
 )
@@ -101,7 +102,7 @@ func TestExpiryReleaseAfterCooldown(t *testing.T) {
 	require.Equal(t, 3, scheduled(), "the batch that saw the expiries scheduled their releases")
 
 	clock.Advance(time.Hour) // cooldown over
-	waitFor(t, 30*time.Second, "the expired slots released", func() bool { return claimed() == 0 })
+	cdctest.WaitFor(t, 30*time.Second, "the expired slots released", func() bool { return claimed() == 0 })
 	e.assertTruth(true)
 	clock.Advance(time.Hour) // more sweeps find nothing more to release
 	e.assertTruth(true)
@@ -147,7 +148,7 @@ func TestBootstrapReleasesWhatCameBefore(t *testing.T) {
 	require.Equal(t, 3, res.Expired, "two claimed and the restored one")
 
 	e.startCDC(nil, func(c *sink.Config, _ *sink.Daemon) { c.ReleaseEvery = 10 * time.Millisecond })
-	waitFor(t, 30*time.Second, "the slots of the coupons expired, voided and recycled before the bootstrap released", func() bool {
+	cdctest.WaitFor(t, 30*time.Second, "the slots of the coupons expired, voided and recycled before the bootstrap released", func() bool {
 		var claimed int64
 		require.NoError(t, e.db.QueryRow(`SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl.ID).Scan(&claimed))
 		return claimed == 0

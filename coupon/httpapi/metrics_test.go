@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/internal/cdctest"
 )
 
 // A small scripted sequence: requests are counted by route and code, and
@@ -85,26 +87,13 @@ func TestMetrics(t *testing.T) {
 // (a histogram's value is its sample count).
 func series(t *testing.T, e *env, name string) map[string]float64 {
 	t.Helper()
-	fams, err := e.reg.Gather()
-	require.NoError(t, err)
 	out := map[string]float64{}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
+	for _, s := range cdctest.AllSeries(t, e.reg, name) {
+		var labels []string
+		for _, l := range s.Labels {
+			labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
 		}
-		for _, m := range f.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-			}
-			key := name + "{" + strings.Join(labels, ",") + "}"
-			switch {
-			case m.GetCounter() != nil:
-				out[key] = m.GetCounter().GetValue()
-			case m.GetHistogram() != nil:
-				out[key] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
+		out[name+"{"+strings.Join(labels, ",")+"}"] = s.Value
 	}
 	return out
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/reconcile"
@@ -167,7 +168,7 @@ func TestGrantsAreEnoughAndNoMore(t *testing.T) {
 	require.NoError(t, err)
 
 	waitCheckpoint(t, root, log)
-	require.Equal(t, truth(t, root), counters(t, root), "counters written as %s differ from GROUP BY over user_coupon", u.cdc)
+	require.Equal(t, cdctest.Truth(t, root), cdctest.Counters(t, root), "counters written as %s differ from GROUP BY over user_coupon", u.cdc)
 	var releases int
 	require.NoError(t, root.QueryRow(`SELECT COUNT(*) FROM inventory_flow WHERE kind = 'release'`).Scan(&releases))
 	require.Equal(t, 2, releases, "the cdc's release rows")
@@ -201,7 +202,7 @@ func TestGrantsAreEnoughAndNoMore(t *testing.T) {
 	require.NoError(t, err, "reconcile pass as %s; the last errors logged:\n%s", u.reconcile, log.errors())
 	require.Equal(t, "auto_fixed", rep.Status, rep.Summary())
 	waitCheckpoint(t, root, log)
-	require.Equal(t, truth(t, root), counters(t, root), "counters after the reconciler's fix")
+	require.Equal(t, cdctest.Truth(t, root), cdctest.Counters(t, root), "counters after the reconciler's fix")
 	var expired int64
 	require.NoError(t, root.QueryRow(`SELECT expired_count FROM coupon_template WHERE id = ?`, tpl.ID).Scan(&expired))
 	require.Zero(t, expired, "the template's cached expired_count after the reconciler's fix")
@@ -297,66 +298,6 @@ func waitCheckpoint(t *testing.T, db *sql.DB, log *logs) {
 			time.Sleep(10 * time.Millisecond) // polling a condition
 		}
 	}
-}
-
-// truth counts user_coupon per pair and state, and the release rows.
-func truth(t *testing.T, db *sql.DB) map[sink.Pair]sink.Counts {
-	t.Helper()
-	out := map[sink.Pair]sink.Counts{}
-	rows, err := db.Query(`SELECT template_id, channel, status, COUNT(*) FROM user_coupon GROUP BY 1, 2, 3`)
-	require.NoError(t, err)
-	defer rows.Close()
-	for rows.Next() {
-		var p sink.Pair
-		var st coupon.Status
-		var n int64
-		require.NoError(t, rows.Scan(&p.Template, &p.Channel, &st, &n))
-		c := out[p]
-		switch st {
-		case coupon.Available:
-			c.Held += n
-		case coupon.Used:
-			c.Used += n
-		case coupon.Expired:
-			c.Expired += n
-		case coupon.Returned:
-			c.Returned += n
-		default:
-			t.Fatalf("status %d in user_coupon", st)
-		}
-		out[p] = c
-	}
-	require.NoError(t, rows.Err())
-	frows, err := db.Query(`SELECT template_id, channel, COUNT(*) FROM inventory_flow WHERE kind = 'release' GROUP BY 1, 2`)
-	require.NoError(t, err)
-	defer frows.Close()
-	for frows.Next() {
-		var p sink.Pair
-		var n int64
-		require.NoError(t, frows.Scan(&p.Template, &p.Channel, &n))
-		c := out[p]
-		c.Released = n
-		out[p] = c
-	}
-	return out
-}
-
-// counters reads inventory_counter, without all-zero rows.
-func counters(t *testing.T, db *sql.DB) map[sink.Pair]sink.Counts {
-	t.Helper()
-	out := map[sink.Pair]sink.Counts{}
-	rows, err := db.Query(`SELECT template_id, channel, held, used, expired, returned, released FROM inventory_counter`)
-	require.NoError(t, err)
-	defer rows.Close()
-	for rows.Next() {
-		var p sink.Pair
-		var c sink.Counts
-		require.NoError(t, rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned, &c.Released))
-		if c != (sink.Counts{}) {
-			out[p] = c
-		}
-	}
-	return out
 }
 
 // quotas reads the quota of the template's app and web buckets.
