@@ -60,6 +60,7 @@ type QuotaChange struct {
 	Channel  string
 	Quota    int64
 	Claimed  int64
+	Inserted bool // a new row (a new bucket)
 	Deleted  bool
 	// SoldOut marks the change that took the bucket's last claimable slot:
 	// claimed < quota before it, claimed >= quota after (quota > 0).

@@ -301,7 +301,7 @@ func (d *decoder) quota(l *layout, action string, rows [][]any, b *Batch) error 
 			if err != nil {
 				return err
 			}
-			q.Deleted = action == gocanal.DeleteAction
+			q.Inserted, q.Deleted = action == gocanal.InsertAction, action == gocanal.DeleteAction
 			b.Quotas = append(b.Quotas, q)
 		}
 		return nil

@@ -212,7 +212,7 @@ func TestDecodeRedemptionQuotaFlow(t *testing.T) {
 		{ID: 1, Coupon: 7, Template: 3, Channel: "app", Order: "o1", At: testAt, Deleted: true},
 	}, b.Redemptions)
 	require.Equal(t, []QuotaChange{
-		{Template: 3, Channel: "app", Quota: 10},
+		{Template: 3, Channel: "app", Quota: 10, Inserted: true},
 		{Template: 3, Channel: "app", Quota: 10, Claimed: 1},
 		{Template: 3, Channel: "app", Quota: 1, Claimed: 1, SoldOut: true},
 		{Template: 3, Channel: "app", Quota: 10, Claimed: 1},

@@ -225,3 +225,18 @@ func TestStatusLag(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.want, tc.st.Lag()) })
 	}
 }
+
+// A new template's channel buckets count as inserts of channel_quota, a
+// claim's guard as an update.
+func TestQuotaEventsByKind(t *testing.T) {
+	e := newEnv(t)
+	c := e.startCDC(nil)
+	e.waitCheckpoint()
+	tpl := e.template(map[string]int64{"app": 5, "web": 5}, time.Hour)
+	_, err := e.store.Claim(context.Background(), coupon.ClaimRequest{TemplateID: tpl, UserID: "u", Channel: "app", RequestID: "r"})
+	require.NoError(t, err)
+	e.waitCheckpoint()
+	series := cdctest.MetricSeries(t, c.reg, "couponlink_cdc_events_total")
+	require.EqualValues(t, 2, series["kind=insert,table=channel_quota"])
+	require.EqualValues(t, 1, series["kind=update,table=channel_quota"])
+}

@@ -566,7 +566,18 @@ func (s *Sink) observe(b *canal.Batch, anomalies []Anomaly, start time.Time) {
 	add("redemption_log", "insert", len(b.Redemptions)-rdel)
 	add("redemption_log", "delete", rdel)
 	add("inventory_flow", "insert", len(b.Flows))
-	add("channel_quota", "update", len(b.Quotas))
+	var qins, qdel int
+	for i := range b.Quotas {
+		switch {
+		case b.Quotas[i].Inserted:
+			qins++
+		case b.Quotas[i].Deleted:
+			qdel++
+		}
+	}
+	add("channel_quota", "insert", qins)
+	add("channel_quota", "update", len(b.Quotas)-qins-qdel)
+	add("channel_quota", "delete", qdel)
 	s.m.batchRows.Observe(float64(b.Rows))
 	if !b.EventTime.IsZero() {
 		s.m.lag.Set(max(0, s.cfg.Now().Sub(b.EventTime).Seconds()))
