@@ -201,7 +201,7 @@ func TestTailerEndToEnd(t *testing.T) {
 	require.Len(t, rs, 1)
 	require.Equal(t, Redemption{ID: 1, Coupon: 1, Template: 3, Channel: "app", Order: "o1", At: rs[0].At}, rs[0])
 	require.WithinDuration(t, time.Now(), rs[0].At, time.Minute)
-	require.Equal(t, []QuotaChange{{Template: 3, Channel: "app", Quota: 1000}, {Template: 3, Channel: "app", Quota: 1000, Claimed: 103}}, qs)
+	require.Equal(t, []QuotaChange{{Template: 3, Channel: "app", Quota: 1000, Inserted: true}, {Template: 3, Channel: "app", Quota: 1000, Claimed: 103}}, qs)
 
 	// Batches are cut at transaction ends only: the 100-row transaction is
 	// in one batch.
