@@ -26,30 +26,7 @@ func TestLiveSystemNoFalseCorrections(t *testing.T) {
 	tpl := e.template(map[string]int64{"app": 100000, "web": 100000})
 	e.settle()
 
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var ops atomic.Int64
-	var failed atomic.Value
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ch := []string{"app", "web"}[w%2]
-			for i := 0; ctx.Err() == nil; i++ {
-				c, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprint("w", w), Channel: ch,
-					RequestID: fmt.Sprintf("live-%d-%d", w, i)})
-				if err == nil && i%3 == 0 {
-					_, err = e.store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: c.UserCouponID, OrderID: fmt.Sprint("o", c.UserCouponID)})
-				}
-				if err != nil && ctx.Err() == nil {
-					failed.CompareAndSwap(nil, err)
-					return
-				}
-				ops.Add(1)
-			}
-		}()
-	}
-	t.Cleanup(func() { stop(); wg.Wait() })
+	w := startWrites(t, e, tpl, "live")
 
 	// Redis is left out while writes flow (owner-mode keys move with every
 	// claim: busy); counters, template caches and quotas are compared.
@@ -61,14 +38,12 @@ func TestLiveSystemNoFalseCorrections(t *testing.T) {
 		passes++
 		inFlight += rep.InFlight
 		require.True(t, rep.CountersCompared, rep.Note)
-		require.Empty(t, rep.Differences, "pass %d on a live system after %d operations", passes, ops.Load())
+		require.Empty(t, rep.Differences, "pass %d on a live system after %d operations", passes, w.ops.Load())
 		require.Equal(t, "clean", rep.Status)
 	}
-	stop()
-	wg.Wait()
-	require.Nil(t, failed.Load(), "a write failed")
+	w.stop(t)
 	require.Empty(t, e.corrections(), "nothing was corrected")
-	t.Logf("%d passes during %d operations; %d counter rows in flight", passes, ops.Load(), inFlight)
+	t.Logf("%d passes during %d operations; %d counter rows in flight", passes, w.ops.Load(), inFlight)
 
 	e.settle()
 	r, _ = e.reconciler()
@@ -88,25 +63,7 @@ func TestBusySystemComparesAtTheCheckpoint(t *testing.T) {
 	tpl := e.template(map[string]int64{"app": 100000, "web": 100000})
 	e.settle()
 
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var ops atomic.Int64
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ch := []string{"app", "web"}[w%2]
-			for i := 0; ctx.Err() == nil; i++ {
-				c, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprint("b", w), Channel: ch,
-					RequestID: fmt.Sprintf("busy-%d-%d", w, i)})
-				if err == nil && i%3 == 0 {
-					_, _ = e.store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: c.UserCouponID, OrderID: fmt.Sprint("o", c.UserCouponID)})
-				}
-				ops.Add(1)
-			}
-		}()
-	}
-	t.Cleanup(func() { stop(); wg.Wait() })
+	w := startWrites(t, e, tpl, "busy")
 
 	binlog, err := canal.ConfigFromDSN(e.dsn)
 	require.NoError(t, err)
@@ -115,7 +72,7 @@ func TestBusySystemComparesAtTheCheckpoint(t *testing.T) {
 		rep := e.pass(r)
 		require.True(t, rep.CountersCompared, rep.Note)
 		require.Zero(t, rep.InFlight, "with the binlog no row waits")
-		require.Empty(t, rep.Differences, "pass %d after %d operations", pass, ops.Load())
+		require.Empty(t, rep.Differences, "pass %d after %d operations", pass, w.ops.Load())
 	}
 	// break one counter under load: +2 held
 	_, err = e.db.Exec(`UPDATE inventory_counter SET held = held + 2 WHERE template_id = ? AND channel = 'app'`, tpl)
@@ -127,12 +84,52 @@ func TestBusySystemComparesAtTheCheckpoint(t *testing.T) {
 		want = append(want, fmt.Sprintf("template %d/issued_count +2 fixed", tpl))
 	}
 	require.Equal(t, want, got)
-	stop()
-	wg.Wait()
+	w.stop(t)
 	e.settle()
 	rep = e.pass(r)
 	require.Equal(t, "clean", rep.Status, "%v", diffs(rep.Differences))
 	require.Equal(t, e.truth(), e.counters(), "the correction held while the cdc kept adding")
+}
+
+// writes is 4 workers claiming on both channels of a template, redeeming
+// every third coupon, until stopped.
+type writes struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	ops    atomic.Int64
+	failed atomic.Value
+}
+
+func startWrites(t *testing.T, e *env, tpl int64, prefix string) *writes {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &writes{cancel: cancel}
+	for n := range 4 {
+		w.wg.Go(func() {
+			ch := []string{"app", "web"}[n%2]
+			for i := 0; ctx.Err() == nil; i++ {
+				c, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprint(prefix, n), Channel: ch,
+					RequestID: fmt.Sprintf("%s-%d-%d", prefix, n, i)})
+				if err == nil && i%3 == 0 {
+					_, err = e.store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: c.UserCouponID, OrderID: fmt.Sprint("o", c.UserCouponID)})
+				}
+				if err != nil && ctx.Err() == nil {
+					w.failed.CompareAndSwap(nil, err)
+					return
+				}
+				w.ops.Add(1)
+			}
+		})
+	}
+	t.Cleanup(func() { cancel(); w.wg.Wait() })
+	return w
+}
+
+// stop ends the writes and fails the test if one of them failed.
+func (w *writes) stop(t *testing.T) {
+	t.Helper()
+	w.cancel()
+	w.wg.Wait()
+	require.Nil(t, w.failed.Load(), "a write failed")
 }
 
 func summarize(ds []reconcile.Difference) []string {
