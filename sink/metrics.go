@@ -89,10 +89,10 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		quotaRuleRuns: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_quota_rule_runs_total", Help: "Passes of the rebalancing rule over every template, by result (ok; error: a template's decision or the policies could not be read, retried next pass).",
 		}, []string{"result"}),
+		quotaBadPolicies: f.NewGauge(prometheus.GaugeOpts{
+			Name: "couponlink_quota_invalid_policies", Help: "Templates the rebalancing rule skips because their effective policy (override over the defaults) is invalid.",
+		}),
 	}
-	m.quotaBadPolicies = f.NewGauge(prometheus.GaugeOpts{
-		Name: "couponlink_quota_invalid_policies", Help: "Templates the rebalancing rule skips because their effective policy (override over the defaults) is invalid.",
-	})
 	m.quotaRuleRuns.WithLabelValues("ok")
 	m.quotaRuleRuns.WithLabelValues("error")
 	for _, k := range AnomalyKinds {

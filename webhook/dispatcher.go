@@ -15,6 +15,8 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // Outbox row statuses.
@@ -267,43 +269,38 @@ func (d *Dispatcher) deliver(ctx context.Context) (delivered, claimed int, err e
 // being sent.
 func (d *Dispatcher) claim(ctx context.Context) ([]outboxRow, error) {
 	now := d.now()
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("claim due webhook events: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	rows, err := tx.QueryContext(ctx, `SELECT id, event_id, event, body, attempts FROM webhook_outbox
-		WHERE status = ? AND next_attempt_at <= ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
-		statusPending, now, d.cfg.BatchSize)
-	if err != nil {
-		return nil, fmt.Errorf("claim due webhook events: %w", err)
-	}
 	var out []outboxRow
-	for rows.Next() {
-		var r outboxRow
-		if err := rows.Scan(&r.id, &r.eventID, &r.event, &r.body, &r.attempts); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("claim due webhook events: read row: %w", err)
+	err := sqltx.Run(ctx, d.db, nil, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, event_id, event, body, attempts FROM webhook_outbox
+			WHERE status = ? AND next_attempt_at <= ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
+			statusPending, now, d.cfg.BatchSize)
+		if err != nil {
+			return err
 		}
-		out = append(out, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		for rows.Next() {
+			var r outboxRow
+			if err := rows.Scan(&r.id, &r.eventID, &r.event, &r.body, &r.attempts); err != nil {
+				rows.Close()
+				return fmt.Errorf("read row: %w", err)
+			}
+			out = append(out, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(out) == 0 {
+			return err
+		}
+		ids := make([]any, len(out))
+		for i, r := range out {
+			ids[i] = r.id
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ? WHERE id IN (`+
+			placeholders(len(ids))+`)`, append([]any{now.Add(d.lease)}, ids...)...); err != nil {
+			return fmt.Errorf("lease: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("claim due webhook events: %w", err)
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	ids := make([]any, len(out))
-	for i, r := range out {
-		ids[i] = r.id
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ? WHERE id IN (`+
-		placeholders(len(ids))+`)`, append([]any{now.Add(d.lease)}, ids...)...); err != nil {
-		return nil, fmt.Errorf("lease claimed webhook events: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("claim due webhook events: commit: %w", err)
 	}
 	return out, nil
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 const (
@@ -70,42 +72,35 @@ func (d *Dispatcher) countDropped(dropped, pending int, byEvent map[string]int) 
 // dropOldest marks up to dropBatch pending rows with id <= upTo dropped, in
 // one transaction, adding them to byEvent. It returns how many it dropped.
 func (d *Dispatcher) dropOldest(ctx context.Context, upTo int64, byEvent map[string]int) (int, error) {
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("drop overflowing webhook events: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	rows, err := tx.QueryContext(ctx, `SELECT id, event FROM webhook_outbox WHERE status = ? AND id <= ?
-		ORDER BY id LIMIT ? FOR UPDATE`, statusPending, upTo, dropBatch)
-	if err != nil {
-		return 0, fmt.Errorf("drop overflowing webhook events: %w", err)
-	}
 	var ids []any
 	events := map[string]int{}
-	for rows.Next() {
-		var id int64
-		var event string
-		if err := rows.Scan(&id, &event); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("drop overflowing webhook events: read row: %w", err)
+	err := sqltx.Run(ctx, d.db, nil, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, event FROM webhook_outbox WHERE status = ? AND id <= ?
+			ORDER BY id LIMIT ? FOR UPDATE`, statusPending, upTo, dropBatch)
+		if err != nil {
+			return err
 		}
-		ids = append(ids, id)
-		events[event]++
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		for rows.Next() {
+			var id int64
+			var event string
+			if err := rows.Scan(&id, &event); err != nil {
+				rows.Close()
+				return fmt.Errorf("read row: %w", err)
+			}
+			ids = append(ids, id)
+			events[event]++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(ids) == 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE webhook_outbox SET status = ?, finished_at = ?, last_error = ?
+			WHERE id IN (`+placeholders(len(ids))+`)`, append([]any{statusDropped, d.now(),
+			fmt.Sprintf("outbox overflow: more than %d pending events", d.cfg.MaxPending)}, ids...)...)
+		return err
+	})
+	if err != nil {
 		return 0, fmt.Errorf("drop overflowing webhook events: %w", err)
-	}
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET status = ?, finished_at = ?, last_error = ?
-		WHERE id IN (`+placeholders(len(ids))+`)`, append([]any{statusDropped, d.now(),
-		fmt.Sprintf("outbox overflow: more than %d pending events", d.cfg.MaxPending)}, ids...)...); err != nil {
-		return 0, fmt.Errorf("drop overflowing webhook events: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("drop overflowing webhook events: commit: %w", err)
 	}
 	for e, n := range events {
 		byEvent[e] += n
