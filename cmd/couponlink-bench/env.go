@@ -16,10 +16,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/migrations"
 )
 
@@ -238,21 +238,9 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// openMySQL opens a pool as cmd/couponlink's openMySQL does: parseTime,
-// UTC, parameters interpolated client-side (one round trip per statement).
+// openMySQL opens a pool as cmd/couponlink does (mysqlconn.Open).
 func openMySQL(dsn string, conns int) (*sql.DB, error) {
-	c, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse DSN: %w", err)
-	}
-	c.ParseTime, c.Loc, c.InterpolateParams = true, time.UTC, true
-	db, err := sql.Open("mysql", c.FormatDSN())
-	if err != nil {
-		return nil, err
-	}
-	db.SetMaxOpenConns(conns)
-	db.SetMaxIdleConns(conns)
-	return db, nil
+	return mysqlconn.Open(dsn, conns)
 }
 
 // quietLogger passes only warnings and errors of the libraries on.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/couponlink/couponlink/internal/mysqlconn"
 )
 
 // sqlTimer times every statement, BEGIN and COMMIT of a pool, by kind
@@ -60,11 +62,10 @@ func (t *sqlTimer) take() string {
 
 // openTimedMySQL is openMySQL whose statements t times.
 func openTimedMySQL(dsn string, conns int, t *sqlTimer) (*sql.DB, error) {
-	c, err := mysql.ParseDSN(dsn)
+	c, err := mysqlconn.Config(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse DSN: %w", err)
+		return nil, err
 	}
-	c.ParseTime, c.Loc, c.InterpolateParams = true, time.UTC, true
 	inner, err := mysql.NewConnector(c)
 	if err != nil {
 		return nil, err

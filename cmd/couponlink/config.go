@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/couponlink/couponlink/internal/mysqlconn"
 )
 
 // flags is a command's flag set whose settings also come from the
@@ -143,23 +143,8 @@ func newLogger(stderr io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l}))
 }
 
-// openMySQL opens a pool with the settings couponlink relies on: times as
-// UTC time.Time values, parameters interpolated client-side.
+// openMySQL opens a pool with the settings couponlink relies on
+// (mysqlconn.Config); errors never show the DSN's password.
 func openMySQL(dsn string, maxConns int) (*sql.DB, error) {
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse MySQL DSN %q: %w", dsn, err)
-	}
-	cfg.ParseTime = true
-	cfg.Loc = time.UTC
-	// one round trip per statement instead of prepare + execute + close
-	cfg.InterpolateParams = true
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		return nil, err
-	}
-	db.SetMaxOpenConns(maxConns)
-	db.SetMaxIdleConns(maxConns)
-	db.SetConnMaxLifetime(time.Hour)
-	return db, nil
+	return mysqlconn.Open(dsn, maxConns)
 }

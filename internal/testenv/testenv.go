@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/migrations"
 )
 
@@ -37,18 +37,15 @@ var unsafeName = regexp.MustCompile(`[^a-z0-9_]+`)
 // the database's DSN.
 func MySQL(t testing.TB) (*sql.DB, string) {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(ServerDSN(t))
+	cfg, err := mysqlconn.Config(ServerDSN(t)) // the settings cmd/couponlink forces
 	if err != nil {
-		t.Fatalf("parse COUPONLINK_TEST_MYSQL_DSN: %v", err)
+		t.Fatalf("COUPONLINK_TEST_MYSQL_DSN: %v", err)
 	}
 	name := strings.Trim(unsafeName.ReplaceAllString(strings.ToLower(t.Name()), "_"), "_")
 	if len(name) > 40 {
 		name = name[:40]
 	}
 	cfg.DBName = "t_" + name + "_" + randomSuffix()
-	cfg.ParseTime = true
-	cfg.Loc = time.UTC
-	cfg.InterpolateParams = true // as cmd/couponlink opens it
 	dsn := cfg.FormatDSN()
 	if _, err := migrations.Up(dsn); err != nil {
 		t.Fatalf("migrate test database: %v", err)
