@@ -18,6 +18,7 @@ const (
 	CodeIllegalTransition   Code = "illegal_transition"   // 409: not one of the six legal transitions
 	CodeIdempotencyConflict Code = "idempotency_conflict" // 409: a key reused with another payload
 	CodeOrderMismatch       Code = "order_mismatch"       // 409: refund by an order that did not redeem it
+	CodeAlreadyRefunded     Code = "already_refunded"     // 409: the order's redemption of the coupon was refunded
 	CodeCouponExpired       Code = "coupon_expired"       // 409: past expires_at, awaiting the sweep
 	CodeConflict            Code = "conflict"             // 409: lost a race too many times; retry
 )

@@ -50,8 +50,9 @@ func RedemptionKey(orderID string, userCouponID int64) string {
 }
 
 // Redeem moves an AVAILABLE coupon to USED and writes its redemption_log
-// row, in one transaction. The same (order, coupon) again is answered with
-// the first redemption and writes nothing.
+// row, in one transaction. The same (order, coupon) again writes nothing:
+// it is answered with the first redemption while that is in effect, and
+// refused with already_refunded once it was refunded.
 func (s *Store) Redeem(ctx context.Context, req RedeemRequest) (Redemption, error) {
 	if err := req.Validate(); err != nil {
 		return Redemption{}, err
@@ -68,8 +69,12 @@ func (s *Store) Redeem(ctx context.Context, req RedeemRequest) (Redemption, erro
 			return err
 		}
 		if c.Status != Available || lookup || !s.clock().Before(c.ExpiresAt) {
-			if r, found, err := s.redemptionByKey(ctx, key); found || err != nil {
-				out = r
+			k, found, err := s.redemptionByKey(ctx, key)
+			if err != nil {
+				return err
+			}
+			if found {
+				out, err = k.replay()
 				return err
 			}
 		}
@@ -123,18 +128,62 @@ func updateStatus(ctx context.Context, tx *sql.Tx, c couponRow, to Status, set s
 	return nil
 }
 
-func (s *Store) redemptionByKey(ctx context.Context, key string) (Redemption, bool, error) {
-	var r Redemption
-	var status Status
-	err := s.db.QueryRowContext(ctx, `SELECT r.id, r.user_coupon_id, r.order_id, r.redeemed_at, c.status
-		FROM redemption_log r JOIN user_coupon c ON c.id = r.user_coupon_id WHERE r.idempotency_key = ?`, key).
-		Scan(&r.RedemptionID, &r.UserCouponID, &r.OrderID, &r.RedeemedAt, &status)
+// keyedRedemption is the redemption of an (order, coupon) key with what
+// became of it: the coupon as it is now, and the redemption's refund.
+type keyedRedemption struct {
+	Redemption
+	coupon      Status
+	couponOrder string
+	refund      *Refund // nil: not refunded
+}
+
+// redemptionByKey reads, in one statement, the redemption of key, its
+// coupon's state and its refund, if any: a refund commits the flow and the
+// coupon's new state together, so the two are never seen half-way.
+func (s *Store) redemptionByKey(ctx context.Context, key string) (keyedRedemption, bool, error) {
+	var k keyedRedemption
+	var order, mode sql.NullString
+	var flowID sql.NullInt64
+	var to sql.Null[Status]
+	var refundedAt sql.NullTime
+	err := s.db.QueryRowContext(ctx, `SELECT r.id, r.user_coupon_id, r.order_id, r.redeemed_at, c.status, c.order_id,
+			f.id, f.mode, f.to_status, f.created_at
+		FROM redemption_log r JOIN user_coupon c ON c.id = r.user_coupon_id
+		LEFT JOIN inventory_flow f ON f.user_coupon_id = r.user_coupon_id AND f.kind = ? AND f.seq = r.id
+		WHERE r.idempotency_key = ?`, FlowRefund, key).
+		Scan(&k.RedemptionID, &k.UserCouponID, &k.OrderID, &k.RedeemedAt, &k.coupon, &order,
+			&flowID, &mode, &to, &refundedAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return r, false, nil
+		return k, false, nil
 	}
 	if err != nil {
-		return r, false, fmt.Errorf("look up redemption %s: %w", key, err)
+		return k, false, fmt.Errorf("look up redemption %s: %w", key, err)
 	}
-	r.Status, r.Replayed = status.String(), true
-	return r, true, nil
+	k.couponOrder = order.String
+	k.Status, k.Replayed = k.coupon.String(), true
+	if flowID.Valid {
+		k.refund = &Refund{FlowID: flowID.Int64, UserCouponID: k.UserCouponID, RedemptionID: k.RedemptionID, OrderID: k.OrderID,
+			Mode: mode.String, Status: to.V.String(), RefundedAt: refundedAt.Time, Replayed: true}
+	}
+	return k, true, nil
+}
+
+// replay answers a redemption request whose key is taken: with the
+// redemption while it is in effect (the coupon USED by it), else refused.
+// A refunded redemption is final, so that a late retry of the original
+// request never consumes the coupon again.
+func (k keyedRedemption) replay() (Redemption, error) {
+	switch {
+	case k.refund != nil:
+		return Redemption{}, conflictf(CodeAlreadyRefunded,
+			"order %s redeemed coupon %d (redemption %d) and that redemption was refunded with mode %q at %s; "+
+				"a refunded redemption is final and is not redeemed again: to redeem the coupon again, use a new order_id",
+			k.OrderID, k.UserCouponID, k.RedemptionID, k.refund.Mode, k.refund.RefundedAt.Format(time.RFC3339Nano))
+	case k.coupon == Used && k.couponOrder == k.OrderID:
+		return k.Redemption, nil
+	case k.coupon == Used:
+		// no refund row, yet another order holds it: changed outside the API
+		return Redemption{}, conflictf(CodeAlreadyUsed, "coupon %d is now redeemed by another order", k.UserCouponID)
+	}
+	return Redemption{}, IllegalTransition(k.coupon, Used, ActionRedeem)
 }

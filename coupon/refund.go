@@ -3,7 +3,6 @@ package coupon
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -64,7 +63,7 @@ func (s *Store) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
 	var out Refund
 	err := s.retry(ctx, "refund", func() error {
 		// The coupon first, then the ledgers: this very refund committing
-		// between the reads is found by refundOf, and is not taken for an
+		// between the reads is found with the redemption, and is not taken for an
 		// illegal transition.
 		c, err := loadCoupon(ctx, s.db, req.UserCouponID)
 		if err != nil {
@@ -78,9 +77,13 @@ func (s *Store) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
 			return conflictf(CodeOrderMismatch, "order %s did not redeem coupon %d; only the order that redeemed a coupon may refund it",
 				req.OrderID, req.UserCouponID)
 		}
-		if r, found, err := s.refundOf(ctx, req, red.RedemptionID); found || err != nil {
-			out = r
-			return err
+		if red.refund != nil { // refunded before: this refund again, or the other mode
+			out = *red.refund
+			if out.Mode != req.Mode {
+				return conflictf(CodeIdempotencyConflict, "order %s already refunded coupon %d with mode %q; a refund with mode %q is refused",
+					req.OrderID, req.UserCouponID, out.Mode, req.Mode)
+			}
+			return nil
 		}
 		if _, err := Check(action, c.Status); err != nil {
 			return err
@@ -108,26 +111,4 @@ func (s *Store) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
 		})
 	})
 	return out, err
-}
-
-// refundOf finds the refund of one redemption, if it was refunded.
-func (s *Store) refundOf(ctx context.Context, req RefundRequest, redemptionID int64) (Refund, bool, error) {
-	r := Refund{UserCouponID: req.UserCouponID, RedemptionID: redemptionID, OrderID: req.OrderID, Replayed: true}
-	var mode sql.NullString
-	var to Status
-	err := s.db.QueryRowContext(ctx, `SELECT id, mode, to_status, created_at FROM inventory_flow
-		WHERE user_coupon_id = ? AND kind = ? AND seq = ?`, req.UserCouponID, FlowRefund, redemptionID).
-		Scan(&r.FlowID, &mode, &to, &r.RefundedAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, false, nil
-	}
-	if err != nil {
-		return r, false, fmt.Errorf("look up refund: %w", err)
-	}
-	r.Mode, r.Status = mode.String, to.String()
-	if r.Mode != req.Mode {
-		return r, true, conflictf(CodeIdempotencyConflict, "order %s already refunded coupon %d with mode %q; a refund with mode %q is refused",
-			req.OrderID, req.UserCouponID, r.Mode, req.Mode)
-	}
-	return r, true, nil
 }

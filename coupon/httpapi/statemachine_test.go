@@ -104,6 +104,7 @@ var (
 	illegal       = outcome{status: 409, code: "illegal_transition"}
 	orderMismatch = outcome{status: 409, code: "order_mismatch"}
 	idemConflict  = outcome{status: 409, code: "idempotency_conflict"}
+	refunded      = outcome{status: 409, code: "already_refunded"} // o1's redemption was refunded: final
 )
 
 // expected[state][action]; every cell is spelled out.
@@ -114,7 +115,7 @@ var expected = map[string]map[string]outcome{
 		"void": {200, coupon.VoidVoided, coupon.Returned}, "expire": {200, "", coupon.Expired},
 	},
 	"AVAILABLE_restored": {
-		"claim_again": replay, "redeem_new_order": {201, "", coupon.Used}, "redeem_o1": replay,
+		"claim_again": replay, "redeem_new_order": {201, "", coupon.Used}, "redeem_o1": refunded,
 		"refund_restore_o1": replay, "refund_recycle_o1": idemConflict, "refund_other_order": orderMismatch,
 		"void": {200, coupon.VoidVoided, coupon.Returned}, "expire": {200, "", coupon.Expired},
 	},
@@ -134,7 +135,7 @@ var expected = map[string]map[string]outcome{
 		"void": voidIllegal, "expire": noneDue,
 	},
 	"EXPIRED_restored": {
-		"claim_again": replay, "redeem_new_order": illegal, "redeem_o1": replay,
+		"claim_again": replay, "redeem_new_order": illegal, "redeem_o1": refunded,
 		"refund_restore_o1": replay, "refund_recycle_o1": idemConflict, "refund_other_order": orderMismatch,
 		"void": voidIllegal, "expire": noneDue,
 	},
@@ -144,7 +145,7 @@ var expected = map[string]map[string]outcome{
 		"void": {200, coupon.VoidAlreadyVoided, coupon.None}, "expire": noneDue,
 	},
 	"RETURNED_recycle": {
-		"claim_again": replay, "redeem_new_order": illegal, "redeem_o1": replay,
+		"claim_again": replay, "redeem_new_order": illegal, "redeem_o1": refunded,
 		"refund_restore_o1": idemConflict, "refund_recycle_o1": replay, "refund_other_order": orderMismatch,
 		"void": voidIllegal, "expire": noneDue,
 	},

@@ -169,8 +169,14 @@ func (w *workload) write(rng *rand.Rand) {
 		old, replay := pick(rng, w.redemptions)
 		w.mu.Unlock()
 		if replay && rng.IntN(10) == 0 {
+			// answered while the redemption is in effect, refused once refunded
 			r, err := e.api.do("POST", "/v1/redemptions", map[string]any{"user_coupon_id": old[0], "order_id": old[1]})
-			if err != nil || r.Status != 200 {
+			var red redeemReply
+			switch {
+			case err == nil && r.Status == 200 && r.decode(&red) == nil && red.Status == "USED" && red.Replayed:
+			case r.Status == 409 && r.errCode() == "already_refunded":
+				w.refusal(r)
+			default:
 				w.unexpected("redemption replay", r)
 			}
 			return
