@@ -72,14 +72,22 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 		out = Claim{TemplateID: req.TemplateID, UserID: req.UserID, Channel: req.Channel, Status: Available.String(),
 			ClaimedAt: now, ExpiresAt: now.Add(time.Duration(rules.ValidSeconds) * time.Second)}
 		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
-			// the per-user limit: one row lock per (template, user)
+			// The per-user limit: one row lock per (template, user). A refusal
+			// leaves the row as it is and marks itself with LAST_INSERT_ID(claimed),
+			// which is at least 1; a counted claim (insert or +1) reports 0. Rows
+			// affected cannot tell them apart: with clientFoundRows the
+			// unchanged row counts 1, like an insert.
 			res, err := tx.ExecContext(ctx, `INSERT INTO user_claim (template_id, user_id, claimed) VALUES (?, ?, 1)
-				ON DUPLICATE KEY UPDATE claimed = IF(claimed < ?, claimed + 1, claimed)`,
+				ON DUPLICATE KEY UPDATE claimed = IF(claimed < ?, claimed + 1, LAST_INSERT_ID(claimed))`,
 				req.TemplateID, req.UserID, rules.PerUserLimit)
 			if err != nil {
 				return fmt.Errorf("count the user's claims: %w", err)
 			}
-			if n, _ := res.RowsAffected(); n == 0 {
+			refused, err := res.LastInsertId()
+			if err != nil {
+				return fmt.Errorf("count the user's claims: %w", err)
+			}
+			if refused > 0 {
 				return conflictf(CodeLimitReached, "user %s has already claimed %d coupon(s) of template %d, the per-user limit",
 					req.UserID, rules.PerUserLimit, req.TemplateID)
 			}

@@ -40,8 +40,9 @@ func parallel(t *testing.T, workers, n int, job func(i int) (reply, error)) []re
 // 2,000 distinct users claim at once from a template of 1,000 over two
 // channels (600 + 400): exactly 1,000 coupons, each bucket's claimed equals
 // its rows, every other claim is sold_out, nothing is a 5xx.
-func TestConcurrentClaimsNeverOverIssue(t *testing.T) {
-	e := newEnv(t)
+func TestConcurrentClaimsNeverOverIssue(t *testing.T) { claimsNeverOverIssue(t, newEnv(t)) }
+
+func claimsNeverOverIssue(t *testing.T, e *env) {
 	tpl := e.template(t, map[string]any{"total_quota": 1000, "channels": map[string]int{"app": 600, "sms": 400}})
 	const n = 2000
 	channelOf := func(i int) string { return []string{"app", "sms"}[i%2] }
@@ -85,8 +86,9 @@ func TestConcurrentClaimsNeverOverIssue(t *testing.T) {
 
 // 50 concurrent redemptions of one coupon by the same order: one
 // redemption_log row; every answer is that redemption (one 201, 49 200s).
-func TestConcurrentRedemptionsSameOrder(t *testing.T) {
-	e := newEnv(t)
+func TestConcurrentRedemptionsSameOrder(t *testing.T) { concurrentRedemptionsSameOrder(t, newEnv(t)) }
+
+func concurrentRedemptionsSameOrder(t *testing.T, e *env) {
 	tpl := e.template(t, nil)
 	c := e.claim(t, tpl, "u1", "app")
 	replies := parallel(t, 50, 50, func(int) (reply, error) {
@@ -149,8 +151,9 @@ func TestConcurrentRedemptionsDifferentOrders(t *testing.T) {
 
 // The same claim (one request_id) sent 20 times at once: one coupon, one
 // 201, and 19 replays of it — never limit_reached or sold_out.
-func TestConcurrentClaimReplays(t *testing.T) {
-	e := newEnv(t)
+func TestConcurrentClaimReplays(t *testing.T) { concurrentClaimReplays(t, newEnv(t)) }
+
+func concurrentClaimReplays(t *testing.T, e *env) {
 	tpl := e.template(t, map[string]any{"total_quota": 1, "channels": map[string]int{"app": 1}})
 	replies := parallel(t, 20, 20, func(int) (reply, error) {
 		return e.api.do("POST", "/v1/claims", map[string]any{"template_id": tpl, "user_id": "u1", "channel": "app", "request_id": "same"})

@@ -270,8 +270,9 @@ func TestExpirySweep(t *testing.T) {
 // A claim's request_id is bound to its payload: a replay is the same
 // coupon (200, nothing written), any other template, user or channel is
 // idempotency_conflict.
-func TestClaimIdempotency(t *testing.T) {
-	e := newEnv(t)
+func TestClaimIdempotency(t *testing.T) { claimIdempotency(t, newEnv(t)) }
+
+func claimIdempotency(t *testing.T, e *env) {
 	tpl := e.template(t, map[string]any{"per_user_limit": 5})
 	other := e.template(t, nil)
 	body := map[string]any{"template_id": tpl, "user_id": "u1", "channel": "app", "request_id": "req-1"}
@@ -303,8 +304,9 @@ func TestClaimIdempotency(t *testing.T) {
 
 // The redemption key is (order, coupon): the same pair is a replay of the
 // first redemption, and writes nothing.
-func TestRedemptionReplay(t *testing.T) {
-	e := newEnv(t)
+func TestRedemptionReplay(t *testing.T) { redemptionReplay(t, newEnv(t)) }
+
+func redemptionReplay(t *testing.T, e *env) {
 	tpl := e.template(t, nil)
 	c := e.claim(t, tpl, "u1", "app")
 	first := e.redeem(t, c.UserCouponID, "o1")

@@ -15,8 +15,9 @@ import (
 // redeeming the coupon again is already_refunded, naming the refund, and
 // writes nothing — whatever happened to the coupon since. A success answer
 // means the redemption is in effect now.
-func TestRedeemAfterItsRefundIsRefused(t *testing.T) {
-	e := newEnv(t)
+func TestRedeemAfterItsRefundIsRefused(t *testing.T) { redeemAfterItsRefundIsRefused(t, newEnv(t)) }
+
+func redeemAfterItsRefundIsRefused(t *testing.T, e *env) {
 	tpl := e.template(t, map[string]any{"per_user_limit": 10})
 
 	// refundOnce redeems a new coupon with o-1 and refunds it in mode; it

@@ -164,8 +164,9 @@ var inventoryDelta = map[coupon.Status]map[coupon.Status][4]int64{
 // For every state reached for real, every action through the API: a legal
 // one makes its transition with its ledger row and quota effect; any other
 // is refused with its code (or replays) and writes nothing at all.
-func TestEveryActionOnEveryReachedState(t *testing.T) {
-	e := newEnv(t)
+func TestEveryActionOnEveryReachedState(t *testing.T) { everyActionOnEveryReachedState(t, newEnv(t)) }
+
+func everyActionOnEveryReachedState(t *testing.T, e *env) {
 	tpl := e.template(t, map[string]any{"total_quota": 10000, "channels": map[string]int{"app": 10000}, "valid_seconds": 1})
 	for _, st := range reachedStates {
 		for _, act := range apiActions {
@@ -257,8 +258,9 @@ func TestEveryActionOnEveryReachedState(t *testing.T) {
 }
 
 // A claim is the one transition from no row: it reserves a slot.
-func TestClaimReservesASlot(t *testing.T) {
-	e := newEnv(t)
+func TestClaimReservesASlot(t *testing.T) { claimReservesASlot(t, newEnv(t)) }
+
+func claimReservesASlot(t *testing.T, e *env) {
 	tpl := e.template(t, map[string]any{"total_quota": 3, "channels": map[string]int{"app": 2, "sms": 1}})
 	inv := e.inventory(t, tpl)
 	assert.Equal(t, [3]int64{3, 3, 0}, [3]int64{inv.TotalQuota, inv.Claimable, inv.Held})
