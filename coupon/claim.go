@@ -70,7 +70,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	err = s.retry(ctx, "claim", func() error {
 		now := s.clock()
 		out = Claim{TemplateID: req.TemplateID, UserID: req.UserID, Channel: req.Channel, Status: Available.String(),
-			ClaimedAt: now, ExpiresAt: now.Add(time.Duration(rules.ValidSeconds) * time.Second)}
+			ClaimedAt: now, ExpiresAt: now.Add(Seconds(rules.ValidSeconds))}
 		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 			// The per-user limit: one row lock per (template, user). A refusal
 			// leaves the row as it is and marks itself with LAST_INSERT_ID(claimed),

@@ -30,12 +30,22 @@ const (
 	MaxRequestLen = 128 // request_id
 	MaxReasonLen  = 255
 	MaxChannels   = 1000
-	// MaxSeconds bounds valid_seconds and release_cooldown_seconds (100
-	// years), so that a duration never overflows time.Duration.
+	// MaxSeconds bounds every duration in seconds (valid_seconds,
+	// release_cooldown_seconds, a quota policy's cooldown and min age): 100
+	// years, so that a duration never overflows time.Duration.
 	MaxSeconds = 100 * 366 * 24 * 3600
 	// MaxPerUserLimit is the largest per_user_limit (an INT column).
 	MaxPerUserLimit = 1<<31 - 1
+	// MaxQuota bounds total_quota, hence every channel's quota and every sum
+	// of them (10^12): far from int64's end, and exact in a float64.
+	MaxQuota = 1_000_000_000_000
 )
+
+// Seconds is n seconds as a time.Duration, clamped to 0..MaxSeconds: a
+// value stored before these bounds, or written by hand, never wraps around.
+func Seconds(n int64) time.Duration {
+	return time.Duration(min(max(n, 0), MaxSeconds)) * time.Second
+}
 
 // NewTemplate is a campaign to create.
 type NewTemplate struct {
@@ -71,10 +81,12 @@ func (t *NewTemplate) Validate() error {
 		return Invalid("name", "name is longer than %d characters", MaxNameLen)
 	case t.TotalQuota <= 0:
 		return Invalid("total_quota", "total_quota must be a positive number, got %d", t.TotalQuota)
+	case t.TotalQuota > MaxQuota:
+		return Invalid("total_quota", "total_quota must be at most %d, got %d", int64(MaxQuota), t.TotalQuota)
 	case len(t.Channels) == 0:
 		return Invalid("channels", `channels is required: the quota of each channel, e.g. {"app": 600, "sms": 400}`)
 	case len(t.Channels) > MaxChannels:
-		return Invalid("channels", "at most %d channels", MaxChannels)
+		return Invalid("channels", "at most %d channels, got %d", MaxChannels, len(t.Channels))
 	case t.ValidSeconds <= 0:
 		return Invalid("valid_seconds", "valid_seconds must be a positive number of seconds, got %d", t.ValidSeconds)
 	case t.ValidSeconds > MaxSeconds:

@@ -65,14 +65,18 @@ func (p Policy) Validate() error {
 	if p.Low >= p.High {
 		return coupon.Invalid("low", "low (%v) must be below high (%v): a channel cannot both give and receive", p.Low, p.High)
 	}
-	if p.MinClaims < 1 {
-		return coupon.Invalid("min_claims", "min_claims must be at least 1, not %d", p.MinClaims)
-	}
-	if p.CooldownSeconds < 0 {
-		return coupon.Invalid("cooldown_seconds", "cooldown_seconds must not be negative, not %d", p.CooldownSeconds)
-	}
-	if p.MinAgeSeconds < 0 {
-		return coupon.Invalid("min_age_seconds", "min_age_seconds must not be negative, not %d", p.MinAgeSeconds)
+	for _, f := range []struct {
+		name      string
+		v, lo, hi int64
+		unit      string
+	}{
+		{"min_claims", p.MinClaims, 1, coupon.MaxQuota, "claims (the largest quota)"},
+		{"cooldown_seconds", p.CooldownSeconds, 0, coupon.MaxSeconds, "seconds (100 years)"},
+		{"min_age_seconds", p.MinAgeSeconds, 0, coupon.MaxSeconds, "seconds (100 years)"},
+	} {
+		if f.v < f.lo || f.v > f.hi {
+			return coupon.Invalid(f.name, "%s must be between %d and %d %s, not %d", f.name, f.lo, f.hi, f.unit, f.v)
+		}
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/couponlink/couponlink/coupon"
 )
 
 // Input is what the rule sees of one template.
@@ -81,9 +83,9 @@ func Decide(in Input) Decision {
 	switch {
 	case p.Mode == ModeOff:
 		d.Skip = "policy is off"
-	case in.Age < time.Duration(p.MinAgeSeconds)*time.Second:
+	case in.Age < coupon.Seconds(p.MinAgeSeconds):
 		d.Skip = fmt.Sprintf("campaign is %s old, younger than min_age %s", in.Age.Round(time.Second), seconds(p.MinAgeSeconds))
-	case !in.LastMove.IsZero() && in.Now.Sub(in.LastMove) < time.Duration(p.CooldownSeconds)*time.Second:
+	case !in.LastMove.IsZero() && in.Now.Sub(in.LastMove) < coupon.Seconds(p.CooldownSeconds):
 		d.Skip = fmt.Sprintf("last decision %s ago, within the cooldown of %s", in.Now.Sub(in.LastMove).Round(time.Second), seconds(p.CooldownSeconds))
 	case len(givers) == 0:
 		d.Skip = fmt.Sprintf("no channel redeems below low %.2f after %d claims with claimable quota above its reserve", p.Low, p.MinClaims)
@@ -178,4 +180,4 @@ func soldOutNote(s Seen) string {
 	return ""
 }
 
-func seconds(n int64) string { return (time.Duration(n) * time.Second).String() }
+func seconds(n int64) string { return coupon.Seconds(n).String() }
