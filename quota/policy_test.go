@@ -61,7 +61,7 @@ func TestDecideNeverWrapsADuration(t *testing.T) {
 		in   func(*Input)
 		skip string
 	}{
-		{"cooldown", func(in *Input) { in.Policy.CooldownSeconds, in.LastMove = 1e10, now.Add(-24 * time.Hour) }, "within the cooldown"},
+		{"cooldown", func(in *Input) { in.Policy.CooldownSeconds, in.LastMove = 1e10, now.Add(-24*time.Hour) }, "within the cooldown"},
 		{"cooldown of MaxInt64 s", func(in *Input) { in.Policy.CooldownSeconds, in.LastMove = math.MaxInt64, now.Add(-time.Hour) }, "within the cooldown"},
 		{"min age", func(in *Input) { in.Policy.MinAgeSeconds, in.Age = 1e10, 24*time.Hour }, "younger than min_age"},
 	} {
