@@ -258,7 +258,7 @@ func rawClaim(ctx context.Context, db *sql.DB, tpl int64, user, ch string) error
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO user_claim (template_id, user_id, claimed) VALUES (?, ?, 1)
-		ON DUPLICATE KEY UPDATE claimed = IF(claimed < ?, claimed + 1, claimed)`, tpl, user, 1); err != nil {
+		ON DUPLICATE KEY UPDATE claimed = IF(claimed < ?, claimed + 1, LAST_INSERT_ID(claimed))`, tpl, user, 1); err != nil {
 		return err
 	}
 	now := time.Now().UTC()
