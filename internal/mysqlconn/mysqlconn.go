@@ -17,9 +17,8 @@ import (
 //   - parseTime, loc=UTC: times are UTC time.Time values;
 //   - interpolateParams: one round trip per statement, not prepare+execute+close;
 //   - clientFoundRows off: "rows affected" counts rows changed, not rows
-//     matched. Guards such as the per-user claim limit and the version-checked
-//     status updates read a 0 as "refused"; with found rows a matched but
-//     unchanged row would count as 1 and the guard would let it through.
+//     matched, as every reader of rows affected in couponlink expects. (The
+//     guards of coupon.Store hold either way; this keeps the rest honest.)
 //
 // A parse error names the DSN with its password redacted.
 func Config(dsn string) (*mysql.Config, error) {
