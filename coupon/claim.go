@@ -49,6 +49,9 @@ func (r *ClaimRequest) Validate() error {
 	case len(r.RequestID) > MaxRequestLen:
 		return Invalid("request_id", "request_id is longer than %d bytes", MaxRequestLen)
 	}
+	if err := CheckText(false, "user_id", r.UserID, "request_id", r.RequestID); err != nil {
+		return err
+	}
 	return validChannel(r.Channel, "channel")
 }
 

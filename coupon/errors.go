@@ -3,6 +3,9 @@ package coupon
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Code is a machine-readable error code, returned to API clients as-is.
@@ -63,4 +66,26 @@ func IllegalTransition(from, to Status, a Action) *Error {
 
 func conflictf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// CheckText refuses, in input strings given as field name and value
+// pairs, what no id or text stored by couponlink may hold: invalid UTF-8
+// (or U+FFFD, which encoding/json puts in its place, as for a lone
+// surrogate escape), NUL, and any other C0 or C1 control character —
+// except, in free text (a reason: free is true), tab, newline and carriage
+// return. Ids (user_id, order_id, request_id, channel, operator,
+// changed_by) and names are never free text.
+func CheckText(free bool, fieldValues ...string) error {
+	for i := 0; i+1 < len(fieldValues); i += 2 {
+		field, v := fieldValues[i], fieldValues[i+1]
+		if !utf8.ValidString(v) || strings.ContainsRune(v, utf8.RuneError) {
+			return Invalid(field, "%s is not valid UTF-8 text", field)
+		}
+		for _, r := range v {
+			if unicode.IsControl(r) && !(free && (r == '\t' || r == '\n' || r == '\r')) {
+				return Invalid(field, "%s must not hold control characters (it holds %U)", field, r)
+			}
+		}
+	}
+	return nil
 }

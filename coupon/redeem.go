@@ -40,7 +40,7 @@ func (r *RedeemRequest) Validate() error {
 	case len(r.OrderID) > MaxIDLen:
 		return Invalid("order_id", "order_id is longer than %d bytes", MaxIDLen)
 	}
-	return nil
+	return CheckText(false, "order_id", r.OrderID)
 }
 
 // RedemptionKey is redemption_log.idempotency_key: one redemption per

@@ -96,6 +96,9 @@ func (t *NewTemplate) Validate() error {
 	case t.PerUserLimit > MaxPerUserLimit:
 		return Invalid("per_user_limit", "per_user_limit must be at most %d, got %d", MaxPerUserLimit, t.PerUserLimit)
 	}
+	if err := CheckText(false, "name", t.Name); err != nil {
+		return err
+	}
 	var sum int64
 	for name, q := range t.Channels {
 		if err := validChannel(name, "channels"); err != nil {
@@ -142,7 +145,7 @@ func validChannel(name, field string) error {
 	case strings.TrimSpace(name) != name:
 		return Invalid(field, "channel %q has leading or trailing spaces", name)
 	}
-	return nil
+	return CheckText(false, field, name)
 }
 
 // CreateTemplate stores a campaign and its channel buckets in one transaction.

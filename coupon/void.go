@@ -64,6 +64,12 @@ func (r *VoidRequest) Validate() error {
 	case len(r.RequestID) > MaxRequestLen:
 		return Invalid("request_id", "request_id is longer than %d bytes", MaxRequestLen)
 	}
+	if err := CheckText(false, "operator", r.Operator, "request_id", r.RequestID); err != nil {
+		return err
+	}
+	if err := CheckText(true, "reason", r.Reason); err != nil {
+		return err
+	}
 	seen := make(map[int64]bool, len(r.UserCouponIDs))
 	for _, id := range r.UserCouponIDs {
 		if id <= 0 {

@@ -215,7 +215,10 @@ func checkChange(by, reason string) error {
 	case len(reason) > MaxReasonLen:
 		return coupon.Invalid("reason", "reason is longer than %d bytes", MaxReasonLen)
 	}
-	return nil
+	if err := coupon.CheckText(false, "changed_by", by); err != nil {
+		return err
+	}
+	return coupon.CheckText(true, "reason", reason)
 }
 
 // SetPolicy merges change into the template's override (a partial update:

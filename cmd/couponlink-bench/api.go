@@ -337,6 +337,7 @@ func createTemplate(ctx context.Context, client *http.Client, base, name string,
 	if err != nil {
 		return 0, err
 	}
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, err

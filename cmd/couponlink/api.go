@@ -22,6 +22,8 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	dsn := f.dsn()
 	addr := f.string("addr", "COUPONLINK_API_ADDR", "127.0.0.1:8080", "listen address")
 	tokenOf := f.secret("token", "COUPONLINK_API_TOKEN", "when set, every /v1 route needs Authorization: Bearer <token>")
+	origins := f.string("allowed-origins", "COUPONLINK_API_ALLOWED_ORIGINS", "",
+		"comma-separated browser origins (scheme://host[:port]) besides the API's own that may write, e.g. a console behind a proxy")
 	sweep := f.duration("expire-interval", "COUPONLINK_EXPIRE_INTERVAL", time.Minute, "how often the API runs the expiry sweep (0: never)")
 	conns := f.int("mysql-conns", "COUPONLINK_MYSQL_CONNS", 64, "most MySQL connections the API opens")
 	grace := f.duration("shutdown-grace", "COUPONLINK_SHUTDOWN_GRACE", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
@@ -32,6 +34,10 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log := newLogger(stderr, *level)
 	token := tokenOf()
+	allowed, err := httpapi.ParseAllowedOrigins(*origins)
+	if err != nil {
+		return fmt.Errorf("-allowed-origins: %w", err)
+	}
 	db, err := openMySQL(*dsn, *conns)
 	if err != nil {
 		return err
@@ -47,14 +53,14 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	derived := func(ctx context.Context, id int64) (any, error) { return sink.ReadDerived(ctx, db, *cdcName, id) }
-	api := httpapi.New(httpapi.Config{Store: store, Token: token, Logger: log, Registerer: reg, Gatherer: reg, Derived: derived})
+	api := httpapi.New(httpapi.Config{Store: store, Token: token, AllowedOrigins: allowed, Logger: log, Registerer: reg, Gatherer: reg, Derived: derived})
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
-	log.Info("api listening", "addr", ln.Addr().String(), "auth", token != "", "expire_interval", *sweep)
+	log.Info("api listening", "addr", ln.Addr().String(), "auth", token != "", "allowed_origins", allowed, "expire_interval", *sweep)
 	fmt.Fprintf(stdout, "couponlink api listening on http://%s\n", ln.Addr())
 
 	sweepCtx, stopSweeps := context.WithCancel(ctx)

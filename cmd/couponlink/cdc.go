@@ -151,7 +151,8 @@ func serveOps(ctx context.Context, addr string, reg *prometheus.Registry, db int
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := db.PingContext(r.Context()); err != nil {
-			http.Error(w, "MySQL: "+err.Error(), http.StatusServiceUnavailable)
+			log.Warn("healthz: MySQL does not answer", "err", err) // the answer is unauthenticated: no address in it
+			http.Error(w, "MySQL does not answer; the reason is in the log", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")

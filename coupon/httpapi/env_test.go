@@ -50,6 +50,7 @@ type env struct {
 
 type envConfig struct {
 	token     string
+	origins   []string         // httpapi.Config.AllowedOrigins
 	realClock bool             // time.Now instead of the fake clock
 	now       func() time.Time // overrides both
 }
@@ -75,7 +76,7 @@ func newEnv(t *testing.T, cfgs ...envConfig) *env {
 	store, err := coupon.New(coupon.Config{DB: db, Now: now, Logger: quiet})
 	require.NoError(t, err)
 	e.store = store
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: store, Token: cfg.token, Logger: quiet,
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: store, Token: cfg.token, AllowedOrigins: cfg.origins, Logger: quiet,
 		Registerer: e.reg, Gatherer: e.reg}))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
@@ -406,6 +407,14 @@ func (e *env) ledgers(t *testing.T) ledgers {
 		Redemptions: e.dump(t, `SELECT * FROM redemption_log ORDER BY id`),
 		Flows:       e.dump(t, `SELECT * FROM inventory_flow ORDER BY id`),
 	}
+}
+
+// writeState is everything a write route can change: the ledgers, the
+// quota policies and their audit, the void requests.
+func (e *env) writeState(t *testing.T) []any {
+	t.Helper()
+	return []any{e.ledgers(t), e.dump(t, `SELECT * FROM quota_policy ORDER BY template_id`),
+		e.dump(t, `SELECT * FROM quota_policy_audit ORDER BY id`), e.dump(t, `SELECT * FROM void_request ORDER BY request_id`)}
 }
 
 // couponLedgers is one coupon's row (all columns, version included) and its

@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/couponlink/couponlink/coupon"
@@ -27,6 +30,10 @@ func statusOf(code coupon.Code) int {
 		return http.StatusNotFound
 	case "unauthorized":
 		return http.StatusUnauthorized
+	case "forbidden_origin":
+		return http.StatusForbidden
+	case "unsupported_media_type":
+		return http.StatusUnsupportedMediaType
 	case "method_not_allowed":
 		return http.StatusMethodNotAllowed
 	case "internal":
@@ -46,9 +53,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decode reads a JSON body into dst strictly: one object, known fields only,
-// at most MaxBodyBytes. Its errors name the field when there is one.
+// each once and spelled exactly (encoding/json would take "USER_ID" for
+// user_id, and the last of two), at most MaxBodyBytes. Its errors name the
+// field when there is one.
 func decode(w http.ResponseWriter, r *http.Request, dst any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		return jsonError(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return jsonError(err)
@@ -56,7 +69,109 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		return coupon.Invalid("", "the body must hold exactly one JSON object")
 	}
+	// the body is one valid JSON value of dst's shape: walk its keys
+	if err := checkKeys(json.NewDecoder(bytes.NewReader(body)), reflect.TypeOf(dst), ""); err != nil {
+		if _, ok := coupon.AsError(err); ok {
+			return err
+		}
+		return jsonError(err)
+	}
 	return nil
+}
+
+// checkKeys reads one JSON value and refuses, in every object in it, a key
+// given twice, and a key of a struct that is not its JSON name exactly.
+// The keys of a map (a template's channels) are data: "App" and "app" are
+// two channels, as the database compares them (utf8mb4_bin). field is
+// where the value is, for the errors.
+func checkKeys(dec *json.Decoder, t reflect.Type, field string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	delim, ok := tok.(json.Delim)
+	if !ok {
+		return nil // a scalar or null
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var fields map[string]reflect.Type // a struct's JSON names
+	var elem reflect.Type              // the values of a map or slice
+	switch {
+	case t == nil:
+	case t.Kind() == reflect.Struct:
+		fields = jsonFields(t)
+	case t.Kind() == reflect.Map, t.Kind() == reflect.Slice, t.Kind() == reflect.Array:
+		elem = t.Elem()
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		if delim == '[' {
+			if err := checkKeys(dec, elem, field); err != nil {
+				return err
+			}
+			continue
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key := tok.(string)
+		sub, vt := field, elem
+		if fields != nil {
+			sub = strings.TrimPrefix(field+"."+key, ".")
+			if vt, ok = fields[key]; !ok {
+				return misspelled(field, key, fields)
+			}
+		}
+		if seen[key] {
+			if fields != nil {
+				return coupon.Invalid(sub, "%s is given twice; send each field once", sub)
+			}
+			return coupon.Invalid(field, "%s has the key %q twice; send each key once", field, key)
+		}
+		seen[key] = true
+		if err := checkKeys(dec, vt, sub); err != nil {
+			return err
+		}
+	}
+	_, err = dec.Token() // the closing ] or }
+	return err
+}
+
+// misspelled is the error of a key that encoding/json matched to a field
+// without case (it refuses unknown ones before).
+func misspelled(field, key string, fields map[string]reflect.Type) error {
+	for name := range fields {
+		if strings.EqualFold(name, key) {
+			name = strings.TrimPrefix(field+"."+name, ".")
+			return coupon.Invalid(name, "%q is not a field name: names are case-sensitive; send %s", key, name)
+		}
+	}
+	name := strings.TrimPrefix(field+"."+key, ".")
+	return coupon.Invalid(name, "unknown field %q", name)
+}
+
+// jsonFields maps the JSON names of a struct's fields to their types, as
+// encoding/json names them (tag name, else the Go name; embedded structs
+// flattened).
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported() && !f.Anonymous:
+			continue
+		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+			maps.Copy(out, jsonFields(f.Type))
+			continue
+		case name == "":
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
 }
 
 func jsonError(err error) error {

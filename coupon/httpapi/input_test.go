@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -12,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/coupon/httpapi"
+	"github.com/couponlink/couponlink/internal/testenv"
 )
 
 type badCase struct {
@@ -153,7 +157,15 @@ func TestBadInput(t *testing.T) {
 		{"an unknown route outside /v1", "GET", "/admin", nil, 404, "not_found", ""},
 		{"an unknown sub-route", "GET", "/v1/templates/1/stock", nil, 404, "not_found", ""},
 	}
-	before := e.ledgers(t)
+	e.refuseAll(t, cases)
+	assert.Equal(t, 0, e.count(t, `SELECT COUNT(*) FROM void_request`))
+}
+
+// refuseAll sends every case, checks its refusal (status, code, field, the
+// one error shape), and that none of them wrote anything.
+func (e *env) refuseAll(t *testing.T, cases []badCase) {
+	t.Helper()
+	before := e.writeState(t)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.must(t, tc.method, tc.path, tc.body)
@@ -164,8 +176,7 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	assert.Equal(t, before, e.ledgers(t), "bad input writes nothing")
-	assert.Equal(t, 0, e.count(t, `SELECT COUNT(*) FROM void_request`))
+	assert.Equal(t, before, e.writeState(t), "a refused request writes nothing")
 }
 
 func mustJSON(t *testing.T, v any) string {
@@ -175,16 +186,23 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-// rawRequest sends a request with this Authorization header, as it is.
-func rawRequest(t *testing.T, base, method, path string, body any, authorization string) reply {
+// rawRequest sends a request with these headers only (none added), and
+// body as it is when a rawBody, else as JSON.
+func rawRequest(t *testing.T, base, method, path string, body any, header map[string]string) reply {
 	t.Helper()
 	var rd io.Reader
-	if body != nil {
+	switch b := body.(type) {
+	case nil:
+	case rawBody:
+		rd = strings.NewReader(string(b))
+	default:
 		rd = strings.NewReader(mustJSON(t, body))
 	}
 	req, err := http.NewRequest(method, base+path, rd)
 	require.NoError(t, err)
-	req.Header.Set("Authorization", authorization)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer res.Body.Close()
@@ -222,8 +240,8 @@ func TestAuth(t *testing.T) {
 			require.NoError(t, err)
 			expectError(t, r, http.StatusUnauthorized, "unauthorized")
 		}
-		for _, h := range []string{"s3cret", "Basic s3cret", "bearer s3cret", "Bearer ", "Bearer  s3cret", "Bearer s3cret-not"} {
-			r := rawRequest(t, e.url, rt.method, rt.path, rt.body, h)
+		for _, h := range []string{"s3cret", "Basic s3cret", "Bearer ", "Bearer s3cret-not", "Bearer\ts3cret", "Bearers3cret"} {
+			r := rawRequest(t, e.url, rt.method, rt.path, rt.body, map[string]string{"Authorization": h})
 			expectError(t, r, http.StatusUnauthorized, "unauthorized")
 		}
 	}
@@ -253,9 +271,67 @@ func TestAuthOff(t *testing.T) {
 	r, err := anon.do("POST", "/v1/templates", map[string]any{"name": "x", "total_quota": 1, "channels": map[string]int{"app": 1}, "valid_seconds": 1})
 	require.NoError(t, err)
 	assert.Equal(t, 201, r.Status, "%s", r)
-	r = rawRequest(t, e.url, "GET", "/v1/templates/1/inventory", nil, "Bearer whatever")
+	r = rawRequest(t, e.url, "GET", "/v1/templates/1/inventory", nil, map[string]string{"Authorization": "Bearer whatever"})
 	assert.Equal(t, 200, r.Status, "%s", r)
 	assert.Equal(t, 1, e.count(t, `SELECT COUNT(*) FROM coupon_template`))
+}
+
+// The scheme name of Authorization is case-insensitive and may be followed
+// by more than one space (RFC 9110, RFC 6750).
+func TestAuthSchemeCase(t *testing.T) {
+	e := newEnv(t, envConfig{token: "s3cret"})
+	tpl := e.template(t, nil)
+	for _, h := range []string{"Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR s3cret", "Bearer  s3cret"} {
+		r := rawRequest(t, e.url, "GET", fmt.Sprintf("/v1/templates/%d", tpl), nil, map[string]string{"Authorization": h})
+		assert.Equal(t, 200, r.Status, "%q: %s", h, r)
+		r = rawRequest(t, e.url, "POST", "/v1/claims", map[string]any{"template_id": tpl, "user_id": h, "channel": "app", "request_id": uniq("r")},
+			map[string]string{"Authorization": h, "Content-Type": "application/json"})
+		assert.Equal(t, 201, r.Status, "%q: %s", h, r)
+	}
+	assert.Equal(t, 5, e.count(t, `SELECT COUNT(*) FROM user_coupon`))
+}
+
+// With a token, nothing under /v1 is answered before the token is checked:
+// an unknown path or a wrong method is 401 like a known route, so that a
+// caller without the token learns nothing of the routes. Outside /v1 the
+// usual 404 and 405 stay.
+func TestAuthBeforeRouting(t *testing.T) {
+	e := newEnv(t, envConfig{token: "s3cret"})
+	anon := newClient(e.url, "")
+	cases := []struct {
+		method, path string
+		status       int // with the token
+	}{
+		{"GET", "/v1/coupons", 404},
+		{"GET", "/v1/templates/1/stock", 404},
+		{"GET", "/v1", 404},
+		{"POST", "/v1/", 404},
+		{"GET", "/v1/claims", 405},
+		{"PUT", "/v1/redemptions", 405},
+		{"DELETE", "/v1/templates/1", 405},
+		{"PATCH", "/v1/templates/1/quota-policy", 405},
+	}
+	for _, c := range cases {
+		r, err := anon.do(c.method, c.path, nil)
+		require.NoError(t, err)
+		expectError(t, r, http.StatusUnauthorized, "unauthorized")
+		assert.Empty(t, r.Header.Get("Allow"), "%s %s: a 401 tells no methods", c.method, c.path)
+		r = e.must(t, c.method, c.path, nil)
+		assert.Equal(t, c.status, r.Status, "%s %s with the token: %s", c.method, c.path, r)
+	}
+	r, err := anon.do("POST", "/healthz", nil)
+	require.NoError(t, err)
+	expectError(t, r, http.StatusMethodNotAllowed, "method_not_allowed")
+	r, err = anon.do("GET", "/admin", nil)
+	require.NoError(t, err)
+	expectError(t, r, http.StatusNotFound, "not_found")
+	assert.Equal(t, map[string]float64{
+		`couponlink_api_requests_total{code="401",route="/"}`:                               4,
+		`couponlink_api_requests_total{code="401",route="/v1/claims"}`:                      1,
+		`couponlink_api_requests_total{code="401",route="/v1/redemptions"}`:                 1,
+		`couponlink_api_requests_total{code="401",route="/v1/templates/{id}"}`:              1,
+		`couponlink_api_requests_total{code="401",route="/v1/templates/{id}/quota-policy"}`: 1,
+	}, series(t, e, "couponlink_api_requests_total"), "401s are counted by the pattern they hit")
 }
 
 // /healthz answers when MySQL does.
@@ -264,4 +340,25 @@ func TestHealthz(t *testing.T) {
 	var h struct{ Status string }
 	e.expect(t, 200, "GET", "/healthz", nil, &h)
 	assert.Equal(t, "ok", h.Status)
+}
+
+// When MySQL does not answer, /healthz (open to anyone) says so without the
+// driver's error, which names the server's address; the log has it.
+func TestHealthzMySQLDown(t *testing.T) {
+	db, addr := testenv.UnreachableMySQL(t)
+	store, err := coupon.New(coupon.Config{DB: db})
+	require.NoError(t, err)
+	log, logs := testenv.Logger()
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: store, Logger: log}))
+	t.Cleanup(srv.Close)
+
+	r := rawRequest(t, srv.URL, "GET", "/healthz", nil, nil)
+	got := expectError(t, r, http.StatusServiceUnavailable, "unavailable")
+	assert.Contains(t, got.Message, "MySQL does not answer")
+	_, port, _ := net.SplitHostPort(addr)
+	for _, secret := range []string{addr, port, "127.0.0.1", "dial", "tcp", "pw"} {
+		assert.NotContains(t, string(r.Body), secret)
+	}
+	assert.Contains(t, logs(), addr, "the address is logged")
+	assert.Equal(t, 1, strings.Count(logs(), "MySQL does not answer"), "logged once per failed check")
 }

@@ -8,7 +8,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,11 +25,15 @@ import (
 // Config wires the API.
 type Config struct {
 	Store *coupon.Store
-	// Token, when set, is required as "Authorization: Bearer <token>" on every /v1 route.
-	Token      string
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
-	Gatherer   prometheus.Gatherer // served on /metrics; nil: no /metrics
+	// Token, when set, is required as "Authorization: Bearer <token>" on
+	// every path under /v1 (unknown ones included).
+	Token string
+	// AllowedOrigins are the browser origins ("https://console.example")
+	// besides the API's own that may write; see ParseAllowedOrigins.
+	AllowedOrigins []string
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
+	Gatherer       prometheus.Gatherer // served on /metrics; nil: no /metrics
 	// Derived, when set, adds the cdc's view of a template to its inventory.
 	Derived func(ctx context.Context, templateID int64) (any, error)
 }
@@ -40,6 +46,7 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 	token   [32]byte
+	origins *http.CrossOriginProtection
 	// allowed is the methods routed on each path, for the 405 answers; it
 	// is written only while New registers the routes.
 	allowed map[string][]string
@@ -56,6 +63,12 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger, metrics: newMetrics(cfg.Registerer), mux: http.NewServeMux(),
 		allowed: map[string][]string{}}
 	s.token = sha256.Sum256([]byte(cfg.Token))
+	s.origins = http.NewCrossOriginProtection()
+	for _, o := range cfg.AllowedOrigins {
+		if err := s.origins.AddTrustedOrigin(o); err != nil {
+			s.log.Error("allowed origin ignored", "err", err)
+		}
+	}
 
 	s.route("POST /v1/templates", s.createTemplate)
 	s.route("GET /v1/templates/{id}", s.getTemplate)
@@ -80,12 +93,40 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ParseAllowedOrigins reads a comma-separated list of origins, each
+// scheme://host[:port] as a browser sends it in Origin, for
+// Config.AllowedOrigins.
+func ParseAllowedOrigins(list string) ([]string, error) {
+	var out []string
+	for o := range strings.SplitSeq(list, ",") {
+		if o = strings.TrimSpace(o); o == "" {
+			continue
+		}
+		if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// ServeHTTP implements http.Handler. Everything under /v1 needs the token
+// first, so that a caller without it learns nothing of the routes: an
+// unknown path or a wrong method is 401 too.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if (r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/")) && !s.authorized(r) {
+		_, pattern := s.mux.Handler(r) // one of the registered patterns: a bounded label
+		s.metrics.requests.WithLabelValues(pattern, strconv.Itoa(http.StatusUnauthorized)).Inc()
+		s.fail(w, r, &coupon.Error{Code: "unauthorized", Message: "a valid Authorization: Bearer <token> header is required"})
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request) (status int, body any, err error)
 
-// route registers a handler with auth, metrics, and one error shape; and,
+// route registers a handler with metrics, the write guards and one error
+// shape (ServeHTTP has checked the token); and,
 // once per path, a 405 for the methods no route of that path has, whose
 // Allow header lists the methods that it has.
 func (s *Server) route(pattern string, h handlerFunc) {
@@ -97,8 +138,8 @@ func (s *Server) route(pattern string, h handlerFunc) {
 			s.metrics.requests.WithLabelValues(pattern, strconv.Itoa(rec.status)).Inc()
 			s.metrics.duration.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
 		}()
-		if strings.HasPrefix(path, "/v1/") && !s.authorized(r) {
-			s.fail(rec, r, &coupon.Error{Code: "unauthorized", Message: "a valid Authorization: Bearer <token> header is required"})
+		if err := s.checkWrite(r); err != nil {
+			s.fail(rec, r, err)
 			return
 		}
 		status, body, err := h(rec, r)
@@ -118,16 +159,51 @@ func (s *Server) route(pattern string, h handlerFunc) {
 	s.allowed[path] = append(s.allowed[path], method)
 }
 
+// authorized reports whether r carries the token, as "Bearer <token>"
+// with the scheme name in any case and one or more spaces (RFC 9110 and
+// RFC 6750).
 func (s *Server) authorized(r *http.Request) bool {
 	if s.cfg.Token == "" {
 		return true
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
+	got = strings.TrimLeft(got, " ")
 	sum := sha256.Sum256([]byte(got))
 	return subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1
+}
+
+// checkWrite guards the write methods against a browser's cross-site
+// requests, which a page can send without a CORS preflight only with a
+// text/plain, form or multipart body: a browser's request from an origin
+// that is neither the API's own (Sec-Fetch-Site, else Origin against
+// Host) nor an allowed one is refused, and so is a body not declared JSON.
+// A request without a body (DELETE, a bare POST /v1/expire) needs no
+// Content-Type; one from outside a browser (no Origin) passes the first.
+func (s *Server) checkWrite(r *http.Request) error {
+	if err := s.origins.Check(r); err != nil {
+		from := "another site"
+		if o := r.Header.Get("Origin"); o != "" {
+			from = fmt.Sprintf("origin %q", o)
+		}
+		return &coupon.Error{Code: "forbidden_origin", Message: "a browser's write from " + from +
+			" is refused: only the API's own origin and those of COUPONLINK_API_ALLOWED_ORIGINS may write; nothing was written"}
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return nil
+	}
+	ct := r.Header.Get("Content-Type")
+	if ct == "" && r.ContentLength == 0 {
+		return nil
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		return &coupon.Error{Code: "unsupported_media_type", Message: fmt.Sprintf(
+			"the body must be sent as Content-Type: application/json, not %q; nothing was written", ct)}
+	}
+	return nil
 }
 
 // fail writes err in the one error shape. Errors that are not domain

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/internal/testenv"
+)
+
+// The cdc's and reconciler's /healthz (serveOps) is unauthenticated: when
+// MySQL does not answer it says so without the driver's error, which names
+// the server's address; the log has it.
+func TestOpsHealthzHidesAddress(t *testing.T) {
+	db, mysqlAddr := testenv.UnreachableMySQL(t)
+	log, logs := testenv.Logger()
+	stop, err := serveOps(context.Background(), "127.0.0.1:0", prometheus.NewRegistry(), db, "default", log)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	m := regexp.MustCompile(`msg="metrics listening" addr=(\S+)`).FindStringSubmatch(logs())
+	require.NotNil(t, m, "log: %s", logs())
+
+	res, err := http.Get("http://" + m[1] + "/healthz")
+	require.NoError(t, err)
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, res.Body.Close())
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	assert.Contains(t, string(body), "MySQL does not answer")
+	_, port, _ := net.SplitHostPort(mysqlAddr)
+	for _, secret := range []string{mysqlAddr, port, "127.0.0.1", "dial", "tcp", "pw"} {
+		assert.NotContains(t, string(body), secret)
+	}
+	assert.Contains(t, logs(), mysqlAddr, "the address is logged")
+	assert.Equal(t, 1, strings.Count(logs(), "MySQL does not answer"), "logged once per failed check")
+}
+
+// A malformed -allowed-origins stops the api before it opens anything.
+func TestAPIAllowedOriginsFlag(t *testing.T) {
+	for _, bad := range []string{"console.example", "https://console.example/app"} {
+		code, _, errs := cli(t, "api", "-dsn", "nobody@tcp(127.0.0.1:1)/x", "-allowed-origins", "https://ok.example,"+bad)
+		assert.NotEqual(t, 0, code)
+		assert.Contains(t, errs, "-allowed-origins")
+		assert.Contains(t, errs, bad)
+	}
+	t.Setenv("COUPONLINK_API_ALLOWED_ORIGINS", "console.example")
+	code, _, errs := cli(t, "api", "-dsn", "nobody@tcp(127.0.0.1:1)/x")
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, errs, "-allowed-origins")
+}
