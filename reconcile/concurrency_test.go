@@ -72,7 +72,8 @@ func frontEnd(t *testing.T) *redis.Client {
 
 // hook runs functions at chosen points of a Redis client's traffic.
 type hook struct {
-	// beforeEval runs once, before the next EVAL/EVALSHA on key (the reconciler's compare-and-set).
+	// beforeEval runs once, before the next EVAL/EVALSHA with arguments on
+	// key: the reconciler's compare-and-set (its read of a wrong-type key has none).
 	evalKey    string
 	beforeEval atomic.Pointer[func()]
 	// afterPipeline runs once, after the next pipeline (the reconciler's reads of the stock keys).
@@ -85,7 +86,7 @@ func (h *hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if n := cmd.Name(); (n == "evalsha" || n == "eval") && len(cmd.Args()) > 3 && fmt.Sprint(cmd.Args()[3]) == h.evalKey {
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && len(cmd.Args()) > 4 && fmt.Sprint(cmd.Args()[3]) == h.evalKey {
 			if fn := h.beforeEval.Swap(nil); fn != nil {
 				(*fn)()
 			}
