@@ -174,7 +174,8 @@ func recTemplatesCreate(ctx context.Context, db *sql.DB, perBucket int64) error 
 }
 
 // recSeed adds coupons seq from..to-1 and sets claimed to to/1000 per
-// bucket, without binlog.
+// bucket less the slots the last size's cdc already released (the claim
+// guard: claimed = coupons − released), without binlog.
 func recSeed(ctx context.Context, db *sql.DB, from, to int64, log *slog.Logger) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -196,7 +197,8 @@ func recSeed(ctx context.Context, db *sql.DB, from, to int64, log *slog.Logger) 
 		}
 		log.Debug("seed chunk", "from", lo, "to", hi, "took", time.Since(t0))
 	}
-	if _, err := conn.ExecContext(ctx, "UPDATE channel_quota SET claimed = ?", to/(recTemplates*recChannels)); err != nil {
+	if _, err := conn.ExecContext(ctx, `UPDATE channel_quota q SET claimed = ? - (SELECT COUNT(*) FROM inventory_flow f
+		WHERE f.kind = 'release' AND f.template_id = q.template_id AND f.channel = q.channel)`, to/(recTemplates*recChannels)); err != nil {
 		return fmt.Errorf("set channel_quota.claimed: %w", err)
 	}
 	return nil
