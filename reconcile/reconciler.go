@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
@@ -603,9 +604,14 @@ func templateIDs(snap sink.Snapshot) []int64 {
 	return sortedIDs(seen)
 }
 
+// truncate cuts s to at most n bytes, at a character boundary (a column
+// of utf8mb4 refuses half a character).
 func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
