@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -114,6 +115,26 @@ func TestCLIOnceExitCodesListResolve(t *testing.T) {
 	require.NotEqual(t, 0, code, "a closed item cannot be resolved again")
 	require.Contains(t, errOut, "no open reconcile task")
 
+	// a stock key that holds no integer is drift, fixed with the rest: 0
+	e.exec(`UPDATE channel_quota SET claimed = claimed - 1 WHERE template_id = ? AND channel = 'web'`, tpl)
+	e.settle()
+	app := e.keys.Stock(tpl, "app")
+	require.NoError(t, e.rdb.Set(e.ctx, app, "garbage", 0).Err())
+	e.exec(`UPDATE inventory_counter SET used = used + 1 WHERE template_id = ? AND channel = 'app'`, tpl)
+	code, out, _ = cli(t, bin, once...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "reconcile task 4: auto_fixed")
+	require.Regexp(t, `redis +`+regexp.QuoteMeta(app)+` +40 +"garbage" +fixed`, out)
+	require.ElementsMatch(t, []string{"counter " + target(tpl, "app", "used") + " 4->3", "redis " + app + " nil->40"}, e.correctionsOf(4))
+
+	// -no-fix: any difference is exit 1, nothing written
+	e.exec(`UPDATE inventory_counter SET held = held + 1 WHERE template_id = ? AND channel = 'app'`, tpl)
+	code, out, _ = cli(t, bin, append(once, "-no-fix")...)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "reconcile task 5: needs_review")
+	require.Regexp(t, `counter +`+target(tpl, "app", "held")+` +7 +8 +reported`, out)
+	require.Empty(t, e.correctionsOf(5))
+
 	// errors: 2
 	cfg, err := mysql.ParseDSN(e.dsn)
 	require.NoError(t, err)
@@ -132,8 +153,11 @@ func TestCLIOnceExitCodesListResolve(t *testing.T) {
 	code, _, _ = cli(t, bin, append(once, "-dsn", "root@tcp("+closed+")/couponlink")...)
 	require.Equal(t, 2, code, "MySQL on a closed port")
 
-	code, _, _ = cli(t, bin, append(once, "-redis", closed)...)
+	code, out, _ = cli(t, bin, append(once, "-redis", closed)...)
 	require.Equal(t, 2, code, "Redis on a closed port")
+	require.Contains(t, out, "reconcile task 6: error", "a failed pass prints what it did before")
+	require.Contains(t, out, target(tpl, "app", "held"), "the counter fixed before Redis failed")
+	require.Equal(t, []string{"counter " + target(tpl, "app", "held") + " 8->7"}, e.correctionsOf(6))
 
 	code, _, _ = cli(t, bin, append(once, "-rel-threshold", "lots")...)
 	require.Equal(t, 2, code, "a bad threshold")

@@ -26,6 +26,10 @@ const (
 	ActionReported    = "reported"  // auto-fix is off
 )
 
+// reasonNotHandled is the reason of a difference found by a pass that
+// stopped on an error before it could act on it.
+const reasonNotHandled = "not handled: the pass stopped on an error first"
+
 // Difference is one derived value that is not the truth.
 type Difference struct {
 	Store    string `json:"store"`
@@ -34,12 +38,15 @@ type Difference struct {
 	Channel  string `json:"channel,omitempty"`
 	Field    string `json:"field,omitempty"`
 	Expected int64  `json:"expected"`
-	Found    *int64 `json:"found"` // nil: missing
+	Found    *int64 `json:"found"` // nil: missing, or not an integer (FoundRaw)
+	// FoundRaw is what a Redis key held when it was not an integer: a
+	// quoted string ("garbage") or a wrong type (<hash>).
+	FoundRaw string `json:"found_raw,omitempty"`
 	Action   string `json:"action"`
 	Reason   string `json:"reason,omitempty"`
 }
 
-// Delta is found − expected (missing counts as 0).
+// Delta is found − expected (missing, or not an integer, counts as 0).
 func (d Difference) Delta() int64 {
 	if d.Found == nil {
 		return -d.Expected

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -72,7 +73,8 @@ func frontEnd(t *testing.T) *redis.Client {
 
 // hook runs functions at chosen points of a Redis client's traffic.
 type hook struct {
-	// beforeEval runs once, before the next EVAL/EVALSHA on key (the reconciler's compare-and-set).
+	// beforeEval runs once, before the next EVAL/EVALSHA with arguments on
+	// key: the reconciler's compare-and-set (its read of a wrong-type key has none).
 	evalKey    string
 	beforeEval atomic.Pointer[func()]
 	// afterPipeline runs once, after the next pipeline (the reconciler's reads of the stock keys).
@@ -85,7 +87,7 @@ func (h *hook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if n := cmd.Name(); (n == "evalsha" || n == "eval") && len(cmd.Args()) > 3 && fmt.Sprint(cmd.Args()[3]) == h.evalKey {
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && len(cmd.Args()) > 4 && fmt.Sprint(cmd.Args()[3]) == h.evalKey {
 			if fn := h.beforeEval.Swap(nil); fn != nil {
 				(*fn)()
 			}
@@ -206,4 +208,60 @@ func TestClaimsDuringPassAreNeverLost(t *testing.T) {
 	for _, d := range rep.Differences {
 		require.True(t, d.Action == reconcile.ActionFixed || strings.Contains(d.Reason, "busy key"), "%+v", d)
 	}
+}
+
+// Two reconcilers started at once on one database take turns (a MySQL
+// named lock per database): the second pass waits for the first, then
+// finds the drift fixed, so a counter fix (relative: by the error found)
+// is applied once, not twice. A pass that cannot get the lock within
+// CatchUpWait fails without a task.
+func TestTwoPassesAtOnceFixOnce(t *testing.T) {
+	t.Parallel()
+	e, tpl := driftEnv(t)
+	web := e.keys.Stock(tpl, "web")
+	e.exec(`UPDATE inventory_counter SET held = held + 3 WHERE template_id = ? AND channel = 'app'`, tpl)
+	require.NoError(t, e.rdb.Set(e.ctx, web, 1, 0).Err())
+
+	var reps [2]*reconcile.Report
+	var errs [2]error
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range reps {
+		r, _ := e.reconciler()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			reps[i], errs[i] = r.Pass(e.ctx)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	require.ElementsMatch(t, []string{"auto_fixed", "clean"}, []string{reps[0].Status, reps[1].Status})
+	var all []string
+	for _, c := range e.corrections() {
+		all = append(all, fmt.Sprintf("%s %s %s->%s", c.Store, c.Target, str(c.Old), str(c.New)))
+	}
+	require.ElementsMatch(t, []string{"counter " + target(tpl, "app", "held") + " 10->7", "redis " + web + " 1->45"}, all,
+		"each value corrected once")
+	require.Equal(t, e.truth(), e.counters())
+	require.Equal(t, "45", str(e.redisGet(web)))
+
+	// a pass that holds the lock longer than another waits for it
+	require.NoError(t, e.rdb.Set(e.ctx, web, 2, 0).Err())
+	slow, _ := e.reconciler(func(c *reconcile.Config) { c.QuietWindow = 3 * time.Second })
+	done := make(chan error, 1)
+	go func() { _, err := slow.Pass(e.ctx); done <- err }()
+	cdctest.WaitFor(t, testCatchUp, "the slow pass holds the lock and runs", func() bool {
+		return e.int(`SELECT COUNT(*) FROM reconcile_task WHERE status = 'running'`) == 1
+	})
+	tasks := e.int(`SELECT COUNT(*) FROM reconcile_task`)
+	impatient, _ := e.reconciler(func(c *reconcile.Config) { c.CatchUpWait = time.Second })
+	rep, err := impatient.Pass(e.ctx)
+	require.ErrorContains(t, err, "another reconcile pass is running")
+	require.Nil(t, rep)
+	require.NoError(t, <-done)
+	require.Equal(t, tasks, e.int(`SELECT COUNT(*) FROM reconcile_task`), "no task for a pass that did not run")
 }

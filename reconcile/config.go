@@ -39,8 +39,9 @@ type Config struct {
 	// QuietWindow: a Redis key is corrected only when neither it nor the
 	// truth moved for this long. Default 5 s.
 	QuietWindow time.Duration
-	// CatchUpWait bounds the wait for the cdc's checkpoint to reach the
-	// snapshot's position. Default 30 s.
+	// CatchUpWait bounds the binlog replay to the cdc's checkpoint (with
+	// Binlog; without, the wait for the checkpoint to reach the snapshot)
+	// and the wait for another pass on the same database. Default 30 s.
 	CatchUpWait time.Duration
 	// A counter difference above both thresholds (absolute, and relative to
 	// the truth) is left for a person. Defaults 100 and 0.05.

@@ -198,7 +198,7 @@ func TestRedisOffIsFixedByCAS(t *testing.T) {
 		require.Equal(t, str(ptr(v)), str(e.redisGet(k)), k)
 	}
 	task := e.task(rep.TaskID)
-	require.Equal(t, "47", str(task.Redis[app]), "the task records the Redis snapshot as read")
+	require.EqualValues(t, 47, task.Redis[app], "the task records the Redis snapshot as read")
 	require.Nil(t, task.Redis[all])
 
 	rep2 := e.pass(r)

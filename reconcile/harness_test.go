@@ -365,7 +365,7 @@ type taskRow struct {
 	Position    string
 	Differences []reconcile.Difference
 	MySQL       map[string]any
-	Redis       map[string]*int64
+	Redis       map[string]any // an integer (float64), nil when missing, what it held when not an integer
 	Summary     string
 }
 
@@ -380,21 +380,28 @@ func (e *env) task(id int64) taskRow {
 		redis_snapshot, summary FROM reconcile_task WHERE id = ?`, id).Scan(&tr.Status, &fin, &file, &pos, &diffs, &ms, &rs, &summary))
 	tr.Finished, tr.Summary = fin.Valid, summary.String
 	tr.Position = file.String + ":" + strconv.FormatInt(pos.Int64, 10)
-	if tr.Status == "error" || tr.Status == "running" {
-		return tr // nothing recorded but the status and the summary
+	if tr.Status == "running" {
+		return tr // nothing recorded but the status
 	}
 	require.True(e.t, diffs.Valid, "task %d has no differences column", id)
 	require.NoError(e.t, json.Unmarshal([]byte(diffs.String), &tr.Differences))
-	require.NoError(e.t, json.Unmarshal([]byte(ms.String), &tr.MySQL))
+	if ms.Valid {
+		require.NoError(e.t, json.Unmarshal([]byte(ms.String), &tr.MySQL))
+	}
 	if rs.Valid && rs.String != "null" {
 		require.NoError(e.t, json.Unmarshal([]byte(rs.String), &tr.Redis))
 	}
 	return tr
 }
 
-// diff is a difference in short: "store target expected found action".
+// diff is a difference in short: "store target expected found action"
+// (found: the value, nil when missing, or what a key held that is not an integer).
 func diff(d reconcile.Difference) string {
-	return fmt.Sprintf("%s %s %d %s %s", d.Store, d.Target, d.Expected, str(d.Found), d.Action)
+	found := str(d.Found)
+	if d.FoundRaw != "" {
+		found = d.FoundRaw
+	}
+	return fmt.Sprintf("%s %s %d %s %s", d.Store, d.Target, d.Expected, found, d.Action)
 }
 
 func diffs(ds []reconcile.Difference) []string {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
@@ -48,7 +49,8 @@ type Report struct {
 	CatchUpTook      time.Duration // waiting for the cdc to reach the snapshot
 	ReplayTook       time.Duration // replaying the binlog from the snapshot to the checkpoint
 	Differences      []Difference
-	Status           string // clean, auto_fixed, needs_review
+	Status           string // clean, auto_fixed, needs_review, error
+	Failure          string // why the pass stopped (status error)
 }
 
 // Count returns how many differences got the action.
@@ -65,9 +67,13 @@ func (rep *Report) Count(action string) int {
 // Summary is one line for logs and the task record.
 func (rep *Report) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d coupons in %d buckets at %s; %d differences (%d fixed, %d need review, %d in flight)",
-		rep.Status, rep.Coupons, rep.Pairs, rep.Position, len(rep.Differences), rep.Count(ActionFixed),
+	counts := fmt.Sprintf("%d differences (%d fixed, %d need review, %d in flight)", len(rep.Differences), rep.Count(ActionFixed),
 		rep.Count(ActionNeedsReview), rep.Count(ActionInFlight))
+	if rep.Status == resultError {
+		fmt.Fprintf(&b, "error after %s: %s", counts, rep.Failure)
+	} else {
+		fmt.Fprintf(&b, "%s: %d coupons in %d buckets at %s; %s", rep.Status, rep.Coupons, rep.Pairs, rep.Position, counts)
+	}
 	if rep.Note != "" {
 		b.WriteString("; " + rep.Note)
 	}
@@ -93,24 +99,27 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 	mysqlSnap, redisSnap, err := r.pass(ctx, rep)
 	rep.Finished = r.cfg.Now()
 	r.m.duration.Observe(rep.Finished.Sub(start).Seconds())
-	if err != nil {
-		r.m.runs.WithLabelValues(resultError).Inc()
-		_, _ = r.db.ExecContext(context.WithoutCancel(ctx), `UPDATE reconcile_task SET finished_at = ?, status = ?, summary = ? WHERE id = ?`,
-			rep.Finished.UTC(), resultError, truncate(err.Error(), 512), id)
-		return rep, err
-	}
-	rep.Status = resultClean
-	if rep.Count(ActionFixed) > 0 {
-		rep.Status = resultAutoFixed
-	}
-	if rep.Count(ActionNeedsReview) > 0 || rep.Count(ActionReported) > 0 { // reported: found, and left as it is (auto-fix off)
+	switch {
+	case err != nil:
+		// recorded with what the pass found and did before it stopped:
+		// its corrections are in correction_log under this task
+		rep.Status, rep.Failure = resultError, err.Error()
+	case rep.Count(ActionNeedsReview) > 0 || rep.Count(ActionReported) > 0: // reported: found, and left as it is (auto-fix off)
 		rep.Status = resultNeedsReview
+	case rep.Count(ActionFixed) > 0:
+		rep.Status = resultAutoFixed
+	default:
+		rep.Status = resultClean
 	}
 	// a pass that got this far is recorded even when ctx ends now (the
 	// reconciler is stopping): a task must never stay "running"
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := r.finishTask(fctx, rep, mysqlSnap, redisSnap); err != nil {
+	if ferr := r.finishTask(fctx, rep, mysqlSnap, redisSnap); ferr != nil && err == nil {
+		err = ferr
+		rep.Status, rep.Failure = resultError, err.Error()
+	}
+	if err != nil {
 		r.m.runs.WithLabelValues(resultError).Inc()
 		return rep, err
 	}
@@ -257,6 +266,15 @@ func (r *Reconciler) compareAndFix(ctx context.Context, rep *Report, snap sink.S
 	if withCache {
 		tdiffs = compareTemplates(snap.Counts, counters, cache, stamp)
 	}
+	// every difference found is recorded, also when a fix fails: the ones
+	// handled with what was done, the others as not handled
+	for i := range diffs {
+		diffs[i].Action, diffs[i].Reason = ActionInFlight, reasonNotHandled
+	}
+	for i := range tdiffs {
+		tdiffs[i].Action, tdiffs[i].Reason = ActionInFlight, reasonNotHandled
+	}
+	defer func() { rep.Differences = append(append(rep.Differences, diffs...), tdiffs...) }()
 	before, err := r.fixedBefore(ctx, rep.TaskID)
 	if err != nil {
 		return err
@@ -287,7 +305,6 @@ func (r *Reconciler) compareAndFix(ctx context.Context, rep *Report, snap sink.S
 			diffs[i].Action, diffs[i].Reason = action, reason
 		}
 	}
-	rep.Differences = append(rep.Differences, diffs...)
 	// the template cache, after the counters
 	byTpl := map[int64][]int{}
 	for i, d := range tdiffs {
@@ -316,7 +333,6 @@ func (r *Reconciler) compareAndFix(ctx context.Context, rep *Report, snap sink.S
 			tdiffs[i].Action, tdiffs[i].Reason = action, reason
 		}
 	}
-	rep.Differences = append(rep.Differences, tdiffs...)
 	return nil
 }
 
@@ -588,9 +604,14 @@ func templateIDs(snap sink.Snapshot) []int64 {
 	return sortedIDs(seen)
 }
 
+// truncate cuts s to at most n bytes, at a character boundary (a column
+// of utf8mb4 refuses half a character).
 func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -34,10 +34,7 @@ func (r *Reconciler) finishTask(ctx context.Context, rep *Report, mysqlSnap, red
 		diffs = []Difference{}
 	}
 	ds, _ := json.Marshal(diffs)
-	summary := rep.Summary()
-	if len(summary) > 512 {
-		summary = summary[:512]
-	}
+	summary := truncate(rep.Summary(), 512)
 	_, err := r.db.ExecContext(ctx, `UPDATE reconcile_task SET finished_at = ?, binlog_file = ?, binlog_pos = ?, gtid_set = ?,
 		mysql_snapshot = ?, redis_snapshot = ?, differences = ?, status = ?, summary = ? WHERE id = ?`,
 		rep.Finished.UTC(), rep.Position.File, rep.Position.Pos, rep.Position.GTID, string(ms), string(rs), string(ds),
@@ -107,10 +104,7 @@ func Resolve(ctx context.Context, db *sql.DB, id int64, who, note string) error 
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("task %d: %w", id, ErrNotOpen)
 	}
-	reason := note
-	if len(reason) > 255 {
-		reason = reason[:255]
-	}
+	reason := truncate(note, 255)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO correction_log (task_id, store, target, reason, mode, actor)
 		VALUES (?, 'task', 'resolved', ?, 'manual', ?)`, id, reason, who); err != nil {
 		return fmt.Errorf("record resolution of task %d: %w", id, err)

@@ -32,7 +32,9 @@ import (
 // cdc (sink.Daemon) rebuilds its counters and Redis keys from a snapshot;
 // then -reps passes of reconcile.Reconciler (with the binlog) are timed,
 // each with Handler_read_* of SHOW GLOBAL STATUS around it. Every pass must
-// be clean and, after them, counters = GROUP BY and Redis = quota − claimed.
+// be clean and, after them, counters = GROUP BY and Redis = quota − claimed,
+// checked in a state the cdc has caught up to (recCheck: the cdc writes
+// too, releasing the seed's RETURNED coupons).
 
 const (
 	recSchema    = "couponlink_rec"
@@ -105,7 +107,7 @@ func runReconcile(ctx context.Context, cfg config, e *env, log *slog.Logger) ([]
 		st.seedTotal = seedTotal
 		log.Info("seeded", "rows", n, "took", st.seedAdd.Round(time.Millisecond), "total", seedTotal.Round(time.Millisecond))
 
-		stop, took, err := recStartCDC(ctx, dsn, db, rdb, n, perBucketQuota, quiet)
+		stop, took, err := recStartCDC(ctx, dsn, db, rdb, n, quiet)
 		if err != nil {
 			return steps, fmt.Errorf("cdc bootstrap over %d coupons: %w", n, err)
 		}
@@ -136,13 +138,14 @@ func runReconcile(ctx context.Context, cfg config, e *env, log *slog.Logger) ([]
 				}
 				st.passes = append(st.passes, p)
 			}
+			// with the cdc still running: it must have caught up with its own releases
+			if st.verify, err = recCheck(ctx, db, rdb); err != nil {
+				return fmt.Errorf("verify %s after the passes: %w", recSchema, err)
+			}
 			return nil
 		}()
 		if err != nil {
 			return steps, err
-		}
-		if st.verify, err = verifyStore(ctx, db, rdb); err != nil {
-			return steps, fmt.Errorf("verify %s after the passes: %w", recSchema, err)
 		}
 		log.Info("after the reconcile passes", "rows", n, "check", st.verify)
 		steps = append(steps, st)
@@ -171,7 +174,8 @@ func recTemplatesCreate(ctx context.Context, db *sql.DB, perBucket int64) error 
 }
 
 // recSeed adds coupons seq from..to-1 and sets claimed to to/1000 per
-// bucket, without binlog.
+// bucket less the slots the last size's cdc already released (the claim
+// guard: claimed = coupons − released), without binlog.
 func recSeed(ctx context.Context, db *sql.DB, from, to int64, log *slog.Logger) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -193,7 +197,8 @@ func recSeed(ctx context.Context, db *sql.DB, from, to int64, log *slog.Logger) 
 		}
 		log.Debug("seed chunk", "from", lo, "to", hi, "took", time.Since(t0))
 	}
-	if _, err := conn.ExecContext(ctx, "UPDATE channel_quota SET claimed = ?", to/(recTemplates*recChannels)); err != nil {
+	if _, err := conn.ExecContext(ctx, `UPDATE channel_quota q SET claimed = ? - (SELECT COUNT(*) FROM inventory_flow f
+		WHERE f.kind = 'release' AND f.template_id = q.template_id AND f.channel = q.channel)`, to/(recTemplates*recChannels)); err != nil {
 		return fmt.Errorf("set channel_quota.claimed: %w", err)
 	}
 	return nil
@@ -201,8 +206,9 @@ func recSeed(ctx context.Context, db *sql.DB, from, to int64, log *slog.Logger) 
 
 // recStartCDC starts an in-process cdc that rebuilds from a snapshot and
 // waits until its counters hold n coupons and every Redis bucket key says
-// quota − claimed. stop ends it.
-func recStartCDC(ctx context.Context, dsn string, db *sql.DB, rdb *redis.Client, n, perBucket int64, quiet *slog.Logger) (func(), time.Duration, error) {
+// quota − claimed (as channel_quota says now: the cdc's first release round
+// may already have moved it). stop ends it.
+func recStartCDC(ctx context.Context, dsn string, db *sql.DB, rdb *redis.Client, n int64, quiet *slog.Logger) (func(), time.Duration, error) {
 	t0 := time.Now()
 	s, err := sink.New(sink.Config{DB: db, Name: recCPName, Redis: rdb, Logger: quiet, Registerer: prometheus.NewRegistry()})
 	if err != nil {
@@ -221,23 +227,12 @@ func recStartCDC(ctx context.Context, dsn string, db *sql.DB, rdb *redis.Client,
 		cancel()
 		<-errc
 	}
-	keys := sink.Keys{Prefix: "couponlink:"}
-	want := perBucket - n/(recTemplates*recChannels)
 	deadline := time.Now().Add(15 * time.Minute)
 	for {
 		var sum, pairs int64
 		err := db.QueryRowContext(ctx, `SELECT COALESCE(SUM(held + used + expired + returned), 0), COUNT(*) FROM inventory_counter`).Scan(&sum, &pairs)
 		if err == nil && sum == n && pairs == recTemplates*recChannels {
-			ok := true
-			for t := int64(1); t <= recTemplates && ok; t++ {
-				for c := range recChannels {
-					if g, err := rdb.Get(ctx, keys.Stock(t, fmt.Sprintf("ch%d", c))).Int64(); err != nil || g != want {
-						ok = false
-						break
-					}
-				}
-			}
-			if ok {
+			if ok, err := recKeysFollow(ctx, db, rdb); err == nil && ok {
 				return stop, time.Since(t0), nil
 			}
 		}
@@ -256,6 +251,126 @@ func recStartCDC(ctx context.Context, dsn string, db *sql.DB, rdb *redis.Client,
 			return nil, 0, errors.New("counters or Redis keys incomplete after 15 minutes")
 		}
 	}
+}
+
+// recCheck checks the store (verifyStore: counters = GROUP BY user_coupon,
+// Redis = quota − claimed) in a state the running cdc has caught up to.
+// The cdc writes too: the seed's RETURNED coupons are due releases from its
+// bootstrap on (500 a round, every -release-every), and a round that commits
+// just before a check moves channel_quota ahead of the Redis keys until the
+// cdc reads it back. So each attempt notes the cdc's writes (release rows,
+// transfers), waits until its checkpoint reaches the server's binlog
+// position and its keys follow channel_quota, checks, and counts again: a
+// check during which the cdc wrote is done again.
+func recCheck(ctx context.Context, db *sql.DB, rdb *redis.Client) (string, error) {
+	const attempts = 5
+	for range attempts {
+		before, err := recCDCWrites(ctx, db)
+		if err != nil {
+			return "", err
+		}
+		if err := recCaughtUp(ctx, db, rdb); err != nil {
+			return "", err
+		}
+		verify, err := verifyStore(ctx, db, rdb)
+		if err != nil {
+			return "", err
+		}
+		if after, err := recCDCWrites(ctx, db); err != nil || after == before {
+			return verify, err
+		}
+	}
+	return "", fmt.Errorf("the cdc released or moved quota during each of %d checks", attempts)
+}
+
+// recCDCWrites counts what the cdc wrote to channel_quota on its own:
+// release rows and quota transfers.
+func recCDCWrites(ctx context.Context, db *sql.DB) (int64, error) {
+	var n int64
+	err := db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM inventory_flow WHERE kind = 'release') +
+		(SELECT COUNT(*) FROM quota_transfer_log)`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count the cdc's releases and transfers: %w", err)
+	}
+	return n, nil
+}
+
+// recCaughtUp waits until the cdc's checkpoint reaches the server's binlog
+// position as of the call (it fails if it does not within a minute), then,
+// for at most 10 s, until the Redis keys (written just after each
+// checkpoint commit) follow channel_quota; keys still off are left for the
+// check to report.
+func recCaughtUp(ctx context.Context, db *sql.DB, rdb *redis.Client) error {
+	target, err := canal.CurrentPosition(ctx, db)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cp, found, err := sink.LoadCheckpoint(ctx, db, recCPName)
+		if err != nil {
+			return err
+		}
+		if found && cp.Pos.File != "" && cp.Pos.Compare(target) >= 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the cdc's checkpoint %s did not reach %s within a minute", cp.Pos, target)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		ok, err := recKeysFollow(ctx, db, rdb)
+		if err != nil || ok || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// recKeysFollow reports whether every bucket's Redis key equals its
+// quota − claimed now.
+func recKeysFollow(ctx context.Context, db *sql.DB, rdb *redis.Client) (bool, error) {
+	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, quota - claimed FROM channel_quota`)
+	if err != nil {
+		return false, fmt.Errorf("read channel_quota: %w", err)
+	}
+	defer rows.Close()
+	keys := sink.Keys{Prefix: "couponlink:"}
+	pipe := rdb.Pipeline()
+	var want []int64
+	var cmds []*redis.StringCmd
+	for rows.Next() {
+		var p sink.Pair
+		var w int64
+		if err := rows.Scan(&p.Template, &p.Channel, &w); err != nil {
+			return false, err
+		}
+		want = append(want, w)
+		cmds = append(cmds, pipe.Get(ctx, keys.Stock(p.Template, p.Channel)))
+	}
+	if err := rows.Err(); err != nil {
+		return false, err
+	}
+	if len(cmds) == 0 {
+		return true, nil
+	}
+	_, _ = pipe.Exec(ctx) // a missing key is a difference, not an error
+	for i, c := range cmds {
+		if g, err := c.Int64(); err != nil || g != want[i] {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // recTimePass runs one pass with the server's handler counters around it.

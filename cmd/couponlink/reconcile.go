@@ -19,7 +19,7 @@ import (
 )
 
 func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("reconcile", "Proves that the cdc's counters, coupon_template's cached counts, channel_quota and the Redis stock keys equal the truth in MySQL; fixes what is safe, records every pass in reconcile_task, leaves the rest for a person. Runs every -every as a daemon with /metrics, or once with -once (exit 0 clean or fixed, 1 needs review, 2 error).", stderr)
+	f := newFlags("reconcile", "Proves that the cdc's counters, coupon_template's cached counts, channel_quota and the Redis stock keys equal the truth in MySQL; fixes what is safe, records every pass in reconcile_task, leaves the rest for a person. Runs every -every as a daemon with /metrics, or once with -once (exit 0 clean or fixed, 1 needs review or, with -no-fix, any difference, 2 error).", stderr)
 	dsn := f.dsn()
 	mapping := f.string("mapping", "COUPONLINK_MAPPING", "", "YAML mapping of a legacy schema (default: the reference schema)")
 	redisAddr := f.string("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", "Redis address (empty: Redis is not compared)")
@@ -27,15 +27,15 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	prefix := f.string("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys")
 	name := f.string("name", "COUPONLINK_CDC_NAME", "default", "the cdc's checkpoint name")
 	every := f.duration("every", "COUPONLINK_RECONCILE_EVERY", 10*time.Minute, "time between passes of the daemon")
-	once := f.bool("once", "", false, "run one pass, print the report, exit 0 (clean or fixed), 1 (needs review) or 2 (error)")
+	once := f.bool("once", "", false, "run one pass, print the report, exit 0 (clean or fixed), 1 (needs review; with -no-fix, any difference) or 2 (error: the pass stopped; its task keeps what it found and fixed before)")
 	list := f.bool("list", "", false, "list the open items (passes that need review) and exit")
 	resolve := f.int("resolve", "", 0, "close the open item with this task id (with -note)")
 	note := f.string("note", "", "", "what was checked or done, for -resolve")
 	quiet := f.duration("quiet", "COUPONLINK_RECONCILE_QUIET", 5*time.Second, "a Redis key is corrected only if it and the truth stayed put this long")
-	catchUp := f.duration("catch-up-wait", "COUPONLINK_RECONCILE_CATCH_UP", 30*time.Second, "how long to wait for the cdc to reach the snapshot")
-	absT := f.int("abs-threshold", "COUPONLINK_RECONCILE_ABS", 100, "a counter off by more than this ...")
-	relT := f.string("rel-threshold", "COUPONLINK_RECONCILE_REL", "0.05", "... and by more than this share of the truth is left for a person")
-	noFix := f.bool("no-fix", "COUPONLINK_RECONCILE_NO_FIX", false, "only report, correct nothing")
+	catchUp := f.duration("catch-up-wait", "COUPONLINK_RECONCILE_CATCH_UP", 30*time.Second, "bound of the binlog replay between the snapshot and the cdc's checkpoint, and of the wait for another pass (one pass at a time per database)")
+	absT := f.int("abs-threshold", "COUPONLINK_RECONCILE_ABS", 100, "a counter or template count off by more than this and by more than -rel-threshold of the truth is left for a person, otherwise fixed")
+	relT := f.string("rel-threshold", "COUPONLINK_RECONCILE_REL", "0.05", "share of the truth (0.05 = 5%): a counter or template count off by more than this and by more than -abs-threshold is left for a person")
+	noFix := f.bool("no-fix", "COUPONLINK_RECONCILE_NO_FIX", false, "only report, correct nothing (with -once: exit 1 when anything differs)")
 	metricsAddr := f.string("metrics-addr", "COUPONLINK_RECONCILE_METRICS_ADDR", "127.0.0.1:9465", "listen address of /metrics and /healthz for the daemon (empty: none)")
 	level := f.logLevel()
 	if err := f.parse(args); err != nil {
@@ -99,11 +99,13 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if *once {
 		rep, err := r.Pass(ctx)
+		if rep != nil {
+			printReport(stdout, rep) // also a failed pass: what it found and fixed before it stopped
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "couponlink reconcile: %v\n", err)
 			return exitCode(2)
 		}
-		printReport(stdout, rep)
 		if rep.Status == "needs_review" {
 			return exitCode(1)
 		}
@@ -130,17 +132,23 @@ func printReport(w io.Writer, rep *reconcile.Report) {
 	if rep.Note != "" {
 		fmt.Fprintf(w, "  note       %s\n", rep.Note)
 	}
+	if rep.Failure != "" {
+		fmt.Fprintf(w, "  error      %s\n", rep.Failure)
+	}
 	if rep.InFlight > 0 {
 		fmt.Fprintf(w, "  in flight  %d counter rows moved past the snapshot; compared next pass\n", rep.InFlight)
 	}
 	fmt.Fprintf(w, "  took       %s (snapshot %s, waiting for the cdc %s, binlog replay to the checkpoint %s)\n",
 		rep.Finished.Sub(rep.Started).Round(time.Millisecond), rep.SnapshotTook.Round(time.Millisecond),
 		rep.CatchUpTook.Round(time.Millisecond), rep.ReplayTook.Round(time.Millisecond))
-	if len(rep.Differences) == 0 {
+	switch {
+	case len(rep.Differences) > 0:
+		printDiffs(w, rep.Differences)
+	case rep.Failure != "":
+		fmt.Fprintln(w, "  no differences found before the error")
+	default:
 		fmt.Fprintln(w, "  no differences: counters, template counts, quotas and Redis equal the truth")
-		return
 	}
-	printDiffs(w, rep.Differences)
 }
 
 func printDiffs(w io.Writer, diffs []reconcile.Difference) {
@@ -150,6 +158,8 @@ func printDiffs(w io.Writer, diffs []reconcile.Difference) {
 		found := "missing"
 		if d.Found != nil {
 			found = strconv.FormatInt(*d.Found, 10)
+		} else if d.FoundRaw != "" {
+			found = d.FoundRaw // a Redis key that holds no integer
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\n", d.Store, d.Target, d.Expected, found, d.Action, d.Reason)
 	}
