@@ -83,28 +83,25 @@ func (s *Sink) bootstrap(ctx context.Context) (Snapshot, error) {
 	start := time.Now()
 	var snap Snapshot
 	var found []Anomaly
+	// two connections: the snapshot stays open while the writes stream from it
 	_, err := s.src.withSnapshot(ctx, s.db, func(stx *sql.Tx, pos canal.Position) error {
 		if err := s.src.count(ctx, stx, pos, &snap); err != nil {
 			return err
 		}
-		var err error
-		if found, err = s.overIssuedAt(ctx, snap); err != nil {
+		overs, err := s.overIssuedAt(ctx, snap)
+		if err != nil {
 			return err
 		}
 		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
-			anomalies := found
+			found = overs
 			if s.checksDuplicates() {
 				dups, err := s.seedRedemptionKeys(ctx, stx, tx)
 				if err != nil {
 					return err
 				}
-				anomalies = append(found[:len(found):len(found)], dups...)
+				found = append(overs[:len(overs):len(overs)], dups...)
 			}
-			if err := s.writeBootstrap(ctx, tx, snap, anomalies); err != nil {
-				return err
-			}
-			found = anomalies
-			return nil
+			return s.writeBootstrap(ctx, tx, snap, found)
 		})
 	})
 	if err != nil {
@@ -114,6 +111,7 @@ func (s *Sink) bootstrap(ctx context.Context) (Snapshot, error) {
 	for _, c := range snap.Counts {
 		rows += c.Issued()
 	}
+	s.pos = snap.Pos
 	s.countAnomalies(found)
 	s.log.Info("bootstrapped counters from a consistent snapshot", "position", snap.Pos.String(),
 		"pairs", len(snap.Counts), "coupons", rows, "anomalies", len(found), "took", time.Since(start).Round(time.Millisecond))

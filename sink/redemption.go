@@ -21,7 +21,11 @@ import (
 //     grace has passed. Pending checks live in s.pending and, for those that
 //     outlive the batch that changed them, in cdc_pending_redemption; a
 //     start reloads them. The reference schema writes the row and the USED
-//     update in one transaction, so its batches write nothing here.
+//     update in one transaction, so its batches write nothing here. A batch
+//     changes s.pending before its transaction and marks what it changed
+//     (pendingDirty); a failed transaction stops the sink, and the next
+//     Start reloads the table. A coupon leaving USED does not settle its
+//     check: it was USED without a row all the same.
 //   - duplicate_redemption: cdc_redemption_key counts the redemption rows
 //     per (coupon, order) as the binlog shows them, never by a query on
 //     the live table, whose rows may not be visible yet (the server sends a
