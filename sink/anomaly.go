@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
@@ -60,32 +59,6 @@ func judgeTransition(t *canal.Transition) (Anomaly, bool) {
 	return a, false
 }
 
-// pendingUse is one move of a coupon into USED (by Anomaly.Order) with no
-// redemption row of that order seen yet.
-type pendingUse struct {
-	Anomaly
-	deadline time.Time
-}
-
-// settlePending drops the coupon's pending moves into USED that a new
-// redemption row of order answers.
-func (s *Sink) settlePending(c int64, order string) {
-	uses := s.pending[c]
-	keep := uses[:0]
-	for _, p := range uses {
-		if hasOrder([]string{order}, p.Order) {
-			s.npending--
-			continue
-		}
-		keep = append(keep, p)
-	}
-	if len(keep) == 0 {
-		delete(s.pending, c)
-	} else {
-		s.pending[c] = keep
-	}
-}
-
 // judge finds the anomalies of a batch, given the counters and quotas it
 // leaves behind (next) and those before it (s.counts).
 func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[Pair]*Counts) ([]Anomaly, error) {
@@ -125,15 +98,9 @@ func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[Pair]*Counts)
 		deadline := s.cfg.Now().Add(s.cfg.RedemptionGrace)
 		for _, c := range check {
 			for _, a := range uses[c] {
-				if hasOrder(found[c], a.Order) {
-					continue
+				if !hasOrder(found[c], a.Order) {
+					s.addPending(a, deadline)
 				}
-				if s.npending >= s.cfg.MaxPending {
-					s.m.pendingDropped.Inc()
-					continue
-				}
-				s.pending[c] = append(s.pending[c], pendingUse{Anomaly: a, deadline: deadline})
-				s.npending++
 			}
 		}
 	}
@@ -142,11 +109,6 @@ func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[Pair]*Counts)
 		return nil, err
 	}
 	out = append(out, due...)
-	dups, err := s.duplicates(ctx, b)
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, dups...)
 	return append(out, s.overIssued(next)...), nil
 }
 
@@ -157,80 +119,6 @@ func hasOrder(orders []string, order string) bool {
 		}
 	}
 	return false
-}
-
-// duePending checks the coupons whose grace period ended: still no
-// redemption row is an anomaly.
-func (s *Sink) duePending(ctx context.Context) ([]Anomaly, error) {
-	now := s.cfg.Now()
-	var due []int64
-	for c, uses := range s.pending {
-		for _, p := range uses {
-			if !now.Before(p.deadline) {
-				due = append(due, c)
-				break
-			}
-		}
-	}
-	if len(due) == 0 {
-		return nil, nil
-	}
-	found, err := s.src.redeemed(ctx, s.db, due)
-	if err != nil {
-		return nil, err
-	}
-	var out []Anomaly
-	for _, c := range due {
-		var keep []pendingUse
-		for _, p := range s.pending[c] {
-			if now.Before(p.deadline) {
-				keep = append(keep, p)
-				continue
-			}
-			s.npending--
-			if !hasOrder(found[c], p.Order) {
-				p.Detail = fmt.Sprintf("coupon %d became USED (order %q) but no redemption row appeared within %s", c, p.Order, s.cfg.RedemptionGrace)
-				out = append(out, p.Anomaly)
-			}
-		}
-		if len(keep) == 0 {
-			delete(s.pending, c)
-		} else {
-			s.pending[c] = keep
-		}
-	}
-	return out, nil
-}
-
-// duplicates finds redemption rows of the batch that repeat an earlier
-// (order, coupon). The reference schema's UNIQUE key makes them impossible;
-// a legacy table may have none.
-func (s *Sink) duplicates(ctx context.Context, b *canal.Batch) ([]Anomaly, error) {
-	if s.cfg.RedemptionUnique || len(b.Redemptions) == 0 {
-		return nil, nil
-	}
-	var coupons []int64
-	seen := map[int64]bool{}
-	for i := range b.Redemptions {
-		r := &b.Redemptions[i]
-		if !r.Deleted && !seen[r.Coupon] {
-			seen[r.Coupon] = true
-			coupons = append(coupons, r.Coupon)
-		}
-	}
-	first, err := s.src.firstRedemptions(ctx, s.db, coupons)
-	if err != nil || len(first) == 0 {
-		return nil, err
-	}
-	var out []Anomaly
-	for i := range b.Redemptions {
-		r := &b.Redemptions[i]
-		if id, dup := first[redemptionKey{r.Coupon, r.Order}]; dup && !r.Deleted && r.ID != id {
-			out = append(out, Anomaly{Kind: AnomalyDuplicateRedemption, Coupon: r.Coupon, Template: r.Template, Channel: r.Channel,
-				Order: r.Order, Detail: fmt.Sprintf("redemption %d repeats redemption %d of order %q on coupon %d", r.ID, id, r.Order, r.Coupon)})
-		}
-	}
-	return out, nil
 }
 
 // overIssued finds pairs (or, without channel quotas, templates) that the

@@ -211,9 +211,9 @@ const scheduleSQL = `INSERT IGNORE INTO release_due (user_coupon_id, template_id
 // scheduled releases that are due, and deletes their schedule rows. A
 // coupon no longer EXPIRED or RETURNED (a legacy writer changed it) loses
 // its row and releases nothing.
-func (s *Sink) releaseDue(ctx context.Context, limit int) (int, error) {
+func (s *Sink) releaseDue(ctx context.Context, limit int) ([]release, error) {
 	now := s.cfg.Now().UTC()
-	var n int
+	var applied []release
 	err := sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 		if err := s.fence(ctx, tx); err != nil {
 			return err
@@ -247,17 +247,60 @@ func (s *Sink) releaseDue(ctx context.Context, limit int) (int, error) {
 		if err := rows.Err(); err != nil || len(due) == 0 {
 			return err
 		}
-		applied, err := applyReleases(ctx, tx, rs, now)
-		if err != nil {
+		if applied, err = applyReleases(ctx, tx, rs, now); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM release_due WHERE user_coupon_id IN (`+placeholders(len(due))+`)`, int64Args(due)...); err != nil {
 			return fmt.Errorf("delete done schedule rows: %w", err)
 		}
-		n = len(applied)
 		return s.enqueue(ctx, tx, releasedEvents(applied, now))
 	})
-	return n, err
+	if err != nil {
+		return nil, err
+	}
+	return applied, nil
+}
+
+// freshenReleased writes the Redis stock keys of the templates whose
+// buckets the committed releases changed, at once: the cdc reads the
+// change back from the binlog only later, and a cdc that stops before
+// that (even on SIGTERM) would leave the keys too low until its next start.
+//
+// The stamp: the release's own commit position is not known, so the
+// buckets are read in a consistent snapshot (MariaDB's START TRANSACTION
+// WITH CONSISTENT SNAPSHOT + binlog_snapshot_file/position), which gives
+// values that are exactly those at the snapshot's position P, and the keys
+// are written stamped P. P is after the release's commit, so the values
+// include it. A later batch carrying an older state ends before P and is
+// refused (its values are older); any change after P is in a batch ending
+// after P and wins. Neither the last applied position (values newer than
+// their stamp: an in-between batch would overwrite them with the older
+// state) nor a position read after the commit (changes between the read of
+// the values and of the position would be refused) gives that guarantee.
+// A failure only logs: the binlog brings the same values later.
+func (s *Sink) freshenReleased(ctx context.Context, applied []release) {
+	if s.redis == nil || s.redis.dirty || len(applied) == 0 {
+		return
+	}
+	pairs := make([]Pair, len(applied))
+	for i, r := range applied {
+		pairs[i] = r.Pair
+	}
+	templates := templatesOf(pairs)
+	var quotas map[Pair]Quota
+	pos, err := s.src.withSnapshot(ctx, s.db, func(tx *sql.Tx, _ canal.Position) error {
+		var err error
+		quotas, err = s.src.quotas(ctx, tx, templates...)
+		return err
+	})
+	if err != nil {
+		s.log.Warn("could not read the released buckets; their Redis keys follow when the binlog shows the release", "err", err)
+		return
+	}
+	if err := s.redis.write(ctx, quotas, templates, Stamp(pos), false); err != nil {
+		s.log.Warn("could not write the released buckets' Redis keys; Redis will be rebuilt", "err", err)
+		s.redis.dirty = true
+	}
 }
 
 // fence locks the checkpoint row and fails with ErrFenced when another cdc

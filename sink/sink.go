@@ -92,9 +92,10 @@ type Sink struct {
 	tplQuota map[int64]int64  // template quotas (without channel quotas)
 	active   map[int64]time.Time
 
-	pending   map[int64][]pendingUse // coupon -> its moves into USED awaiting a redemption row
-	npending  int                    // entries in pending, bounded by MaxPending
-	quotaNext map[Pair]Quota         // the batch's quota changes, before commit
+	pending      map[int64][]pendingUse // coupon -> its moves into USED awaiting a redemption row
+	npending     int                    // entries in pending, bounded by MaxPending
+	pendingDirty map[redemptionKey]bool // pending checks changed since the last commit (saved with the next one)
+	quotaNext    map[Pair]Quota         // the batch's quota changes, before commit
 
 	lastCorrection int64            // newest correction_log id the mirror has seen
 	correctionScan time.Time        // when correction_log was last looked at
@@ -175,7 +176,7 @@ func New(cfg Config) (*Sink, error) {
 		cfg.Now = time.Now
 	}
 	s := &Sink{cfg: cfg, db: cfg.DB, src: newSource(cfg.Mapping), log: cfg.Logger, m: newMetrics(cfg.Registerer),
-		pending: map[int64][]pendingUse{}, active: map[int64]time.Time{}, badPolicy: map[int64]string{},
+		pending: map[int64][]pendingUse{}, pendingDirty: map[redemptionKey]bool{}, active: map[int64]time.Time{}, badPolicy: map[int64]string{},
 		releasePolicy: map[int64]bool{}}
 	if cfg.Redis != nil && cfg.RedisMode == RedisOwner {
 		s.redis = &stock{rdb: cfg.Redis, keys: cfg.Keys, dirty: true}
@@ -234,6 +235,9 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 		s.setMirror(counts, quotas)
 		s.pos = cp.Pos
 		s.log.Info("resuming from checkpoint", "position", cp.Pos.String(), "epoch", s.epoch, "pairs", len(counts))
+	}
+	if err := s.loadPending(ctx); err != nil {
+		return canal.Position{}, err
 	}
 	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM correction_log`).Scan(&s.lastCorrection); err != nil {
 		return canal.Position{}, fmt.Errorf("read corrections: %w", err)
@@ -342,7 +346,8 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 	}
 	sort.Slice(pairs, func(i, j int) bool { return pairs[i].less(pairs[j]) })
 	templates := templatesOf(pairs)
-	released := 0
+	var applied []release
+	var all []Anomaly // anomalies, and the duplicates the transaction finds
 	err = sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 		if err := writeCounters(ctx, tx, pairs, d, true, Stamp(b.End)); err != nil {
 			return err
@@ -350,33 +355,40 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 		if err := s.refreshTemplates(ctx, tx, templates); err != nil {
 			return err
 		}
-		if err := insertAnomalies(ctx, tx, anomalies, b); err != nil {
+		dups, err := s.countRedemptions(ctx, tx, b)
+		if err != nil {
 			return err
 		}
-		var applied []release
+		all = append(anomalies[:len(anomalies):len(anomalies)], dups...)
+		if err := insertAnomalies(ctx, tx, all, b); err != nil {
+			return err
+		}
+		if err := s.savePending(ctx, tx); err != nil {
+			return err
+		}
 		if s.cfg.Releases {
-			var err error
 			if applied, err = applyReleases(ctx, tx, releasesOf(b), s.cfg.Now().UTC()); err != nil {
 				return err
 			}
 			if err := s.scheduleExpiries(ctx, tx, b); err != nil {
 				return err
 			}
-			released = len(applied)
 		}
-		if err := s.enqueue(ctx, tx, s.batchEvents(b, applied, anomalies)); err != nil {
+		if err := s.enqueue(ctx, tx, s.batchEvents(b, applied, all)); err != nil {
 			return err
 		}
-		return saveCheckpoint(ctx, tx, s.cfg.Name, s.epoch, b, len(anomalies))
+		return saveCheckpoint(ctx, tx, s.cfg.Name, s.epoch, b, len(all))
 	})
 	if err != nil {
 		return fmt.Errorf("apply batch ending at %s: %w", b.End, err)
 	}
-	s.m.releases.Add(float64(released))
+	clear(s.pendingDirty)
+	s.m.releases.Add(float64(len(applied)))
 	s.commitMirror(next, b.End)
-	s.observe(b, anomalies, start)
+	s.observe(b, all, start)
 	if s.redis != nil {
 		s.syncRedis(ctx, s.touchedTemplates(b, templates))
+		s.freshenReleased(ctx, applied)
 	}
 	s.m.batchDuration.Observe(time.Since(start).Seconds())
 	return s.periodic(ctx)
@@ -396,9 +408,12 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 				return err
 			}
 		}
-		if b.End != s.pos || len(anomalies) > 0 {
+		if b.End != s.pos || len(anomalies) > 0 || len(s.pendingDirty) > 0 {
 			err := sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 				if err := insertAnomalies(ctx, tx, anomalies, b); err != nil {
+					return err
+				}
+				if err := s.savePending(ctx, tx); err != nil {
 					return err
 				}
 				if err := s.enqueue(ctx, tx, s.batchEvents(b, nil, anomalies)); err != nil {
@@ -409,6 +424,7 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 			if err != nil {
 				return fmt.Errorf("save idle checkpoint %s: %w", b.End, err)
 			}
+			clear(s.pendingDirty)
 			s.pos = b.End
 			s.countAnomalies(anomalies)
 		}
@@ -430,13 +446,14 @@ func (s *Sink) periodic(ctx context.Context) error {
 	}
 	if s.cfg.Releases && s.cfg.Now().Sub(s.releaseScan) >= s.cfg.ReleaseEvery {
 		s.releaseScan = s.cfg.Now()
-		n, err := s.releaseDue(ctx, 500)
+		applied, err := s.releaseDue(ctx, 500)
 		if err != nil {
 			return fmt.Errorf("release expired slots: %w", err)
 		}
-		if n > 0 {
+		if n := len(applied); n > 0 {
 			s.m.releases.Add(float64(n))
 			s.log.Info("released the slots of expired coupons (release policy, cooldown over)", "coupons", n)
+			s.freshenReleased(ctx, applied)
 		}
 	}
 	if s.cfg.Rebalance && s.cfg.Now().Sub(s.rebalanceScan) >= s.cfg.RebalanceEvery {

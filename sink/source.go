@@ -105,16 +105,23 @@ type Quota struct {
 // Claimable is what is left to give out.
 func (q Quota) Claimable() int64 { return q.Quota - q.Claimed }
 
-// quotas reads every channel bucket (nil when the mapping has none).
-func (s *source) quotas(ctx context.Context, qr interface {
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
-}) (map[Pair]Quota, error) {
+}
+
+// quotas reads every channel bucket, or those of the given templates (nil
+// when the mapping has none).
+func (s *source) quotas(ctx context.Context, qr querier, templates ...int64) (map[Pair]Quota, error) {
 	cq := s.m.ChannelQuota
 	if cq == nil {
 		return nil, nil
 	}
-	rows, err := qr.QueryContext(ctx, fmt.Sprintf("SELECT %s, %s, %s, %s FROM %s",
-		q(cq.Template), q(cq.Channel), q(cq.Quota), q(cq.Claimed), s.m.QuoteTable(cq.Table)))
+	query := fmt.Sprintf("SELECT %s, %s, %s, %s FROM %s", q(cq.Template), q(cq.Channel), q(cq.Quota), q(cq.Claimed), s.m.QuoteTable(cq.Table))
+	if len(templates) > 0 {
+		query += fmt.Sprintf(" WHERE %s IN (%s)", q(cq.Template), placeholders(len(templates)))
+	}
+	rows, err := qr.QueryContext(ctx, query, int64Args(templates)...)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", cq.Table, err)
 	}
@@ -165,35 +172,42 @@ func (s *source) redeemed(ctx context.Context, db *sql.DB, coupons []int64) (map
 	return out, nil
 }
 
-// firstRedemptions returns, for each (coupon, order) of the given coupons
-// with more than one redemption row, the id of the first row.
-func (s *source) firstRedemptions(ctx context.Context, db *sql.DB, coupons []int64) (map[redemptionKey]int64, error) {
-	rl := s.m.RedemptionLog
-	if rl.Order == "" || rl.ID == "" || len(coupons) == 0 {
-		return nil, nil
+// pairsOf returns the (template, channel) of the given coupons that still
+// have a row.
+func (s *source) pairsOf(ctx context.Context, qr querier, coupons []int64) (map[int64]Pair, error) {
+	uc := s.m.UserCoupon
+	channel := "NULL"
+	if uc.Channel != "" {
+		channel = q(uc.Channel)
 	}
-	query := fmt.Sprintf("SELECT %s, %s, MIN(%s) FROM %s WHERE %s IN (%s) GROUP BY 1, 2 HAVING COUNT(*) > 1",
-		q(rl.Coupon), q(rl.Order), q(rl.ID), s.m.QuoteTable(rl.Table), q(rl.Coupon), placeholders(len(coupons)))
-	rows, err := db.QueryContext(ctx, query, int64Args(coupons)...)
-	if err != nil {
-		return nil, fmt.Errorf("look for duplicate redemptions in %s: %w", rl.Table, err)
-	}
-	defer rows.Close()
-	out := map[redemptionKey]int64{}
-	for rows.Next() {
-		var k redemptionKey
-		var id int64
-		if err := rows.Scan(&k.coupon, &k.order, &id); err != nil {
+	out := map[int64]Pair{}
+	for start := 0; start < len(coupons); start += 1000 {
+		chunk := coupons[start:min(start+1000, len(coupons))]
+		rows, err := qr.QueryContext(ctx, fmt.Sprintf("SELECT %s, %s, %s FROM %s WHERE %s IN (%s)", q(uc.ID), q(uc.Template), channel,
+			s.m.QuoteTable(uc.Table), q(uc.ID), placeholders(len(chunk))), int64Args(chunk)...)
+		if err != nil {
+			return nil, fmt.Errorf("look up coupons in %s: %w", uc.Table, err)
+		}
+		for rows.Next() {
+			var c int64
+			var p Pair
+			var ch sql.NullString
+			if err := rows.Scan(&c, &p.Template, &ch); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			p.Channel = s.m.DefaultChannel
+			if ch.Valid {
+				p.Channel = ch.String
+			}
+			out[c] = p
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			return nil, err
 		}
-		out[k] = id
 	}
-	return out, rows.Err()
-}
-
-type redemptionKey struct {
-	coupon int64
-	order  string
+	return out, nil
 }
 
 func placeholders(n int) string {
