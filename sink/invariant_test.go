@@ -46,6 +46,8 @@ func TestInvariantsUnderRandomWorkload(t *testing.T) {
 		v, _ := cdctest.Metric(t, c.reg, "couponlink_anomalies_total", map[string]string{"kind": k})
 		require.EqualValues(t, n, v, "couponlink_anomalies_total{kind=%q}", k)
 	}
+	over, _ := cdctest.Metric(t, c.reg, "couponlink_over_issued", nil)
+	require.EqualValues(t, 1, over, "couponlink_over_issued: the workload's over-issue bucket %v, and no other", w.over)
 }
 
 func sum(m map[string]int) int {

@@ -217,6 +217,10 @@ func TestOverIssueFoundAtBootstrap(t *testing.T) {
 	require.Contains(t, detail, "snapshot")
 	v, _ := cdctest.Metric(t, c.reg, "couponlink_anomalies_total", map[string]string{"kind": sink.AnomalyOverIssue})
 	require.EqualValues(t, 1, v)
+	// the state gauge the alert reads: an anomaly counted before the first
+	// scrape is no increase() to Prometheus, a bucket over quota is
+	over, _ := cdctest.Metric(t, c.reg, "couponlink_over_issued", nil)
+	require.EqualValues(t, 1, over, "template 1 is over its budget now")
 
 	l.exec(`INSERT INTO ` + l.tq("t_user_coupon") + ` (tpl_id, source, state, uid) VALUES (1, 'app', 0, 'more')`)
 	c.stop(t)

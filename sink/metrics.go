@@ -110,9 +110,10 @@ type inventoryCollector struct {
 	s    *Sink
 	desc *prometheus.Desc
 	rate *prometheus.Desc
+	over *prometheus.Desc
 }
 
-func (c inventoryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.rate }
+func (c inventoryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.rate; ch <- c.over }
 
 func (c inventoryCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
@@ -156,4 +157,32 @@ func (c inventoryCollector) Collect(ch chan<- prometheus.Metric) {
 			emit(p, "claimable", q.Claimable())
 		}
 	}
+	ch <- prometheus.MustNewConstMetric(c.over, prometheus.GaugeValue, float64(s.overIssuedNow()))
+}
+
+// overIssuedNow counts, over every template (not only the exported ones),
+// the channel buckets — or, without channel quotas, the templates — whose
+// held + used + frozen exceeds their quota at the checkpoint. A state, not
+// an event: an over-issue found by a bootstrap before the first scrape is
+// seen as surely as one the binlog shows later. The caller holds s.mu.
+func (s *Sink) overIssuedNow() int {
+	n := 0
+	if s.quotas != nil {
+		for p, c := range s.counts {
+			if q, ok := s.quotas[p]; ok && c.Taken() > q.Quota {
+				n++
+			}
+		}
+		return n
+	}
+	taken := map[int64]int64{}
+	for p, c := range s.counts {
+		taken[p.Template] += c.Taken()
+	}
+	for tpl, t := range taken {
+		if q, ok := s.tplQuota[tpl]; ok && t > q {
+			n++
+		}
+	}
+	return n
 }

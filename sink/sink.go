@@ -186,7 +186,10 @@ func New(cfg Config) (*Sink, error) {
 		[]string{"template", "channel", "state"}, nil),
 		rate: prometheus.NewDesc("couponlink_redemption_rate",
 			"Redemption rate per template and channel at the checkpoint: used / (claimed - released); only the most recently active templates.",
-			[]string{"template", "channel"}, nil)})
+			[]string{"template", "channel"}, nil),
+		over: prometheus.NewDesc("couponlink_over_issued",
+			"Channel buckets (templates, without channel quotas) holding more coupons (held+used+frozen) than their quota at the checkpoint, over every template.",
+			nil, nil)})
 	return s, nil
 }
 
@@ -278,7 +281,9 @@ func (s *Sink) loadTemplateQuotas(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read template quotas: %w", err)
 	}
+	s.mu.Lock() // the metrics collector reads it
 	s.tplQuota = q
+	s.mu.Unlock()
 	return nil
 }
 
@@ -505,6 +510,8 @@ func (s *Sink) learnTemplates(ctx context.Context, d Deltas) error {
 	if err != nil {
 		return fmt.Errorf("read template quotas: %w", err)
 	}
+	s.mu.Lock() // the metrics collector reads it
+	defer s.mu.Unlock()
 	if s.tplQuota == nil {
 		s.tplQuota = map[int64]int64{}
 	}
