@@ -113,7 +113,11 @@ type inventoryCollector struct {
 	over *prometheus.Desc
 }
 
-func (c inventoryCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.rate; ch <- c.over }
+func (c inventoryCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.desc
+	ch <- c.rate
+	ch <- c.over
+}
 
 func (c inventoryCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s

@@ -143,6 +143,9 @@ func (s *Sink) decide(ctx context.Context, tpl int64, p quota.Policy, now time.T
 	if err != nil || len(d.Moves) == 0 {
 		return err
 	}
+	if p.Mode == quota.ModeAuto {
+		s.freshen(ctx, []int64{tpl})
+	}
 	for _, m := range d.Moves {
 		if p.Mode == quota.ModeAuto {
 			s.m.quotaTransfers.WithLabelValues(strconv.FormatInt(tpl, 10)).Inc()

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/quota"
@@ -403,5 +404,34 @@ func TestRebalanceUnderConcurrentClaims(t *testing.T) {
 	for ch, q := range b {
 		n := truth[sink.Pair{Template: tpl, Channel: ch}]
 		require.EqualValues(t, n.Held+n.Used+n.Expired+n.Returned-n.Released, q[1], "channel %s", ch)
+	}
+}
+
+// A transfer's Redis keys are written as soon as it commits, not only when
+// the cdc reads it back from the binlog: a cdc stopped right after (even on
+// SIGTERM) leaves no bucket's key stale. Here the sink never sees the
+// transfer's binlog at all.
+func TestTransferKeysWrittenAtCommit(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	clock := newFakeClock()
+	tpl := e.template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
+	e.setPolicy(tpl, quota.ModeAuto, nil)
+	e.seed(tpl, "A", 600, 200)
+	e.seed(tpl, "B", 100, 400)
+	s, err := sink.New(sink.Config{DB: e.db, Redis: e.rdb, Keys: e.keys, Logger: testLogger(t), Now: clock.Now, RebalanceEvery: time.Millisecond})
+	require.NoError(t, err)
+	_, err = s.Start(ctx, false)
+	require.NoError(t, err)
+	e.assertRedis()
+	require.EqualValues(t, "0", e.rdb.Get(ctx, e.keys.Stock(tpl, "B")).Val(), "B is sold out before the transfer")
+
+	clock.Advance(time.Second)
+	end, err := canal.CurrentPosition(ctx, e.db)
+	require.NoError(t, err)
+	require.NoError(t, s.ApplyBatch(ctx, &canal.Batch{End: end, EventTime: clock.Now()})) // the rule runs after it
+	require.Equal(t, map[string][2]int64{"A": {900, 800}, "B": {600, 500}}, e.buckets(tpl), "the worked example's transfer")
+	for k, want := range map[string]string{e.keys.Stock(tpl, "A"): "100", e.keys.Stock(tpl, "B"): "100", e.keys.TemplateStock(tpl): "200"} {
+		require.Equal(t, want, e.rdb.Get(ctx, k).Val(), "%s right after the transfer committed", k)
 	}
 }

@@ -261,16 +261,30 @@ func (s *Sink) releaseDue(ctx context.Context, limit int) ([]release, error) {
 	return applied, nil
 }
 
-// freshenReleased writes the Redis stock keys of the templates whose
-// buckets the committed releases changed, at once: the cdc reads the
-// change back from the binlog only later, and a cdc that stops before
-// that (even on SIGTERM) would leave the keys too low until its next start.
+// freshenReleased writes the Redis stock keys of the buckets the committed
+// releases changed, at once (see freshen).
+func (s *Sink) freshenReleased(ctx context.Context, applied []release) {
+	if len(applied) == 0 {
+		return
+	}
+	pairs := make([]Pair, len(applied))
+	for i, r := range applied {
+		pairs[i] = r.Pair
+	}
+	s.freshen(ctx, templatesOf(pairs))
+}
+
+// freshen writes the Redis stock keys of templates whose buckets the cdc
+// itself just changed outside a batch (releases, quota transfers), at
+// once: the cdc reads the change back from the binlog only later, and a
+// cdc that stops before that (even on SIGTERM) would leave the keys stale
+// until its next start.
 //
-// The stamp: the release's own commit position is not known, so the
+// The stamp: the change's own commit position is not known, so the
 // buckets are read in a consistent snapshot (MariaDB's START TRANSACTION
 // WITH CONSISTENT SNAPSHOT + binlog_snapshot_file/position), which gives
 // values that are exactly those at the snapshot's position P, and the keys
-// are written stamped P. P is after the release's commit, so the values
+// are written stamped P. P is after the change's commit, so the values
 // include it. A later batch carrying an older state ends before P and is
 // refused (its values are older); any change after P is in a batch ending
 // after P and wins. Neither the last applied position (values newer than
@@ -278,15 +292,10 @@ func (s *Sink) releaseDue(ctx context.Context, limit int) ([]release, error) {
 // state) nor a position read after the commit (changes between the read of
 // the values and of the position would be refused) gives that guarantee.
 // A failure only logs: the binlog brings the same values later.
-func (s *Sink) freshenReleased(ctx context.Context, applied []release) {
-	if s.redis == nil || s.redis.dirty || len(applied) == 0 {
+func (s *Sink) freshen(ctx context.Context, templates []int64) {
+	if s.redis == nil || s.redis.dirty || len(templates) == 0 {
 		return
 	}
-	pairs := make([]Pair, len(applied))
-	for i, r := range applied {
-		pairs[i] = r.Pair
-	}
-	templates := templatesOf(pairs)
 	var quotas map[Pair]Quota
 	pos, err := s.src.withSnapshot(ctx, s.db, func(tx *sql.Tx, _ canal.Position) error {
 		var err error
@@ -294,11 +303,11 @@ func (s *Sink) freshenReleased(ctx context.Context, applied []release) {
 		return err
 	})
 	if err != nil {
-		s.log.Warn("could not read the released buckets; their Redis keys follow when the binlog shows the release", "err", err)
+		s.log.Warn("could not read the changed buckets; their Redis keys follow when the binlog shows the change", "err", err)
 		return
 	}
 	if err := s.redis.write(ctx, quotas, templates, Stamp(pos), false); err != nil {
-		s.log.Warn("could not write the released buckets' Redis keys; Redis will be rebuilt", "err", err)
+		s.log.Warn("could not write the changed buckets' Redis keys; Redis will be rebuilt", "err", err)
 		s.redis.dirty = true
 	}
 }
