@@ -132,7 +132,12 @@ func TestLeaseRenewedWhileARoundRuns(t *testing.T) {
 	rc := newHoldingReceiver(t)
 	enqueueCommitted(t, db, someEvents(3)...)
 	const lease = 600 * time.Millisecond
-	short := func(c *Config) { c.Lease = lease; c.PollEvery = 20 * time.Millisecond; c.Retries = -1; c.Timeout = time.Hour }
+	short := func(c *Config) {
+		c.Lease = lease
+		c.PollEvery = 20 * time.Millisecond
+		c.Retries = -1
+		c.Timeout = time.Hour
+	}
 	a := newTestDispatcher(t, db, rc.srv.URL, nil, short)
 	doneA := startRound(context.Background(), a)
 	require.Eventually(t, func() bool { return rc.held.Load() == 3 }, 10*time.Second, 10*time.Millisecond)
@@ -174,7 +179,12 @@ func TestStoppedDispatcherReleasesItsRound(t *testing.T) {
 	db := openDB(t)
 	rc := newHoldingReceiver(t)
 	enqueueCommitted(t, db, someEvents(4)...)
-	long := func(c *Config) { c.Lease = time.Hour; c.PollEvery = 20 * time.Millisecond; c.Retries = -1; c.Timeout = time.Hour }
+	long := func(c *Config) {
+		c.Lease = time.Hour
+		c.PollEvery = 20 * time.Millisecond
+		c.Retries = -1
+		c.Timeout = time.Hour
+	}
 	a := newTestDispatcher(t, db, rc.srv.URL, nil, long)
 	ctxA, stopA := context.WithCancel(context.Background())
 	doneA := startRound(ctxA, a)
