@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,40 +19,13 @@ import (
 	"github.com/couponlink/couponlink/internal/testenv"
 )
 
-// buildBinary builds cmd/couponlink into a temporary directory.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "couponlink")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
-}
-
-// lockedBuffer is the combined stdout and stderr of a process.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // runUntil runs the binary with env added to the test's environment. A
 // command that ends by itself is waited for; one that runs on (api, cdc,
 // the reconcile daemon) gets SIGTERM once its output matches until. It
 // returns the combined output and whether the process ended by itself.
 func runUntil(t *testing.T, bin string, env []string, args []string, until *regexp.Regexp) (string, bool) {
 	t.Helper()
-	var out lockedBuffer
+	var out testenv.Output
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -119,10 +88,7 @@ func TestNoCommandPrintsThePassword(t *testing.T) {
 	wrong := *cfg
 	wrong.User, wrong.Passwd = "root", pw
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	closed := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	closed := testenv.FreeAddr(t)
 
 	dsns := map[string]string{
 		"no closing brace":         user + ":" + pw + "@tcp(" + cfg.Addr,
@@ -132,7 +98,7 @@ func TestNoCommandPrintsThePassword(t *testing.T) {
 		"wrong password":           wrong.FormatDSN(),
 		"right password (it runs)": good.FormatDSN(),
 	}
-	bin := buildBinary(t)
+	bin := testenv.BuildCouponlink(t)
 	// the long-running commands are stopped once they have shown what they do
 	cdcTries := regexp.MustCompile(`(?s)tailing the binlog|cdc interrupted.*cdc interrupted`)
 	commands := []struct {

@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -20,7 +19,7 @@ import (
 type MariaDB struct {
 	t    testing.TB
 	dir  string
-	port int
+	port string
 	cmd  *exec.Cmd
 	done chan struct{}
 	// ServerDSN is root's DSN on it, without a database.
@@ -38,13 +37,9 @@ func OwnMariaDB(t testing.TB) *MariaDB {
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	m := &MariaDB{t: t, dir: dir, port: port, ServerDSN: fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)}
+	addr := FreeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	m := &MariaDB{t: t, dir: dir, port: port, ServerDSN: "root@tcp(" + addr + ")/"}
 	t.Cleanup(func() {
 		if m.cmd != nil {
 			m.Stop(syscall.SIGKILL)
@@ -53,9 +48,6 @@ func OwnMariaDB(t testing.TB) *MariaDB {
 	m.Start()
 	return m
 }
-
-// Port is the server's TCP port.
-func (m *MariaDB) Port() int { return m.port }
 
 // Start starts the server on its data directory and port and waits until it
 // answers.
@@ -67,7 +59,7 @@ func (m *MariaDB) Start() {
 	}
 	data := filepath.Join(m.dir, "data")
 	cmd := exec.Command(bin, "--no-defaults", "--datadir="+data,
-		"--bind-address=127.0.0.1", fmt.Sprintf("--port=%d", m.port), "--socket="+filepath.Join(m.dir, "mysqld.sock"),
+		"--bind-address=127.0.0.1", "--port="+m.port, "--socket="+filepath.Join(m.dir, "mysqld.sock"),
 		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"), "--log-error="+filepath.Join(m.dir, "mysqld.err"),
 		"--server-id=1", "--log-bin="+filepath.Join(data, "mysql-bin"), "--binlog-format=ROW",
 		"--binlog-row-image=FULL", "--gtid-domain-id=0", "--skip-name-resolve", "--max-connections=200",
@@ -99,7 +91,7 @@ func (m *MariaDB) Start() {
 		default:
 		}
 		if time.Now().After(deadline) {
-			m.t.Fatalf("mariadbd on port %d did not answer within 60 s: %v", m.port, err)
+			m.t.Fatalf("mariadbd on port %s did not answer within 60 s: %v", m.port, err)
 		}
 		time.Sleep(20 * time.Millisecond) // polling a condition
 	}
