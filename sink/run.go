@@ -48,9 +48,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.RetryWait <= 0 {
 		d.RetryWait = time.Second
 	}
-	if d.MaxRetryWait < d.RetryWait {
-		d.MaxRetryWait = max(30*time.Second, d.RetryWait)
+	if d.MaxRetryWait <= 0 {
+		d.MaxRetryWait = 30 * time.Second
 	}
+	d.MaxRetryWait = max(d.MaxRetryWait, d.RetryWait)
 	var leader *Leader
 	giveUp := func() {
 		if leader != nil {
@@ -62,6 +63,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer giveUp()
 	rebuild, wait := d.Rebuild, d.RetryWait
 	for {
+		if leader != nil && leader.isLost() {
+			giveUp() // lost while waiting: take it again before the checkpoint
+		}
 		ran, err := d.attempt(ctx, &leader, rebuild)
 		if ctx.Err() != nil {
 			s.log.Info("cdc stopped", "checkpoint", s.Position().String())
@@ -74,7 +78,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 			wait = d.RetryWait
 		}
 		if err := fatal(err); err != nil {
-			s.log.Error("cdc stopping: a restart cannot fix this", "err", err)
 			return err
 		}
 		if leader != nil && (leader.isLost() || errors.Is(err, ErrFenced)) {
