@@ -36,6 +36,8 @@ import (
 	gocanal "github.com/go-mysql-org/go-mysql/canal"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	drv "github.com/go-sql-driver/mysql"
+
+	"github.com/couponlink/couponlink/internal/mysqlconn"
 )
 
 // Handler receives the batches, synchronously from the tailer: the next
@@ -73,11 +75,12 @@ type Config struct {
 
 // ConfigFromDSN makes a Config from a go-sql-driver DSN such as
 // "user:pass@tcp(127.0.0.1:3306)/couponlink": address, credentials, and its
-// database as the Schema of the DefaultMapping.
+// database as the Schema of the DefaultMapping. Its errors never show the
+// password (mysqlconn.Config).
 func ConfigFromDSN(dsn string) (Config, error) {
-	d, err := drv.ParseDSN(dsn)
+	d, err := mysqlconn.Config(dsn)
 	if err != nil {
-		return Config{}, fmt.Errorf("parse DSN: %w", err)
+		return Config{}, err
 	}
 	if d.Net != "tcp" && d.Net != "unix" {
 		return Config{}, fmt.Errorf("DSN network %q: want tcp or unix", d.Net)

@@ -12,6 +12,8 @@ import (
 	"github.com/golang-migrate/migrate/v4"
 	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+
+	"github.com/couponlink/couponlink/internal/mysqlconn"
 )
 
 //go:embed *.sql
@@ -28,9 +30,9 @@ type Result struct {
 // migration not yet applied. It is safe to run concurrently: golang-migrate
 // holds a MySQL advisory lock while it works.
 func Up(dsn string) (Result, error) {
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := mysqlconn.Config(dsn) // its errors never show the password
 	if err != nil {
-		return Result{}, fmt.Errorf("parse MySQL DSN: %w", err)
+		return Result{}, err
 	}
 	if cfg.DBName == "" {
 		return Result{}, errors.New("the MySQL DSN names no database (want e.g. root@tcp(127.0.0.1:3307)/couponlink)")

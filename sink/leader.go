@@ -87,6 +87,15 @@ func (l *Leader) watch(ctx context.Context, log *slog.Logger) {
 // Lost is closed when the lock's connection failed.
 func (l *Leader) Lost() <-chan struct{} { return l.lost }
 
+func (l *Leader) isLost() bool {
+	select {
+	case <-l.lost:
+		return true
+	default:
+		return false
+	}
+}
+
 // Release gives the lock up.
 func (l *Leader) Release(ctx context.Context) {
 	l.stop()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
@@ -73,10 +74,12 @@ func TestLeaderLockAndTakeover(t *testing.T) {
 	require.Empty(t, e.anomalies())
 }
 
-// Fencing: when another sink takes the checkpoint's epoch while a daemon
+// Fencing: when another cdc takes the checkpoint's epoch while a daemon
 // runs, the daemon's next batch fails with ErrFenced without committing
-// anything, and Daemon.Run returns an error wrapping it.
-func TestFencedLeaderStops(t *testing.T) {
+// anything; the daemon gives the lock up and waits as a standby (it does
+// not exit: a fenced leader is a standby, not a failure), and takes over
+// again, from the checkpoint, when the lock is free.
+func TestFencedLeaderBecomesStandby(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	w := &claimer{e: e, tpl: e.template(map[string]int64{"app": 100, "web": 100, "sms": 100}, time.Hour)}
@@ -84,17 +87,36 @@ func TestFencedLeaderStops(t *testing.T) {
 	a := e.startCDC(nil, leaderNamed("cdc-a"))
 	e.assertTruth(true)
 	before := e.counters()
+	leader := func() float64 { v, _ := cdctest.Metric(t, a.reg, "couponlink_cdc_leader", nil); return v }
 
-	intruder, err := sink.New(sink.Config{DB: e.db, Leader: "intruder", Logger: testLogger(t), Registerer: prometheus.NewRegistry()})
+	// the intruder queues for the lock, then takes the epoch without it
+	log := testLogger(t)
+	lock := make(chan *sink.Leader, 1)
+	go func() {
+		l, err := sink.AcquireLeader(ctx, e.db, "default", log)
+		assert.NoError(t, err)
+		lock <- l
+	}()
+	intruder, err := sink.New(sink.Config{DB: e.db, Leader: "intruder", Logger: log, Registerer: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	_, err = intruder.Start(ctx, false)
 	require.NoError(t, err)
 	w.claim(3)
-	err = a.result(t, 30*time.Second)
-	require.ErrorIs(t, err, sink.ErrFenced)
-	cp := e.checkpoint()
-	require.Equal(t, "intruder", cp.Leader)
+	var held *sink.Leader
+	select {
+	case held = <-lock:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the fenced daemon did not give the lock up within 30 s")
+	}
+	require.NotNil(t, held)
+	require.Equal(t, "intruder", e.checkpoint().Leader)
 	require.Equal(t, before, e.counters(), "the fenced daemon committed counters after it lost the epoch")
-	v, _ := cdctest.Metric(t, a.reg, "couponlink_cdc_leader", nil)
-	require.Zero(t, v, "a stopped daemon says it leads")
+	cdctest.WaitFor(t, 10*time.Second, "the fenced daemon says it does not lead", func() bool { return leader() == 0 })
+	require.True(t, a.running(), "a fenced daemon exits instead of waiting as a standby")
+
+	held.Release(ctx)
+	cdctest.WaitFor(t, 30*time.Second, "the standby takes over again", func() bool { return e.checkpoint().Leader == "cdc-a" })
+	w.claim(3)
+	e.assertTruth(true)
+	require.EqualValues(t, 1, leader())
 }

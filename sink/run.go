@@ -2,75 +2,123 @@ package sink
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync/atomic"
 	"time"
+
+	gomysql "github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/couponlink/couponlink/canal"
 )
 
-// Daemon is the cdc: it waits for the leader lock, starts the sink from its
-// checkpoint (bootstrapping when there is none), tails the binlog into it,
-// and starts over from the checkpoint after a failure.
+// Daemon is the cdc: it checks the mapping against the server, waits for
+// the leader lock, starts the sink from its checkpoint (bootstrapping when
+// there is none), and tails the binlog into it.
+//
+// It outlives the database: when MySQL is not reachable yet, restarts, or
+// the lock's connection fails, it gives the lock up, waits (RetryWait,
+// doubling up to MaxRetryWait), takes the lock again — unless a standby
+// took it meanwhile, then it is the standby — and resumes from the
+// checkpoint. A leader fenced by another one (ErrFenced) does the same. Run
+// stops only when ctx ends, or on what a restart cannot fix (see fatal).
 type Daemon struct {
 	Sink   *Sink
 	Tailer canal.Config
 	// Rebuild bootstraps the counters from a fresh snapshot at the first start.
 	Rebuild bool
-	// RetryWait is the pause before starting over after a failure; default 2 s.
-	RetryWait time.Duration
+	// RetryWait is the wait after a failure, doubling with each failure in
+	// a row up to MaxRetryWait; defaults 1 s and 30 s. A run that lasted
+	// MaxRetryWait starts the doubling over.
+	RetryWait, MaxRetryWait time.Duration
 	// OnStart, when set, is called with each position the tailer starts from.
 	OnStart func(canal.Position)
 }
 
-// Run runs until ctx ends. It returns an error only for failures a restart
-// cannot fix: a purged binlog (rebuild needed), a schema change, a fenced leader.
+// Run runs until ctx ends (then it returns nil). It returns an error only
+// for failures a restart cannot fix: a purged binlog or a replay across an
+// ALTER (rebuild needed), a wrong mapping or binlog setting, MySQL refusing
+// couponlink's user; the error says which and what to do.
 func (d *Daemon) Run(ctx context.Context) error {
 	s := d.Sink
 	if d.RetryWait <= 0 {
-		d.RetryWait = 2 * time.Second
+		d.RetryWait = time.Second
 	}
-	leader, err := AcquireLeader(ctx, s.db, s.cfg.Name, s.log)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+	if d.MaxRetryWait <= 0 {
+		d.MaxRetryWait = 30 * time.Second
+	}
+	d.MaxRetryWait = max(d.MaxRetryWait, d.RetryWait)
+	var leader *Leader
+	giveUp := func() {
+		if leader != nil {
+			leader.Release(ctx)
+			leader = nil
 		}
-		return err
+		s.m.leader.Set(0)
 	}
-	defer leader.Release(ctx)
-	defer s.m.leader.Set(0)
-	rebuild := d.Rebuild
+	defer giveUp()
+	rebuild, wait := d.Rebuild, d.RetryWait
 	for {
-		err := d.runOnce(ctx, leader, rebuild)
+		if leader != nil && leader.isLost() {
+			giveUp() // lost while waiting: take it again before the checkpoint
+		}
+		ran, err := d.attempt(ctx, &leader, rebuild)
 		if ctx.Err() != nil {
 			s.log.Info("cdc stopped", "checkpoint", s.Position().String())
 			return nil
 		}
-		switch {
-		case errors.Is(err, canal.ErrBinlogPurged), errors.Is(err, canal.ErrSchemaChanged), errors.Is(err, ErrFenced):
-			return err
-		case errors.Is(err, errLeaderLost):
+		if ran > 0 {
+			rebuild = false // the bootstrap asked for is done
+		}
+		if ran >= d.MaxRetryWait {
+			wait = d.RetryWait
+		}
+		if err := fatal(err); err != nil {
 			return err
 		}
-		s.log.Error("cdc failed; starting over from the checkpoint", "err", err, "wait", d.RetryWait)
-		rebuild = false
+		if leader != nil && (leader.isLost() || errors.Is(err, ErrFenced)) {
+			giveUp()
+		}
+		s.log.Warn("cdc interrupted; starting over from the checkpoint", "err", err, "retry_in", wait,
+			"leader", leader != nil)
 		select {
 		case <-ctx.Done():
+			s.log.Info("cdc stopped", "checkpoint", s.Position().String())
 			return nil
-		case <-time.After(d.RetryWait):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, d.MaxRetryWait)
 	}
 }
 
-var errLeaderLost = errors.New("the leader lock's connection failed; stopping so that a standby can take over")
+// attempt checks the mapping, takes the lock unless *leader holds it, and
+// runs the sink and the tailer until one fails. ran is how long they ran
+// (0: the sink did not start).
+func (d *Daemon) attempt(ctx context.Context, leader **Leader, rebuild bool) (ran time.Duration, err error) {
+	s := d.Sink
+	if err := s.cfg.Mapping.Check(ctx, s.db); err != nil {
+		return 0, &checkError{err}
+	}
+	if *leader == nil {
+		if *leader, err = AcquireLeader(ctx, s.db, s.cfg.Name, s.log); err != nil {
+			return 0, err
+		}
+	}
+	return d.runOnce(ctx, *leader, rebuild)
+}
 
-func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) error {
+func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (time.Duration, error) {
 	s := d.Sink
 	from, err := s.Start(ctx, rebuild)
 	if err != nil {
-		return err
+		return 0, err
 	}
+	started := time.Now()
+	ran := func() time.Duration { return max(time.Since(started), time.Nanosecond) }
 	if d.OnStart != nil {
 		d.OnStart(from)
 	}
@@ -81,7 +129,7 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) erro
 	}
 	t, err := canal.New(cfg)
 	if err != nil {
-		return fmt.Errorf("start binlog tailer: %w", err)
+		return ran(), fmt.Errorf("start binlog tailer: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -102,10 +150,111 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) erro
 	s.log.Info("tailing the binlog", "from", from.String(), "mode", mode, "tables", s.cfg.Mapping.SourceTables())
 	err = t.Run(runCtx, start, s)
 	if lost.Load() {
-		return errLeaderLost
+		return ran(), errLeaderLost
 	}
 	if err == nil && ctx.Err() == nil {
 		err = errors.New("binlog tailer stopped")
 	}
-	return err
+	return ran(), err
+}
+
+var errLeaderLost = errors.New("the leader lock's connection failed; giving the lock up")
+
+// checkError is a failed check of the mapping and the server's binlog
+// settings (canal.Mapping.Check).
+type checkError struct{ err error }
+
+func (e *checkError) Error() string { return e.err.Error() }
+func (e *checkError) Unwrap() error { return e.err }
+
+// fatal returns err, explained, when it is one a restart cannot fix, and
+// nil when waiting and starting over may cure it (the server down or
+// restarting, a lost lock, a deadlock, anything not known to be permanent).
+func fatal(err error) error {
+	var ce *checkError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, canal.ErrBinlogPurged), errors.Is(err, canal.ErrSchemaChanged):
+		return fmt.Errorf("%w\nthe binlog the checkpoint needs cannot be replayed; run `couponlink cdc --rebuild` to recount from a snapshot", err)
+	case anyError(err, isAccessDenied):
+		return fmt.Errorf("MySQL refused couponlink's user: %w\ngrant it the privileges of deploy/mysql/grants.sql (or fix the DSN's user and password), then start the cdc again", err)
+	case anyError(err, isUnknownDatabase):
+		return fmt.Errorf("%w\nthe DSN names a database that does not exist; run `couponlink migrate` (or fix the DSN), then start the cdc again", err)
+	case errors.As(err, &ce) && !anyError(err, isTransient):
+		return fmt.Errorf("the mapping or the server's binlog settings are wrong: %w\nfix them, then start the cdc again", err)
+	}
+	return nil
+}
+
+// anyError reports whether pred holds for err or any error it wraps,
+// through errors.Join trees too.
+func anyError(err error, pred func(error) bool) bool {
+	if err == nil {
+		return false
+	}
+	if pred(err) {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return anyError(u.Unwrap(), pred)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if anyError(e, pred) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// serverCode is the error number of a server error from either driver.
+func serverCode(err error) (uint16, bool) {
+	switch e := err.(type) {
+	case *mysql.MySQLError:
+		return e.Number, true
+	case *gomysql.MyError:
+		return e.Code, true
+	}
+	return 0, false
+}
+
+func isAccessDenied(err error) bool {
+	code, ok := serverCode(err)
+	switch {
+	case !ok:
+		return false
+	case code == 1044, code == 1045, code == 1142, code == 1143, code == 1227, code == 1370, code == 1698:
+		// db, user/password, table, column, privilege, routine, no password
+		return true
+	}
+	return false
+}
+
+func isUnknownDatabase(err error) bool {
+	code, ok := serverCode(err)
+	return ok && code == 1049
+}
+
+// isTransient reports whether err is a connection failing or the server
+// being unavailable for a while.
+func isTransient(err error) bool {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne), errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded):
+		return true
+	}
+	code, ok := serverCode(err)
+	switch {
+	case !ok:
+		return false
+	case code == 1040, code == 1053, code == 1152, code == 1153, code == 1158, code == 1159, code == 1160, code == 1161,
+		code == 1205, code == 1213, code == 1927, code == 4031:
+		// too many connections, shutdown, aborted, packet errors, net errors,
+		// lock wait timeout, deadlock, connection killed, idle disconnect
+		return true
+	}
+	return false
 }

@@ -15,8 +15,6 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // Outbox row statuses.
@@ -32,6 +30,7 @@ const (
 	recordTimeout  = 5 * time.Second // to record results of a round whose ctx ended
 	roundsPerTick  = 10              // Deliver rounds per Run tick while a backlog lasts
 	housekeepEvery = 10              // Run ticks between housekeeping passes
+	maxFailWait    = 30 * time.Second
 	retryWaitMin   = 100 * time.Millisecond
 	retryWaitMax   = time.Second
 )
@@ -50,9 +49,14 @@ type Config struct {
 	Retention   time.Duration // delivered and dropped rows are deleted after this; default 168h
 	PollEvery   time.Duration // how often Run looks for due events; default 1s
 	BatchSize   int           // rows claimed per round; default 100
-	Logger      *slog.Logger
-	Registerer  prometheus.Registerer // default: a new registry
-	Now         func() time.Time      // clock for backoff and due times; default time.Now
+	// Lease is how long claimed rows stay invisible to other dispatchers;
+	// a round renews it every Lease/3 while it sends (lease.go). A
+	// dispatcher that dies mid-round delays its events by at most this.
+	// Default 10s.
+	Lease      time.Duration
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer // default: a new registry
+	Now        func() time.Time      // clock for backoff and due times; default time.Now
 }
 
 // withDefaults fills the zero fields and checks the rest.
@@ -62,7 +66,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	u, err := url.Parse(c.URL)
 	if c.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return c, fmt.Errorf("webhook: Config.URL %q is not an http(s) URL of the receiver", c.URL)
+		shown := "(unparsable)"
+		if err == nil {
+			shown = u.Redacted() // a URL may carry a password
+		}
+		return c, fmt.Errorf("webhook: Config.URL %s is not an http(s) URL of the receiver", shown)
 	}
 	if len(c.Secret) == 0 {
 		return c, errors.New("webhook: Config.Secret is empty; refusing to send unsigned webhooks")
@@ -101,6 +109,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BatchSize <= 0 {
 		c.BatchSize = 100
 	}
+	if c.Lease <= 0 {
+		c.Lease = 10 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -122,7 +133,6 @@ type Dispatcher struct {
 	log    *slog.Logger
 	client *retryablehttp.Client
 	m      *metrics
-	lease  time.Duration
 }
 
 // New returns a Dispatcher for cfg. It refuses a missing database, URL or
@@ -138,7 +148,6 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{cfg: cfg, db: cfg.DB, log: cfg.Logger.With("component", "webhook"), m: m}
 	d.client = d.newClient()
-	d.lease = d.leaseFor()
 	return d, nil
 }
 
@@ -158,7 +167,7 @@ func (d *Dispatcher) newClient() *retryablehttp.Client {
 	c.RetryWaitMin = retryWaitMin
 	c.RetryWaitMax = retryWaitMax
 	// a Retry-After header may ask for longer; a round does not wait for
-	// it (the next round's backoff is the long wait), so the lease holds
+	// it (the next round's backoff is the long wait)
 	c.Backoff = func(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
 		return min(retryablehttp.DefaultBackoff(lo, hi, attempt, resp), hi)
 	}
@@ -168,51 +177,53 @@ func (d *Dispatcher) newClient() *retryablehttp.Client {
 	return c
 }
 
-// leaseFor is how long a claimed row stays invisible to other dispatchers:
-// long enough to send the whole batch, sendParallel at a time, every
-// request with all its retries, plus a margin.
-func (d *Dispatcher) leaseFor() time.Duration {
-	perRequest := d.cfg.Timeout*time.Duration(d.cfg.Retries+1) + retryWaitMax*time.Duration(d.cfg.Retries)
-	waves := (d.cfg.BatchSize + sendParallel - 1) / sendParallel
-	return perRequest*time.Duration(waves) + 5*time.Second
-}
-
 // Run delivers due events every PollEvery, and keeps the outbox bounded
 // and pruned every housekeepEvery ticks, until ctx ends. Errors are logged,
-// never fatal. It returns nil when ctx ends.
+// never fatal: while the database fails (down, restarting) the wait between
+// ticks doubles up to maxFailWait. It returns nil when ctx ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	t := time.NewTicker(d.cfg.PollEvery)
-	defer t.Stop()
+	wait := d.cfg.PollEvery
 	for tick := 0; ; tick++ {
+		var errs []error
 		if tick%housekeepEvery == 0 {
-			if err := d.housekeep(ctx); err != nil && ctx.Err() == nil {
-				d.log.Error("webhook outbox housekeeping failed", "err", err)
+			if err := d.housekeep(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("housekeeping: %w", err))
 			}
 		}
-		d.drain(ctx)
+		errs = append(errs, d.drain(ctx))
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := errors.Join(errs...); err != nil {
+			d.log.Error("webhook dispatcher failed; trying again", "err", err, "retry_in", wait)
+			wait = min(2*wait, max(maxFailWait, d.cfg.PollEvery))
+		} else {
+			wait = d.cfg.PollEvery
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(wait):
 		}
 	}
 }
 
 // drain runs Deliver rounds while they find full batches, up to
 // roundsPerTick, so a backlog goes out faster than one batch per tick.
-func (d *Dispatcher) drain(ctx context.Context) {
+func (d *Dispatcher) drain(ctx context.Context) error {
 	for range roundsPerTick {
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		_, claimed, err := d.deliver(ctx)
-		if err != nil && ctx.Err() == nil {
-			d.log.Error("webhook delivery round failed", "err", err)
+		if err != nil {
+			return fmt.Errorf("delivery round: %w", err)
 		}
-		if err != nil || claimed < d.cfg.BatchSize {
-			return
+		if claimed < d.cfg.BatchSize {
+			return nil
 		}
 	}
+	return nil
 }
 
 // Deliver runs one delivery round: it claims up to BatchSize due events,
@@ -234,24 +245,31 @@ type outboxRow struct {
 }
 
 func (d *Dispatcher) deliver(ctx context.Context) (delivered, claimed int, err error) {
-	rows, err := d.claim(ctx)
+	rows, l, err := d.claim(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
 	if len(rows) == 0 {
 		return 0, 0, nil
 	}
-	sendErrs := d.sendAll(ctx, rows)
+	roundCtx, stopRound := context.WithCancel(ctx)
+	stopRenewing := l.keep(roundCtx, stopRound)
+	sendErrs := d.sendAll(roundCtx, rows)
+	stopRenewing()
+	aborted := roundCtx.Err() != nil // ctx ended, or the lease was lost
+	stopRound()
 	// record even when ctx ended during the sends: a delivered row not
 	// marked would be sent again
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	var errs []error
+	var unsent []any
 	for i, r := range rows {
-		if sendErrs[i] != nil && ctx.Err() != nil {
-			continue // not the receiver's fault: the lease runs out and the row is tried again
+		if sendErrs[i] != nil && aborted {
+			unsent = append(unsent, r.id) // not the receiver's fault: tried again
+			continue
 		}
-		ok, err := d.record(rctx, r, sendErrs[i])
+		ok, err := d.record(rctx, r, sendErrs[i], l.current())
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -260,49 +278,13 @@ func (d *Dispatcher) deliver(ctx context.Context) (delivered, claimed int, err e
 			delivered++
 		}
 	}
-	return delivered, len(rows), errors.Join(errs...)
-}
-
-// claim takes up to BatchSize due rows for this dispatcher: it locks them
-// (skipping rows another dispatcher holds), pushes their next_attempt_at
-// past the lease, and commits, so nobody else takes them while they are
-// being sent.
-func (d *Dispatcher) claim(ctx context.Context) ([]outboxRow, error) {
-	now := d.now()
-	var out []outboxRow
-	err := sqltx.Run(ctx, d.db, nil, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id, event_id, event, body, attempts FROM webhook_outbox
-			WHERE status = ? AND next_attempt_at <= ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
-			statusPending, now, d.cfg.BatchSize)
-		if err != nil {
-			return err
+	if len(unsent) > 0 && ctx.Err() != nil {
+		// stopping: hand the unsent rows on now rather than when the lease ends
+		if err := l.release(rctx, unsent); err != nil {
+			errs = append(errs, err)
 		}
-		for rows.Next() {
-			var r outboxRow
-			if err := rows.Scan(&r.id, &r.eventID, &r.event, &r.body, &r.attempts); err != nil {
-				rows.Close()
-				return fmt.Errorf("read row: %w", err)
-			}
-			out = append(out, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil || len(out) == 0 {
-			return err
-		}
-		ids := make([]any, len(out))
-		for i, r := range out {
-			ids[i] = r.id
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ? WHERE id IN (`+
-			placeholders(len(ids))+`)`, append([]any{now.Add(d.lease)}, ids...)...); err != nil {
-			return fmt.Errorf("lease: %w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim due webhook events: %w", err)
 	}
-	return out, nil
+	return delivered, len(rows), errors.Join(errs...)
 }
 
 // sendAll sends the rows, sendParallel at a time, and returns each one's
@@ -349,8 +331,9 @@ func (d *Dispatcher) send(ctx context.Context, r outboxRow) error {
 
 // record writes the result of one round on its row and counts it. It says
 // whether the row is now delivered. A row no longer pending (dropped by
-// overflow meanwhile) is left alone and not counted.
-func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error) (bool, error) {
+// overflow meanwhile) is left alone and not counted; so is a failure on a
+// row whose lease (token) another dispatcher holds now.
+func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, token time.Time) (bool, error) {
 	now := d.now()
 	if sendErr == nil {
 		n, err := d.update(ctx, `UPDATE webhook_outbox SET status = ?, finished_at = ? WHERE id = ? AND status = ?`,
@@ -369,7 +352,7 @@ func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error) (bo
 	lastErr := truncate(sendErr.Error(), maxLastError)
 	if attempts >= d.cfg.MaxAttempts {
 		n, err := d.update(ctx, `UPDATE webhook_outbox SET status = ?, attempts = ?, last_error = ?, finished_at = ?
-			WHERE id = ? AND status = ?`, statusDropped, attempts, lastErr, now, r.id, statusPending)
+			WHERE id = ? AND status = ? AND next_attempt_at = ?`, statusDropped, attempts, lastErr, now, r.id, statusPending, token)
 		if err != nil || n == 0 {
 			return false, err
 		}
@@ -380,7 +363,7 @@ func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error) (bo
 	}
 	next := now.Add(d.backoff(attempts))
 	n, err := d.update(ctx, `UPDATE webhook_outbox SET attempts = ?, next_attempt_at = ?, last_error = ?
-		WHERE id = ? AND status = ?`, attempts, next, lastErr, r.id, statusPending)
+		WHERE id = ? AND status = ? AND next_attempt_at = ?`, attempts, next, lastErr, r.id, statusPending, token)
 	if err != nil || n == 0 {
 		return false, err
 	}

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,9 +54,6 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer db.Close()
-	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("connect to MySQL: %w", err)
-	}
 	m := canal.DefaultMapping()
 	if *mapping != "" {
 		if m, err = canal.ReadMappingFile(*mapping); err != nil {
@@ -80,23 +79,19 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := scfg.QuotaDefaults.Validate(); err != nil {
 		return fmt.Errorf("default quota policy (-quota-* flags): %w", err)
 	}
+	var hooks *webhook.Dispatcher
 	if *hookURL != "" {
-		hooks, err := webhook.New(webhook.Config{DB: db, URL: *hookURL, Secret: []byte(hookSecret()), MaxAttempts: *hookAttempts,
+		hooks, err = webhook.New(webhook.Config{DB: db, URL: *hookURL, Secret: []byte(hookSecret()), MaxAttempts: *hookAttempts,
 			MaxPending: *hookPending, Logger: log, Registerer: reg})
 		if err != nil {
 			return err
 		}
-		go func() { _ = hooks.Run(ctx) }()
-		log.Info("webhooks on", "url", *hookURL)
 	}
 	if *mapping != "" {
 		scfg.Mapping = m
 	}
 	s, err := sink.New(scfg)
 	if err != nil {
-		return err
-	}
-	if err := m.Check(ctx, db); err != nil {
 		return err
 	}
 	if *metricsAddr != "" {
@@ -106,12 +101,36 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		defer stop()
 	}
-	d := &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: *rebuild}
-	err = d.Run(ctx)
-	if errors.Is(err, canal.ErrBinlogPurged) {
-		return fmt.Errorf("%w\nthe binlog the checkpoint needs is gone; run `couponlink cdc --rebuild` to recount from a snapshot", err)
+	// the daemon waits for MySQL (at start too), checks the mapping and
+	// outlives database restarts; it returns only on ctx or what a restart
+	// cannot fix. The dispatcher stops with it, before db closes.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var hooksErr error
+	if hooks != nil {
+		wg.Go(func() {
+			if hooksErr = hooks.Run(runCtx); hooksErr != nil {
+				hooksErr = fmt.Errorf("webhook dispatcher: %w", hooksErr)
+				cancel()
+			}
+		})
+		log.Info("webhooks on", "url", redactURL(*hookURL))
 	}
-	return err
+	d := &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: *rebuild}
+	err = d.Run(runCtx)
+	cancel()
+	wg.Wait()
+	return errors.Join(err, hooksErr)
+}
+
+// redactURL hides a URL's password, for logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 // quotaDefaultFlags are the rebalancing policy of templates without an

@@ -127,8 +127,13 @@ func (f *flags) parse(args []string) error {
 
 const defaultDSN = "root@tcp(127.0.0.1:3307)/couponlink"
 
+// dsn is the -dsn flag; -h shows its default (the environment's DSN)
+// with the password hidden.
 func (f *flags) dsn() *string {
-	return f.string("dsn", "COUPONLINK_MYSQL_DSN", defaultDSN, "MySQL DSN of couponlink's database, go-sql-driver form")
+	v := f.string("dsn", "COUPONLINK_MYSQL_DSN", defaultDSN, "MySQL DSN of couponlink's database, go-sql-driver form")
+	fl := f.Lookup("dsn")
+	fl.DefValue = mysqlconn.Redact(fl.DefValue)
+	return v
 }
 
 func (f *flags) logLevel() *string {

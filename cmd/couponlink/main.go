@@ -39,6 +39,12 @@ var errUsage = errors.New("usage")
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return runContext(ctx, args, stdout, stderr)
+}
+
+// runContext runs the command named by args[0] until it ends or ctx does,
+// and returns the process's exit code.
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)
 		return 0

@@ -24,7 +24,9 @@ import (
 func Config(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("parse MySQL DSN %s: %w", Redact(dsn), err)
+		// the driver's message may quote a piece of the DSN (a network name,
+		// a database name), which on a malformed DSN can be the password's
+		return nil, fmt.Errorf("parse MySQL DSN %s: %s", Redact(dsn), scrub(err.Error(), dsn))
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
@@ -51,21 +53,64 @@ func Open(dsn string, maxConns int) (*sql.DB, error) {
 }
 
 // Redact returns dsn with its password replaced by "xxxxx", for messages
-// and logs. It works on malformed DSNs too: the user part is everything
-// before the last '@' that precedes the last '/', as the driver reads it.
+// and logs. It errs on the side of hiding too much, and works on malformed
+// DSNs too (see secret).
 func Redact(dsn string) string {
-	head, tail := dsn, ""
-	if i := strings.LastIndex(dsn, "/"); i >= 0 {
-		head, tail = dsn[:i], dsn[i:]
+	from, to, ok := secret(dsn)
+	if !ok {
+		return dsn
 	}
-	at := strings.LastIndex(head, "@")
+	return dsn[:from] + "xxxxx" + dsn[to:]
+}
+
+// secret locates the password of dsn, user:password@net(addr)/db?params,
+// as dsn[from:to]. The password starts after the first ':' when that comes
+// before the first '@' (a user name has neither). It ends at the last '@'
+// that a network name and '(' or a '/' follow — a password may hold '@',
+// '/' and '?' — or, failing that, at the last '@'. With no '@' at all, a
+// ':' before any '(' may still start one (user:pass typed without the
+// address): it is hidden up to the next '(' or '/'.
+func secret(dsn string) (from, to int, ok bool) {
+	colon := strings.IndexByte(dsn, ':')
+	at := strings.IndexByte(dsn, '@')
+	if colon < 0 || (at >= 0 && at < colon) {
+		return 0, 0, false
+	}
+	from = colon + 1
 	if at < 0 {
-		return dsn
+		if p := strings.IndexByte(dsn, '('); p >= 0 && p < colon {
+			return 0, 0, false
+		}
+		to = len(dsn)
+		if i := strings.IndexAny(dsn[from:], "(/"); i >= 0 {
+			to = from + i
+		}
+		return from, to, true
 	}
-	user := head[:at]
-	name, _, hasPass := strings.Cut(user, ":")
-	if !hasPass {
-		return dsn
+	to = strings.LastIndexByte(dsn, '@')
+	for i := to; i > colon; i = strings.LastIndexByte(dsn[:i], '@') {
+		rest := strings.TrimLeft(dsn[i+1:], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+		if strings.HasPrefix(rest, "(") || strings.HasPrefix(rest, "/") {
+			to = i
+			break
+		}
 	}
-	return name + ":xxxxx" + head[at:] + tail
+	return from, to, true
+}
+
+// scrub hides in msg the password of dsn and every piece of it that the
+// driver could quote on its own (the DSN split at its separators).
+func scrub(msg, dsn string) string {
+	from, to, ok := secret(dsn)
+	if !ok || from == to {
+		return msg
+	}
+	pw := dsn[from:to]
+	msg = strings.ReplaceAll(msg, pw, "xxxxx")
+	for _, p := range strings.FieldsFunc(pw, func(r rune) bool { return strings.ContainsRune("/@()?&=:,", r) }) {
+		if len(p) >= 3 {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+	}
+	return msg
 }

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/internal/testenv"
+)
+
+// runUntil runs the binary with env added to the test's environment. A
+// command that ends by itself is waited for; one that runs on (api, cdc,
+// the reconcile daemon) gets SIGTERM once its output matches until. It
+// returns the combined output and whether the process ended by itself.
+func runUntil(t *testing.T, bin string, env []string, args []string, until *regexp.Regexp) (string, bool) {
+	t.Helper()
+	var out testenv.Output
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case <-done:
+			return out.String(), true
+		default:
+		}
+		if until != nil && until.MatchString(out.String()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("couponlink %s: neither ended nor printed %v within 60 s:\n%s", strings.Join(args, " "), until, out.String())
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Errorf("couponlink %s did not stop within 60 s of SIGTERM", strings.Join(args, " "))
+	}
+	return out.String(), false
+}
+
+// No command prints the DSN's password, whatever the DSN: malformed,
+// well-formed to a closed port, with a wrong password, or right (the
+// commands then work). Every command runs as a built binary with the DSN in
+// COUPONLINK_MYSQL_DSN (so -h shows it as the default) and debug logs; its
+// stdout and stderr are searched for the password and for its pieces.
+func TestNoCommandPrintsThePassword(t *testing.T) {
+	_, rootDSN := testenv.MySQL(t)
+	cfg, err := mysql.ParseDSN(rootDSN)
+	require.NoError(t, err)
+	suffix := randomHex(4)
+	head, tail := "Pw"+randomHex(5), "Sx"+randomHex(5)
+	pw := head + "-" + tail
+	user := "cl_redact_" + suffix
+
+	// a user with that password, for the runs that work
+	root, err := openMySQL(rootDSN, 1)
+	require.NoError(t, err)
+	defer root.Close()
+	_, err = root.Exec("CREATE USER '" + user + "'@'%' IDENTIFIED BY '" + pw + "'")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = root.Exec("DROP USER IF EXISTS '" + user + "'@'%'") })
+	_, err = root.Exec("GRANT ALL PRIVILEGES ON *.* TO '" + user + "'@'%'")
+	require.NoError(t, err)
+	good := *cfg
+	good.User, good.Passwd = user, pw
+	wrong := *cfg
+	wrong.User, wrong.Passwd = "root", pw
+
+	closed := testenv.FreeAddr(t)
+
+	dsns := map[string]string{
+		"no closing brace":         user + ":" + pw + "@tcp(" + cfg.Addr,
+		"slash in the password":    user + ":" + pw + "/x@tcp(" + cfg.Addr + ")",
+		"bad parameter":            user + ":" + pw + "@tcp(" + cfg.Addr + ")/" + cfg.DBName + "?parseTime=maybe",
+		"closed port":              user + ":" + pw + "@tcp(" + closed + ")/" + cfg.DBName,
+		"wrong password":           wrong.FormatDSN(),
+		"right password (it runs)": good.FormatDSN(),
+	}
+	bin := testenv.BuildCouponlink(t)
+	// the long-running commands are stopped once they have shown what they do
+	cdcTries := regexp.MustCompile(`(?s)tailing the binlog|cdc interrupted.*cdc interrupted`)
+	commands := []struct {
+		args  []string
+		until *regexp.Regexp
+		works string // what it prints with the right password
+	}{
+		{[]string{"migrate"}, nil, "is at schema version"},
+		{[]string{"api", "-addr", "127.0.0.1:0", "-expire-interval", "0"}, regexp.MustCompile(`api listening`), "api listening"},
+		{[]string{"expire"}, nil, "expired 0 coupon(s)"},
+		{[]string{"cdc", "-metrics-addr", "", "-redis", ""}, cdcTries, "tailing the binlog"},
+		{[]string{"reconcile", "-once", "-redis", "", "-catch-up-wait", "1s"}, nil, "reconcile task"},
+		{[]string{"reconcile", "-metrics-addr", "", "-redis", "", "-catch-up-wait", "1s"}, regexp.MustCompile(`reconcile pass`), "reconcile pass"},
+		{[]string{"reconcile", "-list"}, nil, "open items"},
+		{[]string{"status"}, nil, "checkpoint"},
+		{[]string{"quota", "policy", "show", "-template", "1"}, nil, "template 1"},
+		{[]string{"quota", "policy", "audit", "-template", "1"}, nil, "template 1"},
+	}
+	pieces := []string{pw, head, tail}
+	check := func(what, out string) {
+		t.Helper()
+		for _, p := range pieces {
+			assert.NotContains(t, out, p, "%s printed (a piece of) the password:\n%s", what, out)
+		}
+	}
+	for name, dsn := range dsns {
+		env := []string{"COUPONLINK_MYSQL_DSN=" + dsn, "COUPONLINK_LOG_LEVEL=debug"}
+		for _, c := range commands {
+			what := fmt.Sprintf("couponlink %s with a DSN (%s)", strings.Join(c.args, " "), name)
+			out, ended := runUntil(t, bin, env, c.args, c.until)
+			check(what, out)
+			if c.args[0] == "cdc" && name == "closed port" {
+				assert.False(t, ended, "%s exited instead of waiting for MySQL:\n%s", what, out)
+			}
+			if dsn == good.FormatDSN() {
+				assert.Contains(t, out, c.works, "%s did not work", what)
+			}
+		}
+		for _, c := range commands[:8] {
+			out, _ := runUntil(t, bin, env, append(c.args[:1:1], "-h"), nil)
+			check(fmt.Sprintf("couponlink %s -h with a DSN (%s)", c.args[0], name), out)
+		}
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

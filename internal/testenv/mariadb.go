@@ -1,0 +1,124 @@
+package testenv
+
+import (
+	"context"
+	"database/sql"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// MariaDB is a MariaDB server of the test's own, in a temporary directory,
+// for tests that stop, kill and restart it (never the shared private
+// server the other tests use). Its root has no password.
+type MariaDB struct {
+	t    testing.TB
+	dir  string
+	port string
+	cmd  *exec.Cmd
+	done chan struct{}
+	// ServerDSN is root's DSN on it, without a database.
+	ServerDSN string
+}
+
+// OwnMariaDB initialises a data directory and starts a MariaDB on a free
+// port with the binlog settings of deploy/local/servers.sh; the server is
+// killed when the test ends.
+func OwnMariaDB(t testing.TB) *MariaDB {
+	t.Helper()
+	dir := t.TempDir()
+	install := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+filepath.Join(dir, "data"),
+		"--user="+userName(t), "--auth-root-authentication-method=normal", "--skip-test-db")
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	addr := FreeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	m := &MariaDB{t: t, dir: dir, port: port, ServerDSN: "root@tcp(" + addr + ")/"}
+	t.Cleanup(func() {
+		if m.cmd != nil {
+			m.Stop(syscall.SIGKILL)
+		}
+	})
+	m.Start()
+	return m
+}
+
+// Start starts the server on its data directory and port and waits until it
+// answers.
+func (m *MariaDB) Start() {
+	m.t.Helper()
+	bin := "/usr/sbin/mariadbd"
+	if p, err := exec.LookPath("mariadbd"); err == nil {
+		bin = p
+	}
+	data := filepath.Join(m.dir, "data")
+	cmd := exec.Command(bin, "--no-defaults", "--datadir="+data,
+		"--bind-address=127.0.0.1", "--port="+m.port, "--socket="+filepath.Join(m.dir, "mysqld.sock"),
+		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"), "--log-error="+filepath.Join(m.dir, "mysqld.err"),
+		"--server-id=1", "--log-bin="+filepath.Join(data, "mysql-bin"), "--binlog-format=ROW",
+		"--binlog-row-image=FULL", "--gtid-domain-id=0", "--skip-name-resolve", "--max-connections=200",
+		"--innodb-buffer-pool-size=64M", "--innodb-log-file-size=48M",
+		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin", "--user="+userName(m.t))
+	if err := cmd.Start(); err != nil {
+		m.t.Fatalf("start mariadbd: %v", err)
+	}
+	m.cmd, m.done = cmd, make(chan struct{})
+	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(m.done)
+
+	db, err := sql.Open("mysql", m.ServerDSN)
+	if err != nil {
+		m.t.Fatalf("open %s: %v", m.ServerDSN, err)
+	}
+	defer db.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := db.PingContext(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-m.done:
+			log, _ := os.ReadFile(filepath.Join(m.dir, "mysqld.err"))
+			m.t.Fatalf("mariadbd exited at start:\n%s", log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("mariadbd on port %s did not answer within 60 s: %v", m.port, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+}
+
+func userName(t testing.TB) string {
+	u, err := user.Current()
+	if err != nil {
+		t.Fatalf("current user: %v", err)
+	}
+	return u.Username
+}
+
+// Stop sends sig (SIGTERM: a clean shutdown; SIGKILL: a crash) and waits
+// until the server has exited.
+func (m *MariaDB) Stop(sig syscall.Signal) {
+	m.t.Helper()
+	if m.cmd == nil {
+		return
+	}
+	_ = m.cmd.Process.Signal(sig)
+	select {
+	case <-m.done:
+	case <-time.After(60 * time.Second):
+		_ = m.cmd.Process.Kill()
+		<-m.done
+		m.t.Errorf("mariadbd did not exit within 60 s of %s; killed", sig)
+	}
+	m.cmd = nil
+}

@@ -1,0 +1,169 @@
+package webhook
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
+)
+
+// Leases: a round claims its rows by pushing their next_attempt_at Lease
+// ahead (other dispatchers only take rows that are due), and renews that
+// every Lease/3 while it sends. The value written is the lease's token: a
+// renewal, a release and a failed round's record only touch rows whose
+// next_attempt_at is still this round's token, so a row another dispatcher
+// claimed meanwhile is never moved under it. A round that cannot renew in
+// time stops its sends before the lease runs out, and one that finds a row
+// taken stops at once: no two dispatchers send one event at the same time
+// (as long as their clocks agree to well within Lease/3 and no process
+// stalls longer than that). A dispatcher that dies mid-round holds its rows
+// at most Lease; one that stops (ctx ended) hands its unsent rows back at once.
+
+var errLeaseLost = errors.New("another dispatcher took rows of this round: its lease ran out")
+
+// lease is one round's hold on the rows it claimed.
+type lease struct {
+	d   *Dispatcher
+	ids []any
+
+	mu    sync.Mutex
+	token time.Time // the rows' next_attempt_at while this round holds them
+}
+
+// claim takes up to BatchSize due rows for this dispatcher: it locks them
+// (skipping rows another dispatcher holds), leases them, and commits.
+func (d *Dispatcher) claim(ctx context.Context) ([]outboxRow, *lease, error) {
+	now := d.now()
+	l := &lease{d: d, token: d.leaseEnd(now, time.Time{})}
+	var out []outboxRow
+	err := sqltx.Run(ctx, d.db, nil, func(tx *sql.Tx) error {
+		out, l.ids = nil, nil
+		rows, err := tx.QueryContext(ctx, `SELECT id, event_id, event, body, attempts FROM webhook_outbox
+			WHERE status = ? AND next_attempt_at <= ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
+			statusPending, now, d.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var r outboxRow
+			if err := rows.Scan(&r.id, &r.eventID, &r.event, &r.body, &r.attempts); err != nil {
+				rows.Close()
+				return fmt.Errorf("read row: %w", err)
+			}
+			out = append(out, r)
+			l.ids = append(l.ids, r.id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(out) == 0 {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ? WHERE id IN (`+
+			placeholders(len(l.ids))+`)`, append([]any{l.token}, l.ids...)...); err != nil {
+			return fmt.Errorf("lease: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim due webhook events: %w", err)
+	}
+	return out, l, nil
+}
+
+// leaseEnd is the token of a lease taken or renewed at now: Lease ahead, in
+// the column's microseconds, and always after the previous token, so that
+// every renewal changes every row it still holds.
+func (d *Dispatcher) leaseEnd(now, prev time.Time) time.Time {
+	end := now.Add(d.cfg.Lease).Truncate(time.Microsecond)
+	if !end.After(prev) {
+		end = prev.Add(time.Microsecond)
+	}
+	return end
+}
+
+func (l *lease) current() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.token
+}
+
+// renew pushes the lease Lease ahead. It fails with errLeaseLost when a row
+// is no longer this round's.
+func (l *lease) renew(ctx context.Context) error {
+	old := l.current()
+	next := l.d.leaseEnd(l.d.now(), old)
+	res, err := l.d.db.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ? WHERE next_attempt_at = ? AND id IN (`+
+		placeholders(len(l.ids))+`)`, append([]any{next, old}, l.ids...)...)
+	if err != nil {
+		return fmt.Errorf("renew the lease of %d webhook events: %w", len(l.ids), err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("renew the lease of %d webhook events: %w", len(l.ids), err)
+	}
+	l.mu.Lock()
+	l.token = next // the rows still held carry it now
+	l.mu.Unlock()
+	if n < int64(len(l.ids)) {
+		return errLeaseLost
+	}
+	return nil
+}
+
+// keep renews the lease every Lease/3 until the returned stop is called.
+// When a row was taken, or when the lease would run out before the next
+// renewal could succeed, it calls cancel: the round's sends stop.
+func (l *lease) keep(ctx context.Context, cancel context.CancelFunc) (stop func()) {
+	every := l.d.cfg.Lease / 3
+	quit, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		expires := time.Now().Add(l.d.cfg.Lease)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			started := time.Now()
+			rctx, done := context.WithTimeout(ctx, every)
+			err := l.renew(rctx)
+			done()
+			switch {
+			case err == nil:
+				expires = started.Add(l.d.cfg.Lease)
+				continue
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, errLeaseLost):
+				l.d.log.Warn("webhook round stopped: another dispatcher took some of its events", "events", len(l.ids))
+			case time.Until(expires) > every:
+				l.d.log.Warn("webhook lease not renewed; trying again", "err", err, "expires_in", time.Until(expires).Round(time.Millisecond))
+				continue
+			default:
+				l.d.log.Error("webhook round stopped: its lease could not be renewed before running out", "err", err, "events", len(l.ids))
+			}
+			cancel()
+			return
+		}
+	}()
+	return func() { close(quit); <-finished }
+}
+
+// release makes the given rows of this round due now, for a dispatcher
+// that stops before sending them (ctx ended).
+func (l *lease) release(ctx context.Context, ids []any) error {
+	_, err := l.d.db.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ? WHERE status = ? AND next_attempt_at = ? AND id IN (`+
+		placeholders(len(ids))+`)`, append([]any{l.d.now(), statusPending, l.current()}, ids...)...)
+	if err != nil {
+		return fmt.Errorf("release the lease of %d unsent webhook events: %w", len(ids), err)
+	}
+	return nil
+}
