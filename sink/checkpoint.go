@@ -28,7 +28,7 @@ type Checkpoint struct {
 
 // ErrFenced means another cdc took over the checkpoint (a newer epoch):
 // this one must stop applying at once.
-var ErrFenced = errors.New("another cdc took over the checkpoint (leader epoch changed); this one stops")
+var ErrFenced = errors.New("another cdc took over the checkpoint (leader epoch changed); this one gives up the lead and waits as a standby")
 
 // LoadCheckpoint reads the named checkpoint; found is false when there is none.
 func LoadCheckpoint(ctx context.Context, db *sql.DB, name string) (cp Checkpoint, found bool, err error) {

@@ -149,7 +149,7 @@ type policyField struct {
 func policyFields(v quota.PolicyView) []policyField {
 	e, d, o := v.Effective, v.Defaults, v.Override
 	num := func(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
-	secs := func(s int64) string { return (time.Duration(s) * time.Second).String() }
+	secs := func(s int64) string { return coupon.Seconds(s).String() } // clamped: a row stored before the bounds cannot wrap
 	return []policyField{
 		{"mode", e.Mode, d.Mode, o.Mode != nil},
 		{"low", num(e.Low), num(d.Low), o.Low != nil},
