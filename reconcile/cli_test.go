@@ -17,17 +17,6 @@ import (
 	"github.com/couponlink/couponlink/internal/testenv"
 )
 
-// buildCLI builds the couponlink binary from the module root.
-func buildCLI(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "couponlink")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/couponlink")
-	cmd.Dir = ".."
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
-}
-
 // cli runs `couponlink reconcile args...` and returns its exit code and output.
 func cli(t *testing.T, bin string, args ...string) (int, string, string) {
 	t.Helper()
@@ -56,7 +45,7 @@ func cli(t *testing.T, bin string, args ...string) (int, string, string) {
 // closes it with a record, and -list then shows none.
 func TestCLIOnceExitCodesListResolve(t *testing.T) {
 	t.Parallel()
-	bin := buildCLI(t)
+	bin := testenv.BuildCouponlink(t)
 	e, tpl := driftEnv(t)
 	flags := []string{"-dsn", e.dsn, "-redis", testenv.RedisAddr(t), "-key-prefix", e.keys.Prefix,
 		"-quiet", testQuiet.String(), "-catch-up-wait", testCatchUp.String(), "-abs-threshold", "5", "-log-level", "error"}

@@ -21,22 +21,6 @@ import (
 	"github.com/couponlink/couponlink/sink"
 )
 
-// buildCouponlink builds the couponlink command into dir, from the
-// module's root.
-func buildCouponlink(t *testing.T, dir string) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	require.NoError(t, err)
-	gomod := strings.TrimSpace(string(out))
-	require.NotEmpty(t, gomod, "go env GOMOD: not inside the module")
-	bin := filepath.Join(dir, "couponlink")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/couponlink")
-	cmd.Dir = filepath.Dir(gomod)
-	out, err = cmd.CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/couponlink: %s", out)
-	return bin
-}
-
 // cdcProcess is one run of `couponlink cdc`.
 type cdcProcess struct {
 	cmd  *exec.Cmd
@@ -56,7 +40,7 @@ type cdcRunner struct {
 func newCDCRunner(t *testing.T, e *env, redisAddr string) *cdcRunner {
 	t.Helper()
 	dir := t.TempDir()
-	bin := buildCouponlink(t, dir)
+	bin := testenv.BuildCouponlink(t)
 	f, err := os.Create(filepath.Join(dir, "cdc.stderr"))
 	require.NoError(t, err)
 	r := &cdcRunner{t: t, bin: bin, stderr: f, args: []string{"cdc", "-dsn", e.dsn, "-redis", redisAddr,

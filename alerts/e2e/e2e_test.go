@@ -270,11 +270,7 @@ func TestAlertsFireAndResolveWithRealPrometheus(t *testing.T) {
 	tmp := t.TempDir()
 	ctx := context.Background()
 
-	bin := filepath.Join(tmp, "couponlink")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/couponlink")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/couponlink:\n%s", out)
+	bin := testenv.BuildCouponlink(t)
 
 	// the database first: its cleanup (DROP DATABASE) runs after the processes stopped
 	db, dsn := testenv.MySQL(t)
