@@ -1,13 +1,11 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -70,38 +68,11 @@ func moduleRoot(t *testing.T) string {
 	}
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
-// syncBuffer is a process's combined output, read on failure.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a child process, stopped by its PID (SIGTERM, then SIGKILL).
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testenv.Output
 	done chan struct{}
 	err  error
 }
@@ -114,7 +85,7 @@ type logs struct {
 
 func (l *logs) start(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &testenv.Output{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	require.NoError(t, p.cmd.Start(), "start %s", name)
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
@@ -295,7 +266,7 @@ func TestAlertsFireAndResolveWithRealPrometheus(t *testing.T) {
 		}
 	})
 
-	cdcAddr, recAddr, promAddr := freePort(t), freePort(t), freePort(t)
+	cdcAddr, recAddr, promAddr := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	startCDC := func() *proc {
 		return l.start(t, "couponlink cdc", bin, "cdc", "-dsn", dsn, "-redis", redisAddr, "-key-prefix", prefix,
 			"-metrics-addr", cdcAddr, "-redemption-grace", "2s")
