@@ -111,142 +111,183 @@ type apiResult struct {
 
 func (a apiResult) ceiling() float64 { return (a.ceilBefore.rate() + a.ceilAfter.rate()) / 2 }
 
+// runAPI measures phase 4: the INSERT ceiling before and after, claims
+// in raw SQL and through the API (one hot bucket, then 40), redemptions.
 func runAPI(ctx context.Context, cfg config, e *env, log *slog.Logger) (apiResult, error) {
 	var res apiResult
 	log.Info("phase 4: API throughput (couponlink api binary) and the INSERT ceiling", "clients", cfg.clients, "duration", cfg.apiDuration)
-	ceil, err := openMySQL(strings.Replace(e.dsn, "/couponlink", "/"+benchSchema, 1), cfg.clients)
+	a, err := startAPIBench(ctx, cfg, e, log)
+	defer a.close()
 	if err != nil {
 		return res, err
 	}
-	defer ceil.Close()
-	var seq atomic.Int64
-	apiPID := 0
-	measured := func(run func() loadResult) loadResult {
-		if ctx.Err() != nil {
-			return loadResult{}
-		}
-		st0, _ := e.serverStatus(ctx)
-		db0, api0, me0 := e.mariadbCPU(), procCPU(apiPID), cpuTime()
-		r := run()
-		st1, _ := e.serverStatus(ctx)
-		db1, api1, me1 := e.mariadbCPU(), procCPU(apiPID), cpuTime()
-		if r.All > 0 {
-			per := func(d time.Duration) string { return us(d / time.Duration(r.All)) }
-			r.Cost = fmt.Sprintf("per op: statements %s; CPU MariaDB %s", perOp(st0, st1, r.All), per(db1-db0))
-			if apiPID != 0 {
-				r.Cost += ", api process " + per(api1-api0)
-			}
-			r.Cost += ", load generator " + per(me1-me0)
-		}
-		return r
+	hotTpl, bucketTpl, pool, err := a.fixtures(ctx)
+	if err != nil {
+		return res, err
 	}
-	ceiling := func(tag string) loadResult {
-		r := measured(func() loadResult {
-			return closedLoop(ctx, cfg.clients, cfg.apiDuration, func(ctx context.Context, _, _ int) error {
-				n := strconv.FormatInt(seq.Add(1), 10)
-				_, err := ceil.ExecContext(ctx, `INSERT INTO insert_ceiling (template_id, user_id, channel, status, claimed_at, expires_at, request_id)
-				VALUES (1, ?, 'c00', 1, NOW(6), NOW(6) + INTERVAL 90 DAY, ?)`, "u"+n, "r"+n)
-				return err
-			})
-		})
-		log.Info("INSERT ceiling", "when", tag, "tx_per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors)
-		return r
+	res.poolSize = len(pool)
+	res.ceilBefore = a.ceiling(ctx, "before")
+	res.rawHot = a.claims(ctx, hotTpl, "rawhot", 1, true)
+	res.hot = a.claims(ctx, hotTpl, "hot", 1, false)
+	res.rawBuckets = a.claims(ctx, bucketTpl, "raw40", 40, true)
+	res.buckets = a.claims(ctx, bucketTpl, "b40", 40, false)
+	res.redeem = a.redemptions(ctx, pool)
+	res.ceilAfter = a.ceiling(ctx, "after")
+	if err := a.api.exited(); err != nil {
+		return res, fmt.Errorf("couponlink api %w", err)
 	}
+	return res, ctx.Err()
+}
 
+// apiBench is what the runs of phase 4 share: the running `couponlink
+// api`, the HTTP client of its load, and the pools of the two loads that
+// bypass it (the INSERT ceiling in benchSchema, the raw claim transaction).
+type apiBench struct {
+	cfg    config
+	e      *env
+	log    *slog.Logger
+	api    *child
+	base   string // http://127.0.0.1:<port>
+	client *http.Client
+	ceilDB *sql.DB
+	rawDB  *sql.DB
+	seq    atomic.Int64 // rows of the INSERT ceiling
+}
+
+// startAPIBench opens the pools and starts `couponlink api` (expiry sweep
+// off), waiting until it answers; close undoes what was done, also after an
+// error.
+func startAPIBench(ctx context.Context, cfg config, e *env, log *slog.Logger) (*apiBench, error) {
+	a := &apiBench{cfg: cfg, e: e, log: log}
+	var err error
+	if a.ceilDB, err = openMySQL(strings.Replace(e.dsn, "/couponlink", "/"+benchSchema, 1), cfg.clients); err != nil {
+		return a, err
+	}
+	if a.rawDB, err = openMySQL(e.dsn, cfg.clients); err != nil {
+		return a, err
+	}
 	port, err := freePort()
 	if err != nil {
-		return res, err
+		return a, err
 	}
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	c, err := e.startChild("api", "api", "-dsn", e.appDSN, "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-expire-interval", "0", "-log-level", "warn")
-	if err != nil {
-		return res, err
+	a.base = fmt.Sprintf("http://127.0.0.1:%d", port)
+	if a.api, err = e.startChild("api", "api", "-dsn", e.appDSN, "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-expire-interval", "0", "-log-level", "warn"); err != nil {
+		return a, err
 	}
-	defer c.stop()
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+	a.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        2 * cfg.clients,
 		MaxIdleConnsPerHost: 2 * cfg.clients,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}}
-	defer client.CloseIdleConnections()
-	if err := waitHealthy(ctx, client, base, c); err != nil {
-		return res, err
-	}
-	hotTpl, err := createTemplate(ctx, client, base, "bench api hot", 1)
-	if err != nil {
-		return res, err
-	}
-	bucketTpl, err := createTemplate(ctx, client, base, "bench api 40 buckets", 40)
-	if err != nil {
-		return res, err
-	}
-	pool, err := couponPool(ctx, e, bucketTpl, cfg.redeemPool)
-	if err != nil {
-		return res, err
-	}
-	res.poolSize = len(pool)
+	return a, waitHealthy(ctx, a.client, a.base, a.api)
+}
 
-	apiPID = c.pid()
-	res.ceilBefore = ceiling("before")
-	claim := func(tpl int64, tag string, buckets int) loadResult {
-		r := measured(func() loadResult {
-			return closedLoop(ctx, cfg.clients, cfg.apiDuration, func(ctx context.Context, cl, i int) error {
-				id := fmt.Sprintf("%s-%d-%d", tag, cl, i)
-				ch := "hot"
-				if buckets > 1 {
-					ch = channel(cl*7 + i)
-				}
-				body := fmt.Sprintf(`{"template_id":%d,"user_id":%q,"channel":%q,"request_id":%q}`, tpl, id, ch, id)
-				return post(ctx, client, base+"/v1/claims", body, http.StatusCreated)
-			})
-		})
-		log.Info("API claims", "buckets", buckets, "claims_per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "first_error", r.FirstErr)
-		return r
+func (a *apiBench) close() {
+	if a.client != nil {
+		a.client.CloseIdleConnections()
 	}
-	raw, err := openMySQL(e.dsn, cfg.clients)
-	if err != nil {
-		return res, err
+	if a.api != nil {
+		a.api.stop()
 	}
-	defer raw.Close()
-	rawClaims := func(tpl int64, tag string, buckets int) loadResult {
-		r := measured(func() loadResult {
-			return closedLoop(ctx, cfg.clients, cfg.apiDuration, func(ctx context.Context, cl, i int) error {
-				ch := "hot"
-				if buckets > 1 {
-					ch = channel(cl*7 + i)
-				}
-				return rawClaim(ctx, raw, tpl, fmt.Sprintf("%s-%d-%d", tag, cl, i), ch)
-			})
-		})
-		log.Info("raw SQL claim transactions", "buckets", buckets, "tx_per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "first_error", r.FirstErr)
-		return r
+	for _, db := range []*sql.DB{a.rawDB, a.ceilDB} {
+		if db != nil {
+			db.Close()
+		}
 	}
-	res.rawHot = rawClaims(hotTpl, "rawhot", 1)
-	res.hot = claim(hotTpl, "hot", 1)
-	res.rawBuckets = rawClaims(bucketTpl, "raw40", 40)
-	res.buckets = claim(bucketTpl, "b40", 40)
+}
+
+// fixtures creates, through the API, the hot template (one channel) and
+// the one of 40 channels, and the redemption pool in the latter.
+func (a *apiBench) fixtures(ctx context.Context) (hotTpl, bucketTpl int64, pool []int64, err error) {
+	if hotTpl, err = createTemplate(ctx, a.client, a.base, "bench api hot", 1); err != nil {
+		return 0, 0, nil, err
+	}
+	if bucketTpl, err = createTemplate(ctx, a.client, a.base, "bench api 40 buckets", 40); err != nil {
+		return 0, 0, nil, err
+	}
+	if pool, err = couponPool(ctx, a.e, bucketTpl, a.cfg.redeemPool); err != nil {
+		return 0, 0, nil, err
+	}
+	return hotTpl, bucketTpl, pool, nil
+}
+
+// load runs op in a closed loop of -clients for -api-duration and adds
+// its cost per operation: the server's statement counters and the CPU of
+// MariaDB, of the api process and of this process (the load generator).
+func (a *apiBench) load(ctx context.Context, op func(ctx context.Context, client, i int) error) loadResult {
+	if ctx.Err() != nil {
+		return loadResult{}
+	}
+	pid := a.api.pid()
+	st0, _ := a.e.serverStatus(ctx)
+	db0, api0, me0 := a.e.mariadbCPU(), procCPU(pid), cpuTime()
+	r := closedLoop(ctx, a.cfg.clients, a.cfg.apiDuration, op)
+	st1, _ := a.e.serverStatus(ctx)
+	db1, api1, me1 := a.e.mariadbCPU(), procCPU(pid), cpuTime()
+	if r.All > 0 {
+		per := func(d time.Duration) string { return us(d / time.Duration(r.All)) }
+		r.Cost = fmt.Sprintf("per op: statements %s; CPU MariaDB %s, api process %s, load generator %s",
+			perOp(st0, st1, r.All), per(db1-db0), per(api1-api0), per(me1-me0))
+	}
+	return r
+}
+
+// ceiling runs bare single-row autocommit INSERTs into a copy of
+// user_coupon.
+func (a *apiBench) ceiling(ctx context.Context, tag string) loadResult {
+	r := a.load(ctx, func(ctx context.Context, _, _ int) error {
+		n := strconv.FormatInt(a.seq.Add(1), 10)
+		_, err := a.ceilDB.ExecContext(ctx, `INSERT INTO insert_ceiling (template_id, user_id, channel, status, claimed_at, expires_at, request_id)
+				VALUES (1, ?, 'c00', 1, NOW(6), NOW(6) + INTERVAL 90 DAY, ?)`, "u"+n, "r"+n)
+		return err
+	})
+	a.log.Info("INSERT ceiling", "when", tag, "tx_per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors)
+	return r
+}
+
+// claims claims coupons of tpl, on its "hot" channel when buckets is 1,
+// else over the 40 channels: through POST /v1/claims, or (raw) as the
+// claim's own transaction in raw SQL.
+func (a *apiBench) claims(ctx context.Context, tpl int64, tag string, buckets int, raw bool) loadResult {
+	send := func(ctx context.Context, id, ch string) error {
+		body := fmt.Sprintf(`{"template_id":%d,"user_id":%q,"channel":%q,"request_id":%q}`, tpl, id, ch, id)
+		return post(ctx, a.client, a.base+"/v1/claims", body, http.StatusCreated)
+	}
+	msg, rateKey := "API claims", "claims_per_s"
+	if raw {
+		send = func(ctx context.Context, id, ch string) error { return rawClaim(ctx, a.rawDB, tpl, id, ch) }
+		msg, rateKey = "raw SQL claim transactions", "tx_per_s"
+	}
+	r := a.load(ctx, func(ctx context.Context, cl, i int) error {
+		ch := "hot"
+		if buckets > 1 {
+			ch = channel(cl*7 + i)
+		}
+		return send(ctx, fmt.Sprintf("%s-%d-%d", tag, cl, i), ch)
+	})
+	a.log.Info(msg, "buckets", buckets, rateKey, int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "first_error", r.FirstErr)
+	return r
+}
+
+// redemptions redeems the pool's coupons, each once, through POST
+// /v1/redemptions; a client stops when the pool runs out.
+func (a *apiBench) redemptions(ctx context.Context, pool []int64) loadResult {
 	var next atomic.Int64
-	res.redeem = measured(func() loadResult {
-		return closedLoop(ctx, cfg.clients, cfg.apiDuration, func(ctx context.Context, _, _ int) error {
-			k := int(next.Add(1)) - 1
-			if k >= len(pool) {
-				return errPoolEmpty
-			}
-			body := fmt.Sprintf(`{"user_coupon_id":%d,"order_id":"o-%d"}`, pool[k], pool[k])
-			return post(ctx, client, base+"/v1/redemptions", body, http.StatusCreated)
-		})
+	r := a.load(ctx, func(ctx context.Context, _, _ int) error {
+		k := int(next.Add(1)) - 1
+		if k >= len(pool) {
+			return errPoolEmpty
+		}
+		body := fmt.Sprintf(`{"user_coupon_id":%d,"order_id":"o-%d"}`, pool[k], pool[k])
+		return post(ctx, a.client, a.base+"/v1/redemptions", body, http.StatusCreated)
 	})
 	if next.Load() >= int64(len(pool)) {
-		log.Warn("the redemption pool ran out before the end of the run; raise -redeem-pool", "pool", len(pool))
+		a.log.Warn("the redemption pool ran out before the end of the run; raise -redeem-pool", "pool", len(pool))
 	}
-	log.Info("API redemptions", "per_s", int(res.redeem.rate()), "p50", res.redeem.Lat.P50, "p99", res.redeem.Lat.P99, "errors", res.redeem.Errors, "first_error", res.redeem.FirstErr)
-	res.ceilAfter = ceiling("after")
-	if err := c.exited(); err != nil {
-		return res, fmt.Errorf("couponlink api %w", err)
-	}
-	return res, ctx.Err()
+	a.log.Info("API redemptions", "per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "first_error", r.FirstErr)
+	return r
 }
 
 // rawClaim runs the statements of coupon.Store.Claim's transaction
@@ -360,17 +401,10 @@ func createTemplate(ctx context.Context, client *http.Client, base, name string,
 // the redemption run, and returns their ids.
 func couponPool(ctx context.Context, e *env, tpl int64, n int) ([]int64, error) {
 	const per = 1000
-	var sb strings.Builder
-	sb.WriteString("INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at) VALUES ")
-	for k := range per {
-		if k > 0 {
-			sb.WriteString(", ")
-		}
-		fmt.Fprintf(&sb, "(%d, 'p%d', '%s', 1, NOW(6), NOW(6) + INTERVAL 90 DAY)", tpl, k, channel(k))
-	}
+	insert := insertCoupons(tpl, "p", per)
 	ids := make([]int64, 0, n)
 	for len(ids) < n {
-		res, err := e.db.ExecContext(ctx, sb.String())
+		res, err := e.db.ExecContext(ctx, insert)
 		if err != nil {
 			return nil, fmt.Errorf("create the redemption pool: %w", err)
 		}

@@ -41,27 +41,15 @@ func (p backlogPart) rate() float64 { return float64(p.rows) / p.took.Seconds() 
 func writeSingle(ctx context.Context, e *env, n int, log *slog.Logger) (backlogPart, error) {
 	const workers = 32
 	return writeParallel(ctx, e, workers, n, 1, log, func(ctx context.Context, db *sql.DB, w int, next func() (int, bool)) error {
-		var fifo []int64
-		for j := 0; ; j++ {
-			i, ok := next()
-			if !ok {
-				return nil
+		return mixWrites(next, func(i int) (int64, error) {
+			res, err := db.ExecContext(ctx, insertOne, e.backlogTpl, fmt.Sprintf("b%d", i), channel(i))
+			if err != nil {
+				return 0, err
 			}
-			if j%5 < 3 {
-				res, err := db.ExecContext(ctx, insertOne, e.backlogTpl, fmt.Sprintf("b%d", i), channel(i))
-				if err != nil {
-					return err
-				}
-				id, _ := res.LastInsertId()
-				fifo = append(fifo, id)
-				continue
-			}
-			id := fifo[0]
-			fifo = fifo[1:]
-			if err := execRows(ctx, db, 1, expireOne, id); err != nil {
-				return err
-			}
-		}
+			return res.LastInsertId()
+		}, func(id int64) error {
+			return execRows(ctx, db, 1, expireOne, id)
+		})
 	})
 }
 
@@ -69,39 +57,61 @@ func writeSingle(ctx context.Context, e *env, n int, log *slog.Logger) (backlogP
 // multi-row INSERT, or one UPDATE of per coupons the writer inserted.
 func writeBatched(ctx context.Context, e *env, n, per int, log *slog.Logger) (backlogPart, error) {
 	const workers = 8
+	insertMany := insertCoupons(e.backlogTpl, "bb", per)
+	return writeParallel(ctx, e, workers, n/per, per, log, func(ctx context.Context, db *sql.DB, w int, next func() (int, bool)) error {
+		return mixWrites(next, func(int) (int64, error) {
+			res, err := db.ExecContext(ctx, insertMany)
+			if err != nil {
+				return 0, err
+			}
+			// InnoDB gives one multi-row INSERT consecutive ids
+			// (innodb_autoinc_lock_mode 0 or 1); the UPDATE checks it.
+			return res.LastInsertId()
+		}, func(first int64) error {
+			return execRows(ctx, db, int64(per), expireMany, first, first+int64(per)-1)
+		})
+	})
+}
+
+// mixWrites is one writer's share of the backlog: for each transaction
+// number next hands out, 3 in 5 insert (returning the id, or the first id
+// of a multi-row INSERT) and the others expire what the oldest insert not
+// yet expired wrote.
+func mixWrites(next func() (int, bool), insert func(i int) (int64, error), expire func(id int64) error) error {
+	var fifo []int64
+	for j := 0; ; j++ {
+		i, ok := next()
+		if !ok {
+			return nil
+		}
+		if j%5 < 3 {
+			id, err := insert(i)
+			if err != nil {
+				return err
+			}
+			fifo = append(fifo, id)
+			continue
+		}
+		id := fifo[0]
+		fifo = fifo[1:]
+		if err := expire(id); err != nil {
+			return err
+		}
+	}
+}
+
+// insertCoupons is one INSERT of n AVAILABLE coupons of tpl, users
+// <user>0.. over the channels c00..c39.
+func insertCoupons(tpl int64, user string, n int) string {
 	var sb strings.Builder
 	sb.WriteString("INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at) VALUES ")
-	for k := range per {
+	for k := range n {
 		if k > 0 {
 			sb.WriteString(", ")
 		}
-		fmt.Fprintf(&sb, "(%d, 'bb%d', '%s', 1, NOW(6), NOW(6) + INTERVAL 90 DAY)", e.backlogTpl, k, channel(k))
+		fmt.Fprintf(&sb, "(%d, '%s%d', '%s', 1, NOW(6), NOW(6) + INTERVAL 90 DAY)", tpl, user, k, channel(k))
 	}
-	insertMany := sb.String()
-	return writeParallel(ctx, e, workers, n/per, per, log, func(ctx context.Context, db *sql.DB, w int, next func() (int, bool)) error {
-		var fifo []int64
-		for j := 0; ; j++ {
-			if _, ok := next(); !ok {
-				return nil
-			}
-			if j%5 < 3 {
-				res, err := db.ExecContext(ctx, insertMany)
-				if err != nil {
-					return err
-				}
-				// InnoDB gives one multi-row INSERT consecutive ids
-				// (innodb_autoinc_lock_mode 0 or 1); the UPDATE checks it.
-				first, _ := res.LastInsertId()
-				fifo = append(fifo, first)
-				continue
-			}
-			first := fifo[0]
-			fifo = fifo[1:]
-			if err := execRows(ctx, db, int64(per), expireMany, first, first+int64(per)-1); err != nil {
-				return err
-			}
-		}
-	})
+	return sb.String()
 }
 
 func execRows(ctx context.Context, db *sql.DB, want int64, q string, args ...any) error {

@@ -282,30 +282,42 @@ func (h levelFloor) WithGroup(n string) slog.Handler {
 	return levelFloor{h.Handler.WithGroup(n), h.min}
 }
 
-// child is a couponlink process the bench started.
+// child is a process the bench started: couponlink, or the peer.
 type child struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-	log  string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+	log     string
+	started time.Time // just before its start
 }
 
 // startChild runs the couponlink binary with args; its output goes to a
 // log file in the temporary directory. It dies with the bench (Pdeathsig).
 func (e *env) startChild(name string, args ...string) (*child, error) {
-	logPath := filepath.Join(e.dir, name+".log")
+	c, err := startProcess(e.bin, "", filepath.Join(e.dir, name+".log"), args...)
+	if err != nil {
+		return nil, fmt.Errorf("start couponlink %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// startProcess runs bin with args in dir (empty: this process's), in a
+// process group of its own, its output to logPath; it dies with the bench
+// (Pdeathsig).
+func startProcess(bin, dir, logPath string, args ...string) (*child, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(e.bin, args...)
-	cmd.Env, cmd.Stdout, cmd.Stderr = cleanEnv(), f, f
+	cmd := exec.Command(bin, args...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, cleanEnv(), f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("start couponlink %s: %w", name, err)
+		return nil, err
 	}
-	c := &child{cmd: cmd, done: make(chan struct{}), log: logPath}
+	c := &child{cmd: cmd, done: make(chan struct{}), log: logPath, started: started}
 	go func() {
 		c.err = cmd.Wait()
 		f.Close()

@@ -143,33 +143,15 @@ func runLag(ctx context.Context, cfg config, e *env, rate int, log *slog.Logger)
 	if err != nil {
 		return res, err
 	}
-	type seen struct{ counter, redis time.Time }
-	var mu sync.Mutex
-	pipeSeen := map[int64]seen{}
-	noopSeen := map[int64]time.Time{}
-
-	h := &meteredSink{target: now, onBatch: func(b *canal.Batch, counterAt, redisAt time.Time) {
-		mu.Lock()
-		defer mu.Unlock()
-		for i := range b.Transitions {
-			if t := &b.Transitions[i]; t.From == coupon.None && t.Template == e.lagTpl {
-				pipeSeen[t.Coupon] = seen{counterAt, redisAt}
-			}
-		}
-	}}
+	seen := &lagSeen{pipe: map[int64]pipeSeen{}, noop: map[int64]time.Time{}}
+	h := &meteredSink{target: now, onBatch: seen.batch(e.lagTpl)}
 	p, err := startPipeline(ctx, cfg, e, canal.Position{}, h, log)
 	if err != nil {
 		return res, err
 	}
 	defer p.stop()
 	res.startPos = p.from.String()
-	nr := &noopReader{stamp: func(ids []int64, at time.Time) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, id := range ids {
-			noopSeen[id] = at
-		}
-	}}
+	nr := &noopReader{stamp: seen.stamp}
 	stopNoop, err := startNoop(e, nr, modeStart(now, "file"), log)
 	if err != nil {
 		return res, err
@@ -179,59 +161,115 @@ func runLag(ctx context.Context, cfg config, e *env, rate int, log *slog.Logger)
 		return res, fmt.Errorf("pipeline catching up to %s: %w", now, err)
 	}
 
-	h.takeApplies()
-	h.sql.take()
-	cpu0, db0 := cpuTime(), e.mariadbCPU()
-	res.load = pacedClaims(ctx, e, e.lagTpl, rate, cfg.lagDuration, cfg.writers, fmt.Sprintf("lag%d.%d", rate, time.Now().UnixMilli()))
-	res.benchCores = (cpuTime() - cpu0).Seconds() / res.load.took.Seconds()
-	res.dbCores = (e.mariadbCPU() - db0).Seconds() / res.load.took.Seconds()
+	res.claim(ctx, cfg, e, h)
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
 	if res.load.errors > 0 {
 		log.Warn("claims failed", "errors", res.load.errors, "first", res.load.firstErr)
 	}
-	// Drain: wait until both followers have shown every commit.
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		mu.Lock()
-		all := true
-		for _, c := range res.load.commits {
-			if _, ok := pipeSeen[c.id]; !ok {
-				all = false
-				break
-			}
-			if _, ok := noopSeen[c.id]; !ok {
-				all = false
-				break
-			}
-		}
-		mu.Unlock()
-		if all {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	applies := h.takeApplies()
-	res.sqlTimes = h.sql.take()
+	seen.drain(res.load.commits, 15*time.Second)
+	res.batchStats(h)
 	if err := p.stop(); err != nil {
 		return res, fmt.Errorf("pipeline: %w", err)
 	}
+	stopNoop()
+	if nr.runErr != nil && len(seen.noop) == 0 {
+		return res, fmt.Errorf("no-op canal: %w", nr.runErr)
+	}
+	seen.lags(&res)
+	log.Info("lag", "target_rate", rate, "achieved_rate", int(res.load.rate()), "samples", res.counter.N, "missing", res.missing,
+		"counter_p50", res.counter.P50, "counter_p99", res.counter.P99, "redis_p99", res.redis.P99, "noop_p99", res.noop.P99,
+		"batches", res.batches, "apply_p50", res.apply.P50, "apply_p99", res.apply.P99, "bench_cores", fmt.Sprintf("%.2f", res.benchCores),
+		"mariadb_cores", fmt.Sprintf("%.2f", res.dbCores))
+	return res, nil
+}
+
+// claim runs the paced claims, with the pipeline's batch and SQL times
+// and the CPU of this process and of MariaDB counted from its start.
+func (res *lagResult) claim(ctx context.Context, cfg config, e *env, h *meteredSink) {
+	h.takeApplies()
+	h.sql.take()
+	cpu0, db0 := cpuTime(), e.mariadbCPU()
+	res.load = pacedClaims(ctx, e, e.lagTpl, res.target, cfg.lagDuration, cfg.writers, fmt.Sprintf("lag%d.%d", res.target, time.Now().UnixMilli()))
+	res.benchCores = (cpuTime() - cpu0).Seconds() / res.load.took.Seconds()
+	res.dbCores = (e.mariadbCPU() - db0).Seconds() / res.load.took.Seconds()
+}
+
+// batchStats takes the pipeline's batches and SQL times since claim.
+func (res *lagResult) batchStats(h *meteredSink) {
+	applies := h.takeApplies()
+	res.sqlTimes = h.sql.take()
 	res.batches = len(applies.total)
 	res.apply, res.applyMySQL, res.applyRedis = summarize(applies.total), summarize(applies.mysql), summarize(applies.redis)
 	if res.batches > 0 {
 		res.rowsPerBatch = float64(applies.rows) / float64(res.batches)
 	}
-	stopNoop()
-	if nr.runErr != nil && len(noopSeen) == 0 {
-		return res, fmt.Errorf("no-op canal: %w", nr.runErr)
-	}
+}
 
+// lagSeen is when each claimed coupon showed: in the pipeline's committed
+// counters and written Redis keys, and at the no-op reader.
+type lagSeen struct {
+	mu   sync.Mutex
+	pipe map[int64]pipeSeen
+	noop map[int64]time.Time
+}
+
+type pipeSeen struct{ counter, redis time.Time }
+
+// batch is the meteredSink's onBatch: it notes the new coupons of tpl.
+func (s *lagSeen) batch(tpl int64) func(b *canal.Batch, counterAt, redisAt time.Time) {
+	return func(b *canal.Batch, counterAt, redisAt time.Time) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i := range b.Transitions {
+			if t := &b.Transitions[i]; t.From == coupon.None && t.Template == tpl {
+				s.pipe[t.Coupon] = pipeSeen{counterAt, redisAt}
+			}
+		}
+	}
+}
+
+// stamp is the no-op reader's.
+func (s *lagSeen) stamp(ids []int64, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		s.noop[id] = at
+	}
+}
+
+// drain waits, for at most limit, until both followers have shown every
+// commit.
+func (s *lagSeen) drain(commits []commit, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) && !s.showedAll(commits) {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *lagSeen) showedAll(commits []commit) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range commits {
+		if _, ok := s.pipe[c.id]; !ok {
+			return false
+		}
+		if _, ok := s.noop[c.id]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// lags sets res's three lags over the commits after the warm-up, and the
+// commits either follower never showed.
+func (s *lagSeen) lags(res *lagResult) {
 	var cl, rl, nl []time.Duration
 	from := res.load.start.Add(res.warm)
 	for _, c := range res.load.commits {
-		ps, ok1 := pipeSeen[c.id]
-		ns, ok2 := noopSeen[c.id]
+		ps, ok1 := s.pipe[c.id]
+		ns, ok2 := s.noop[c.id]
 		if !ok1 || !ok2 {
 			res.missing++
 			continue
@@ -244,9 +282,4 @@ func runLag(ctx context.Context, cfg config, e *env, rate int, log *slog.Logger)
 		nl = append(nl, ns.Sub(c.at))
 	}
 	res.counter, res.redis, res.noop = summarize(cl), summarize(rl), summarize(nl)
-	log.Info("lag", "target_rate", rate, "achieved_rate", int(res.load.rate()), "samples", res.counter.N, "missing", res.missing,
-		"counter_p50", res.counter.P50, "counter_p99", res.counter.P99, "redis_p99", res.redis.P99, "noop_p99", res.noop.P99,
-		"batches", res.batches, "apply_p50", res.apply.P50, "apply_p99", res.apply.P99, "bench_cores", fmt.Sprintf("%.2f", res.benchCores),
-		"mariadb_cores", fmt.Sprintf("%.2f", res.dbCores))
-	return res, nil
 }

@@ -126,17 +126,49 @@ type config struct {
 func main() { os.Exit(run()) }
 
 func run() int {
-	var cfg config
-	var modes, rates, level, recRows string
+	cfg, lists := defineFlags()
+	flag.Parse()
+	log, err := newLogger(lists.level)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	slog.SetDefault(log)
+	if err := cfg.finish(*lists); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := bench(ctx, *cfg, log); err != nil {
+		if ctx.Err() != nil {
+			log.Error("interrupted; servers stopped")
+			return 130
+		}
+		log.Error("benchmark failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// listFlags are the flags read as text, parsed once the presets are in.
+type listFlags struct {
+	modes, rates, level, recRows string
+}
+
+// defineFlags binds every flag to the config and listFlags it returns.
+func defineFlags() (*config, *listFlags) {
+	cfg, l := &config{}, &listFlags{}
 	flag.StringVar(&cfg.repo, "repo", ".", "repository root (holds deploy/local/servers.sh and cmd/couponlink)")
 	flag.StringVar(&cfg.out, "out", "bench/results", "directory of the results (<timestamp>.md, .json, the CPU profile)")
 	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "CPU profile of the cdc catch-up (default <out>/<timestamp>-cdc-catchup.pprof)")
 	flag.IntVar(&cfg.backlogSingle, "backlog-single", 500_000, "row changes of the backlog written in 1-row transactions")
 	flag.IntVar(&cfg.backlogBatched, "backlog-batched", 500_000, "row changes of the backlog written in -tx-rows-row transactions")
 	flag.IntVar(&cfg.txRows, "tx-rows", 100, "rows per transaction of the batched part of the backlog")
-	flag.StringVar(&modes, "modes", "file,gtid", "start modes of the catch-up runs: file (file/offset), gtid, or both")
+	flag.StringVar(&l.modes, "modes", "file,gtid", "start modes of the catch-up runs: file (file/offset), gtid, or both")
 	flag.IntVar(&cfg.reps, "reps", 3, "repetitions of each catch-up pair (no-op reader, pipeline); the table shows medians")
-	flag.StringVar(&rates, "lag-rates", "1000,5000", "claim rates (commits/s) of the steady-state lag runs")
+	flag.StringVar(&l.rates, "lag-rates", "1000,5000", "claim rates (commits/s) of the steady-state lag runs")
 	flag.DurationVar(&cfg.lagDuration, "lag-duration", 10*time.Second, "length of each steady-state lag run")
 	flag.IntVar(&cfg.writers, "writers", 64, "writer goroutines (and MySQL connections) of the paced claim load")
 	flag.DurationVar(&cfg.steadyDuration, "steady-duration", 10*time.Second, "steady state at 1,000 claims/s of the couponlink cdc binary (memory row)")
@@ -147,76 +179,67 @@ func run() int {
 	flag.DurationVar(&cfg.batchWait, "cdc-batch-wait", -1, "the cdc's -batch-wait (negative: couponlink's default)")
 	flag.StringVar(&cfg.dsnParams, "dsn-params", "", "extra go-sql-driver DSN parameters for couponlink's own connections (api, cdc, sink, claim store), e.g. \"writeTimeout=5s\"; couponlink itself always interpolates parameters")
 	flag.BoolVar(&cfg.keepServers, "keep-servers", false, "leave the private servers running at the end (debugging)")
-	flag.StringVar(&recRows, "reconcile-rows", "1000000,10000000", "user coupon counts of the reconcile passes (multiples of 1,000; ascending, each seeded on top of the last)")
+	flag.StringVar(&l.recRows, "reconcile-rows", "1000000,10000000", "user coupon counts of the reconcile passes (multiples of 1,000; ascending, each seeded on top of the last)")
 	flag.BoolVar(&cfg.quick, "quick", false, "short run (~1 minute): 50k+50k backlog, 3 s runs, reconcile over 100k and 1M")
 	flag.StringVar(&cfg.peerTransfer, "peer-transfer", "", "a go-mysql-transfer binary (wj596/go-mysql-transfer, built by you, never part of this repository): adds the outside peer's catch-up row")
 	flag.BoolVar(&cfg.smoke, "smoke", false, "every row at tiny sizes (≤ 30 s; part of make test): fails on any error or failed check")
-	flag.StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
-	flag.Parse()
+	flag.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn, error")
+	return cfg, l
+}
 
+func newLogger(level string) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		fmt.Fprintf(os.Stderr, "-log-level %q: %v\n", level, err)
-		return 2
+		return nil, fmt.Errorf("-log-level %q: %v", level, err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-	slog.SetDefault(log)
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), nil
+}
 
-	if cfg.quick {
-		cfg.backlogSingle, cfg.backlogBatched = 50_000, 50_000
-		cfg.lagDuration, cfg.steadyDuration, cfg.apiDuration = 3*time.Second, 3*time.Second, 3*time.Second
-		cfg.redeemPool, cfg.reps = 30_000, 1
-		recRows = "100000,1000000"
+// finish applies -quick or -smoke over the flags, parses the lists,
+// checks the sizes and sets the run's stamp and paths.
+func (c *config) finish(l listFlags) error {
+	if c.quick {
+		c.backlogSingle, c.backlogBatched = 50_000, 50_000
+		c.lagDuration, c.steadyDuration, c.apiDuration = 3*time.Second, 3*time.Second, 3*time.Second
+		c.redeemPool, c.reps = 30_000, 1
+		l.recRows = "100000,1000000"
 	}
-	if cfg.smoke {
-		cfg.backlogSingle, cfg.backlogBatched, cfg.txRows = 2_000, 2_000, 100
-		modes, rates, cfg.reps = "file,gtid", "1000", 1
-		cfg.lagDuration, cfg.steadyDuration, cfg.apiDuration = time.Second, time.Second, time.Second
-		cfg.redeemPool, cfg.writers, cfg.clients = 5_000, 16, 32
-		recRows = "10000,50000"
+	if c.smoke {
+		c.backlogSingle, c.backlogBatched, c.txRows = 2_000, 2_000, 100
+		l.modes, l.rates, c.reps = "file,gtid", "1000", 1
+		c.lagDuration, c.steadyDuration, c.apiDuration = time.Second, time.Second, time.Second
+		c.redeemPool, c.writers, c.clients = 5_000, 16, 32
+		l.recRows = "10000,50000"
 	}
 	var err error
-	if cfg.modes, err = parseModes(modes); err == nil {
-		cfg.lagRates, err = parseInts(rates)
+	if c.modes, err = parseModes(l.modes); err != nil {
+		return err
 	}
-	if err == nil {
-		cfg.recRows, err = parseRows(recRows)
+	if c.lagRates, err = parseInts(l.rates); err != nil {
+		return err
 	}
-	if err == nil && (cfg.backlogSingle <= 0 || cfg.backlogBatched <= 0 || cfg.txRows <= 0 || cfg.reps <= 0 || cfg.clients <= 0 || cfg.writers <= 0) {
-		err = errors.New("sizes, -clients and -writers must be positive")
+	if c.recRows, err = parseRows(l.recRows); err != nil {
+		return err
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
+	if c.backlogSingle <= 0 || c.backlogBatched <= 0 || c.txRows <= 0 || c.reps <= 0 || c.clients <= 0 || c.writers <= 0 {
+		return errors.New("sizes, -clients and -writers must be positive")
 	}
-	cfg.stamp = time.Now().Format("20060102-150405")
-	if cfg.repo, err = filepath.Abs(cfg.repo); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
+	c.stamp = time.Now().Format("20060102-150405")
+	if c.repo, err = filepath.Abs(c.repo); err != nil {
+		return err
 	}
 	outSet := false
 	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
-	if cfg.smoke && !outSet {
-		cfg.out = filepath.Join(os.TempDir(), "couponlink-bench-smoke") // not bench/results: make test runs it every time
+	if c.smoke && !outSet {
+		c.out = filepath.Join(os.TempDir(), "couponlink-bench-smoke") // not bench/results: make test runs it every time
 	}
-	if !filepath.IsAbs(cfg.out) {
-		cfg.out = filepath.Join(cfg.repo, cfg.out)
+	if !filepath.IsAbs(c.out) {
+		c.out = filepath.Join(c.repo, c.out)
 	}
-	if cfg.cpuprofile == "" {
-		cfg.cpuprofile = filepath.Join(cfg.out, cfg.stamp+"-cdc-catchup.pprof")
+	if c.cpuprofile == "" {
+		c.cpuprofile = filepath.Join(c.out, c.stamp+"-cdc-catchup.pprof")
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := bench(ctx, cfg, log); err != nil {
-		if ctx.Err() != nil {
-			log.Error("interrupted; servers stopped")
-			return 130
-		}
-		log.Error("benchmark failed", "err", err)
-		return 1
-	}
-	return 0
+	return nil
 }
 
 // bench runs every phase on private servers and writes the report.
@@ -314,16 +337,25 @@ func (c config) cdcSettings() string {
 	return "cdc batching at couponlink's defaults (-batch-rows, -batch-wait unset)"
 }
 
+// listFields splits a comma-separated flag value: fields trimmed, empty
+// ones dropped.
+func listFields(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func parseModes(s string) ([]string, error) {
 	var out []string
-	for m := range strings.SplitSeq(s, ",") {
-		switch m = strings.TrimSpace(m); m {
-		case "file", "gtid":
-			out = append(out, m)
-		case "":
-		default:
+	for _, m := range listFields(s) {
+		if m != "file" && m != "gtid" {
 			return nil, fmt.Errorf("-modes: unknown start mode %q (want file, gtid)", m)
 		}
+		out = append(out, m)
 	}
 	if len(out) == 0 {
 		return nil, errors.New("-modes: name at least one start mode (file, gtid)")
@@ -334,10 +366,7 @@ func parseModes(s string) ([]string, error) {
 // parseRows reads -reconcile-rows: positive multiples of 1,000, sorted.
 func parseRows(s string) ([]int64, error) {
 	var out []int64
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
+	for _, f := range listFields(s) {
 		n, err := strconv.ParseInt(f, 10, 64)
 		if err != nil || n <= 0 || n%1000 != 0 {
 			return nil, fmt.Errorf("-reconcile-rows: %q is not a positive multiple of 1,000", f)
@@ -355,10 +384,7 @@ func parseRows(s string) ([]int64, error) {
 
 func parseInts(s string) ([]int, error) {
 	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
+	for _, f := range listFields(s) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("-lag-rates: %q is not a positive rate", f)

@@ -31,6 +31,9 @@ func (m memResult) rate() float64 { return float64(m.rows) / m.took.Seconds() }
 // streamRate leaves the process start-up out.
 func (m memResult) streamRate() float64 { return float64(m.rows) / (m.took - m.startup).Seconds() }
 
+// runMemory runs phase 2: the binary's catch-up from the start of the
+// backlog, beside a no-op reader over the same range, then its memory in
+// steady state.
 func runMemory(ctx context.Context, cfg config, e *env, cu *catchupResult, log *slog.Logger) (memResult, error) {
 	var res memResult
 	log.Info("phase 2: couponlink cdc binary: catch-up over the whole backlog, then steady state (memory)")
@@ -60,50 +63,12 @@ func runMemory(ctx context.Context, cfg config, e *env, cu *catchupResult, log *
 		return res, err
 	}
 	defer c.stop()
-	if err := waitCheckpoint(ctx, e, c, target, 15*time.Minute); err != nil {
+	if err := res.catchUp(ctx, e, c, t0, target, events0); err != nil {
 		return res, err
-	}
-	res.took = time.Since(t0)
-	if res.rssAfter, res.hwmAfter, err = procMem(c.pid()); err != nil {
-		return res, err
-	}
-	events1, _, err := readCheckpoint(ctx, e)
-	if err != nil {
-		return res, err
-	}
-	res.rows = events1 - events0
-	res.mode = "gtid"
-	line := grepLine(c.log, "tailing the binlog")
-	if strings.Contains(line, "file/offset") {
-		res.mode = "file"
-	}
-	if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "time=") {
-		if at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time=")); err == nil && at.After(t0) {
-			res.startup = at.Sub(t0)
-		}
 	}
 	log.Info("couponlink cdc caught up", "noop_rows_per_s", int(res.noop.rate), "rows", res.rows, "took", res.took.Round(time.Millisecond), "rows_per_s", int(res.rate()), "startup", res.startup.Round(time.Millisecond),
 		"start_mode", res.mode, "vmrss_mib", res.rssAfter>>20, "vmhwm_mib", res.hwmAfter>>20)
-
-	stopSample := every(250*time.Millisecond, func() {
-		if rss, _, err := procMem(c.pid()); err == nil {
-			res.rssSteadyMax = max(res.rssSteadyMax, rss)
-			res.rssSteadyLast = rss
-		}
-	})
-	res.steady = pacedClaims(ctx, e, e.lagTpl, 1000, cfg.steadyDuration, cfg.writers, "steady")
-	stopSample()
-	if ctx.Err() != nil {
-		return res, ctx.Err()
-	}
-	end, err := canal.CurrentPosition(ctx, e.db)
-	if err != nil {
-		return res, err
-	}
-	if err := waitCheckpoint(ctx, e, c, end, time.Minute); err != nil {
-		return res, err
-	}
-	if _, res.hwmEnd, err = procMem(c.pid()); err != nil {
+	if err := res.steadyState(ctx, cfg, e, c); err != nil {
 		return res, err
 	}
 	log.Info("couponlink cdc steady state", "claims_per_s", int(res.steady.rate()), "vmrss_max_mib", res.rssSteadyMax>>20,
@@ -113,6 +78,62 @@ func runMemory(ctx context.Context, cfg config, e *env, cu *catchupResult, log *
 		log.Warn("couponlink cdc did not exit cleanly on SIGTERM", "state", err.String(), "log", tail(c.log, 5))
 	}
 	return res, nil
+}
+
+// catchUp waits until the binary started at t0 has checkpointed target,
+// and notes the time, its memory then, the rows it applied (since events0)
+// and, from its log, its start mode and start-up time.
+func (m *memResult) catchUp(ctx context.Context, e *env, c *child, t0 time.Time, target canal.Position, events0 int64) error {
+	if err := waitCheckpoint(ctx, e, c, target, 15*time.Minute); err != nil {
+		return err
+	}
+	m.took = time.Since(t0)
+	var err error
+	if m.rssAfter, m.hwmAfter, err = procMem(c.pid()); err != nil {
+		return err
+	}
+	events1, _, err := readCheckpoint(ctx, e)
+	if err != nil {
+		return err
+	}
+	m.rows = events1 - events0
+	m.mode = "gtid"
+	line := grepLine(c.log, "tailing the binlog")
+	if strings.Contains(line, "file/offset") {
+		m.mode = "file"
+	}
+	if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "time=") {
+		if at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time=")); err == nil && at.After(t0) {
+			m.startup = at.Sub(t0)
+		}
+	}
+	return nil
+}
+
+// steadyState runs claims at 1,000/s for -steady-duration, sampling the
+// binary's VmRSS every 250 ms, then waits until it has checkpointed them
+// and notes its VmHWM.
+func (m *memResult) steadyState(ctx context.Context, cfg config, e *env, c *child) error {
+	stopSample := every(250*time.Millisecond, func() {
+		if rss, _, err := procMem(c.pid()); err == nil {
+			m.rssSteadyMax = max(m.rssSteadyMax, rss)
+			m.rssSteadyLast = rss
+		}
+	})
+	m.steady = pacedClaims(ctx, e, e.lagTpl, 1000, cfg.steadyDuration, cfg.writers, "steady")
+	stopSample()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	end, err := canal.CurrentPosition(ctx, e.db)
+	if err != nil {
+		return err
+	}
+	if err := waitCheckpoint(ctx, e, c, end, time.Minute); err != nil {
+		return err
+	}
+	_, m.hwmEnd, err = procMem(c.pid())
+	return err
 }
 
 func readCheckpoint(ctx context.Context, e *env) (events int64, pos canal.Position, err error) {

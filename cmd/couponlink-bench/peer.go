@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -48,42 +47,89 @@ type peerResult struct {
 func (p peerResult) rate() float64       { return float64(p.rows) / p.took.Seconds() }
 func (p peerResult) streamRate() float64 { return float64(p.rows) / p.stream.Seconds() }
 
+// runPeer runs go-mysql-transfer over the whole backlog, from the start of
+// the 1-row part to a marker row, beside a no-op reader over that range.
 func runPeer(ctx context.Context, cfg config, e *env, cu *catchupResult, log *slog.Logger) (*peerResult, error) {
 	log.Info("peer: go-mysql-transfer over the whole backlog", "binary", cfg.peerTransfer)
 	res := &peerResult{from: modeStart(cu.single.from, "file"), bulk: 100, procs: 4}
+	marker, err := res.setRange(ctx, e, log)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(e.dir, "transfer-")
+	if err != nil {
+		return nil, err
+	}
+	confPath, err := res.writeConfig(e, dir)
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: e.redisAddr, DB: peerRedisDB})
+	defer rdb.Close()
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		return nil, err
+	}
+	// seed its position
+	pos := exec.CommandContext(ctx, cfg.peerTransfer, "-config", confPath, "-position", res.from.File, strconv.FormatUint(uint64(res.from.Pos), 10))
+	pos.Dir, pos.Env = dir, cleanEnv()
+	if out, err := pos.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go-mysql-transfer -position: %v: %s", err, out)
+	}
+
+	c, err := startProcess(cfg.peerTransfer, dir, filepath.Join(dir, "transfer.log"), "-config", confPath)
+	if err != nil {
+		return nil, fmt.Errorf("start go-mysql-transfer: %w", err)
+	}
+	defer c.stop()
+	first, err := res.waitMarker(ctx, c, rdb, peerPrefix+strconv.FormatInt(marker, 10))
+	if err != nil {
+		return nil, err
+	}
+	end := time.Now()
+	res.took, res.stream = end.Sub(c.started), end.Sub(first)
+	res.cpu = procCPU(c.pid())
+	res.keys, _ = rdb.DBSize(ctx).Result()
+	log.Info("go-mysql-transfer reached the marker", "rows", res.rows, "took", res.took.Round(time.Millisecond),
+		"rows_per_s", int(res.rate()), "stream_rows_per_s", int(res.streamRate()), "noop_rows_per_s", int(res.noop.rate), "keys", res.keys)
+	return res, nil
+}
+
+// setRange grants the peer's MySQL user, ends the range with the marker
+// row (the last user_coupon row of the range; its id is returned), counts
+// the keys the peer should write, and times the no-op reader over the
+// range: the ceiling.
+func (res *peerResult) setRange(ctx context.Context, e *env, log *slog.Logger) (marker int64, err error) {
 	for _, q := range []string{
 		"CREATE USER IF NOT EXISTS '" + peerUser + "'@'127.0.0.1' IDENTIFIED BY '" + peerPassword + "'",
 		"GRANT SELECT, RELOAD, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO '" + peerUser + "'@'127.0.0.1'",
 	} {
 		if _, err := e.db.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("%s: %w", q, err)
+			return 0, fmt.Errorf("%s: %w", q, err)
 		}
 	}
-	// the marker: the last user_coupon row of the range
 	r, err := e.db.ExecContext(ctx, `INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at)
 		VALUES (?, 'bench-peer-marker', 'c00', 1, NOW(6), NOW(6) + INTERVAL 90 DAY)`, e.backlogTpl)
 	if err != nil {
-		return nil, fmt.Errorf("insert the marker row: %w", err)
+		return 0, fmt.Errorf("insert the marker row: %w", err)
 	}
-	marker, err := r.LastInsertId()
-	if err != nil {
-		return nil, err
+	if marker, err = r.LastInsertId(); err != nil {
+		return 0, err
 	}
 	if res.to, err = canal.CurrentPosition(ctx, e.db); err != nil {
-		return nil, err
+		return 0, err
 	}
 	if err := e.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM user_coupon`).Scan(&res.wantKeys); err != nil {
 		res.wantKeys = 0
 	}
 	if res.noop, err = timeNoop(ctx, e, res.from, res.to, log); err != nil {
-		return nil, fmt.Errorf("no-op reader over the whole backlog: %w", err)
+		return 0, fmt.Errorf("no-op reader over the whole backlog: %w", err)
 	}
 	res.rows = res.noop.rows
+	return marker, nil
+}
 
-	dir, err := os.MkdirTemp(e.dir, "transfer-")
-	if err != nil {
-		return nil, err
-	}
+// writeConfig writes the peer's app.yml into dir and returns its path.
+func (res *peerResult) writeConfig(e *env, dir string) (string, error) {
 	conf := fmt.Sprintf(`addr: 127.0.0.1:%d
 user: %s
 pass: %s
@@ -109,47 +155,13 @@ rule:
     redis_key_prefix: "%s"
 `, e.mysqlPort, peerUser, peerPassword, filepath.Join(dir, "data"), res.procs, res.bulk, e.redisAddr, peerRedisDB, peerPrefix)
 	confPath := filepath.Join(dir, "app.yml")
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		return nil, err
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: e.redisAddr, DB: peerRedisDB})
-	defer rdb.Close()
-	if err := rdb.FlushDB(ctx).Err(); err != nil {
-		return nil, err
-	}
-	// seed its position
-	pos := exec.CommandContext(ctx, cfg.peerTransfer, "-config", confPath, "-position", res.from.File, strconv.FormatUint(uint64(res.from.Pos), 10))
-	pos.Dir, pos.Env = dir, cleanEnv()
-	if out, err := pos.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go-mysql-transfer -position: %v: %s", err, out)
-	}
+	return confPath, os.WriteFile(confPath, []byte(conf), 0o600)
+}
 
-	logPath := filepath.Join(dir, "transfer.log")
-	lf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer lf.Close()
-	cmd := exec.Command(cfg.peerTransfer, "-config", confPath)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, cleanEnv(), lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start go-mysql-transfer: %w", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}()
-	markerKey := peerPrefix + strconv.FormatInt(marker, 10)
-	var first time.Time
+// waitMarker polls Redis every 10 ms until the marker's key appears (for
+// at most 10 minutes), noting when the first key appeared and the peer's
+// highest VmRSS.
+func (res *peerResult) waitMarker(ctx context.Context, c *child, rdb *redis.Client, markerKey string) (first time.Time, err error) {
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		if first.IsZero() {
@@ -158,29 +170,22 @@ rule:
 			}
 		}
 		if n, err := rdb.Exists(ctx, markerKey).Result(); err == nil && n == 1 {
-			break
+			return first, nil
 		}
-		if rss, _, err := procMem(cmd.Process.Pid); err == nil && rss > res.maxRSS {
+		if rss, _, err := procMem(c.pid()); err == nil && rss > res.maxRSS {
 			res.maxRSS = rss
 		}
 		select {
-		case <-done:
-			return nil, fmt.Errorf("go-mysql-transfer exited before the marker; its log ends with:\n%s", tail(logPath, 15))
+		case <-c.done:
+			return first, fmt.Errorf("go-mysql-transfer exited before the marker; its log ends with:\n%s", tail(c.log, 15))
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return first, ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("go-mysql-transfer did not reach the marker in 10 minutes; its log ends with:\n%s", tail(logPath, 15))
+			return first, fmt.Errorf("go-mysql-transfer did not reach the marker in 10 minutes; its log ends with:\n%s", tail(c.log, 15))
 		}
 	}
-	end := time.Now()
-	res.took, res.stream = end.Sub(t0), end.Sub(first)
-	res.cpu = procCPU(cmd.Process.Pid)
-	res.keys, _ = rdb.DBSize(ctx).Result()
-	log.Info("go-mysql-transfer reached the marker", "rows", res.rows, "took", res.took.Round(time.Millisecond),
-		"rows_per_s", int(res.rate()), "stream_rows_per_s", int(res.streamRate()), "noop_rows_per_s", int(res.noop.rate), "keys", res.keys)
-	return res, nil
 }
 
 func (r *Report) peer(cfg config, p *peerResult) {

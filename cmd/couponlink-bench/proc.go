@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -80,7 +81,13 @@ var statusCounters = []string{"Com_stmt_prepare", "Com_stmt_execute", "Com_stmt_
 
 // serverStatus reads the statusCounters.
 func (e *env) serverStatus(ctx context.Context) (map[string]int64, error) {
-	rows, err := e.db.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('"+strings.Join(statusCounters, "','")+"')")
+	return globalStatus(ctx, e.db, "WHERE Variable_name IN ('"+strings.Join(statusCounters, "','")+"')")
+}
+
+// globalStatus reads the server's status variables that filter selects
+// (SHOW GLOBAL STATUS <filter>).
+func globalStatus(ctx context.Context, db *sql.DB, filter string) (map[string]int64, error) {
+	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS "+filter)
 	if err != nil {
 		return nil, fmt.Errorf("show global status: %w", err)
 	}

@@ -70,87 +70,133 @@ func (s recStep) median() recPass {
 	return ps[len(ps)/2]
 }
 
+// runReconcile runs row 6: for each size, ascending, seed up to it,
+// bootstrap a cdc over it and time the passes.
 func runReconcile(ctx context.Context, cfg config, e *env, log *slog.Logger) ([]recStep, error) {
 	log.Info("phase 5: reconcile passes", "rows", cfg.recRows, "schema", recSchema)
-	dsn := fmt.Sprintf("root@tcp(127.0.0.1:%d)/%s", e.mysqlPort, recSchema)
-	if _, err := migrations.Up(dsn); err != nil {
-		return nil, fmt.Errorf("migrate %s: %w", recSchema, err)
-	}
-	db, err := openMySQL(dsn, 8)
+	rb, err := openRecBench(ctx, cfg, e, log)
+	defer rb.close()
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: e.redisAddr, DB: recRedisDB})
-	defer rdb.Close()
-	if err := rdb.FlushDB(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("flush Redis DB %d: %w", recRedisDB, err)
-	}
-	maxRows := slices.Max(cfg.recRows)
-	perBucketQuota := maxRows/(recTemplates*recChannels) + 1000
-	if err := recTemplatesCreate(ctx, db, perBucketQuota); err != nil {
-		return nil, err
-	}
-	quiet := quietLogger(log)
 	var steps []recStep
-	var seedTotal time.Duration
 	var have int64
+	var seeded time.Duration
 	for _, n := range cfg.recRows {
-		st := recStep{rows: n}
-		t0 := time.Now()
-		if err := recSeed(ctx, db, have, n, log); err != nil {
-			return steps, err
-		}
-		have = n
-		st.seedAdd = time.Since(t0)
-		seedTotal += st.seedAdd
-		st.seedTotal = seedTotal
-		log.Info("seeded", "rows", n, "took", st.seedAdd.Round(time.Millisecond), "total", seedTotal.Round(time.Millisecond))
-
-		stop, took, err := recStartCDC(ctx, dsn, db, rdb, n, quiet)
-		if err != nil {
-			return steps, fmt.Errorf("cdc bootstrap over %d coupons: %w", n, err)
-		}
-		st.bootstrap = took
-		log.Info("cdc bootstrapped", "rows", n, "took", took.Round(time.Millisecond))
-		err = func() error {
-			defer stop()
-			tcfg, err := canal.ConfigFromDSN(dsn)
-			if err != nil {
-				return err
-			}
-			tcfg.Logger = quiet
-			r, err := reconcile.New(reconcile.Config{DB: db, Checkpoint: recCPName, Binlog: tcfg, Redis: rdb,
-				Logger: quiet, Registerer: prometheus.NewRegistry(), QuietWindow: 200 * time.Millisecond})
-			if err != nil {
-				return err
-			}
-			for i := range cfg.reps {
-				p, err := recTimePass(ctx, e.db, r)
-				if err != nil {
-					return fmt.Errorf("pass %d over %d coupons: %w", i+1, n, err)
-				}
-				log.Info("reconcile pass", "rows", n, "took", p.took.Round(time.Millisecond), "snapshot", p.snapshot.Round(time.Millisecond),
-					"catch_up", p.catchUp.Round(time.Millisecond), "replay", p.replay.Round(time.Millisecond), "read_next", p.readNext, "status", p.status)
-				if p.status != "clean" || p.coupons != n {
-					return fmt.Errorf("pass %d over %d coupons: status %s, %d differences, %d coupons counted (want clean, %d)",
-						i+1, n, p.status, p.diffs, p.coupons, n)
-				}
-				st.passes = append(st.passes, p)
-			}
-			// with the cdc still running: it must have caught up with its own releases
-			if st.verify, err = recCheck(ctx, db, rdb); err != nil {
-				return fmt.Errorf("verify %s after the passes: %w", recSchema, err)
-			}
-			return nil
-		}()
+		st, err := rb.step(ctx, have, n, seeded)
 		if err != nil {
 			return steps, err
 		}
-		log.Info("after the reconcile passes", "rows", n, "check", st.verify)
+		have, seeded = n, st.seedTotal
 		steps = append(steps, st)
 	}
 	return steps, nil
+}
+
+// recBench is row 6's own database (recSchema) and Redis DB (recRedisDB).
+type recBench struct {
+	cfg        config
+	e          *env
+	dsn        string
+	db         *sql.DB
+	rdb        *redis.Client
+	log, quiet *slog.Logger
+}
+
+// openRecBench migrates recSchema, empties the Redis DB and creates the
+// templates, with room for the largest size; close undoes what was done,
+// also after an error.
+func openRecBench(ctx context.Context, cfg config, e *env, log *slog.Logger) (*recBench, error) {
+	rb := &recBench{cfg: cfg, e: e, dsn: fmt.Sprintf("root@tcp(127.0.0.1:%d)/%s", e.mysqlPort, recSchema), log: log, quiet: quietLogger(log)}
+	if _, err := migrations.Up(rb.dsn); err != nil {
+		return rb, fmt.Errorf("migrate %s: %w", recSchema, err)
+	}
+	var err error
+	if rb.db, err = openMySQL(rb.dsn, 8); err != nil {
+		return rb, err
+	}
+	rb.rdb = redis.NewClient(&redis.Options{Addr: e.redisAddr, DB: recRedisDB})
+	if err := rb.rdb.FlushDB(ctx).Err(); err != nil {
+		return rb, fmt.Errorf("flush Redis DB %d: %w", recRedisDB, err)
+	}
+	perBucketQuota := slices.Max(cfg.recRows)/(recTemplates*recChannels) + 1000
+	return rb, recTemplatesCreate(ctx, rb.db, perBucketQuota)
+}
+
+func (rb *recBench) close() {
+	if rb.rdb != nil {
+		rb.rdb.Close()
+	}
+	if rb.db != nil {
+		rb.db.Close()
+	}
+}
+
+// tailer is the binlog configuration of the cdc and of the reconciler.
+func (rb *recBench) tailer() (canal.Config, error) {
+	tcfg, err := canal.ConfigFromDSN(rb.dsn)
+	tcfg.Logger = rb.quiet
+	return tcfg, err
+}
+
+// step seeds the coupons from have up to n (seeding having taken seeded
+// so far), bootstraps an in-process cdc over them, times the passes and,
+// with the cdc still running, checks the store.
+func (rb *recBench) step(ctx context.Context, have, n int64, seeded time.Duration) (recStep, error) {
+	st := recStep{rows: n}
+	t0 := time.Now()
+	if err := recSeed(ctx, rb.db, have, n, rb.log); err != nil {
+		return st, err
+	}
+	st.seedAdd = time.Since(t0)
+	st.seedTotal = seeded + st.seedAdd
+	rb.log.Info("seeded", "rows", n, "took", st.seedAdd.Round(time.Millisecond), "total", st.seedTotal.Round(time.Millisecond))
+
+	stop, took, err := rb.startCDC(ctx, n)
+	if err != nil {
+		return st, fmt.Errorf("cdc bootstrap over %d coupons: %w", n, err)
+	}
+	defer stop()
+	st.bootstrap = took
+	rb.log.Info("cdc bootstrapped", "rows", n, "took", took.Round(time.Millisecond))
+	if st.passes, err = rb.passes(ctx, n); err != nil {
+		return st, err
+	}
+	// with the cdc still running: it must have caught up with its own releases
+	if st.verify, err = recCheck(ctx, rb.db, rb.rdb); err != nil {
+		return st, fmt.Errorf("verify %s after the passes: %w", recSchema, err)
+	}
+	rb.log.Info("after the reconcile passes", "rows", n, "check", st.verify)
+	return st, nil
+}
+
+// passes times -reps reconcile passes over n coupons; each must be clean
+// and count all n.
+func (rb *recBench) passes(ctx context.Context, n int64) ([]recPass, error) {
+	tcfg, err := rb.tailer()
+	if err != nil {
+		return nil, err
+	}
+	r, err := reconcile.New(reconcile.Config{DB: rb.db, Checkpoint: recCPName, Binlog: tcfg, Redis: rb.rdb,
+		Logger: rb.quiet, Registerer: prometheus.NewRegistry(), QuietWindow: 200 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	var out []recPass
+	for i := range rb.cfg.reps {
+		p, err := recTimePass(ctx, rb.e.db, r)
+		if err != nil {
+			return out, fmt.Errorf("pass %d over %d coupons: %w", i+1, n, err)
+		}
+		rb.log.Info("reconcile pass", "rows", n, "took", p.took.Round(time.Millisecond), "snapshot", p.snapshot.Round(time.Millisecond),
+			"catch_up", p.catchUp.Round(time.Millisecond), "replay", p.replay.Round(time.Millisecond), "read_next", p.readNext, "status", p.status)
+		if p.status != "clean" || p.coupons != n {
+			return out, fmt.Errorf("pass %d over %d coupons: status %s, %d differences, %d coupons counted (want clean, %d)",
+				i+1, n, p.status, p.diffs, p.coupons, n)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // recTemplatesCreate makes templates 1..100 of 10 channels ch0..ch9.
@@ -204,21 +250,21 @@ func recSeed(ctx context.Context, db *sql.DB, from, to int64, log *slog.Logger) 
 	return nil
 }
 
-// recStartCDC starts an in-process cdc that rebuilds from a snapshot and
+// startCDC starts an in-process cdc that rebuilds from a snapshot and
 // waits until its counters hold n coupons and every Redis bucket key says
 // quota − claimed (as channel_quota says now: the cdc's first release round
 // may already have moved it). stop ends it.
-func recStartCDC(ctx context.Context, dsn string, db *sql.DB, rdb *redis.Client, n int64, quiet *slog.Logger) (func(), time.Duration, error) {
+func (rb *recBench) startCDC(ctx context.Context, n int64) (func(), time.Duration, error) {
 	t0 := time.Now()
-	s, err := sink.New(sink.Config{DB: db, Name: recCPName, Redis: rdb, Logger: quiet, Registerer: prometheus.NewRegistry()})
+	db, rdb := rb.db, rb.rdb
+	s, err := sink.New(sink.Config{DB: db, Name: recCPName, Redis: rdb, Logger: rb.quiet, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		return nil, 0, err
 	}
-	tcfg, err := canal.ConfigFromDSN(dsn)
+	tcfg, err := rb.tailer()
 	if err != nil {
 		return nil, 0, err
 	}
-	tcfg.Logger = quiet
 	d := &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: true, RetryWait: 500 * time.Millisecond}
 	runCtx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
@@ -373,9 +419,12 @@ func recKeysFollow(ctx context.Context, db *sql.DB, rdb *redis.Client) (bool, er
 	return true, nil
 }
 
+// handlerReads selects the server's Handler_read_* counters.
+const handlerReads = "LIKE 'Handler_read%'"
+
 // recTimePass runs one pass with the server's handler counters around it.
 func recTimePass(ctx context.Context, sdb *sql.DB, r *reconcile.Reconciler) (recPass, error) {
-	before, err := handlerStatus(ctx, sdb)
+	before, err := globalStatus(ctx, sdb, handlerReads)
 	if err != nil {
 		return recPass{}, err
 	}
@@ -385,7 +434,7 @@ func recTimePass(ctx context.Context, sdb *sql.DB, r *reconcile.Reconciler) (rec
 	if err != nil {
 		return recPass{}, err
 	}
-	after, err := handlerStatus(ctx, sdb)
+	after, err := globalStatus(ctx, sdb, handlerReads)
 	if err != nil {
 		return recPass{}, err
 	}
@@ -396,24 +445,6 @@ func recTimePass(ctx context.Context, sdb *sql.DB, r *reconcile.Reconciler) (rec
 		readNext: after["Handler_read_next"] - before["Handler_read_next"],
 		readKey:  after["Handler_read_key"] - before["Handler_read_key"], readRndNext: after["Handler_read_rnd_next"] - before["Handler_read_rnd_next"],
 		status: rep.Status, diffs: len(rep.Differences), coupons: rep.Coupons, pairs: rep.Pairs}, nil
-}
-
-func handlerStatus(ctx context.Context, db *sql.DB) (map[string]int64, error) {
-	rows, err := db.QueryContext(ctx, "SHOW GLOBAL STATUS LIKE 'Handler_read%'")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var k string
-		var v int64
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, err
-		}
-		out[k] = v
-	}
-	return out, rows.Err()
 }
 
 // reconcile adds row 6: one line per size, and the growth from the
