@@ -202,7 +202,7 @@ func runAPI(ctx context.Context, cfg config, e *env, log *slog.Logger) (apiResul
 				return post(ctx, client, base+"/v1/claims", body, http.StatusCreated)
 			})
 		})
-		log.Info("API claims", "buckets", buckets, "claims_per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "first_error", r.FirstErr)
+		log.Info("API claims", "buckets", buckets, "claims_per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "err", r.FirstErr)
 		return r
 	}
 	raw, err := openMySQL(e.dsn, cfg.clients)
@@ -220,7 +220,7 @@ func runAPI(ctx context.Context, cfg config, e *env, log *slog.Logger) (apiResul
 				return rawClaim(ctx, raw, tpl, fmt.Sprintf("%s-%d-%d", tag, cl, i), ch)
 			})
 		})
-		log.Info("raw SQL claim transactions", "buckets", buckets, "tx_per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "first_error", r.FirstErr)
+		log.Info("raw SQL claim transactions", "buckets", buckets, "tx_per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "err", r.FirstErr)
 		return r
 	}
 	res.rawHot = rawClaims(hotTpl, "rawhot", 1)
@@ -241,7 +241,7 @@ func runAPI(ctx context.Context, cfg config, e *env, log *slog.Logger) (apiResul
 	if next.Load() >= int64(len(pool)) {
 		log.Warn("the redemption pool ran out before the end of the run; raise -redeem-pool", "pool", len(pool))
 	}
-	log.Info("API redemptions", "per_s", int(res.redeem.rate()), "p50", res.redeem.Lat.P50, "p99", res.redeem.Lat.P99, "errors", res.redeem.Errors, "first_error", res.redeem.FirstErr)
+	log.Info("API redemptions", "per_s", int(res.redeem.rate()), "p50", res.redeem.Lat.P50, "p99", res.redeem.Lat.P99, "errors", res.redeem.Errors, "err", res.redeem.FirstErr)
 	res.ceilAfter = ceiling("after")
 	if err := c.exited(); err != nil {
 		return res, fmt.Errorf("couponlink api %w", err)
