@@ -29,3 +29,28 @@ func TestBadLogLevel(t *testing.T) {
 		})
 	}
 }
+
+// -rel-threshold is a number (flag or environment) and a share of the
+// truth: above 0 (0 would be the default) and at most 1. reconcile -once
+// ends with 2 on it, before it opens anything.
+func TestReconcileRelThreshold(t *testing.T) {
+	once := []string{"reconcile", "-once", "-dsn", "nobody@tcp(127.0.0.1:1"}
+	for _, bad := range []string{"0", "-0.5", "1.5", "NaN"} {
+		code, _, errs := cli(t, append(once, "-rel-threshold", bad)...)
+		assert.Equal(t, 2, code, errs)
+		assert.Contains(t, errs, "-rel-threshold must be a share of the truth above 0 and at most 1 (0.05 = 5%), got "+bad)
+	}
+	code, _, errs := cli(t, append(once, "-rel-threshold", "lots")...)
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, `invalid value "lots" for flag -rel-threshold`)
+
+	t.Setenv("COUPONLINK_RECONCILE_REL", "5%")
+	code, _, errs = cli(t, once...)
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, `COUPONLINK_RECONCILE_REL="5%" is not a number`)
+
+	t.Setenv("COUPONLINK_RECONCILE_REL", "1")
+	code, _, errs = cli(t, once...)
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, "parse MySQL DSN", "a good threshold: the pass goes on to the database")
+}
