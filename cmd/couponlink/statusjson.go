@@ -37,19 +37,15 @@ type webhooksJSON struct {
 	OldestPending *time.Time `json:"oldest_pending,omitempty"`
 }
 
-// pairJSON is one channel bucket; quota and claimable are absent when the
-// bucket has no channel_quota row.
+// pairJSON is one channel bucket: its counters as the API's derived view
+// shows them; quota and claimable are absent when the bucket has no
+// channel_quota row.
 type pairJSON struct {
 	Template  int64  `json:"template"`
 	Channel   string `json:"channel"`
 	Quota     *int64 `json:"quota,omitempty"`
 	Claimable *int64 `json:"claimable,omitempty"`
-	Held      int64  `json:"held"`
-	Used      int64  `json:"used"`
-	Expired   int64  `json:"expired"`
-	Returned  int64  `json:"returned"`
-	Released  int64  `json:"released"`
-	Frozen    int64  `json:"frozen"`
+	sink.DerivedCounts
 }
 
 // writeStatusJSON writes the named checkpoint's status as indented JSON.
@@ -85,8 +81,8 @@ func readStatusJSON(ctx context.Context, db *sql.DB, name string) (statusJSON, e
 		}
 	}
 	for _, p := range st.Pairs {
-		pj := pairJSON{Template: p.Template, Channel: p.Channel, Held: p.Held, Used: p.Used, Expired: p.Expired,
-			Returned: p.Returned, Released: p.Released, Frozen: p.Frozen()}
+		pj := pairJSON{Template: p.Template, Channel: p.Channel, DerivedCounts: sink.DerivedCounts{Held: p.Held, Used: p.Used,
+			Expired: p.Expired, Returned: p.Returned, Released: p.Released, Frozen: p.Frozen()}}
 		if p.HasQuota {
 			q, c := p.Quota.Quota, p.Quota.Claimable()
 			pj.Quota, pj.Claimable = &q, &c
