@@ -277,7 +277,7 @@ func (t *Tailer) stream(ctx context.Context, b *batcher, flavor string, gt gtidT
 			backoff = t.backoff
 		}
 		start = b.position()
-		t.log.Warn("binlog stream broke; resuming from the last commit", "error", err.Error(), "from", start.String(), "in", backoff)
+		t.log.Warn("binlog stream broke; resuming from the last commit", "err", err, "from", start.String(), "in", backoff)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -30,7 +30,7 @@ func New(cfg Config) (*Reconciler, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Reconciler{cfg: cfg, db: cfg.DB, log: cfg.Logger, m: newMetrics(cfg.Registerer)}, nil
+	return &Reconciler{cfg: cfg, db: cfg.DB, log: cfg.Logger.With("component", "reconcile"), m: newMetrics(cfg.Registerer)}, nil
 }
 
 // Report is what one pass found and did.

@@ -33,7 +33,7 @@ func (r *Reconciler) truthAt(ctx context.Context, truth map[sink.Pair]*sink.Coun
 	cfg.BatchRows = 1 // one transaction a batch: stop exactly at `to`
 	cfg.BatchWait = 0
 	cfg.HeartbeatPeriod = 50 * time.Millisecond
-	cfg.Logger = r.log
+	cfg.Logger = r.cfg.Logger // the tailer names its component
 	t, err := canal.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("replay the binlog: %w", err)

@@ -104,7 +104,7 @@ func (d *Daemon) attempt(ctx context.Context, leader **Leader, rebuild bool) (ra
 		return 0, &checkError{err}
 	}
 	if *leader == nil {
-		if *leader, err = AcquireLeader(ctx, s.db, s.cfg.Name, s.log); err != nil {
+		if *leader, err = AcquireLeader(ctx, s.db, s.cfg.Name, s.cfg.Logger.With("component", "leader")); err != nil {
 			return 0, err
 		}
 	}
@@ -125,7 +125,7 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (tim
 	cfg := d.Tailer
 	cfg.Mapping = s.cfg.Mapping
 	if cfg.Logger == nil {
-		cfg.Logger = s.log
+		cfg.Logger = s.cfg.Logger // the tailer names its component
 	}
 	t, err := canal.New(cfg)
 	if err != nil {

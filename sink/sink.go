@@ -175,7 +175,7 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Sink{cfg: cfg, db: cfg.DB, src: newSource(cfg.Mapping), log: cfg.Logger, m: newMetrics(cfg.Registerer),
+	s := &Sink{cfg: cfg, db: cfg.DB, src: newSource(cfg.Mapping), log: cfg.Logger.With("component", "cdc"), m: newMetrics(cfg.Registerer),
 		pending: map[int64][]pendingUse{}, pendingDirty: map[redemptionKey]bool{}, active: map[int64]time.Time{}, badPolicy: map[int64]string{},
 		releasePolicy: map[int64]bool{}}
 	if cfg.Redis != nil && cfg.RedisMode == RedisOwner {

@@ -358,7 +358,7 @@ func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, tok
 		}
 		d.m.deliveries.WithLabelValues(r.event, resultDropped).Inc()
 		d.log.Error("webhook dropped: delivery attempts exhausted", "event_id", r.eventID, "event", r.event,
-			"attempts", attempts, "last_error", lastErr)
+			"attempts", attempts, "err", lastErr)
 		return false, nil
 	}
 	next := now.Add(d.backoff(attempts))

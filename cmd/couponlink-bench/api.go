@@ -267,7 +267,7 @@ func (a *apiBench) claims(ctx context.Context, tpl int64, tag string, buckets in
 		}
 		return send(ctx, fmt.Sprintf("%s-%d-%d", tag, cl, i), ch)
 	})
-	a.log.Info(msg, "buckets", buckets, rateKey, int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "first_error", r.FirstErr)
+	a.log.Info(msg, "buckets", buckets, rateKey, int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "err", r.FirstErr)
 	return r
 }
 
@@ -286,7 +286,7 @@ func (a *apiBench) redemptions(ctx context.Context, pool []int64) loadResult {
 	if next.Load() >= int64(len(pool)) {
 		a.log.Warn("the redemption pool ran out before the end of the run; raise -redeem-pool", "pool", len(pool))
 	}
-	a.log.Info("API redemptions", "per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "first_error", r.FirstErr)
+	a.log.Info("API redemptions", "per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "err", r.FirstErr)
 	return r
 }
 

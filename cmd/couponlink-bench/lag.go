@@ -166,7 +166,7 @@ func runLag(ctx context.Context, cfg config, e *env, rate int, log *slog.Logger)
 		return res, ctx.Err()
 	}
 	if res.load.errors > 0 {
-		log.Warn("claims failed", "errors", res.load.errors, "first", res.load.firstErr)
+		log.Warn("claims failed", "errors", res.load.errors, "err", res.load.firstErr)
 	}
 	seen.drain(res.load.commits, 15*time.Second)
 	res.batchStats(h)

@@ -32,7 +32,8 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	log := newLogger(stderr, *level)
+	base := newLogger(stderr, *level) // httpapi names its components (api, expire)
+	log := base.With("component", "api")
 	token := tokenOf()
 	allowed, err := httpapi.ParseAllowedOrigins(*origins)
 	if err != nil {
@@ -53,7 +54,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	derived := func(ctx context.Context, id int64) (any, error) { return sink.ReadDerived(ctx, db, *cdcName, id) }
-	api := httpapi.New(httpapi.Config{Store: store, Token: token, AllowedOrigins: allowed, Logger: log, Registerer: reg, Gatherer: reg, Derived: derived})
+	api := httpapi.New(httpapi.Config{Store: store, Token: token, AllowedOrigins: allowed, Logger: base, Registerer: reg, Gatherer: reg, Derived: derived})
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

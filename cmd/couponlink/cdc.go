@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +32,7 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	redisAddr := f.string("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", "Redis address for the stock keys (empty: no Redis)")
 	redisMode := f.string("redis-mode", "COUPONLINK_REDIS_MODE", "", "owner (couponlink writes the stock keys; default for the reference schema), corrector (a legacy front end owns them; default with -mapping) or off")
 	prefix := f.string("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys")
-	metricsAddr := f.string("metrics-addr", "COUPONLINK_CDC_METRICS_ADDR", "127.0.0.1:9464", "listen address of /metrics, /healthz and /status (empty: none)")
+	metricsAddr := f.string("metrics-addr", "COUPONLINK_CDC_METRICS_ADDR", "127.0.0.1:9464", "listen address of /metrics, /healthz and /status (the status as JSON, as couponlink status -json prints it; empty: none)")
 	name := f.string("name", "COUPONLINK_CDC_NAME", "default", "checkpoint name (one per source schema)")
 	serverID := f.int("server-id", "COUPONLINK_CDC_SERVER_ID", 0, "replica server id the cdc uses on the binlog stream (0: derived from the checkpoint name and pid)")
 	batchRows := f.int("batch-rows", "COUPONLINK_CDC_BATCH_ROWS", 5000, "the most rows one batch (one MySQL transaction of counters) gathers while the previous one is applied")
@@ -48,7 +50,8 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	log := newLogger(stderr, *level)
+	base := newLogger(stderr, *level) // sink, canal and webhook name their components
+	log := base.With("component", "cdc")
 	db, err := openMySQL(*dsn, 8)
 	if err != nil {
 		return err
@@ -64,7 +67,7 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	tcfg.BatchRows, tcfg.BatchWait, tcfg.Logger = *batchRows, *batchWait, log
+	tcfg.BatchRows, tcfg.BatchWait, tcfg.Logger = *batchRows, *batchWait, base
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -74,7 +77,7 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer rdb.Close()
 	}
 	scfg := sink.Config{DB: db, Name: *name, Redis: rdb, RedisMode: *redisMode, Keys: sink.Keys{Prefix: *prefix},
-		RedemptionGrace: *grace, Logger: log, Registerer: reg, ReleaseEvery: *releaseEvery, RebalanceEvery: *rebalanceEvery,
+		RedemptionGrace: *grace, Logger: base, Registerer: reg, ReleaseEvery: *releaseEvery, RebalanceEvery: *rebalanceEvery,
 		QuotaDefaults: policy(), Webhooks: *hookURL != ""}
 	if err := scfg.QuotaDefaults.Validate(); err != nil {
 		return fmt.Errorf("default quota policy (-quota-* flags): %w", err)
@@ -82,7 +85,7 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var hooks *webhook.Dispatcher
 	if *hookURL != "" {
 		hooks, err = webhook.New(webhook.Config{DB: db, URL: *hookURL, Secret: []byte(hookSecret()), MaxAttempts: *hookAttempts,
-			MaxPending: *hookPending, Logger: log, Registerer: reg})
+			MaxPending: *hookPending, Logger: base, Registerer: reg})
 		if err != nil {
 			return err
 		}
@@ -164,8 +167,9 @@ func tailerConfig(dsn string, serverID int, name string) (canal.Config, error) {
 	return tc, nil
 }
 
-// serveOps serves /metrics, /healthz and /status for operators.
-func serveOps(ctx context.Context, addr string, reg *prometheus.Registry, db interface{ PingContext(context.Context) error }, name string, log *slog.Logger) (func(), error) {
+// serveOps serves /metrics, /healthz and /status (the checkpoint name's
+// status as JSON, as `couponlink status -json` prints it) for operators.
+func serveOps(ctx context.Context, addr string, reg *prometheus.Registry, db *sql.DB, name string, log *slog.Logger) (func(), error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -175,6 +179,16 @@ func serveOps(ctx context.Context, addr string, reg *prometheus.Registry, db int
 			return
 		}
 		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		var buf bytes.Buffer
+		if err := writeStatusJSON(r.Context(), &buf, db, name); err != nil {
+			log.Warn("status: cannot read the cdc's status", "err", err)
+			http.Error(w, "the status cannot be read now; the reason is in the log", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(buf.Bytes())
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

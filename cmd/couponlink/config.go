@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -136,16 +137,38 @@ func (f *flags) dsn() *string {
 	return v
 }
 
-func (f *flags) logLevel() *string {
-	return f.string("log-level", "COUPONLINK_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+// logLevel is the -log-level flag; a level slog does not know is a usage
+// error, in the flag or in the environment, never silently info.
+func (f *flags) logLevel() *slog.Level {
+	l := new(slog.Level)
+	if v, ok := os.LookupEnv("COUPONLINK_LOG_LEVEL"); ok {
+		if err := l.UnmarshalText([]byte(v)); err != nil {
+			f.badEnv = append(f.badEnv, fmt.Sprintf("COUPONLINK_LOG_LEVEL=%q is not a log level (debug, info, warn, error)", v))
+		}
+	}
+	f.Var(levelFlag{l}, "log-level", "`level` of the logs: debug, info, warn or error [COUPONLINK_LOG_LEVEL]")
+	return l
 }
 
-func newLogger(stderr io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
+// levelFlag is a slog.Level as a flag.Value.
+type levelFlag struct{ l *slog.Level }
+
+func (v levelFlag) String() string {
+	if v.l == nil { // the flag package's zero value, for -h
+		return ""
 	}
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: l}))
+	return strings.ToLower(v.l.String())
+}
+
+func (v levelFlag) Set(s string) error {
+	if err := v.l.UnmarshalText([]byte(s)); err != nil {
+		return errors.New("not a log level (debug, info, warn, error)")
+	}
+	return nil
+}
+
+func newLogger(stderr io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 }
 
 // openMySQL opens a pool with the settings couponlink relies on

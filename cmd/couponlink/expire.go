@@ -24,7 +24,7 @@ func runExpire(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer db.Close()
-	store, err := coupon.New(coupon.Config{DB: db, Logger: newLogger(stderr, *level)})
+	store, err := coupon.New(coupon.Config{DB: db, Logger: newLogger(stderr, *level).With("component", "expire")})
 	if err != nil {
 		return err
 	}

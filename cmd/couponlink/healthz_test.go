@@ -16,9 +16,9 @@ import (
 	"github.com/couponlink/couponlink/internal/testenv"
 )
 
-// The cdc's and reconciler's /healthz (serveOps) is unauthenticated: when
-// MySQL does not answer it says so without the driver's error, which names
-// the server's address; the log has it.
+// The cdc's and reconciler's /healthz and /status (serveOps) are
+// unauthenticated: when MySQL does not answer they say so without the
+// driver's error, which names the server's address; the log has it.
 func TestOpsHealthzHidesAddress(t *testing.T) {
 	db, mysqlAddr := testenv.UnreachableMySQL(t)
 	log, logs := testenv.Logger()
@@ -28,19 +28,22 @@ func TestOpsHealthzHidesAddress(t *testing.T) {
 	m := regexp.MustCompile(`msg="metrics listening" addr=(\S+)`).FindStringSubmatch(logs())
 	require.NotNil(t, m, "log: %s", logs())
 
-	res, err := http.Get("http://" + m[1] + "/healthz")
-	require.NoError(t, err)
-	body, err := io.ReadAll(res.Body)
-	require.NoError(t, res.Body.Close())
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
-	assert.Contains(t, string(body), "MySQL does not answer")
-	_, port, _ := net.SplitHostPort(mysqlAddr)
-	for _, secret := range []string{mysqlAddr, port, "127.0.0.1", "dial", "tcp", "pw"} {
-		assert.NotContains(t, string(body), secret)
+	for path, says := range map[string]string{"/healthz": "MySQL does not answer", "/status": "the status cannot be read now"} {
+		res, err := http.Get("http://" + m[1] + path)
+		require.NoError(t, err)
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, res.Body.Close())
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode, path)
+		assert.Contains(t, string(body), says)
+		_, port, _ := net.SplitHostPort(mysqlAddr)
+		for _, secret := range []string{mysqlAddr, port, "127.0.0.1", "dial", "tcp", "pw"} {
+			assert.NotContains(t, string(body), secret, path)
+		}
 	}
 	assert.Contains(t, logs(), mysqlAddr, "the address is logged")
 	assert.Equal(t, 1, strings.Count(logs(), "MySQL does not answer"), "logged once per failed check")
+	assert.Equal(t, 1, strings.Count(logs(), "status: cannot read"), "logged once per failed request")
 }
 
 // A malformed -allowed-origins stops the api before it opens anything.

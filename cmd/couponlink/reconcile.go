@@ -34,9 +34,9 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	quiet := f.duration("quiet", "COUPONLINK_RECONCILE_QUIET", 5*time.Second, "a Redis key is corrected only if it and the truth stayed put this long")
 	catchUp := f.duration("catch-up-wait", "COUPONLINK_RECONCILE_CATCH_UP", 30*time.Second, "bound of the binlog replay between the snapshot and the cdc's checkpoint, and of the wait for another pass (one pass at a time per database)")
 	absT := f.int("abs-threshold", "COUPONLINK_RECONCILE_ABS", 100, "a counter or template count off by more than this and by more than -rel-threshold of the truth is left for a person, otherwise fixed")
-	relT := f.string("rel-threshold", "COUPONLINK_RECONCILE_REL", "0.05", "share of the truth (0.05 = 5%): a counter or template count off by more than this and by more than -abs-threshold is left for a person")
+	rel := f.float("rel-threshold", "COUPONLINK_RECONCILE_REL", 0.05, "share of the truth, above 0 and at most 1 (0.05 = 5%): a counter or template count off by more than this and by more than -abs-threshold is left for a person")
 	noFix := f.bool("no-fix", "COUPONLINK_RECONCILE_NO_FIX", false, "only report, correct nothing (with -once: exit 1 when anything differs)")
-	metricsAddr := f.string("metrics-addr", "COUPONLINK_RECONCILE_METRICS_ADDR", "127.0.0.1:9465", "listen address of /metrics and /healthz for the daemon (empty: none)")
+	metricsAddr := f.string("metrics-addr", "COUPONLINK_RECONCILE_METRICS_ADDR", "127.0.0.1:9465", "listen address of /metrics, /healthz and /status (the cdc's status as JSON, as couponlink status -json prints it) for the daemon (empty: none)")
 	level := f.logLevel()
 	if err := f.parse(args); err != nil {
 		return err
@@ -49,11 +49,11 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "couponlink reconcile: %v\n", err)
 		return exitCode(2)
 	}
-	rel, err := strconv.ParseFloat(*relT, 64)
-	if err != nil || rel < 0 {
-		return failed(fmt.Errorf("-rel-threshold %q is not a non-negative number", *relT))
+	if !(*rel > 0 && *rel <= 1) { // 0 would mean the package's default
+		return failed(fmt.Errorf("-rel-threshold must be a share of the truth above 0 and at most 1 (0.05 = 5%%), got %v", *rel))
 	}
-	log := newLogger(stderr, *level)
+	base := newLogger(stderr, *level) // reconcile names its component
+	log := base.With("component", "reconcile")
 	db, err := openMySQL(*dsn, 4)
 	if err != nil {
 		return failed(err)
@@ -74,7 +74,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return nil
 	}
 	cfg := reconcile.Config{DB: db, Checkpoint: *name, RedisMode: *redisMode, QuietWindow: *quiet, CatchUpWait: *catchUp,
-		AbsThreshold: int64(*absT), RelThreshold: rel, Logger: log}
+		AbsThreshold: int64(*absT), RelThreshold: *rel, Logger: base}
 	cfg.Keys.Prefix = *prefix
 	if cfg.Binlog, err = tailerConfig(*dsn, 0, *name); err != nil {
 		return failed(err)

@@ -18,13 +18,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	dsn := f.dsn()
 	name := f.string("name", "COUPONLINK_CDC_NAME", "default", "checkpoint name")
 	template := f.Int64("template", 0, "print the channels of this template")
-	asJSON := f.bool("json", "", false, "with -template: print the channels as JSON")
+	asJSON := f.bool("json", "", false, "print as JSON: the status (what GET /status of the cdc's ops server answers), or with -template the channels")
 	if err := f.parse(args); err != nil {
 		return err
-	}
-	if *asJSON && *template <= 0 {
-		fmt.Fprintln(stderr, "-json needs -template")
-		return errUsage
 	}
 	db, err := openMySQL(*dsn, 2)
 	if err != nil {
@@ -33,6 +29,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer db.Close()
 	if *template > 0 {
 		return reportDomain(stderr, "status", printChannels(ctx, db, *template, *asJSON, stdout))
+	}
+	if *asJSON {
+		return writeStatusJSON(ctx, stdout, db, *name)
 	}
 	st, err := sink.ReadStatus(ctx, db, *name)
 	if err != nil {

@@ -60,7 +60,7 @@ func New(cfg Config) *Server {
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
-	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger, metrics: newMetrics(cfg.Registerer), mux: http.NewServeMux(),
+	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "api"), metrics: newMetrics(cfg.Registerer), mux: http.NewServeMux(),
 		allowed: map[string][]string{}}
 	s.token = sha256.Sum256([]byte(cfg.Token))
 	s.origins = http.NewCrossOriginProtection()

@@ -22,6 +22,7 @@ func (s *Server) Sweep(ctx context.Context, limit int) (coupon.ExpireResult, err
 // RunSweeps runs an expiry sweep every interval until ctx ends. A failed
 // sweep is logged and tried again at the next tick.
 func (s *Server) RunSweeps(ctx context.Context, every time.Duration) error {
+	log := s.cfg.Logger.With("component", "expire")
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -33,9 +34,9 @@ func (s *Server) RunSweeps(ctx context.Context, every time.Duration) error {
 		res, err := s.Sweep(ctx, 0)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			s.log.Error("expiry sweep failed", "err", err)
+			log.Error("expiry sweep failed", "err", err)
 		case res.Expired > 0:
-			s.log.Info("expiry sweep", "expired", res.Expired, "transactions", res.Transactions, "took", res.Duration)
+			log.Info("expiry sweep", "expired", res.Expired, "transactions", res.Transactions, "took", res.Duration)
 		}
 	}
 }
