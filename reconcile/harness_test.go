@@ -159,6 +159,10 @@ func (e *env) settle() {
 		}
 		return true
 	})
+	// the cdc writes a release's keys as soon as the release commits, before
+	// it reads the release back from the binlog (and counts it): catch up
+	// to a position past the release too
+	e.waitCheckpoint()
 }
 
 // ownerKeys is what couponlink's stock keys must hold: quota - claimed per
