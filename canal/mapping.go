@@ -2,8 +2,6 @@ package canal
 
 import (
 	"bytes"
-	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -59,7 +57,7 @@ type RedemptionLogTable struct {
 }
 
 // TemplateTable maps the campaign table. It is read by query
-// (TemplateQuotas), never subscribed: couponlink writes cached counts into
+// (inventory.Source.TemplateQuotas), never subscribed: couponlink writes cached counts into
 // it, and subscribing would feed them back.
 type TemplateTable struct {
 	Table      string `yaml:"table"`
@@ -276,6 +274,10 @@ func validIdent(s string) bool {
 	return len(s) <= 64 && !strings.ContainsAny(s, "`.\x00 \t\n")
 }
 
+// SchemaTable splits a mapped table name into its schema (Schema when the
+// name has none; "" when neither names one) and the table.
+func (m *Mapping) SchemaTable(table string) (schema, name string) { return m.split(table) }
+
 // split returns the schema (Schema when the name has none) and the table.
 func (m *Mapping) split(table string) (schema, name string) {
 	if i := strings.IndexByte(table, '.'); i >= 0 {
@@ -318,51 +320,4 @@ func (m *Mapping) withSchema(def string) *Mapping {
 	c := *m
 	c.Schema = def
 	return &c
-}
-
-// quoteTable renders a mapped table name for SQL.
-func (m *Mapping) quoteTable(table string) string {
-	sch, tbl := m.split(table)
-	if sch == "" {
-		return "`" + tbl + "`"
-	}
-	return "`" + sch + "`.`" + tbl + "`"
-}
-
-// TemplateQuotas reads the total quota of the given templates from the
-// template table (by query: the table is not subscribed). Unknown ids are
-// absent from the result.
-func (m *Mapping) TemplateQuotas(ctx context.Context, db *sql.DB, ids []int64) (map[int64]int64, error) {
-	out := make(map[int64]int64, len(ids))
-	const chunk = 500
-	for len(ids) > 0 {
-		n := min(len(ids), chunk)
-		part := ids[:n]
-		ids = ids[n:]
-		args := make([]any, len(part))
-		for i, id := range part {
-			args[i] = id
-		}
-		q := fmt.Sprintf("SELECT `%s`, `%s` FROM %s WHERE `%s` IN (%s)",
-			m.Template.ID, m.Template.TotalQuota, m.quoteTable(m.Template.Table), m.Template.ID,
-			strings.TrimSuffix(strings.Repeat("?,", len(part)), ","))
-		rows, err := db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, fmt.Errorf("read template quotas from %s: %w", m.qualified(m.Template.Table), err)
-		}
-		for rows.Next() {
-			var id, quota int64
-			if err := rows.Scan(&id, &quota); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("read template quotas from %s: %w", m.qualified(m.Template.Table), err)
-			}
-			out[id] = quota
-		}
-		if err := rows.Err(); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read template quotas from %s: %w", m.qualified(m.Template.Table), err)
-		}
-		rows.Close()
-	}
-	return out, nil
 }

@@ -92,14 +92,6 @@ func TestMappingCheck(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, m.Check(ctx, db))
 
-	quotas, err := m.TemplateQuotas(ctx, db, []int64{1, 2})
-	require.NoError(t, err)
-	require.Empty(t, quotas)
-	exec("INSERT INTO t_coupon_tpl VALUES (1, 100), (2, 250), (3, 7)")
-	quotas, err = m.TemplateQuotas(ctx, db, []int64{1, 2, 99})
-	require.NoError(t, err)
-	require.Equal(t, map[int64]int64{1: 100, 2: 250}, quotas)
-
 	// A column that is not there.
 	bad, err := LoadMapping([]byte(strings.Replace(legacy, "status: state", "status: status", 1)))
 	require.NoError(t, err)

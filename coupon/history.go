@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // Event is one step of a coupon's life, told from the ledgers.
@@ -60,7 +62,7 @@ func (s *Store) History(ctx context.Context, id int64) (History, error) {
 	// (expiry, void, release: from a state no redemption follows) after them.
 	rank := 0
 	redemptionRank := map[int64]int{}
-	if err := eachRow(ctx, tx, `SELECT id, order_id, redeemed_at FROM redemption_log WHERE user_coupon_id = ? ORDER BY id`,
+	if err := sqltx.EachRow(ctx, tx, `SELECT id, order_id, redeemed_at FROM redemption_log WHERE user_coupon_id = ? ORDER BY id`,
 		[]any{id}, func(r *sql.Rows) error {
 			e := Event{Event: "redeemed", From: Available.String(), To: Used.String()}
 			if err := r.Scan(&e.RedemptionID, &e.OrderID, &e.At); err != nil {
@@ -74,7 +76,7 @@ func (s *Store) History(ctx context.Context, id int64) (History, error) {
 		}); err != nil {
 		return h, fmt.Errorf("read redemptions of coupon %d: %w", id, err)
 	}
-	if err := eachRow(ctx, tx, `SELECT kind, seq, from_status, to_status, mode, order_id, reason, operator, request_id, created_at
+	if err := sqltx.EachRow(ctx, tx, `SELECT kind, seq, from_status, to_status, mode, order_id, reason, operator, request_id, created_at
 		FROM inventory_flow WHERE user_coupon_id = ? ORDER BY id`, []any{id}, func(r *sql.Rows) error {
 		var kind string
 		var seq int64

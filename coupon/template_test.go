@@ -112,11 +112,3 @@ func TestSeconds(t *testing.T) {
 		assert.Equal(t, want, coupon.Seconds(n), "Seconds(%d)", n)
 	}
 }
-
-// Conservation: quota = claimable + held + used + frozen, every term >= 0.
-func TestCountsConserved(t *testing.T) {
-	assert.True(t, coupon.Counts{Quota: 10, Claimable: 4, Held: 3, Used: 2, Frozen: 1}.Conserved())
-	assert.True(t, coupon.Counts{}.Conserved())
-	assert.False(t, coupon.Counts{Quota: 10, Claimable: 4, Held: 3, Used: 2}.Conserved(), "a slot is missing")
-	assert.False(t, coupon.Counts{Quota: 10, Claimable: 12, Held: -2}.Conserved(), "a negative term")
-}

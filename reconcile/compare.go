@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // Where a derived value lives.
@@ -56,23 +56,17 @@ func (d Difference) Delta() int64 {
 
 func ptr(v int64) *int64 { return &v }
 
-// counterRow is one inventory_counter row with its stamp.
-type counterRow struct {
-	sink.Counts
-	Stamp int64
-}
-
 var counterFields = []string{"held", "used", "expired", "returned", "released"}
 
-func fieldsOf(c sink.Counts) []int64 {
+func fieldsOf(c inventory.Counts) []int64 {
 	return []int64{c.Held, c.Used, c.Expired, c.Returned, c.Released}
 }
 
 // compareCounters compares the counters with the truth at stamp pos. A
 // row changed after pos cannot be compared with that truth: it is skipped
 // (and counted in inFlight).
-func compareCounters(truth map[sink.Pair]*sink.Counts, counters map[sink.Pair]counterRow, pos int64) (diffs []Difference, inFlight int) {
-	pairs := map[sink.Pair]bool{}
+func compareCounters(truth map[inventory.Pair]*inventory.Counts, counters map[inventory.Pair]inventory.Counter, pos int64) (diffs []Difference, inFlight int) {
+	pairs := map[inventory.Pair]bool{}
 	for p := range truth {
 		pairs[p] = true
 	}
@@ -85,7 +79,7 @@ func compareCounters(truth map[sink.Pair]*sink.Counts, counters map[sink.Pair]co
 			inFlight++
 			continue
 		}
-		want := sink.Counts{}
+		want := inventory.Counts{}
 		if t := truth[p]; t != nil {
 			want = *t
 		}
@@ -108,22 +102,17 @@ func compareCounters(truth map[sink.Pair]*sink.Counts, counters map[sink.Pair]co
 	return diffs, inFlight
 }
 
-// templateCache is coupon_template's cached counts of one template.
-type templateCache struct {
-	Issued, Used, Expired int64
-}
-
 // compareTemplates compares coupon_template's cached counts with the truth
 // for the templates whose counters are all at or before pos.
-func compareTemplates(truth map[sink.Pair]*sink.Counts, counters map[sink.Pair]counterRow, cache map[int64]templateCache, pos int64) []Difference {
-	sum := map[int64]*sink.Counts{}
+func compareTemplates(truth map[inventory.Pair]*inventory.Counts, counters map[inventory.Pair]inventory.Counter, cache map[int64]inventory.TemplateCache, pos int64) []Difference {
+	sum := map[int64]*inventory.Counts{}
 	moved := map[int64]bool{}
 	for p, c := range truth {
 		if sum[p.Template] == nil {
-			sum[p.Template] = &sink.Counts{}
+			sum[p.Template] = &inventory.Counts{}
 		}
 		s := sum[p.Template]
-		s.Held, s.Used, s.Expired, s.Returned, s.Released = s.Held+c.Held, s.Used+c.Used, s.Expired+c.Expired, s.Returned+c.Returned, s.Released+c.Released
+		s.Add(*c)
 	}
 	for p, r := range counters {
 		if r.Stamp > pos {
@@ -140,7 +129,7 @@ func compareTemplates(truth map[sink.Pair]*sink.Counts, counters map[sink.Pair]c
 		if moved[id] {
 			continue
 		}
-		want := sink.Counts{}
+		want := inventory.Counts{}
 		if s := sum[id]; s != nil {
 			want = *s
 		}
@@ -161,9 +150,9 @@ func compareTemplates(truth map[sink.Pair]*sink.Counts, counters map[sink.Pair]c
 // compareQuotas checks the claim guard (claimed = coupons − released) and
 // over-issue (held + used + frozen > quota), both in the snapshot itself:
 // exact, whatever the cdc does. Neither is safe to fix automatically.
-func compareQuotas(truth map[sink.Pair]*sink.Counts, quotas map[sink.Pair]sink.Quota) []Difference {
+func compareQuotas(truth map[inventory.Pair]*inventory.Counts, quotas map[inventory.Pair]inventory.Quota) []Difference {
 	var out []Difference
-	pairs := map[sink.Pair]bool{}
+	pairs := map[inventory.Pair]bool{}
 	for p := range quotas {
 		pairs[p] = true
 	}
@@ -171,7 +160,7 @@ func compareQuotas(truth map[sink.Pair]*sink.Counts, quotas map[sink.Pair]sink.Q
 		pairs[p] = true
 	}
 	for _, p := range sortedPairs(pairs) {
-		t := sink.Counts{}
+		t := inventory.Counts{}
 		if c := truth[p]; c != nil {
 			t = *c
 		}
@@ -202,7 +191,7 @@ func compareQuotas(truth map[sink.Pair]*sink.Counts, quotas map[sink.Pair]sink.Q
 // its total_quota: releases change only claimed, and a transfer between
 // channels moves quota without creating or losing any, so a difference
 // means quota was changed outside couponlink (a person decides).
-func compareQuotaTotals(quotas map[sink.Pair]sink.Quota, totals map[int64]int64) []Difference {
+func compareQuotaTotals(quotas map[inventory.Pair]inventory.Quota, totals map[int64]int64) []Difference {
 	sums := map[int64]int64{}
 	for p, q := range quotas {
 		sums[p.Template] += q.Quota
@@ -222,11 +211,11 @@ func compareQuotaTotals(quotas map[sink.Pair]sink.Quota, totals map[int64]int64)
 
 // compareLegacy checks a legacy template's budget against the truth, and
 // its own counts against the truth read with them.
-func compareLegacy(truth map[sink.Pair]*sink.Counts, budgets map[int64]int64, own map[int64]legacyOwn) []Difference {
-	sum := map[int64]sink.Counts{}
+func compareLegacy(truth map[inventory.Pair]*inventory.Counts, budgets map[int64]int64, own map[int64]inventory.LegacyCounts) []Difference {
+	sum := map[int64]inventory.Counts{}
 	for p, c := range truth {
 		s := sum[p.Template]
-		s.Held, s.Used, s.Expired, s.Returned, s.Released = s.Held+c.Held, s.Used+c.Used, s.Expired+c.Expired, s.Returned+c.Returned, s.Released+c.Released
+		s.Add(*c)
 		sum[p.Template] = s
 	}
 	ids := map[int64]bool{}
@@ -258,17 +247,12 @@ func compareLegacy(truth map[sink.Pair]*sink.Counts, budgets map[int64]int64, ow
 	return out
 }
 
-func sortedPairs(m map[sink.Pair]bool) []sink.Pair {
-	out := make([]sink.Pair, 0, len(m))
+func sortedPairs(m map[inventory.Pair]bool) []inventory.Pair {
+	out := make([]inventory.Pair, 0, len(m))
 	for p := range m {
 		out = append(out, p)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Template != out[j].Template {
-			return out[i].Template < out[j].Template
-		}
-		return out[i].Channel < out[j].Channel
-	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
 	return out
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // Config wires a Reconciler.
@@ -33,8 +33,8 @@ type Config struct {
 	Binlog canal.Config
 
 	Redis     redis.UniversalClient // nil: Redis is not compared
-	RedisMode string                // owner (couponlink's keys; default for the reference schema) or corrector (the mapping's legacy keys)
-	Keys      sink.Keys             // couponlink's key names; default prefix "couponlink:"
+	RedisMode inventory.RedisMode   // owner (couponlink's keys; default for the reference schema) or corrector (the mapping's legacy keys)
+	Keys      inventory.Keys        // couponlink's key names; default prefix "couponlink:"
 
 	// QuietWindow: a Redis key is corrected only when neither it nor the
 	// truth moved for this long. Default 5 s.
@@ -67,14 +67,11 @@ func (c *Config) defaults() error {
 	if c.Checkpoint == "" {
 		c.Checkpoint = "default"
 	}
-	if c.RedisMode == "" {
-		c.RedisMode = sink.RedisOwner
-		if c.Mapping.ChannelQuota == nil {
-			c.RedisMode = sink.RedisCorrector
-		}
+	if err := c.RedisMode.Validate(); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
 	}
-	if c.RedisMode != sink.RedisOwner && c.RedisMode != sink.RedisCorrector && c.RedisMode != sink.RedisOff {
-		return fmt.Errorf("reconcile: unknown Redis mode %q (want owner, corrector or off)", c.RedisMode)
+	if c.RedisMode == "" {
+		c.RedisMode = inventory.DefaultRedisMode(c.Mapping)
 	}
 	if c.Keys.Prefix == "" {
 		c.Keys.Prefix = "couponlink:"

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // driftEnv is a running cdc over one template with two buckets: app has
@@ -80,7 +80,7 @@ func TestCounterAboveThresholdsNeedsReview(t *testing.T) {
 	}, diffs(rep.Differences))
 	require.Contains(t, find(t, rep.Differences, "counter", target(tpl, "web", "held")).Reason, "above the thresholds")
 	require.Equal(t, []string{"counter " + target(tpl, "app", "held") + " 20->14"}, e.correctionsOf(rep.TaskID))
-	require.Equal(t, int64(55), e.counters()[sink.Pair{Template: tpl, Channel: "web"}].Held, "a flagged counter is not touched")
+	require.Equal(t, int64(55), e.counters()[inventory.Pair{Template: tpl, Channel: "web"}].Held, "a flagged counter is not touched")
 	require.Equal(t, "needs_review", e.task(rep.TaskID).Status)
 
 	open, err := reconcile.ListOpen(e.ctx, e.db)
@@ -107,7 +107,7 @@ func TestCounterWrongAgainAfterFixNeedsReview(t *testing.T) {
 	require.Equal(t, []string{"counter " + target(tpl, "app", "used") + " 3 5 needs_review"}, diffs(rep2.Differences))
 	require.Contains(t, rep2.Differences[0].Reason, "wrong again after the previous pass corrected it")
 	require.Empty(t, e.correctionsOf(rep2.TaskID))
-	require.Equal(t, int64(5), e.counters()[sink.Pair{Template: tpl, Channel: "app"}].Used, "not fixed a second time")
+	require.Equal(t, int64(5), e.counters()[inventory.Pair{Template: tpl, Channel: "app"}].Used, "not fixed a second time")
 }
 
 // A missing counter row is recreated from the truth, recorded with no old
@@ -115,8 +115,8 @@ func TestCounterWrongAgainAfterFixNeedsReview(t *testing.T) {
 func TestCounterRowMissingIsRecreated(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
-	web := sink.Pair{Template: tpl, Channel: "web"}
-	require.Equal(t, sink.Counts{Held: 5}, e.counters()[web])
+	web := inventory.Pair{Template: tpl, Channel: "web"}
+	require.Equal(t, inventory.Counts{Held: 5}, e.counters()[web])
 	e.exec(`DELETE FROM inventory_counter WHERE template_id = ? AND channel = 'web'`, tpl)
 
 	r, _ := e.reconciler()
@@ -270,7 +270,7 @@ func TestAutoFixOffOnlyReports(t *testing.T) {
 	}, diffs(rep.Differences))
 	require.Empty(t, e.corrections())
 	require.Equal(t, before, e.redisDump())
-	require.Equal(t, int64(8), e.counters()[sink.Pair{Template: tpl, Channel: "app"}].Held)
+	require.Equal(t, int64(8), e.counters()[inventory.Pair{Template: tpl, Channel: "app"}].Held)
 	require.Equal(t, int64(4), e.templateCache(tpl)[1])
 	require.NotEqual(t, "clean", rep.Status, "drift was found and left as it is")
 

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/couponlink/couponlink/internal/sqltx"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // fixCounter corrects one pair's counters by the error found at the
@@ -15,10 +15,10 @@ import (
 // row per field. The correction is relative: deltas the cdc applied after
 // that position stay, so a busy row is fixed without waiting for it to be
 // quiet. It reports false when the row vanished meanwhile.
-func (r *Reconciler) fixCounter(ctx context.Context, taskID int64, p sink.Pair, read counterRow, have bool, want sink.Counts, stamp int64) (bool, error) {
+func (r *Reconciler) fixCounter(ctx context.Context, taskID int64, p inventory.Pair, read inventory.Counter, have bool, want inventory.Counts, stamp int64) (bool, error) {
 	vanished := false
 	err := sqltx.Retry(ctx, r.db, 3, sqltx.Deadlock, func(tx *sql.Tx) error {
-		var cur counterRow
+		var cur inventory.Counter
 		err := tx.QueryRowContext(ctx, `SELECT held, used, expired, returned, released, stamp FROM inventory_counter
 			WHERE template_id = ? AND channel = ? FOR UPDATE`, p.Template, p.Channel).
 			Scan(&cur.Held, &cur.Used, &cur.Expired, &cur.Returned, &cur.Released, &cur.Stamp)
@@ -62,7 +62,7 @@ func (r *Reconciler) fixCounter(ctx context.Context, taskID int64, p sink.Pair, 
 
 // fixTemplate recomputes coupon_template's cached counts from the counters
 // (corrected first, so equal to the truth), as the cdc does in each batch.
-func (r *Reconciler) fixTemplate(ctx context.Context, taskID, id int64, read, want templateCache) (bool, error) {
+func (r *Reconciler) fixTemplate(ctx context.Context, taskID, id int64, read, want inventory.TemplateCache) (bool, error) {
 	err := sqltx.Retry(ctx, r.db, 3, sqltx.Deadlock, func(tx *sql.Tx) error {
 		// the counters first, then the template: the cdc's lock order
 		if _, err := tx.ExecContext(ctx, `SELECT template_id FROM inventory_counter WHERE template_id = ? FOR UPDATE`, id); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
 	"github.com/couponlink/couponlink/sink"
 )
@@ -40,7 +41,7 @@ type env struct {
 	dsn    string
 	dbName string
 	rdb    *redis.Client
-	keys   sink.Keys
+	keys   inventory.Keys
 	store  *coupon.Store
 	seq    atomic.Int64
 	cdc    *cdc // the last one started
@@ -52,7 +53,7 @@ func newEnv(t *testing.T) *env {
 	store, err := coupon.New(coupon.Config{DB: db, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	e := &env{t: t, ctx: context.Background(), db: db, dsn: dsn, rdb: testenv.Redis(t),
-		keys: sink.Keys{Prefix: testenv.KeyPrefix(t)}, store: store}
+		keys: inventory.Keys{Prefix: testenv.KeyPrefix(t)}, store: store}
 	require.NoError(t, db.QueryRow("SELECT DATABASE()").Scan(&e.dbName))
 	t.Cleanup(func() {
 		// the shared Redis: remove this test's keys only
@@ -134,10 +135,10 @@ func (e *env) waitCheckpoint() canal.Position {
 	e.t.Helper()
 	target, err := canal.CurrentPosition(e.ctx, e.db)
 	require.NoError(e.t, err)
-	var cp sink.Checkpoint
+	var cp inventory.Checkpoint
 	cdctest.WaitFor(e.t, 60*time.Second, "the cdc's checkpoint reaches "+target.String(), func() bool {
 		var found bool
-		cp, found, err = sink.LoadCheckpoint(e.ctx, e.db, "default")
+		cp, found, err = inventory.LoadCheckpoint(e.ctx, e.db, "default")
 		require.NoError(e.t, err)
 		return found && cp.Pos.File != "" && cp.Pos.Compare(target) >= 0
 	})
@@ -248,17 +249,17 @@ func (e *env) redeem(id int64) {
 }
 
 // counters reads inventory_counter (all-zero rows included).
-func (e *env) counters() map[sink.Pair]sink.Counts {
+func (e *env) counters() map[inventory.Pair]inventory.Counts {
 	e.t.Helper()
 	return cdctest.CounterRows(e.t, e.db)
 }
 
 // truth counts user_coupon by pair and state (reference schema), and releases.
-func (e *env) truth() map[sink.Pair]sink.Counts {
+func (e *env) truth() map[inventory.Pair]inventory.Counts {
 	e.t.Helper()
-	snap, err := sink.TakeSnapshot(e.ctx, e.db, canal.DefaultMapping())
+	snap, err := inventory.TakeSnapshot(e.ctx, e.db, canal.DefaultMapping())
 	require.NoError(e.t, err)
-	out := map[sink.Pair]sink.Counts{}
+	out := map[inventory.Pair]inventory.Counts{}
 	for p, c := range snap.Counts {
 		out[p] = *c
 	}

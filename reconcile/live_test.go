@@ -12,8 +12,8 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // Passes on a live, correct system (claims and redemptions through the
@@ -30,7 +30,7 @@ func TestLiveSystemNoFalseCorrections(t *testing.T) {
 
 	// Redis is left out while writes flow (owner-mode keys move with every
 	// claim: busy); counters, template caches and quotas are compared.
-	r, _ := e.reconciler(func(c *reconcile.Config) { c.RedisMode = sink.RedisOff })
+	r, _ := e.reconciler(func(c *reconcile.Config) { c.RedisMode = inventory.RedisOff })
 	deadline := time.Now().Add(3 * time.Second)
 	passes, inFlight := 0, 0
 	for passes < 10 || time.Now().Before(deadline) {
@@ -67,7 +67,7 @@ func TestBusySystemComparesAtTheCheckpoint(t *testing.T) {
 
 	binlog, err := canal.ConfigFromDSN(e.dsn)
 	require.NoError(t, err)
-	r, _ := e.reconciler(func(c *reconcile.Config) { c.RedisMode = sink.RedisOff; c.Binlog = binlog })
+	r, _ := e.reconciler(func(c *reconcile.Config) { c.RedisMode = inventory.RedisOff; c.Binlog = binlog })
 	for pass := 0; pass < 5; pass++ {
 		rep := e.pass(r)
 		require.True(t, rep.CountersCompared, rep.Note)

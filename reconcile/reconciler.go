@@ -13,14 +13,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/couponlink/couponlink/canal"
-	"github.com/couponlink/couponlink/coupon"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // Reconciler runs reconciliation passes.
 type Reconciler struct {
 	cfg Config
 	db  *sql.DB
+	src *inventory.Source
 	log *slog.Logger
 	m   *metrics
 }
@@ -30,7 +30,7 @@ func New(cfg Config) (*Reconciler, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Reconciler{cfg: cfg, db: cfg.DB, log: cfg.Logger.With("component", "reconcile"), m: newMetrics(cfg.Registerer)}, nil
+	return &Reconciler{cfg: cfg, db: cfg.DB, src: inventory.NewSource(cfg.Mapping), log: cfg.Logger.With("component", "reconcile"), m: newMetrics(cfg.Registerer)}, nil
 }
 
 // Report is what one pass found and did.
@@ -141,9 +141,8 @@ type mysqlSnapshot struct {
 }
 
 func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
-	m := r.cfg.Mapping
 	t0 := time.Now()
-	snap, err := sink.TakeSnapshot(ctx, r.db, m)
+	snap, err := r.src.Snapshot(ctx, r.db)
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -162,8 +161,8 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 	}
 
 	var budgets map[int64]int64
-	if snap.Quotas == nil || r.cfg.RedisMode == sink.RedisCorrector {
-		if budgets, err = m.TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
+	if snap.Quotas == nil || r.cfg.RedisMode == inventory.RedisCorrector {
+		if budgets, err = r.src.TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
 			return ms, nil, err
 		}
 	}
@@ -171,13 +170,13 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 		rep.Differences = append(rep.Differences, compareQuotas(snap.Counts, snap.Quotas)...)
 		totals := budgets
 		if totals == nil {
-			if totals, err = m.TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
+			if totals, err = r.src.TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
 				return ms, nil, err
 			}
 		}
 		rep.Differences = append(rep.Differences, compareQuotaTotals(snap.Quotas, totals)...)
 	} else {
-		own, err := r.legacyCounts(ctx, templateIDs(snap))
+		own, err := r.src.LegacyCounts(ctx, r.db, templateIDs(snap))
 		if err != nil {
 			return ms, nil, err
 		}
@@ -194,21 +193,21 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 
 // counters compares (and fixes) inventory_counter and the template cache,
 // once the cdc's checkpoint has reached the snapshot.
-func (r *Reconciler) counters(ctx context.Context, rep *Report, snap sink.Snapshot) error {
+func (r *Reconciler) counters(ctx context.Context, rep *Report, snap inventory.Snapshot) error {
 	withCache := r.cfg.Mapping.Template.Table == canal.DefaultMapping().Template.Table && snap.Quotas != nil
-	var counters map[sink.Pair]counterRow
-	var cache map[int64]templateCache
+	var counters map[inventory.Pair]inventory.Counter
+	var cache map[int64]inventory.TemplateCache
 	var stamp int64
 	if r.cfg.Binlog.Addr != "" {
 		// Compare at a known position, without waiting for the cdc: read
 		// the counters with the checkpoint they reflect, and move the truth
 		// from the snapshot to that checkpoint along the binlog.
-		var at canal.Position
-		var age time.Duration
-		var err error
-		if counters, cache, at, age, err = readDerived(ctx, r.db, r.cfg.Checkpoint, withCache); err != nil {
+		c, err := inventory.ReadCounters(ctx, r.db, r.cfg.Checkpoint, withCache)
+		if err != nil {
 			return err
 		}
+		counters, cache = c.Rows, c.Templates
+		at, age := c.At, c.Age
 		rep.Checkpoint = at
 		t0 := time.Now()
 		truth, err := r.truthAt(ctx, snap.Counts, snap.Pos, at)
@@ -246,10 +245,12 @@ func (r *Reconciler) counters(ctx context.Context, rep *Report, snap sink.Snapsh
 			r.m.cdcBehind.Set(1)
 			return nil
 		}
-		if counters, cache, _, _, err = readDerived(ctx, r.db, r.cfg.Checkpoint, withCache); err != nil {
+		c, err := inventory.ReadCounters(ctx, r.db, r.cfg.Checkpoint, withCache)
+		if err != nil {
 			return err
 		}
-		stamp = sink.Stamp(snap.Pos)
+		counters, cache = c.Rows, c.Templates
+		stamp = inventory.Stamp(snap.Pos)
 	}
 	r.m.cdcBehind.Set(0)
 	rep.CountersCompared = true
@@ -258,8 +259,8 @@ func (r *Reconciler) counters(ctx context.Context, rep *Report, snap sink.Snapsh
 
 // compareAndFix compares the counters and the template cache with the
 // truth (rows with a stamp above `stamp` excepted) and fixes what is safe.
-func (r *Reconciler) compareAndFix(ctx context.Context, rep *Report, snap sink.Snapshot, counters map[sink.Pair]counterRow,
-	cache map[int64]templateCache, withCache bool, stamp int64) error {
+func (r *Reconciler) compareAndFix(ctx context.Context, rep *Report, snap inventory.Snapshot, counters map[inventory.Pair]inventory.Counter,
+	cache map[int64]inventory.TemplateCache, withCache bool, stamp int64) error {
 	diffs, inFlight := compareCounters(snap.Counts, counters, stamp)
 	rep.InFlight = inFlight
 	var tdiffs []Difference
@@ -280,20 +281,20 @@ func (r *Reconciler) compareAndFix(ctx context.Context, rep *Report, snap sink.S
 		return err
 	}
 	// counters, a pair at a time
-	byPair := map[sink.Pair][]int{}
+	byPair := map[inventory.Pair][]int{}
 	for i, d := range diffs {
-		p := sink.Pair{Template: d.Template, Channel: d.Channel}
+		p := inventory.Pair{Template: d.Template, Channel: d.Channel}
 		byPair[p] = append(byPair[p], i)
 	}
 	for p, idx := range byPair {
 		action, reason := r.decide(diffs, idx, before)
 		if action == ActionFixed {
 			row, have := counters[p]
-			want := sink.Counts{}
+			want := inventory.Counts{}
 			if t := snap.Counts[p]; t != nil {
 				want = *t
 			}
-			ok, err := r.fixCounter(ctx, rep.TaskID, p, row, have, want, min(stamp, sink.Stamp(rep.Checkpoint)))
+			ok, err := r.fixCounter(ctx, rep.TaskID, p, row, have, want, min(stamp, inventory.Stamp(rep.Checkpoint)))
 			if err != nil {
 				return err
 			}
@@ -313,7 +314,7 @@ func (r *Reconciler) compareAndFix(ctx context.Context, rep *Report, snap sink.S
 	for id, idx := range byTpl {
 		action, reason := r.decide(tdiffs, idx, before)
 		if action == ActionFixed {
-			want := templateCache{}
+			want := inventory.TemplateCache{}
 			for p, c := range snap.Counts {
 				if p.Template == id {
 					want.Issued += c.Issued()
@@ -359,10 +360,10 @@ func (r *Reconciler) decide(diffs []Difference, idx []int, fixedBefore map[strin
 }
 
 // waitCheckpoint waits (bounded) until the cdc's checkpoint reaches pos.
-func (r *Reconciler) waitCheckpoint(ctx context.Context, pos canal.Position) (sink.Checkpoint, bool, error) {
+func (r *Reconciler) waitCheckpoint(ctx context.Context, pos canal.Position) (inventory.Checkpoint, bool, error) {
 	deadline := time.Now().Add(r.cfg.CatchUpWait)
 	for {
-		cp, found, err := sink.LoadCheckpoint(ctx, r.db, r.cfg.Checkpoint)
+		cp, found, err := inventory.LoadCheckpoint(ctx, r.db, r.cfg.Checkpoint)
 		if err != nil {
 			return cp, false, err
 		}
@@ -378,166 +379,6 @@ func (r *Reconciler) waitCheckpoint(ctx context.Context, pos canal.Position) (si
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// readDerived reads the counters, the template cache and the checkpoint
-// they reflect (with how long ago it was saved) in one snapshot: the cdc
-// writes all three in one transaction.
-func readDerived(ctx context.Context, db *sql.DB, checkpoint string, withCache bool) (map[sink.Pair]counterRow, map[int64]templateCache, canal.Position, time.Duration, error) {
-	var at canal.Position
-	var ageMicros int64
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
-	if err != nil {
-		return nil, nil, at, 0, fmt.Errorf("read counters: %w", err)
-	}
-	defer tx.Rollback()
-	if err := tx.QueryRowContext(ctx, `SELECT binlog_file, binlog_pos, gtid_set, TIMESTAMPDIFF(MICROSECOND, updated_at, NOW(6))
-		FROM cdc_checkpoint WHERE name = ?`, checkpoint).Scan(&at.File, &at.Pos, &at.GTID, &ageMicros); err != nil {
-		return nil, nil, at, 0, fmt.Errorf("read checkpoint %q: %w", checkpoint, err)
-	}
-	counters, err := readCounters(ctx, tx)
-	if err != nil {
-		return nil, nil, at, 0, err
-	}
-	var cache map[int64]templateCache
-	if withCache {
-		if cache, err = readTemplateCache(ctx, tx); err != nil {
-			return nil, nil, at, 0, err
-		}
-	}
-	return counters, cache, at, time.Duration(ageMicros) * time.Microsecond, tx.Commit()
-}
-
-func readCounters(ctx context.Context, db *sql.Tx) (map[sink.Pair]counterRow, error) {
-	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, held, used, expired, returned, released, stamp FROM inventory_counter`)
-	if err != nil {
-		return nil, fmt.Errorf("read counters: %w", err)
-	}
-	defer rows.Close()
-	out := map[sink.Pair]counterRow{}
-	for rows.Next() {
-		var p sink.Pair
-		var c counterRow
-		if err := rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned, &c.Released, &c.Stamp); err != nil {
-			return nil, err
-		}
-		out[p] = c
-	}
-	return out, rows.Err()
-}
-
-func readTemplateCache(ctx context.Context, db *sql.Tx) (map[int64]templateCache, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, issued_count, used_count, expired_count FROM coupon_template`)
-	if err != nil {
-		return nil, fmt.Errorf("read template counts: %w", err)
-	}
-	defer rows.Close()
-	out := map[int64]templateCache{}
-	for rows.Next() {
-		var id int64
-		var c templateCache
-		if err := rows.Scan(&id, &c.Issued, &c.Used, &c.Expired); err != nil {
-			return nil, err
-		}
-		out[id] = c
-	}
-	return out, rows.Err()
-}
-
-// legacyOwn is a legacy template's own issued/used counts (nil: not
-// mapped) and the truth they must equal, read in one consistent snapshot.
-type legacyOwn struct {
-	Own   [2]*int64
-	Truth [2]int64
-}
-
-// legacyCounts reads a legacy template table's own issued/used counts
-// together with the coupons they count, in one consistent snapshot of its
-// own: the legacy application writes both at once while we look, and its
-// counts read outside the truth's snapshot would show its later writes as
-// drift.
-func (r *Reconciler) legacyCounts(ctx context.Context, ids []int64) (map[int64]legacyOwn, error) {
-	m := r.cfg.Mapping
-	t, uc := m.Template, m.UserCoupon
-	if (t.Issued == "" && t.Used == "") || len(ids) == 0 {
-		return nil, nil
-	}
-	col := func(c string) string {
-		if c == "" {
-			return "NULL"
-		}
-		return "`" + c + "`"
-	}
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	in := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
-	tx, err := r.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("begin snapshot of %s's own counts: %w", t.Table, err)
-	}
-	defer tx.Rollback()
-	// replaces the transaction database/sql began, on the same connection
-	if _, err := tx.ExecContext(ctx, "START TRANSACTION WITH CONSISTENT SNAPSHOT"); err != nil {
-		return nil, fmt.Errorf("begin snapshot of %s's own counts: %w", t.Table, err)
-	}
-	q := fmt.Sprintf("SELECT `%s`, %s, %s FROM %s WHERE `%s` IN (%s)", t.ID, col(t.Issued), col(t.Used),
-		m.QuoteTable(t.Table), t.ID, in)
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read %s's own counts: %w", t.Table, err)
-	}
-	defer rows.Close()
-	out := map[int64]legacyOwn{}
-	for rows.Next() {
-		var id int64
-		var issued, used sql.NullInt64
-		if err := rows.Scan(&id, &issued, &used); err != nil {
-			return nil, err
-		}
-		var v legacyOwn
-		if issued.Valid {
-			v.Own[0] = ptr(issued.Int64)
-		}
-		if used.Valid {
-			v.Own[1] = ptr(used.Int64)
-		}
-		out[id] = v
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	usedCodes := map[int64]bool{}
-	for _, c := range m.Codes(coupon.Used) {
-		usedCodes[c] = true
-	}
-	q = fmt.Sprintf("SELECT `%s`, `%s`, COUNT(*) FROM %s WHERE `%s` IN (%s) GROUP BY 1, 2", uc.Template, uc.Status,
-		m.QuoteTable(uc.Table), uc.Template, in)
-	crows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("count %s for the legacy counts: %w", uc.Table, err)
-	}
-	defer crows.Close()
-	for crows.Next() {
-		var id, code, n int64
-		if err := crows.Scan(&id, &code, &n); err != nil {
-			return nil, err
-		}
-		v, ok := out[id]
-		if !ok {
-			continue
-		}
-		v.Truth[0] += n
-		if usedCodes[code] {
-			v.Truth[1] += n
-		}
-		out[id] = v
-	}
-	if err := crows.Err(); err != nil {
-		return nil, err
-	}
-	return out, tx.Commit()
 }
 
 func (r *Reconciler) observeDrift(rep *Report) {
@@ -591,9 +432,9 @@ func (r *Reconciler) Run(ctx context.Context, every time.Duration) error {
 	}
 }
 
-func pairKey(p sink.Pair) string { return strconv.FormatInt(p.Template, 10) + "/" + p.Channel }
+func pairKey(p inventory.Pair) string { return strconv.FormatInt(p.Template, 10) + "/" + p.Channel }
 
-func templateIDs(snap sink.Snapshot) []int64 {
+func templateIDs(snap inventory.Snapshot) []int64 {
 	seen := map[int64]bool{}
 	for p := range snap.Counts {
 		seen[p.Template] = true

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // stockKey is one Redis stock key and the claimable count it should hold.
@@ -27,10 +27,10 @@ type stockKey struct {
 // couponlink's own keys (owner mode: quota − claimed of each bucket, and
 // their sum), or a legacy front end's (corrector mode: the template's
 // budget − held − used − frozen, and per channel when buckets are mapped).
-func expectedKeys(mode string, keys sink.Keys, m *canal.Mapping, snap sink.Snapshot, budgets map[int64]int64) []stockKey {
+func expectedKeys(mode inventory.RedisMode, keys inventory.Keys, m *canal.Mapping, snap inventory.Snapshot, budgets map[int64]int64) []stockKey {
 	var out []stockKey
 	switch mode {
-	case sink.RedisOwner:
+	case inventory.RedisOwner:
 		total := map[int64]int64{}
 		for p, q := range snap.Quotas {
 			out = append(out, stockKey{Key: keys.Stock(p.Template, p.Channel), Template: p.Template, Channel: p.Channel, Expected: q.Claimable()})
@@ -39,7 +39,7 @@ func expectedKeys(mode string, keys sink.Keys, m *canal.Mapping, snap sink.Snaps
 		for tpl, n := range total {
 			out = append(out, stockKey{Key: keys.TemplateStock(tpl), Template: tpl, Expected: n})
 		}
-	case sink.RedisCorrector:
+	case inventory.RedisCorrector:
 		if m.Redis == nil {
 			return nil
 		}
@@ -187,8 +187,8 @@ func casKey(ctx context.Context, rdb redis.UniversalClient, key string, old keyV
 // hash) is drift like a missing key: in owner mode it is corrected the same
 // way; in corrector mode it is left for a person, since the legacy front
 // end owns the key and its format. It returns the keys as first read.
-func (r *Reconciler) redis(ctx context.Context, rep *Report, snap sink.Snapshot, budgets map[int64]int64) (map[string]any, error) {
-	if r.cfg.Redis == nil || r.cfg.RedisMode == sink.RedisOff {
+func (r *Reconciler) redis(ctx context.Context, rep *Report, snap inventory.Snapshot, budgets map[int64]int64) (map[string]any, error) {
+	if r.cfg.Redis == nil || r.cfg.RedisMode == inventory.RedisOff {
 		return nil, nil
 	}
 	ks := expectedKeys(r.cfg.RedisMode, r.cfg.Keys, r.cfg.Mapping, snap, budgets)
@@ -212,7 +212,7 @@ func (r *Reconciler) redis(ctx context.Context, rep *Report, snap sink.Snapshot,
 		v := first[k.Key]
 		switch {
 		case v.token == intValue(k.Expected).token:
-		case v.Bad != "" && r.cfg.RedisMode == sink.RedisCorrector:
+		case v.Bad != "" && r.cfg.RedisMode == inventory.RedisCorrector:
 			diff(k, k.Expected, v, ActionNeedsReview, fmt.Sprintf("holds %s, not an integer: the legacy front end cannot DECR it, and "+
 				"couponlink does not overwrite a value of a format it does not know (is the mapping's key pattern right?)", v.Bad))
 		case !*r.cfg.AutoFix:
@@ -239,18 +239,18 @@ func (r *Reconciler) redis(ctx context.Context, rep *Report, snap sink.Snapshot,
 	}
 	// the truth again: in owner mode the keys follow channel_quota alone,
 	// so a read of the buckets does; a legacy front end's keys need the counts
-	var snap2 sink.Snapshot
-	if r.cfg.RedisMode == sink.RedisOwner {
-		snap2.Quotas, err = sink.ReadQuotas(ctx, r.db, r.cfg.Mapping)
+	var snap2 inventory.Snapshot
+	if r.cfg.RedisMode == inventory.RedisOwner {
+		snap2.Quotas, err = r.src.Quotas(ctx, r.db)
 	} else {
-		snap2, err = sink.TakeSnapshot(ctx, r.db, r.cfg.Mapping)
+		snap2, err = r.src.Snapshot(ctx, r.db)
 	}
 	if err != nil {
 		return stopped(fmt.Errorf("second look at the truth: %w", err))
 	}
 	budgets2 := budgets
-	if r.cfg.RedisMode == sink.RedisCorrector {
-		if budgets2, err = r.cfg.Mapping.TemplateQuotas(ctx, r.db, templateIDs(snap2)); err != nil {
+	if r.cfg.RedisMode == inventory.RedisCorrector {
+		if budgets2, err = r.src.TemplateQuotas(ctx, r.db, templateIDs(snap2)); err != nil {
 			return stopped(err)
 		}
 	}

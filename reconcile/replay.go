@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // truthAt moves the truth counted at the snapshot position `snap` to the
@@ -15,8 +15,8 @@ import (
 // binlog between the two: the row changes in between are added (the cdc is
 // ahead of the snapshot) or taken away (it is behind). Every counter row
 // then compares exactly, however busy the system is.
-func (r *Reconciler) truthAt(ctx context.Context, truth map[sink.Pair]*sink.Counts, snap, at canal.Position) (map[sink.Pair]*sink.Counts, error) {
-	out := make(map[sink.Pair]*sink.Counts, len(truth))
+func (r *Reconciler) truthAt(ctx context.Context, truth map[inventory.Pair]*inventory.Counts, snap, at canal.Position) (map[inventory.Pair]*inventory.Counts, error) {
+	out := make(map[inventory.Pair]*inventory.Counts, len(truth))
 	for p, c := range truth {
 		cc := *c
 		out[p] = &cc
@@ -40,7 +40,7 @@ func (r *Reconciler) truthAt(ctx context.Context, truth map[sink.Pair]*sink.Coun
 	}
 	rctx, cancel := context.WithTimeout(ctx, r.cfg.CatchUpWait)
 	defer cancel()
-	h := &replayer{to: to, deltas: sink.Deltas{}, cancel: cancel}
+	h := &replayer{to: to, deltas: inventory.Deltas{}, cancel: cancel}
 	start := canal.Position{File: from.File, Pos: from.Pos} // by file and offset: the same server
 	err = t.Run(rctx, start, h)
 	if err != nil && !errors.Is(err, errReplayDone) {
@@ -51,7 +51,7 @@ func (r *Reconciler) truthAt(ctx context.Context, truth map[sink.Pair]*sink.Coun
 	}
 	for p, d := range h.deltas {
 		if out[p] == nil {
-			out[p] = &sink.Counts{}
+			out[p] = &inventory.Counts{}
 		}
 		c := out[p]
 		c.Held += sign * d.Held
@@ -69,7 +69,7 @@ var errReplayDone = errors.New("replay reached its end")
 // replayer sums the deltas of whole transactions up to a position.
 type replayer struct {
 	to     canal.Position
-	deltas sink.Deltas
+	deltas inventory.Deltas
 	rows   int
 	done   bool
 	cancel context.CancelFunc
@@ -87,12 +87,7 @@ func (h *replayer) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 		h.cancel()
 		return nil
 	}
-	for i := range b.Transitions {
-		h.deltas.Transition(&b.Transitions[i])
-	}
-	for i := range b.Flows {
-		h.deltas.Flow(&b.Flows[i])
-	}
+	h.deltas.Batch(b)
 	h.rows += b.Rows
 	if b.End.Compare(h.to) == 0 {
 		h.done = true

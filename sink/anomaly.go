@@ -8,6 +8,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // The kinds of anomalies the cdc records.
@@ -61,7 +62,7 @@ func judgeTransition(t *canal.Transition) (Anomaly, bool) {
 
 // judge finds the anomalies of a batch, given the counters and quotas it
 // leaves behind (next) and those before it (s.counts).
-func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[Pair]*Counts) ([]Anomaly, error) {
+func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[inventory.Pair]*inventory.Counts) ([]Anomaly, error) {
 	var out []Anomaly
 	redeemedHere := map[int64][]string{}
 	for i := range b.Redemptions {
@@ -91,7 +92,7 @@ func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[Pair]*Counts)
 		}
 	}
 	if len(check) > 0 {
-		found, err := s.src.redeemed(ctx, s.db, check)
+		found, err := s.src.Redeemed(ctx, s.db, check)
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +124,7 @@ func hasOrder(orders []string, order string) bool {
 
 // overIssued finds pairs (or, without channel quotas, templates) that the
 // batch took over their quota.
-func (s *Sink) overIssued(next map[Pair]*Counts) []Anomaly {
+func (s *Sink) overIssued(next map[inventory.Pair]*inventory.Counts) []Anomaly {
 	var out []Anomaly
 	if s.quotas != nil {
 		for p, c := range next {

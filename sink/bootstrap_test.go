@@ -12,6 +12,7 @@ import (
 
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -37,7 +38,7 @@ func TestBootstrapOnExistingCoupons(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	now := time.Now().UTC()
-	claimed := map[sink.Pair]int64{}
+	claimed := map[inventory.Pair]int64{}
 	const chunk = 2_000
 	for start := 0; start < coupons; start += chunk {
 		var b strings.Builder
@@ -48,7 +49,7 @@ func TestBootstrapOnExistingCoupons(t *testing.T) {
 				b.WriteString(", ")
 			}
 			b.WriteString("(?, ?, ?, ?, ?, ?)")
-			p := sink.Pair{Template: tpls[rng.IntN(len(tpls))], Channel: channels[rng.IntN(len(channels))]}
+			p := inventory.Pair{Template: tpls[rng.IntN(len(tpls))], Channel: channels[rng.IntN(len(channels))]}
 			claimed[p]++
 			st := []coupon.Status{coupon.Available, coupon.Available, coupon.Used, coupon.Used, coupon.Expired, coupon.Returned}[rng.IntN(6)]
 			args = append(args, p.Template, fmt.Sprint("u", i%5000), p.Channel, st, now, now.Add(24*time.Hour))

@@ -5,46 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
-// Checkpoint is the binlog position the counters reflect, with the
-// bookkeeping `couponlink status` shows.
-type Checkpoint struct {
-	Name           string
-	Pos            canal.Position
-	EventTime      sql.NullTime
-	Epoch          int64
-	Leader         string
-	EventsApplied  int64
-	Batches        int64
-	Anomalies      int64
-	BootstrappedAt sql.NullTime
-	UpdatedAt      time.Time
-}
-
 // ErrFenced means another cdc took over the checkpoint (a newer epoch):
 // this one must stop applying at once.
 var ErrFenced = errors.New("another cdc took over the checkpoint (leader epoch changed); this one gives up the lead and waits as a standby")
-
-// LoadCheckpoint reads the named checkpoint; found is false when there is none.
-func LoadCheckpoint(ctx context.Context, db *sql.DB, name string) (cp Checkpoint, found bool, err error) {
-	cp.Name = name
-	err = db.QueryRowContext(ctx, `SELECT binlog_file, binlog_pos, gtid_set, event_time, epoch, leader,
-		events_applied, batches, anomalies, bootstrapped_at, updated_at FROM cdc_checkpoint WHERE name = ?`, name).
-		Scan(&cp.Pos.File, &cp.Pos.Pos, &cp.Pos.GTID, &cp.EventTime, &cp.Epoch, &cp.Leader,
-			&cp.EventsApplied, &cp.Batches, &cp.Anomalies, &cp.BootstrappedAt, &cp.UpdatedAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return cp, false, nil
-	}
-	if err != nil {
-		return cp, false, fmt.Errorf("read checkpoint %q: %w", name, err)
-	}
-	return cp, true, nil
-}
 
 // takeEpoch makes this process the checkpoint's writer: it bumps the epoch,
 // so that a deposed leader's next batch fails with ErrFenced.

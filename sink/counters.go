@@ -1,89 +1,61 @@
 package sink
 
 import (
-	"github.com/couponlink/couponlink/canal"
-	"github.com/couponlink/couponlink/coupon"
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
+	"github.com/couponlink/couponlink/inventory"
 )
 
-// Pair names one channel bucket of a template.
-type Pair struct {
-	Template int64
-	Channel  string
+// writeCounters upserts the pairs' counters: added to the stored values
+// (delta) or replacing them; stamp is the binlog stamp of the change.
+func writeCounters(ctx context.Context, tx *sql.Tx, pairs []inventory.Pair, counts map[inventory.Pair]*inventory.Counts, delta bool, stamp int64) error {
+	if len(pairs) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	args := make([]any, 0, 8*len(pairs))
+	b.WriteString("INSERT INTO inventory_counter (template_id, channel, held, used, expired, returned, released, stamp) VALUES ")
+	for i, p := range pairs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+		c := counts[p]
+		args = append(args, p.Template, p.Channel, c.Held, c.Used, c.Expired, c.Returned, c.Released, stamp)
+	}
+	if delta {
+		b.WriteString(` ON DUPLICATE KEY UPDATE held = held + VALUES(held), used = used + VALUES(used),
+			expired = expired + VALUES(expired), returned = returned + VALUES(returned), released = released + VALUES(released),
+			stamp = VALUES(stamp)`)
+	} else {
+		b.WriteString(` ON DUPLICATE KEY UPDATE held = VALUES(held), used = VALUES(used),
+			expired = VALUES(expired), returned = VALUES(returned), released = VALUES(released), stamp = VALUES(stamp)`)
+	}
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("write counters: %w", err)
+	}
+	return nil
 }
 
-// Counts are the derived state counts of one pair, as in inventory_counter.
-type Counts struct {
-	Held, Used, Expired, Returned, Released int64
-}
-
-// Issued is every coupon ever claimed from the pair and still a row.
-func (c Counts) Issued() int64 { return c.Held + c.Used + c.Expired + c.Returned }
-
-// Frozen is the slots neither claimable, held nor used.
-func (c Counts) Frozen() int64 { return c.Expired + c.Returned - c.Released }
-
-// Taken is held + used + frozen: what the pair's quota must cover.
-func (c Counts) Taken() int64 { return c.Held + c.Used + c.Frozen() }
-
-func (c *Counts) add(o Counts) {
-	c.Held += o.Held
-	c.Used += o.Used
-	c.Expired += o.Expired
-	c.Returned += o.Returned
-	c.Released += o.Released
-}
-
-// bump adds n to the count of status s.
-func (c *Counts) bump(s coupon.Status, n int64) {
-	switch s {
-	case coupon.Available:
-		c.Held += n
-	case coupon.Used:
-		c.Used += n
-	case coupon.Expired:
-		c.Expired += n
-	case coupon.Returned:
-		c.Returned += n
+// refreshTemplates writes the cached counts of coupon_template (reference
+// schema only: a legacy template table belongs to its application) from
+// inventory_counter, in the counters' transaction: the cache always equals
+// the counters, whoever corrected them.
+func (s *Sink) refreshTemplates(ctx context.Context, tx *sql.Tx, templates []int64) error {
+	if !s.cfg.CacheTemplateCounts || len(templates) == 0 {
+		return nil
 	}
-}
-
-// Deltas are the counter changes of one batch, per pair.
-type Deltas map[Pair]*Counts
-
-func (d Deltas) at(p Pair) *Counts {
-	c := d[p]
-	if c == nil {
-		c = &Counts{}
-		d[p] = c
+	q := `UPDATE coupon_template t JOIN (
+		SELECT template_id, SUM(held + used + expired + returned) AS issued, SUM(used) AS used, SUM(expired) AS expired
+		FROM inventory_counter WHERE template_id IN (` + sqltx.Placeholders(len(templates)) + `) GROUP BY template_id) v
+		ON v.template_id = t.id
+		SET t.issued_count = v.issued, t.used_count = v.used, t.expired_count = v.expired`
+	if _, err := tx.ExecContext(ctx, q, sqltx.Int64Args(templates)...); err != nil {
+		return fmt.Errorf("refresh template counts: %w", err)
 	}
-	return c
-}
-
-// Transition moves one coupon between states (and maybe between pairs).
-func (d Deltas) Transition(t *canal.Transition) {
-	if t.From != coupon.None {
-		d.at(Pair{t.PrevTemplate, t.PrevChannel}).bump(t.From, -1)
-	}
-	if t.To != coupon.None {
-		d.at(Pair{t.Template, t.Channel}).bump(t.To, +1)
-	}
-}
-
-// Flow counts a release movement.
-func (d Deltas) Flow(f *canal.Flow) {
-	if f.Kind == coupon.FlowRelease {
-		d.at(Pair{f.Template, f.Channel}).Released++
-	}
-}
-
-// FromBatch computes the deltas of a batch.
-func FromBatch(b *canal.Batch) Deltas {
-	d := Deltas{}
-	for i := range b.Transitions {
-		d.Transition(&b.Transitions[i])
-	}
-	for i := range b.Flows {
-		d.Flow(&b.Flows[i])
-	}
-	return d
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/webhook"
 )
 
@@ -50,8 +51,8 @@ func releasedEvents(rs []release, at time.Time) []webhook.Event {
 		n       int64
 		byCause map[string]int64
 	}
-	per := map[Pair]*tally{}
-	var pairs []Pair
+	per := map[inventory.Pair]*tally{}
+	var pairs []inventory.Pair
 	for _, r := range rs {
 		t := per[r.Pair]
 		if t == nil {
@@ -62,7 +63,7 @@ func releasedEvents(rs []release, at time.Time) []webhook.Event {
 		t.n++
 		t.byCause[r.Cause]++
 	}
-	sort.Slice(pairs, func(i, j int) bool { return pairs[i].less(pairs[j]) })
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i].Less(pairs[j]) })
 	out := make([]webhook.Event, 0, len(pairs))
 	for _, p := range pairs {
 		out = append(out, webhook.Event{Type: webhook.QuotaReleased, Time: at, Template: p.Template, Channel: p.Channel,
@@ -76,7 +77,7 @@ func releasedEvents(rs []release, at time.Time) []webhook.Event {
 func anomalyEvents(as []Anomaly, at time.Time, pos canal.Position) []webhook.Event {
 	type key struct {
 		kind string
-		p    Pair
+		p    inventory.Pair
 	}
 	type group struct {
 		n       int
@@ -86,7 +87,7 @@ func anomalyEvents(as []Anomaly, at time.Time, pos canal.Position) []webhook.Eve
 	groups := map[key]*group{}
 	var keys []key
 	for _, a := range as {
-		k := key{a.Kind, Pair{a.Template, a.Channel}}
+		k := key{a.Kind, inventory.Pair{Template: a.Template, Channel: a.Channel}}
 		g := groups[k]
 		if g == nil {
 			g = &group{detail: a.Detail}

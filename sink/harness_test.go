@@ -18,6 +18,7 @@ import (
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -27,7 +28,7 @@ type env struct {
 	db    *sql.DB
 	dsn   string
 	rdb   *redis.Client
-	keys  sink.Keys
+	keys  inventory.Keys
 	store *coupon.Store
 }
 
@@ -36,7 +37,7 @@ func newEnv(t *testing.T) *env {
 	db, dsn := testenv.MySQL(t)
 	store, err := coupon.New(coupon.Config{DB: db})
 	require.NoError(t, err)
-	return &env{t: t, db: db, dsn: dsn, rdb: testenv.Redis(t), keys: sink.Keys{Prefix: testenv.KeyPrefix(t)}, store: store}
+	return &env{t: t, db: db, dsn: dsn, rdb: testenv.Redis(t), keys: inventory.Keys{Prefix: testenv.KeyPrefix(t)}, store: store}
 }
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -139,7 +140,7 @@ func (e *env) waitCheckpointOnce() canal.Position {
 	require.NoError(e.t, err)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		cp, found, err := sink.LoadCheckpoint(ctx, e.db, "default")
+		cp, found, err := inventory.LoadCheckpoint(ctx, e.db, "default")
 		require.NoError(e.t, err)
 		if found && cp.Pos.File != "" && cp.Pos.Compare(target) >= 0 {
 			return cp.Pos
@@ -152,13 +153,13 @@ func (e *env) waitCheckpointOnce() canal.Position {
 }
 
 // truth counts user_coupon (and release flows) per pair and state.
-func (e *env) truth() map[sink.Pair]sink.Counts {
+func (e *env) truth() map[inventory.Pair]inventory.Counts {
 	e.t.Helper()
 	return cdctest.Truth(e.t, e.db)
 }
 
 // counters reads inventory_counter, without all-zero rows.
-func (e *env) counters() map[sink.Pair]sink.Counts {
+func (e *env) counters() map[inventory.Pair]inventory.Counts {
 	e.t.Helper()
 	return cdctest.Counters(e.t, e.db)
 }

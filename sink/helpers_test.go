@@ -17,13 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/internal/cdctest"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // checkpoint reads the default checkpoint.
-func (e *env) checkpoint() sink.Checkpoint {
+func (e *env) checkpoint() inventory.Checkpoint {
 	e.t.Helper()
-	cp, found, err := sink.LoadCheckpoint(context.Background(), e.db, "default")
+	cp, found, err := inventory.LoadCheckpoint(context.Background(), e.db, "default")
 	require.NoError(e.t, err)
 	require.True(e.t, found, "no checkpoint row")
 	return cp

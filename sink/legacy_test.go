@@ -16,6 +16,7 @@ import (
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -67,7 +68,7 @@ func (l *legacyEnv) mapping() *canal.Mapping {
 
 // legacyTruth counts t_user_coupon per (tpl_id, source) and state, with
 // the legacy codes.
-func (l *legacyEnv) legacyTruth() map[sink.Pair]sink.Counts {
+func (l *legacyEnv) legacyTruth() map[inventory.Pair]inventory.Counts {
 	l.t.Helper()
 	state := map[int]coupon.Status{}
 	for st, codes := range legacyCodes {
@@ -78,9 +79,9 @@ func (l *legacyEnv) legacyTruth() map[sink.Pair]sink.Counts {
 	rows, err := l.db.Query(`SELECT tpl_id, COALESCE(source, 'legacy'), state, COUNT(*) FROM ` + l.tq("t_user_coupon") + ` GROUP BY 1, 2, 3`)
 	require.NoError(l.t, err)
 	defer rows.Close()
-	out := map[sink.Pair]sink.Counts{}
+	out := map[inventory.Pair]inventory.Counts{}
 	for rows.Next() {
-		var p sink.Pair
+		var p inventory.Pair
 		var code int
 		var n int64
 		require.NoError(l.t, rows.Scan(&p.Template, &p.Channel, &code, &n))

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
 )
 
@@ -139,7 +140,7 @@ func (c inventoryCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, a := range active {
 		keep[a.tpl] = true
 	}
-	emit := func(p Pair, state string, v int64) {
+	emit := func(p inventory.Pair, state string, v int64) {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(v),
 			strconv.FormatInt(p.Template, 10), p.Channel, state)
 	}

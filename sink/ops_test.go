@@ -15,6 +15,7 @@ import (
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -148,12 +149,12 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 	e.assertTruth(true)
 }
 
-// sink.ReadStatus (what `couponlink status` prints) reflects the
+// inventory.ReadStatus (what `couponlink status` prints) reflects the
 // checkpoint, the anomalies and the counters.
 func TestReadStatus(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	st, err := sink.ReadStatus(ctx, e.db, "default")
+	st, err := inventory.ReadStatus(ctx, e.db, "default")
 	require.NoError(t, err)
 	require.False(t, st.Found, "a checkpoint before the cdc ever ran")
 
@@ -172,7 +173,7 @@ func TestReadStatus(t *testing.T) {
 	e.assertTruth(true)
 	c.stop(t) // the checkpoint stays where it is
 
-	st, err = sink.ReadStatus(ctx, e.db, "default")
+	st, err = inventory.ReadStatus(ctx, e.db, "default")
 	require.NoError(t, err)
 	require.True(t, st.Found)
 	cp := e.checkpoint()
@@ -188,19 +189,20 @@ func TestReadStatus(t *testing.T) {
 	require.GreaterOrEqual(t, st.Server.Compare(st.Checkpoint.Pos), 0, "the server's binlog end is at or after the checkpoint")
 	require.Less(t, st.Lag(), 10*time.Second)
 
-	quotas := map[sink.Pair]sink.Quota{}
+	quotas := map[inventory.Pair]inventory.Quota{}
 	rows, err := e.db.Query(`SELECT template_id, channel, quota, claimed FROM channel_quota`)
 	require.NoError(t, err)
 	for rows.Next() {
-		var p sink.Pair
-		var q sink.Quota
+		var p inventory.Pair
+		var q inventory.Quota
 		require.NoError(t, rows.Scan(&p.Template, &p.Channel, &q.Quota, &q.Claimed))
 		quotas[p] = q
 	}
 	require.NoError(t, rows.Close())
-	var want []sink.PairStatus
+	var want []inventory.PairStatus
 	for p, cnt := range e.truth() {
-		want = append(want, sink.PairStatus{Pair: p, Counts: cnt, Quota: quotas[p], HasQuota: true})
+		cnt.Quota, cnt.Claimed = quotas[p].Quota, quotas[p].Claimed
+		want = append(want, inventory.PairStatus{Pair: p, Counts: cnt, HasQuota: true})
 	}
 	sort.Slice(want, func(i, j int) bool { return want[i].Channel < want[j].Channel })
 	require.Equal(t, want, st.Pairs)
@@ -214,13 +216,13 @@ func TestStatusLag(t *testing.T) {
 	p := canal.Position{File: "mysql-bin.000002", Pos: 800}
 	for _, tc := range []struct {
 		name string
-		st   sink.Status
+		st   inventory.Status
 		want time.Duration
 	}{
-		{"no checkpoint", sink.Status{Now: now, Server: p}, 0},
-		{"caught up", sink.Status{Found: true, Now: now, Server: p, Checkpoint: sink.Checkpoint{Pos: p, EventTime: at(time.Hour)}}, 0},
-		{"behind", sink.Status{Found: true, Now: now, Server: canal.Position{File: p.File, Pos: 900}, Checkpoint: sink.Checkpoint{Pos: p, EventTime: at(3 * time.Second)}}, 3 * time.Second},
-		{"bootstrapped, no event yet", sink.Status{Found: true, Now: now, Server: canal.Position{File: p.File, Pos: 900}, Checkpoint: sink.Checkpoint{Pos: p}}, 0},
+		{"no checkpoint", inventory.Status{Now: now, Server: p}, 0},
+		{"caught up", inventory.Status{Found: true, Now: now, Server: p, Checkpoint: inventory.Checkpoint{Pos: p, EventTime: at(time.Hour)}}, 0},
+		{"behind", inventory.Status{Found: true, Now: now, Server: canal.Position{File: p.File, Pos: 900}, Checkpoint: inventory.Checkpoint{Pos: p, EventTime: at(3 * time.Second)}}, 3 * time.Second},
+		{"bootstrapped, no event yet", inventory.Status{Found: true, Now: now, Server: canal.Position{File: p.File, Pos: 900}, Checkpoint: inventory.Checkpoint{Pos: p}}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.want, tc.st.Lag()) })
 	}

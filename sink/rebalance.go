@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/internal/sqltx"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/webhook"
 )
@@ -92,7 +93,7 @@ func (s *Sink) channelsByTemplate() map[int64][]quota.Channel {
 	return out
 }
 
-func (s *Sink) channel(p Pair, q Quota) quota.Channel {
+func (s *Sink) channel(p inventory.Pair, q inventory.Quota) quota.Channel {
 	c := quota.Channel{Name: p.Channel, Quota: q.Quota, Claimed: q.Claimed}
 	if n := s.counts[p]; n != nil {
 		c.Held, c.Used, c.Expired, c.Returned, c.Released = n.Held, n.Used, n.Expired, n.Returned, n.Released
@@ -171,11 +172,11 @@ func (s *Sink) lockChannels(ctx context.Context, tx *sql.Tx, tpl int64) ([]quota
 	defer s.mu.RUnlock()
 	for rows.Next() {
 		var ch string
-		var q Quota
+		var q inventory.Quota
 		if err := rows.Scan(&ch, &q.Quota, &q.Claimed); err != nil {
 			return nil, err
 		}
-		chans = append(chans, s.channel(Pair{tpl, ch}, q))
+		chans = append(chans, s.channel(inventory.Pair{Template: tpl, Channel: ch}, q))
 	}
 	return chans, rows.Err()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/sink"
 	"github.com/couponlink/couponlink/webhook"
@@ -201,7 +202,7 @@ func TestRebalanceWorkedExample(t *testing.T) {
 	soldOut := e.outbox(webhook.ChannelSoldOut)
 	require.Len(t, soldOut, 1, "B sold out once (the seed took its last slot)")
 	assert.Equal(t, "B", soldOut[0]["channel"])
-	st, err := sink.ReadStatus(context.Background(), e.db, "default")
+	st, err := inventory.ReadStatus(context.Background(), e.db, "default")
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int64{"pending": 2}, st.Webhooks, "couponlink status shows the outbox (no dispatcher here)")
 	assert.False(t, st.OldestPending.IsZero())
@@ -402,7 +403,7 @@ func TestRebalanceUnderConcurrentClaims(t *testing.T) {
 	// every slot is accounted for: claimed = coupons issued − slots released
 	truth := e.truth()
 	for ch, q := range b {
-		n := truth[sink.Pair{Template: tpl, Channel: ch}]
+		n := truth[inventory.Pair{Template: tpl, Channel: ch}]
 		require.EqualValues(t, n.Held+n.Used+n.Expired+n.Returned-n.Released, q[1], "channel %s", ch)
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/sqltx"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // The two checks of redemption rows keep state beyond a batch, in
@@ -96,7 +98,7 @@ func (s *Sink) duePending(ctx context.Context) ([]Anomaly, error) {
 	if len(due) == 0 {
 		return nil, nil
 	}
-	found, err := s.src.redeemed(ctx, s.db, due)
+	found, err := s.src.Redeemed(ctx, s.db, due)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +282,7 @@ func (s *Sink) deleteKeys(ctx context.Context, tx *sql.Tx, table string, keys []
 			pairs = append(pairs, k.coupon, k.order)
 		}
 		// the coupon list gives the primary key's range; the pairs pick the rows
-		q := `DELETE FROM ` + table + ` WHERE name = ? AND user_coupon_id IN (` + placeholders(len(chunk)) +
+		q := `DELETE FROM ` + table + ` WHERE name = ? AND user_coupon_id IN (` + sqltx.Placeholders(len(chunk)) +
 			`) AND (user_coupon_id, order_id) IN (` + strings.TrimSuffix(strings.Repeat("(?, ?), ", len(chunk)), ", ") + `)`
 		if _, err := tx.ExecContext(ctx, q, append(append([]any{s.cfg.Name}, coupons...), pairs...)...); err != nil {
 			return fmt.Errorf("delete from %s: %w", table, err)
@@ -295,7 +297,7 @@ func (s *Sink) redemptionCounts(ctx context.Context, tx *sql.Tx, coupons []int64
 	for start := 0; start < len(coupons); start += 1000 {
 		chunk := coupons[start:min(start+1000, len(coupons))]
 		rows, err := tx.QueryContext(ctx, `SELECT user_coupon_id, order_id, row_count FROM cdc_redemption_key
-			WHERE name = ? AND user_coupon_id IN (`+placeholders(len(chunk))+`) FOR UPDATE`, append([]any{s.cfg.Name}, int64Args(chunk)...)...)
+			WHERE name = ? AND user_coupon_id IN (`+sqltx.Placeholders(len(chunk))+`) FOR UPDATE`, append([]any{s.cfg.Name}, sqltx.Int64Args(chunk)...)...)
 		if err != nil {
 			return nil, fmt.Errorf("read redemption keys: %w", err)
 		}
@@ -318,26 +320,26 @@ func (s *Sink) redemptionCounts(ctx context.Context, tx *sql.Tx, coupons []int64
 
 // placeCoupons fills in the template and channel of the anomalies from
 // their coupons: the batch's last image of the coupon, else its row.
-func (s *Sink) placeCoupons(ctx context.Context, qr querier, b *canal.Batch, as []Anomaly) error {
+func (s *Sink) placeCoupons(ctx context.Context, qr inventory.Querier, b *canal.Batch, as []Anomaly) error {
 	if len(as) == 0 {
 		return nil
 	}
-	at := map[int64]Pair{}
+	at := map[int64]inventory.Pair{}
 	if b != nil {
 		for i := range b.Transitions {
 			if t := &b.Transitions[i]; t.To != coupon.None {
-				at[t.Coupon] = Pair{t.Template, t.Channel}
+				at[t.Coupon] = inventory.Pair{Template: t.Template, Channel: t.Channel}
 			}
 		}
 	}
 	var ask []int64
 	for _, a := range as {
 		if _, ok := at[a.Coupon]; !ok {
-			at[a.Coupon] = Pair{}
+			at[a.Coupon] = inventory.Pair{}
 			ask = append(ask, a.Coupon)
 		}
 	}
-	found, err := s.src.pairsOf(ctx, qr, ask)
+	found, err := s.src.PairsOf(ctx, qr, ask)
 	if err != nil {
 		return err
 	}
@@ -359,8 +361,6 @@ func (s *Sink) placeCoupons(ctx context.Context, qr querier, b *canal.Batch, as 
 // binlog held.
 func (s *Sink) seedRedemptionKeys(ctx context.Context, stx, tx *sql.Tx) ([]Anomaly, error) {
 	rl := s.cfg.Mapping.RedemptionLog
-	query := fmt.Sprintf("SELECT %s, CAST(COALESCE(%s, '') AS BINARY), COUNT(*) FROM %s GROUP BY 1, 2",
-		q(rl.Coupon), q(rl.Order), s.cfg.Mapping.QuoteTable(rl.Table))
 	type dup struct {
 		k redemptionKey
 		n int64
@@ -368,7 +368,8 @@ func (s *Sink) seedRedemptionKeys(ctx context.Context, stx, tx *sql.Tx) ([]Anoma
 	var dups []dup
 	var coupons []int64
 	seen := map[int64]bool{}
-	err := scanKeys(ctx, stx, query+" HAVING COUNT(*) > 1", func(k redemptionKey, n int64) error {
+	err := s.src.RedemptionKeys(ctx, stx, true, func(c int64, order string, n int64) error {
+		k := redemptionKey{c, order}
 		dups = append(dups, dup{k, n})
 		if !seen[k.coupon] {
 			seen[k.coupon] = true
@@ -409,8 +410,8 @@ func (s *Sink) seedRedemptionKeys(ctx context.Context, stx, tx *sql.Tx) ([]Anoma
 		}
 		return nil
 	}
-	err = scanKeys(ctx, stx, query, func(k redemptionKey, n int64) error {
-		args = append(args, s.cfg.Name, k.coupon, k.order, n)
+	err = s.src.RedemptionKeys(ctx, stx, false, func(c int64, order string, n int64) error {
+		args = append(args, s.cfg.Name, c, order, n)
 		if len(args) >= 4*1000 {
 			return flush()
 		}
@@ -420,24 +421,4 @@ func (s *Sink) seedRedemptionKeys(ctx context.Context, stx, tx *sql.Tx) ([]Anoma
 		return nil, fmt.Errorf("count redemption rows of %s: %w", rl.Table, err)
 	}
 	return out, flush()
-}
-
-// scanKeys runs query (coupon, order, count) and hands each row to fn.
-func scanKeys(ctx context.Context, qr querier, query string, fn func(redemptionKey, int64) error) error {
-	rows, err := qr.QueryContext(ctx, query)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k redemptionKey
-		var n int64
-		if err := rows.Scan(&k.coupon, &k.order, &n); err != nil {
-			return err
-		}
-		if err := fn(k, n); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
 }

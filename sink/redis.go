@@ -9,35 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/inventory"
 )
-
-// Keys names couponlink's Redis keys. The template id is a hash tag, so
-// that a template's keys live in one Redis Cluster slot.
-//
-//	<prefix>stock:{<template>}:<channel>   claimable of one channel bucket
-//	<prefix>stock:{<template>}             claimable of the template
-//	<prefix>stamp:{<template>}             hash: field per key -> binlog stamp of its value
-//	<prefix>epoch                          present while Redis holds a full copy
-type Keys struct{ Prefix string }
-
-// Stock is the key of one channel bucket's claimable count.
-func (k Keys) Stock(template int64, channel string) string {
-	return k.Prefix + "stock:{" + strconv.FormatInt(template, 10) + "}:" + channel
-}
-
-// TemplateStock is the key of a template's claimable count.
-func (k Keys) TemplateStock(template int64) string {
-	return k.Prefix + "stock:{" + strconv.FormatInt(template, 10) + "}"
-}
-
-// Stamps is the hash of a template's value stamps.
-func (k Keys) Stamps(template int64) string {
-	return k.Prefix + "stamp:{" + strconv.FormatInt(template, 10) + "}"
-}
-
-// Epoch marks a Redis that holds couponlink's full copy; a flush removes it.
-func (k Keys) Epoch() string { return k.Prefix + "epoch" }
 
 // setStamped writes each value only if the key's stamp is not newer than
 // ours: an older value never overwrites a newer one.
@@ -56,22 +29,10 @@ end
 return written
 `)
 
-// Stamp orders binlog positions of one server: file number and offset.
-func Stamp(p canal.Position) int64 {
-	var n int64
-	for i := len(p.File) - 1; i >= 0; i-- {
-		if p.File[i] == '.' {
-			n, _ = strconv.ParseInt(p.File[i+1:], 10, 64)
-			break
-		}
-	}
-	return n<<32 | int64(p.Pos)
-}
-
 // stock keeps the Redis stock keys equal to the claimable counts.
 type stock struct {
 	rdb       redis.UniversalClient
-	keys      Keys
+	keys      inventory.Keys
 	dirty     bool // Redis missed writes: rebuild everything at the next chance
 	behind    int  // batches whose Redis writes did not happen
 	nextTry   time.Time
@@ -85,8 +46,8 @@ type stock struct {
 
 // write sets the stock keys of the given templates from quotas, stamped;
 // with reset, whatever stamps the keys had.
-func (r *stock) write(ctx context.Context, quotas map[Pair]Quota, templates []int64, stamp int64, reset bool) error {
-	byTpl := map[int64][]Pair{}
+func (r *stock) write(ctx context.Context, quotas map[inventory.Pair]inventory.Quota, templates []int64, stamp int64, reset bool) error {
+	byTpl := map[int64][]inventory.Pair{}
 	for p := range quotas {
 		byTpl[p.Template] = append(byTpl[p.Template], p)
 	}
@@ -117,7 +78,7 @@ func (r *stock) write(ctx context.Context, quotas map[Pair]Quota, templates []in
 }
 
 // rebuild writes every stock key and then the epoch marker.
-func (r *stock) rebuild(ctx context.Context, quotas map[Pair]Quota, stamp int64) error {
+func (r *stock) rebuild(ctx context.Context, quotas map[inventory.Pair]inventory.Quota, stamp int64) error {
 	templates := templatesIn(quotas)
 	for start := 0; start < len(templates); start += 200 {
 		if err := r.write(ctx, quotas, templates[start:min(start+200, len(templates))], stamp, r.reset); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/sqltx"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // A release hands a coupon's slot back to its channel bucket
@@ -28,7 +29,7 @@ import (
 //   - refund-restore and expiry under "freeze": never.
 type release struct {
 	Coupon int64
-	Pair   Pair
+	Pair   inventory.Pair
 	Status coupon.Status // RETURNED or EXPIRED: a release does not change it
 	Cause  string        // void, recycle or expiry
 	Reason string
@@ -51,7 +52,7 @@ func releasesOf(b *canal.Batch) []release {
 		if t.To != coupon.Returned || (t.From != coupon.Available && t.From != coupon.Used) {
 			continue
 		}
-		r := release{Coupon: t.Coupon, Pair: Pair{t.Template, t.Channel}, Status: coupon.Returned,
+		r := release{Coupon: t.Coupon, Pair: inventory.Pair{Template: t.Template, Channel: t.Channel}, Status: coupon.Returned,
 			Cause: releaseVoid, Reason: "void: the slot goes back to the pool"}
 		if t.From == coupon.Used {
 			r.Cause, r.Reason = releaseRecycle, "refund (recycle): the slot goes back to the pool"
@@ -73,7 +74,7 @@ func applyReleases(ctx context.Context, tx *sql.Tx, rs []release, now time.Time)
 	}
 	done := map[int64]bool{}
 	rows, err := tx.QueryContext(ctx, `SELECT user_coupon_id FROM inventory_flow WHERE kind = ? AND seq = 0
-		AND user_coupon_id IN (`+placeholders(len(ids))+`) FOR UPDATE`, append([]any{coupon.FlowRelease}, int64Args(ids)...)...)
+		AND user_coupon_id IN (`+sqltx.Placeholders(len(ids))+`) FOR UPDATE`, append([]any{coupon.FlowRelease}, sqltx.Int64Args(ids)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("look for earlier releases: %w", err)
 	}
@@ -88,7 +89,7 @@ func applyReleases(ctx context.Context, tx *sql.Tx, rs []release, now time.Time)
 	rows.Close()
 	var b strings.Builder
 	var args []any
-	perPair := map[Pair]int64{}
+	perPair := map[inventory.Pair]int64{}
 	var applied []release
 	for _, r := range rs {
 		if done[r.Coupon] {
@@ -110,11 +111,11 @@ func applyReleases(ctx context.Context, tx *sql.Tx, rs []release, now time.Time)
 		to_status, reason, operator, created_at) VALUES `+b.String(), args...); err != nil {
 		return nil, fmt.Errorf("write release rows: %w", err)
 	}
-	pairs := make([]Pair, 0, len(perPair))
+	pairs := make([]inventory.Pair, 0, len(perPair))
 	for p := range perPair {
 		pairs = append(pairs, p)
 	}
-	sort.Slice(pairs, func(i, j int) bool { return pairs[i].less(pairs[j]) })
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i].Less(pairs[j]) })
 	for _, p := range pairs {
 		// never below 0: a bucket a legacy writer already emptied stays at 0
 		if _, err := tx.ExecContext(ctx, `UPDATE channel_quota SET claimed = GREATEST(claimed - ?, 0)
@@ -156,7 +157,7 @@ func (s *Sink) scheduleExpiries(ctx context.Context, tx *sql.Tx, b *canal.Batch)
 	}
 	for start := 0; start < len(ids); start += 1000 {
 		chunk := ids[start:min(start+1000, len(ids))]
-		if _, err := tx.ExecContext(ctx, scheduleSQL+` AND c.id IN (`+placeholders(len(chunk))+`)`, int64Args(chunk)...); err != nil {
+		if _, err := tx.ExecContext(ctx, scheduleSQL+` AND c.id IN (`+sqltx.Placeholders(len(chunk))+`)`, sqltx.Int64Args(chunk)...); err != nil {
 			return fmt.Errorf("schedule expiry releases: %w", err)
 		}
 	}
@@ -165,8 +166,8 @@ func (s *Sink) scheduleExpiries(ctx context.Context, tx *sql.Tx, b *canal.Batch)
 
 // learnPolicies reads whether the templates expire under the release policy.
 func (s *Sink) learnPolicies(ctx context.Context, tx *sql.Tx, templates []int64) error {
-	rows, err := tx.QueryContext(ctx, `SELECT id, expiry_policy = ? FROM coupon_template WHERE id IN (`+placeholders(len(templates))+`)`,
-		append([]any{coupon.PolicyRelease}, int64Args(templates)...)...)
+	rows, err := tx.QueryContext(ctx, `SELECT id, expiry_policy = ? FROM coupon_template WHERE id IN (`+sqltx.Placeholders(len(templates))+`)`,
+		append([]any{coupon.PolicyRelease}, sqltx.Int64Args(templates)...)...)
 	if err != nil {
 		return fmt.Errorf("read the templates' expiry policies: %w", err)
 	}
@@ -250,7 +251,7 @@ func (s *Sink) releaseDue(ctx context.Context, limit int) ([]release, error) {
 		if applied, err = applyReleases(ctx, tx, rs, now); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM release_due WHERE user_coupon_id IN (`+placeholders(len(due))+`)`, int64Args(due)...); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM release_due WHERE user_coupon_id IN (`+sqltx.Placeholders(len(due))+`)`, sqltx.Int64Args(due)...); err != nil {
 			return fmt.Errorf("delete done schedule rows: %w", err)
 		}
 		return s.enqueue(ctx, tx, releasedEvents(applied, now))
@@ -267,7 +268,7 @@ func (s *Sink) freshenReleased(ctx context.Context, applied []release) {
 	if len(applied) == 0 {
 		return
 	}
-	pairs := make([]Pair, len(applied))
+	pairs := make([]inventory.Pair, len(applied))
 	for i, r := range applied {
 		pairs[i] = r.Pair
 	}
@@ -296,17 +297,17 @@ func (s *Sink) freshen(ctx context.Context, templates []int64) {
 	if s.redis == nil || s.redis.dirty || len(templates) == 0 {
 		return
 	}
-	var quotas map[Pair]Quota
-	pos, err := s.src.withSnapshot(ctx, s.db, func(tx *sql.Tx, _ canal.Position) error {
+	var quotas map[inventory.Pair]inventory.Quota
+	pos, err := s.src.WithSnapshot(ctx, s.db, func(tx *sql.Tx, _ canal.Position) error {
 		var err error
-		quotas, err = s.src.quotas(ctx, tx, templates...)
+		quotas, err = s.src.Quotas(ctx, tx, templates...)
 		return err
 	})
 	if err != nil {
 		s.log.Warn("could not read the changed buckets; their Redis keys follow when the binlog shows the change", "err", err)
 		return
 	}
-	if err := s.redis.write(ctx, quotas, templates, Stamp(pos), false); err != nil {
+	if err := s.redis.write(ctx, quotas, templates, inventory.Stamp(pos), false); err != nil {
 		s.log.Warn("could not write the changed buckets' Redis keys; Redis will be rebuilt", "err", err)
 		s.redis.dirty = true
 	}

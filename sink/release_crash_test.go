@@ -18,7 +18,7 @@ import (
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/webhook"
 )
 
@@ -148,7 +148,7 @@ func TestReleasesExactlyOnceAcrossKills(t *testing.T) {
 	truth := e.truth()
 	for _, tpl := range []int64{long, release, freeze} {
 		for ch, b := range e.buckets(tpl) {
-			c := truth[sink.Pair{Template: tpl, Channel: ch}]
+			c := truth[inventory.Pair{Template: tpl, Channel: ch}]
 			require.EqualValues(t, c.Held+c.Used+c.Expired+c.Returned-c.Released, b[1], "template %d channel %s", tpl, ch)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/migrations"
 	"github.com/couponlink/couponlink/sink"
 )
@@ -37,7 +38,7 @@ func ownServerEnv(t *testing.T) (*env, *testenv.MariaDB) {
 	t.Cleanup(func() { _ = db.Close() })
 	store, err := coupon.New(coupon.Config{DB: db})
 	require.NoError(t, err)
-	return &env{t: t, db: db, dsn: dsn, rdb: testenv.Redis(t), keys: sink.Keys{Prefix: testenv.KeyPrefix(t)}, store: store}, m
+	return &env{t: t, db: db, dsn: dsn, rdb: testenv.Redis(t), keys: inventory.Keys{Prefix: testenv.KeyPrefix(t)}, store: store}, m
 }
 
 // The cdc outlives its database: started while MariaDB is down it waits
@@ -134,7 +135,7 @@ func TestCDCStopsOnWhatARestartCannotFix(t *testing.T) {
 		want string
 	}{
 		{"wrong password", func(c *sink.Config, _ *sink.Daemon) { c.DB = wrong }, "MySQL refused couponlink's user"},
-		{"a mapped table is missing", func(c *sink.Config, _ *sink.Daemon) { c.Mapping = missing; c.RedisMode = sink.RedisOff },
+		{"a mapped table is missing", func(c *sink.Config, _ *sink.Daemon) { c.Mapping = missing; c.RedisMode = inventory.RedisOff },
 			"the mapping or the server's binlog settings are wrong"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,8 @@
-// Package sink turns the decoded binlog batches of the canal package into
-// derived state: inventory counters and the checkpoint in one MySQL
-// transaction (exactly-once), Redis stock keys, anomalies and metrics.
+// Package sink is the writer of the derived state: it turns the decoded
+// binlog batches of the canal package into inventory counters and the
+// checkpoint in one MySQL transaction (exactly-once), Redis stock keys,
+// anomalies and metrics, and applies releases and rebalancing. Whatever it
+// writes is read through package inventory (the read model), never here.
 package sink
 
 import (
@@ -20,14 +22,8 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/sqltx"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
-)
-
-// Redis modes.
-const (
-	RedisOwner     = "owner"     // couponlink alone writes the stock keys, from MySQL
-	RedisCorrector = "corrector" // a legacy front end DECRs them; only the reconciler corrects
-	RedisOff       = "off"
 )
 
 // Config wires a Sink.
@@ -38,8 +34,8 @@ type Config struct {
 	Leader  string         // who runs (for status); default host:pid
 
 	Redis     redis.UniversalClient // nil: no Redis
-	RedisMode string                // owner (default when the mapping has channel quotas), corrector, off
-	Keys      Keys                  // Redis key names; default prefix "couponlink:"
+	RedisMode inventory.RedisMode   // owner (default when the mapping has channel quotas), corrector, off
+	Keys      inventory.Keys        // Redis key names; default prefix "couponlink:"
 
 	// RedemptionGrace is how long a coupon may be USED before its
 	// redemption row must exist. Default 30 s.
@@ -79,23 +75,23 @@ type Config struct {
 type Sink struct {
 	cfg   Config
 	db    *sql.DB
-	src   *source
+	src   *inventory.Source
 	log   *slog.Logger
 	m     *metrics
 	epoch int64
 	pos   canal.Position
 	redis *stock
 
-	mu       sync.RWMutex     // guards the mirror below for the metrics collector
-	counts   map[Pair]*Counts // inventory_counter at pos
-	quotas   map[Pair]Quota   // channel_quota at pos (nil without channel quotas)
-	tplQuota map[int64]int64  // template quotas (without channel quotas)
+	mu       sync.RWMutex                         // guards the mirror below for the metrics collector
+	counts   map[inventory.Pair]*inventory.Counts // inventory_counter at pos
+	quotas   map[inventory.Pair]inventory.Quota   // channel_quota at pos (nil without channel quotas)
+	tplQuota map[int64]int64                      // template quotas (without channel quotas)
 	active   map[int64]time.Time
 
-	pending      map[int64][]pendingUse // coupon -> its moves into USED awaiting a redemption row
-	npending     int                    // entries in pending, bounded by MaxPending
-	pendingDirty map[redemptionKey]bool // pending checks changed since the last commit (saved with the next one)
-	quotaNext    map[Pair]Quota         // the batch's quota changes, before commit
+	pending      map[int64][]pendingUse             // coupon -> its moves into USED awaiting a redemption row
+	npending     int                                // entries in pending, bounded by MaxPending
+	pendingDirty map[redemptionKey]bool             // pending checks changed since the last commit (saved with the next one)
+	quotaNext    map[inventory.Pair]inventory.Quota // the batch's quota changes, before commit
 
 	lastCorrection int64            // newest correction_log id the mirror has seen
 	correctionScan time.Time        // when correction_log was last looked at
@@ -121,20 +117,14 @@ func New(cfg Config) (*Sink, error) {
 		host, _ := os.Hostname()
 		cfg.Leader = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
-	if cfg.RedisMode == "" {
-		cfg.RedisMode = RedisOwner
-		if cfg.Mapping.ChannelQuota == nil {
-			cfg.RedisMode = RedisCorrector
-		}
+	if err := cfg.RedisMode.Validate(); err != nil {
+		return nil, fmt.Errorf("sink: %w", err)
 	}
-	switch cfg.RedisMode {
-	case RedisOwner:
-		if cfg.Mapping.ChannelQuota == nil {
-			return nil, errors.New("sink: Redis owner mode needs channel quotas in the mapping; use corrector mode for a legacy schema")
-		}
-	case RedisCorrector, RedisOff:
-	default:
-		return nil, fmt.Errorf("sink: unknown Redis mode %q (want owner, corrector or off)", cfg.RedisMode)
+	if cfg.RedisMode == "" {
+		cfg.RedisMode = inventory.DefaultRedisMode(cfg.Mapping)
+	}
+	if cfg.RedisMode == inventory.RedisOwner && cfg.Mapping.ChannelQuota == nil {
+		return nil, errors.New("sink: Redis owner mode needs channel quotas in the mapping; use corrector mode for a legacy schema")
 	}
 	if cfg.Keys.Prefix == "" {
 		cfg.Keys.Prefix = "couponlink:"
@@ -175,10 +165,10 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Sink{cfg: cfg, db: cfg.DB, src: newSource(cfg.Mapping), log: cfg.Logger.With("component", "cdc"), m: newMetrics(cfg.Registerer),
+	s := &Sink{cfg: cfg, db: cfg.DB, src: inventory.NewSource(cfg.Mapping), log: cfg.Logger.With("component", "cdc"), m: newMetrics(cfg.Registerer),
 		pending: map[int64][]pendingUse{}, pendingDirty: map[redemptionKey]bool{}, active: map[int64]time.Time{}, badPolicy: map[int64]string{},
 		releasePolicy: map[int64]bool{}}
-	if cfg.Redis != nil && cfg.RedisMode == RedisOwner {
+	if cfg.Redis != nil && cfg.RedisMode == inventory.RedisOwner {
 		s.redis = &stock{rdb: cfg.Redis, keys: cfg.Keys, dirty: true}
 	}
 	cfg.Registerer.MustRegister(inventoryCollector{s: s, desc: prometheus.NewDesc("couponlink_inventory",
@@ -206,7 +196,7 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 		return canal.Position{}, err
 	}
 	s.m.leader.Set(1)
-	cp, _, err := LoadCheckpoint(ctx, s.db, s.cfg.Name)
+	cp, _, err := inventory.LoadCheckpoint(ctx, s.db, s.cfg.Name)
 	if err != nil {
 		return canal.Position{}, err
 	}
@@ -227,11 +217,11 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 			s.redis.dirty, s.redis.reset = true, true
 		}
 	} else {
-		counts, err := loadCounters(ctx, s.db)
+		counts, err := inventory.LoadCounters(ctx, s.db)
 		if err != nil {
 			return canal.Position{}, err
 		}
-		quotas, err := s.src.quotas(ctx, s.db)
+		quotas, err := s.src.Quotas(ctx, s.db)
 		if err != nil {
 			return canal.Position{}, err
 		}
@@ -265,7 +255,7 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 	return s.pos, nil
 }
 
-func (s *Sink) setMirror(counts map[Pair]*Counts, quotas map[Pair]Quota) {
+func (s *Sink) setMirror(counts map[inventory.Pair]*inventory.Counts, quotas map[inventory.Pair]inventory.Quota) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.counts, s.quotas = counts, quotas
@@ -277,7 +267,7 @@ func (s *Sink) setMirror(counts map[Pair]*Counts, quotas map[Pair]Quota) {
 
 func (s *Sink) loadTemplateQuotas(ctx context.Context) error {
 	ids := templatesIn(s.counts)
-	q, err := s.cfg.Mapping.TemplateQuotas(ctx, s.db, ids)
+	q, err := s.src.TemplateQuotas(ctx, s.db, ids)
 	if err != nil {
 		return fmt.Errorf("read template quotas: %w", err)
 	}
@@ -285,24 +275,6 @@ func (s *Sink) loadTemplateQuotas(ctx context.Context) error {
 	s.tplQuota = q
 	s.mu.Unlock()
 	return nil
-}
-
-func loadCounters(ctx context.Context, db *sql.DB) (map[Pair]*Counts, error) {
-	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, held, used, expired, returned, released FROM inventory_counter`)
-	if err != nil {
-		return nil, fmt.Errorf("read counters: %w", err)
-	}
-	defer rows.Close()
-	out := map[Pair]*Counts{}
-	for rows.Next() {
-		var p Pair
-		c := &Counts{}
-		if err := rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned, &c.Released); err != nil {
-			return nil, err
-		}
-		out[p] = c
-	}
-	return out, rows.Err()
 }
 
 // Position is the checkpoint the sink has committed.
@@ -316,23 +288,23 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 	if b.Empty() {
 		return s.idle(ctx, b)
 	}
-	d := FromBatch(b)
-	s.quotaNext = map[Pair]Quota{}
+	d := inventory.FromBatch(b)
+	s.quotaNext = map[inventory.Pair]inventory.Quota{}
 	for _, qc := range b.Quotas {
-		p := Pair{qc.Template, qc.Channel}
+		p := inventory.Pair{Template: qc.Template, Channel: qc.Channel}
 		if qc.Deleted {
-			s.quotaNext[p] = Quota{}
+			s.quotaNext[p] = inventory.Quota{}
 		} else {
-			s.quotaNext[p] = Quota{Quota: qc.Quota, Claimed: qc.Claimed}
+			s.quotaNext[p] = inventory.Quota{Quota: qc.Quota, Claimed: qc.Claimed}
 		}
 	}
-	next := make(map[Pair]*Counts, len(d))
+	next := make(map[inventory.Pair]*inventory.Counts, len(d))
 	for p, delta := range d {
-		c := Counts{}
+		c := inventory.Counts{}
 		if old := s.counts[p]; old != nil {
 			c = *old
 		}
-		c.add(*delta)
+		c.Add(*delta)
 		next[p] = &c
 	}
 	if s.quotas == nil {
@@ -345,16 +317,16 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 		return err
 	}
 	// every touched pair, even with a net zero delta: its stamp must move
-	pairs := make([]Pair, 0, len(d))
+	pairs := make([]inventory.Pair, 0, len(d))
 	for p := range d {
 		pairs = append(pairs, p)
 	}
-	sort.Slice(pairs, func(i, j int) bool { return pairs[i].less(pairs[j]) })
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i].Less(pairs[j]) })
 	templates := templatesOf(pairs)
 	var applied []release
 	var all []Anomaly // anomalies, and the duplicates the transaction finds
 	err = sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
-		if err := writeCounters(ctx, tx, pairs, d, true, Stamp(b.End)); err != nil {
+		if err := writeCounters(ctx, tx, pairs, d, true, inventory.Stamp(b.End)); err != nil {
 			return err
 		}
 		if err := s.refreshTemplates(ctx, tx, templates); err != nil {
@@ -486,7 +458,7 @@ func (s *Sink) followCorrections(ctx context.Context) error {
 	if last == s.lastCorrection {
 		return nil
 	}
-	counts, err := loadCounters(ctx, s.db)
+	counts, err := inventory.LoadCounters(ctx, s.db)
 	if err != nil {
 		return err
 	}
@@ -496,7 +468,7 @@ func (s *Sink) followCorrections(ctx context.Context) error {
 	return nil
 }
 
-func (s *Sink) learnTemplates(ctx context.Context, d Deltas) error {
+func (s *Sink) learnTemplates(ctx context.Context, d inventory.Deltas) error {
 	var unknown []int64
 	for p := range d {
 		if _, ok := s.tplQuota[p.Template]; !ok {
@@ -506,7 +478,7 @@ func (s *Sink) learnTemplates(ctx context.Context, d Deltas) error {
 	if len(unknown) == 0 {
 		return nil
 	}
-	q, err := s.cfg.Mapping.TemplateQuotas(ctx, s.db, unknown)
+	q, err := s.src.TemplateQuotas(ctx, s.db, unknown)
 	if err != nil {
 		return fmt.Errorf("read template quotas: %w", err)
 	}
@@ -519,7 +491,7 @@ func (s *Sink) learnTemplates(ctx context.Context, d Deltas) error {
 	return nil
 }
 
-func (s *Sink) nextQuota(p Pair) (Quota, bool) {
+func (s *Sink) nextQuota(p inventory.Pair) (inventory.Quota, bool) {
 	if q, ok := s.quotaNext[p]; ok {
 		return q, true
 	}
@@ -527,7 +499,7 @@ func (s *Sink) nextQuota(p Pair) (Quota, bool) {
 	return q, ok
 }
 
-func (s *Sink) commitMirror(next map[Pair]*Counts, end canal.Position) {
+func (s *Sink) commitMirror(next map[inventory.Pair]*inventory.Counts, end canal.Position) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.Now()
@@ -634,7 +606,7 @@ func (s *Sink) syncRedis(ctx context.Context, templates []int64) {
 			r.dirty = true
 		}
 	}
-	stamp := Stamp(s.pos)
+	stamp := inventory.Stamp(s.pos)
 	var err error
 	switch {
 	case r.dirty && now.Before(r.nextTry):

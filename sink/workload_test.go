@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -84,7 +85,7 @@ type workload struct {
 	clock     *fakeClock
 	cfg       wlConfig
 	templates []wlTemplate
-	over      sink.Pair
+	over      inventory.Pair
 
 	ops, seq                              atomic.Int64
 	illegal, deleted, usedNoRow, overDone atomic.Int64
@@ -137,7 +138,7 @@ func newWorkload(e *env, cfg wlConfig) *workload {
 		require.NoError(t, err)
 		w.templates = append(w.templates, wlTemplate{id: tpl.ID, channels: sp.channels, release: sp.policy == coupon.PolicyRelease})
 		if sp.partner {
-			w.over = sink.Pair{Template: tpl.ID, Channel: "partner"}
+			w.over = inventory.Pair{Template: tpl.ID, Channel: "partner"}
 		}
 	}
 	return w

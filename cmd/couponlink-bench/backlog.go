@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // The backlog: user_coupon row changes, 3 INSERTs (AVAILABLE) for every 2
@@ -242,13 +242,13 @@ func verifyCounters(ctx context.Context, e *env) (string, error) {
 // GROUP BY user_coupon, Redis bucket keys = quota − claimed. A result
 // starting with "MISMATCH" is a failed check.
 func verifyStore(ctx context.Context, db *sql.DB, rdb *redis.Client) (string, error) {
-	truth := map[sink.Pair]*sink.Counts{}
+	truth := map[inventory.Pair]*inventory.Counts{}
 	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, status, COUNT(*) FROM user_coupon GROUP BY 1, 2, 3`)
 	if err != nil {
 		return "", err
 	}
 	for rows.Next() {
-		var p sink.Pair
+		var p inventory.Pair
 		var st, n int64
 		if err := rows.Scan(&p.Template, &p.Channel, &st, &n); err != nil {
 			rows.Close()
@@ -256,7 +256,7 @@ func verifyStore(ctx context.Context, db *sql.DB, rdb *redis.Client) (string, er
 		}
 		c := truth[p]
 		if c == nil {
-			c = &sink.Counts{}
+			c = &inventory.Counts{}
 			truth[p] = c
 		}
 		switch st {
@@ -271,14 +271,14 @@ func verifyStore(ctx context.Context, db *sql.DB, rdb *redis.Client) (string, er
 		}
 	}
 	rows.Close()
-	got := map[sink.Pair]sink.Counts{}
+	got := map[inventory.Pair]inventory.Counts{}
 	rows, err = db.QueryContext(ctx, `SELECT template_id, channel, held, used, expired, returned FROM inventory_counter`)
 	if err != nil {
 		return "", err
 	}
 	for rows.Next() {
-		var p sink.Pair
-		var c sink.Counts
+		var p inventory.Pair
+		var c inventory.Counts
 		if err := rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned); err != nil {
 			rows.Close()
 			return "", err
@@ -292,14 +292,14 @@ func verifyStore(ctx context.Context, db *sql.DB, rdb *redis.Client) (string, er
 			bad = append(bad, fmt.Sprintf("%d/%s counters %+v, truth %+v", p.Template, p.Channel, g, *want))
 		}
 	}
-	keys := sink.Keys{Prefix: "couponlink:"}
+	keys := inventory.Keys{Prefix: "couponlink:"}
 	rows, err = db.QueryContext(ctx, `SELECT template_id, channel, quota - claimed FROM channel_quota`)
 	if err != nil {
 		return "", err
 	}
 	nkeys := 0
 	for rows.Next() {
-		var p sink.Pair
+		var p inventory.Pair
 		var want int64
 		if err := rows.Scan(&p.Template, &p.Channel, &want); err != nil {
 			rows.Close()

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/migrations"
 	"github.com/couponlink/couponlink/reconcile"
 	"github.com/couponlink/couponlink/sink"
@@ -353,7 +354,7 @@ func recCaughtUp(ctx context.Context, db *sql.DB, rdb *redis.Client) error {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		cp, found, err := sink.LoadCheckpoint(ctx, db, recCPName)
+		cp, found, err := inventory.LoadCheckpoint(ctx, db, recCPName)
 		if err != nil {
 			return err
 		}
@@ -391,12 +392,12 @@ func recKeysFollow(ctx context.Context, db *sql.DB, rdb *redis.Client) (bool, er
 		return false, fmt.Errorf("read channel_quota: %w", err)
 	}
 	defer rows.Close()
-	keys := sink.Keys{Prefix: "couponlink:"}
+	keys := inventory.Keys{Prefix: "couponlink:"}
 	pipe := rdb.Pipeline()
 	var want []int64
 	var cmds []*redis.StringCmd
 	for rows.Next() {
-		var p sink.Pair
+		var p inventory.Pair
 		var w int64
 		if err := rows.Scan(&p.Template, &p.Channel, &w); err != nil {
 			return false, err

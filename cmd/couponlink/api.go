@@ -14,7 +14,7 @@ import (
 
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/coupon/httpapi"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory/view"
 )
 
 func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -53,8 +53,8 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	derived := func(ctx context.Context, id int64) (any, error) { return sink.ReadDerived(ctx, db, *cdcName, id) }
-	api := httpapi.New(httpapi.Config{Store: store, Token: token, AllowedOrigins: allowed, Logger: base, Registerer: reg, Gatherer: reg, Derived: derived})
+	api := httpapi.New(httpapi.Config{Store: store, Token: token, AllowedOrigins: allowed, Logger: base, Registerer: reg, Gatherer: reg,
+		Inventory: view.Reader{DB: db, Checkpoint: *cdcName}})
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/sink"
 	"github.com/couponlink/couponlink/webhook"
@@ -76,7 +77,7 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		rdb = redis.NewClient(&redis.Options{Addr: *redisAddr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
 		defer rdb.Close()
 	}
-	scfg := sink.Config{DB: db, Name: *name, Redis: rdb, RedisMode: *redisMode, Keys: sink.Keys{Prefix: *prefix},
+	scfg := sink.Config{DB: db, Name: *name, Redis: rdb, RedisMode: inventory.RedisMode(*redisMode), Keys: inventory.Keys{Prefix: *prefix},
 		RedemptionGrace: *grace, Logger: base, Registerer: reg, ReleaseEvery: *releaseEvery, RebalanceEvery: *rebalanceEvery,
 		QuotaDefaults: policy(), Webhooks: *hookURL != ""}
 	if err := scfg.QuotaDefaults.Validate(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
 )
 
@@ -73,7 +74,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "task %d resolved by %s\n", *resolve, who)
 		return nil
 	}
-	cfg := reconcile.Config{DB: db, Checkpoint: *name, RedisMode: *redisMode, QuietWindow: *quiet, CatchUpWait: *catchUp,
+	cfg := reconcile.Config{DB: db, Checkpoint: *name, RedisMode: inventory.RedisMode(*redisMode), QuietWindow: *quiet, CatchUpWait: *catchUp,
 		AbsThreshold: int64(*absT), RelThreshold: *rel, Logger: base}
 	cfg.Keys.Prefix = *prefix
 	if cfg.Binlog, err = tailerConfig(*dsn, 0, *name); err != nil {

@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
-	"github.com/couponlink/couponlink/sink"
 )
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -33,7 +33,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *asJSON {
 		return writeStatusJSON(ctx, stdout, db, *name)
 	}
-	st, err := sink.ReadStatus(ctx, db, *name)
+	st, err := inventory.ReadStatus(ctx, db, *name)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, p := range st.Pairs {
 		quota, claimable := "-", "-"
 		if p.HasQuota {
-			quota, claimable = fmt.Sprint(p.Quota.Quota), fmt.Sprint(p.Quota.Claimable())
+			quota, claimable = fmt.Sprint(p.Quota), fmt.Sprint(p.Claimable())
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.Template, p.Channel, quota, claimable,
 			p.Held, p.Used, p.Expired, p.Returned, p.Released, p.Frozen())

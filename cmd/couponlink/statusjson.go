@@ -6,7 +6,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
+	"github.com/couponlink/couponlink/inventory/view"
 )
 
 // statusJSON is where the cdc stands, as `couponlink status -json` prints
@@ -45,7 +46,7 @@ type pairJSON struct {
 	Channel   string `json:"channel"`
 	Quota     *int64 `json:"quota,omitempty"`
 	Claimable *int64 `json:"claimable,omitempty"`
-	sink.DerivedCounts
+	view.States
 }
 
 // writeStatusJSON writes the named checkpoint's status as indented JSON.
@@ -57,9 +58,9 @@ func writeStatusJSON(ctx context.Context, w io.Writer, db *sql.DB, name string) 
 	return printJSON(w, v)
 }
 
-// readStatusJSON reads the named checkpoint's status (sink.ReadStatus) as JSON.
+// readStatusJSON reads the named checkpoint's status (inventory.ReadStatus) as JSON.
 func readStatusJSON(ctx context.Context, db *sql.DB, name string) (statusJSON, error) {
-	st, err := sink.ReadStatus(ctx, db, name)
+	st, err := inventory.ReadStatus(ctx, db, name)
 	if err != nil {
 		return statusJSON{}, err
 	}
@@ -81,10 +82,9 @@ func readStatusJSON(ctx context.Context, db *sql.DB, name string) (statusJSON, e
 		}
 	}
 	for _, p := range st.Pairs {
-		pj := pairJSON{Template: p.Template, Channel: p.Channel, DerivedCounts: sink.DerivedCounts{Held: p.Held, Used: p.Used,
-			Expired: p.Expired, Returned: p.Returned, Released: p.Released, Frozen: p.Frozen()}}
+		pj := pairJSON{Template: p.Template, Channel: p.Channel, States: view.StatesOf(p.Counts)}
 		if p.HasQuota {
-			q, c := p.Quota.Quota, p.Quota.Claimable()
+			q, c := p.Quota, p.Claimable()
 			pj.Quota, pj.Claimable = &q, &c
 		}
 		v.Pairs = append(v.Pairs, pj)

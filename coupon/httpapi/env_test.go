@@ -22,6 +22,7 @@ import (
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/coupon/httpapi"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory/view"
 )
 
 // The shared fixtures of the API tests: a fresh migrated database, a store
@@ -255,9 +256,11 @@ type expireReply struct {
 type inventoryReply struct {
 	TemplateID int64 `json:"template_id"`
 	TotalQuota int64 `json:"total_quota"`
-	coupon.Counts
-	Channels  map[string]coupon.Counts `json:"channels"`
-	Conserved bool                     `json:"conserved"`
+	view.Counts
+	Claimable int64                  `json:"claimable"` // as answered (Counts computes it too)
+	Frozen    int64                  `json:"frozen"`
+	Channels  map[string]view.Counts `json:"channels"`
+	Conserved bool                   `json:"conserved"`
 }
 
 // Scripted steps for the test goroutine.

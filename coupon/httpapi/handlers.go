@@ -172,28 +172,16 @@ func (s *Server) expire(w http.ResponseWriter, r *http.Request) (int, any, error
 	return http.StatusOK, expireResponse{ExpireResult: res, DurationSeconds: res.Duration.Seconds()}, nil
 }
 
-type inventoryResponse struct {
-	coupon.Inventory
-	Conserved bool `json:"conserved"`
-	Derived   any  `json:"derived,omitempty"`
-}
-
 func (s *Server) inventory(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	id, err := pathID(r)
 	if err != nil {
 		return 0, nil, err
 	}
-	inv, err := s.store.Inventory(r.Context(), id)
+	inv, err := s.cfg.Inventory.Inventory(r.Context(), id)
 	if err != nil {
 		return 0, nil, err
 	}
-	resp := inventoryResponse{Inventory: inv, Conserved: inv.Conserved()}
-	if s.cfg.Derived != nil {
-		if resp.Derived, err = s.cfg.Derived(r.Context(), id); err != nil {
-			return 0, nil, err
-		}
-	}
-	return http.StatusOK, resp, nil
+	return http.StatusOK, inv, nil
 }
 
 func (s *Server) history(w http.ResponseWriter, r *http.Request) (int, any, error) {

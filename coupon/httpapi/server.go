@@ -5,7 +5,6 @@
 package httpapi
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory/view"
 )
 
 // Config wires the API.
@@ -34,8 +34,9 @@ type Config struct {
 	Logger         *slog.Logger
 	Registerer     prometheus.Registerer
 	Gatherer       prometheus.Gatherer // served on /metrics; nil: no /metrics
-	// Derived, when set, adds the cdc's view of a template to its inventory.
-	Derived func(ctx context.Context, templateID int64) (any, error)
+	// Inventory reads GET /v1/templates/{id}/inventory; its DB defaults to
+	// the Store's, and its Checkpoint, when set, adds the cdc's counters.
+	Inventory view.Reader
 }
 
 // Server is the API's http.Handler.
@@ -59,6 +60,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
+	}
+	if cfg.Inventory.DB == nil {
+		cfg.Inventory.DB = cfg.Store.DB()
 	}
 	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "api"), metrics: newMetrics(cfg.Registerer), mux: http.NewServeMux(),
 		allowed: map[string][]string{}}

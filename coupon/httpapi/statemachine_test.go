@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory/view"
 )
 
 // A coupon brought into a state for real, through the API.
@@ -269,8 +270,8 @@ func claimReservesASlot(t *testing.T, e *env) {
 	assert.Equal(t, e.clock.Now().Add(time.Hour), c.ExpiresAt)
 	inv = e.inventory(t, tpl)
 	assert.Equal(t, [2]int64{2, 1}, [2]int64{inv.Claimable, inv.Held})
-	assert.Equal(t, coupon.Counts{Quota: 1, Claimed: 1, Held: 1}, inv.Channels["sms"])
-	assert.Equal(t, coupon.Counts{Quota: 2, Claimable: 2}, inv.Channels["app"])
+	assert.Equal(t, view.Counts{Quota: 1, Claimed: 1, Held: 1}, inv.Channels["sms"])
+	assert.Equal(t, view.Counts{Quota: 2}, inv.Channels["app"])
 	assert.Equal(t, 1, e.count(t, `SELECT claimed FROM channel_quota WHERE template_id = ? AND channel = 'sms'`, tpl))
 
 	// the sms bucket is empty now, app is not

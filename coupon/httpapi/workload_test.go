@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory/view"
 )
 
 // workload is the shared memory of the random workload's goroutines: what
@@ -303,12 +304,12 @@ func (w *workload) read(rng *rand.Rand) {
 // user_coupon and the channel buckets, and checks conservation.
 func checkInventoryIsTruth(t *testing.T, e *env, tpl int64) {
 	t.Helper()
-	want := map[string]*coupon.Counts{}
+	want := map[string]*view.Counts{}
 	rows, err := e.db.Query(`SELECT channel, quota, claimed FROM channel_quota WHERE template_id = ?`, tpl)
 	require.NoError(t, err)
 	for rows.Next() {
 		var ch string
-		c := &coupon.Counts{}
+		c := &view.Counts{}
 		require.NoError(t, rows.Scan(&ch, &c.Quota, &c.Claimed))
 		want[ch] = c
 	}
@@ -329,30 +330,21 @@ func checkInventoryIsTruth(t *testing.T, e *env, tpl int64) {
 	rows.Close()
 	for ch, c := range want {
 		c.Released = int64(e.count(t, `SELECT COUNT(*) FROM inventory_flow WHERE template_id = ? AND channel = ? AND kind = 'release'`, tpl, ch))
-		c.Claimable = c.Quota - c.Claimed
-		c.Frozen = c.Expired + c.Returned - c.Released
+		claimable, frozen := c.Quota-c.Claimed, c.Expired+c.Returned-c.Released
 		rowsOf := c.Held + c.Used + c.Expired + c.Returned
 		assert.Equal(t, rowsOf-c.Released, c.Claimed, "channel_quota.claimed of %s = its rows - released", ch)
-		assert.Equal(t, c.Quota, c.Claimable+c.Held+c.Used+c.Frozen, "conservation in %s", ch)
-		for _, v := range []int64{c.Claimable, c.Held, c.Used, c.Frozen} {
+		assert.Equal(t, c.Quota, claimable+c.Held+c.Used+frozen, "conservation in %s", ch)
+		for _, v := range []int64{claimable, c.Held, c.Used, frozen} {
 			assert.GreaterOrEqual(t, v, int64(0), "every term of %s", ch)
 		}
 	}
 
 	inv := e.inventory(t, tpl)
-	var total coupon.Counts
+	var total view.Counts
 	require.Len(t, inv.Channels, len(want))
 	for ch, c := range want {
 		assert.Equal(t, *c, inv.Channels[ch], "inventory of channel %s = GROUP BY", ch)
-		total.Quota += c.Quota
-		total.Claimed += c.Claimed
-		total.Claimable += c.Claimable
-		total.Held += c.Held
-		total.Used += c.Used
-		total.Expired += c.Expired
-		total.Returned += c.Returned
-		total.Released += c.Released
-		total.Frozen += c.Frozen
+		total.Add(*c)
 	}
 	assert.Equal(t, total, inv.Counts, "inventory totals")
 	var quota int64

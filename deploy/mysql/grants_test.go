@@ -20,6 +20,7 @@ import (
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/reconcile"
 	"github.com/couponlink/couponlink/sink"
@@ -128,7 +129,7 @@ func TestGrantsAreEnoughAndNoMore(t *testing.T) {
 	log := &logs{}
 	// the cdc as couponlink_cdc, in-process as `couponlink cdc` runs it
 	rdb := testenv.Redis(t)
-	s, err := sink.New(sink.Config{DB: cdcDB, Redis: rdb, Keys: sink.Keys{Prefix: testenv.KeyPrefix(t)},
+	s, err := sink.New(sink.Config{DB: cdcDB, Redis: rdb, Keys: inventory.Keys{Prefix: testenv.KeyPrefix(t)},
 		Logger: log.logger(), Registerer: prometheus.NewRegistry(), RedemptionGrace: 2 * time.Second,
 		Webhooks: true, RebalanceEvery: 50 * time.Millisecond})
 	require.NoError(t, err)
@@ -287,7 +288,7 @@ func waitCheckpoint(t *testing.T, db *sql.DB, log *logs) {
 		require.NoError(t, err)
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			cp, found, err := sink.LoadCheckpoint(ctx, db, "default")
+			cp, found, err := inventory.LoadCheckpoint(ctx, db, "default")
 			require.NoError(t, err)
 			if found && cp.Pos.File != "" && cp.Pos.Compare(target) >= 0 {
 				break

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // WaitFor polls cond (a condition, never a guess of how long something
@@ -135,33 +135,19 @@ func value(m *dto.Metric) float64 {
 
 // Add adds n coupons in state st to c, and reports whether st is one of
 // the four stored states (false: c is unchanged).
-func Add(c *sink.Counts, st coupon.Status, n int64) bool {
-	switch st {
-	case coupon.Available:
-		c.Held += n
-	case coupon.Used:
-		c.Used += n
-	case coupon.Expired:
-		c.Expired += n
-	case coupon.Returned:
-		c.Returned += n
-	default:
-		return false
-	}
-	return true
-}
+func Add(c *inventory.Counts, st coupon.Status, n int64) bool { return c.Bump(st, n) }
 
 // Truth counts user_coupon per pair and state, and the release rows of
 // inventory_flow (kind 'release') per pair, in the reference schema. A pair
 // appears only when it has a user coupon or a release row.
-func Truth(t testing.TB, db *sql.DB) map[sink.Pair]sink.Counts {
+func Truth(t testing.TB, db *sql.DB) map[inventory.Pair]inventory.Counts {
 	t.Helper()
-	out := map[sink.Pair]sink.Counts{}
+	out := map[inventory.Pair]inventory.Counts{}
 	rows, err := db.Query(`SELECT template_id, channel, status, COUNT(*) FROM user_coupon GROUP BY 1, 2, 3`)
 	require.NoError(t, err)
 	defer rows.Close()
 	for rows.Next() {
-		var p sink.Pair
+		var p inventory.Pair
 		var st coupon.Status
 		var n int64
 		require.NoError(t, rows.Scan(&p.Template, &p.Channel, &st, &n))
@@ -176,7 +162,7 @@ func Truth(t testing.TB, db *sql.DB) map[sink.Pair]sink.Counts {
 	require.NoError(t, err)
 	defer frows.Close()
 	for frows.Next() {
-		var p sink.Pair
+		var p inventory.Pair
 		var n int64
 		require.NoError(t, frows.Scan(&p.Template, &p.Channel, &n))
 		c := out[p]
@@ -189,11 +175,11 @@ func Truth(t testing.TB, db *sql.DB) map[sink.Pair]sink.Counts {
 
 // Counters reads inventory_counter without its all-zero rows, so that it
 // compares equal to Truth.
-func Counters(t testing.TB, db *sql.DB) map[sink.Pair]sink.Counts {
+func Counters(t testing.TB, db *sql.DB) map[inventory.Pair]inventory.Counts {
 	t.Helper()
 	out := CounterRows(t, db)
 	for p, c := range out {
-		if c == (sink.Counts{}) {
+		if c == (inventory.Counts{}) {
 			delete(out, p)
 		}
 	}
@@ -201,15 +187,15 @@ func Counters(t testing.TB, db *sql.DB) map[sink.Pair]sink.Counts {
 }
 
 // CounterRows reads every inventory_counter row, all-zero ones included.
-func CounterRows(t testing.TB, db *sql.DB) map[sink.Pair]sink.Counts {
+func CounterRows(t testing.TB, db *sql.DB) map[inventory.Pair]inventory.Counts {
 	t.Helper()
 	rows, err := db.Query(`SELECT template_id, channel, held, used, expired, returned, released FROM inventory_counter`)
 	require.NoError(t, err)
 	defer rows.Close()
-	out := map[sink.Pair]sink.Counts{}
+	out := map[inventory.Pair]inventory.Counts{}
 	for rows.Next() {
-		var p sink.Pair
-		var c sink.Counts
+		var p inventory.Pair
+		var c inventory.Counts
 		require.NoError(t, rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned, &c.Released))
 		out[p] = c
 	}

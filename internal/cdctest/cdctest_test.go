@@ -9,7 +9,7 @@ import (
 
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 func TestMetrics(t *testing.T) {
@@ -54,11 +54,11 @@ func TestWaitFor(t *testing.T) {
 }
 
 func TestAdd(t *testing.T) {
-	var c sink.Counts
+	var c inventory.Counts
 	for _, st := range coupon.Statuses {
 		require.True(t, cdctest.Add(&c, st, int64(st)))
 	}
-	require.Equal(t, sink.Counts{Held: 1, Used: 2, Expired: 3, Returned: 4}, c)
+	require.Equal(t, inventory.Counts{Held: 1, Used: 2, Expired: 3, Returned: 4}, c)
 	require.False(t, cdctest.Add(&c, coupon.None, 1))
-	require.Equal(t, sink.Counts{Held: 1, Used: 2, Expired: 3, Returned: 4}, c, "unchanged")
+	require.Equal(t, inventory.Counts{Held: 1, Used: 2, Expired: 3, Returned: 4}, c, "unchanged")
 }

@@ -1,4 +1,4 @@
-package sink
+package inventory
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // Status is where a cdc stands, read from MySQL: what `couponlink status` prints.
@@ -24,11 +25,11 @@ type Status struct {
 	OldestPending time.Time
 }
 
-// PairStatus is one channel bucket: derived counters and, when known, its quota.
+// PairStatus is one channel bucket: its derived counters and, when known
+// (HasQuota), its quota and claimed.
 type PairStatus struct {
 	Pair
 	Counts
-	Quota    Quota
 	HasQuota bool
 }
 
@@ -54,46 +55,48 @@ func ReadStatus(ctx context.Context, db *sql.DB, name string) (Status, error) {
 	if st.Server, err = canal.CurrentPosition(ctx, db); err != nil {
 		return st, err
 	}
-	rows, err := db.QueryContext(ctx, `SELECT kind, COUNT(*) FROM cdc_anomaly GROUP BY kind`)
-	if err != nil {
-		return st, fmt.Errorf("count anomalies: %w", err)
-	}
-	for rows.Next() {
+	err = sqltx.EachRow(ctx, db, `SELECT kind, COUNT(*) FROM cdc_anomaly GROUP BY kind`, nil, func(rows *sql.Rows) error {
 		var k string
 		var n int64
 		if err := rows.Scan(&k, &n); err != nil {
-			rows.Close()
-			return st, err
+			return err
 		}
 		st.Anomalies[k] = n
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("count anomalies: %w", err)
 	}
-	rows.Close()
 	if err := readOutbox(ctx, db, &st); err != nil {
 		return st, err
 	}
-	counts, err := loadCounters(ctx, db)
+	counts, err := LoadCounters(ctx, db)
 	if err != nil {
 		return st, err
 	}
 	quotas := map[Pair]Quota{}
-	qrows, err := db.QueryContext(ctx, `SELECT template_id, channel, quota, claimed FROM channel_quota`)
-	if err == nil { // a legacy deployment may have no channel_quota rows
-		for qrows.Next() {
-			var p Pair
-			var q Quota
-			if err := qrows.Scan(&p.Template, &p.Channel, &q.Quota, &q.Claimed); err != nil {
-				qrows.Close()
-				return st, err
-			}
-			quotas[p] = q
+	var scanErr error
+	// a legacy deployment may have no channel_quota rows (nor table): a failed query is no error
+	_ = sqltx.EachRow(ctx, db, `SELECT template_id, channel, quota, claimed FROM channel_quota`, nil, func(rows *sql.Rows) error {
+		var p Pair
+		var q Quota
+		if scanErr = rows.Scan(&p.Template, &p.Channel, &q.Quota, &q.Claimed); scanErr != nil {
+			return scanErr
 		}
-		qrows.Close()
+		quotas[p] = q
+		return nil
+	})
+	if scanErr != nil {
+		return st, scanErr
 	}
 	for p, c := range counts {
-		q, ok := quotas[p]
-		st.Pairs = append(st.Pairs, PairStatus{Pair: p, Counts: *c, Quota: q, HasQuota: ok})
+		ps := PairStatus{Pair: p, Counts: *c}
+		if q, ok := quotas[p]; ok {
+			ps.Quota, ps.Claimed, ps.HasQuota = q.Quota, q.Claimed, true
+		}
+		st.Pairs = append(st.Pairs, ps)
 	}
-	sort.Slice(st.Pairs, func(i, j int) bool { return st.Pairs[i].Pair.less(st.Pairs[j].Pair) })
+	sort.Slice(st.Pairs, func(i, j int) bool { return st.Pairs[i].Pair.Less(st.Pairs[j].Pair) })
 	return st, nil
 }
 

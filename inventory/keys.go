@@ -1,0 +1,83 @@
+package inventory
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/couponlink/couponlink/canal"
+)
+
+// Keys names couponlink's Redis keys. The template id is a hash tag, so
+// that a template's keys live in one Redis Cluster slot.
+//
+//	<prefix>stock:{<template>}:<channel>   claimable of one channel bucket
+//	<prefix>stock:{<template>}             claimable of the template
+//	<prefix>stamp:{<template>}             hash: field per key -> binlog stamp of its value
+//	<prefix>epoch                          present while Redis holds a full copy
+type Keys struct{ Prefix string }
+
+// Stock is the key of one channel bucket's claimable count.
+func (k Keys) Stock(template int64, channel string) string {
+	return k.Prefix + "stock:{" + strconv.FormatInt(template, 10) + "}:" + channel
+}
+
+// TemplateStock is the key of a template's claimable count.
+func (k Keys) TemplateStock(template int64) string {
+	return k.Prefix + "stock:{" + strconv.FormatInt(template, 10) + "}"
+}
+
+// Stamps is the hash of a template's value stamps.
+func (k Keys) Stamps(template int64) string {
+	return k.Prefix + "stamp:{" + strconv.FormatInt(template, 10) + "}"
+}
+
+// Epoch marks a Redis that holds couponlink's full copy; a flush removes it.
+func (k Keys) Epoch() string { return k.Prefix + "epoch" }
+
+// Stamp orders binlog positions of one server: file number and offset.
+func Stamp(p canal.Position) int64 {
+	var n int64
+	for i := len(p.File) - 1; i >= 0; i-- {
+		if p.File[i] == '.' {
+			n, _ = strconv.ParseInt(p.File[i+1:], 10, 64)
+			break
+		}
+	}
+	return n<<32 | int64(p.Pos)
+}
+
+// RedisMode says who writes the Redis stock keys.
+type RedisMode string
+
+// The Redis modes. The empty mode is the default of the schema: owner
+// when the mapping has channel quotas, else corrector.
+const (
+	RedisOwner     RedisMode = "owner"     // couponlink alone writes the stock keys, from MySQL
+	RedisCorrector RedisMode = "corrector" // a legacy front end DECRs them; only the reconciler corrects
+	RedisOff       RedisMode = "off"
+)
+
+// Validate says whether m is one of the modes (or empty: the default).
+func (m RedisMode) Validate() error {
+	switch m {
+	case "", RedisOwner, RedisCorrector, RedisOff:
+		return nil
+	}
+	return fmt.Errorf("unknown Redis mode %q (want owner, corrector or off)", string(m))
+}
+
+// ParseRedisMode reads a mode as given on the command line ("" is the
+// schema's default).
+func ParseRedisMode(s string) (RedisMode, error) {
+	m := RedisMode(s)
+	return m, m.Validate()
+}
+
+// DefaultRedisMode is a schema's mode: owner when the mapping has channel
+// quotas (couponlink's keys follow them), else corrector.
+func DefaultRedisMode(m *canal.Mapping) RedisMode {
+	if m.ChannelQuota == nil {
+		return RedisCorrector
+	}
+	return RedisOwner
+}

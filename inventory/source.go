@@ -1,0 +1,196 @@
+package inventory
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/sqltx"
+)
+
+// Source runs couponlink's queries on the source tables a mapping names
+// (the reference schema's user_coupon, redemption_log, channel_quota,
+// inventory_flow and coupon_template, or a legacy schema's): the counts of
+// a snapshot, the channel buckets, the template quotas, a legacy
+// template's own counts and the lookups of the cdc's anomaly checks. Every
+// such query is here, quoted by one function. It never writes them.
+type Source struct {
+	m      *canal.Mapping
+	status map[int64]coupon.Status // stored code -> state
+}
+
+// NewSource returns the queries of mapping m (canal.DefaultMapping() for
+// the reference schema).
+func NewSource(m *canal.Mapping) *Source {
+	s := &Source{m: m, status: map[int64]coupon.Status{}}
+	for _, st := range coupon.Statuses {
+		for _, code := range m.Codes(st) {
+			s.status[code] = st
+		}
+	}
+	return s
+}
+
+// Querier is a *sql.DB, a *sql.Tx or a *sql.Conn.
+type Querier = sqltx.Querier
+
+// quoteIdent quotes a table or column name for MySQL.
+func quoteIdent(ident string) string { return "`" + strings.ReplaceAll(ident, "`", "``") + "`" }
+
+// table quotes a mapped table name, with its schema when one is known:
+// `legacydb`.`t_user_coupon`.
+func (s *Source) table(name string) string {
+	sch, tbl := s.m.SchemaTable(name)
+	if sch == "" {
+		return quoteIdent(tbl)
+	}
+	return quoteIdent(sch) + "." + quoteIdent(tbl)
+}
+
+// named is a mapped table's name for messages: schema.table.
+func (s *Source) named(name string) string {
+	sch, tbl := s.m.SchemaTable(name)
+	if sch == "" {
+		return tbl
+	}
+	return sch + "." + tbl
+}
+
+// channelColumn is the coupon table's channel column, or NULL (the
+// mapping's default channel) when it has none.
+func (s *Source) channelColumn() string {
+	if s.m.UserCoupon.Channel == "" {
+		return "NULL"
+	}
+	return quoteIdent(s.m.UserCoupon.Channel)
+}
+
+// countCoupons counts user coupons per pair and state, in tx's snapshot.
+// It groups by the raw columns, so that MySQL walks the (template, channel,
+// status) index in order with no temporary table; a NULL or missing
+// channel becomes the mapping's default channel here.
+func (s *Source) countCoupons(ctx context.Context, tx *sql.Tx) (map[Pair]*Counts, error) {
+	uc := s.m.UserCoupon
+	channel := s.channelColumn()
+	query := fmt.Sprintf("SELECT %s, %s, %s, COUNT(*) FROM %s GROUP BY %s, %s, %s",
+		quoteIdent(uc.Template), channel, quoteIdent(uc.Status), s.table(uc.Table), quoteIdent(uc.Template), channel, quoteIdent(uc.Status))
+	out := map[Pair]*Counts{}
+	var unmapped error
+	err := sqltx.EachRow(ctx, tx, query, nil, func(rows *sql.Rows) error {
+		var p Pair
+		var ch sql.NullString
+		var code, n int64
+		if err := rows.Scan(&p.Template, &ch, &code, &n); err != nil {
+			return err
+		}
+		p.Channel = s.m.DefaultChannel
+		if ch.Valid {
+			p.Channel = ch.String
+		}
+		st, ok := s.status[code]
+		if !ok {
+			unmapped = fmt.Errorf("status code %d in %s.%s is not in the mapping (%d coupons have it)", code, uc.Table, uc.Status, n)
+			return unmapped
+		}
+		at(out, p).Bump(st, n)
+		return nil
+	})
+	if unmapped != nil {
+		return nil, unmapped
+	}
+	if err != nil {
+		return nil, fmt.Errorf("count %s: %w", uc.Table, err)
+	}
+	f := s.m.InventoryFlow
+	if f == nil {
+		return out, nil
+	}
+	query = fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s WHERE %s = ? GROUP BY 1, 2",
+		quoteIdent(f.Template), quoteIdent(f.Channel), s.table(f.Table), quoteIdent(f.Kind))
+	err = sqltx.EachRow(ctx, tx, query, []any{coupon.FlowRelease}, func(rows *sql.Rows) error {
+		var p Pair
+		var n int64
+		if err := rows.Scan(&p.Template, &p.Channel, &n); err != nil {
+			return err
+		}
+		at(out, p).Released += n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count releases in %s: %w", f.Table, err)
+	}
+	return out, nil
+}
+
+// at returns the counts of p in m, added when missing.
+func at(m map[Pair]*Counts, p Pair) *Counts {
+	if m[p] == nil {
+		m[p] = &Counts{}
+	}
+	return m[p]
+}
+
+// Quotas reads every channel bucket, or those of the given templates (nil
+// when the mapping has none).
+func (s *Source) Quotas(ctx context.Context, q Querier, templates ...int64) (map[Pair]Quota, error) {
+	cq := s.m.ChannelQuota
+	if cq == nil {
+		return nil, nil
+	}
+	query := fmt.Sprintf("SELECT %s, %s, %s, %s FROM %s", quoteIdent(cq.Template), quoteIdent(cq.Channel),
+		quoteIdent(cq.Quota), quoteIdent(cq.Claimed), s.table(cq.Table))
+	if len(templates) > 0 {
+		query += fmt.Sprintf(" WHERE %s IN (%s)", quoteIdent(cq.Template), sqltx.Placeholders(len(templates)))
+	}
+	out := map[Pair]Quota{}
+	err := sqltx.EachRow(ctx, q, query, sqltx.Int64Args(templates), func(rows *sql.Rows) error {
+		var p Pair
+		var v Quota
+		if err := rows.Scan(&p.Template, &p.Channel, &v.Quota, &v.Claimed); err != nil {
+			return err
+		}
+		out[p] = v
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", cq.Table, err)
+	}
+	return out, nil
+}
+
+// TemplateQuotas reads the total quota of the given templates from the
+// template table (by query: the table is not subscribed). Unknown ids are
+// absent from the result.
+func (s *Source) TemplateQuotas(ctx context.Context, q Querier, ids []int64) (map[int64]int64, error) {
+	t := s.m.Template
+	out := make(map[int64]int64, len(ids))
+	err := inChunks(ids, 500, func(part []int64) error {
+		query := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(t.ID), quoteIdent(t.TotalQuota),
+			s.table(t.Table), quoteIdent(t.ID), sqltx.Placeholders(len(part)))
+		return sqltx.EachRow(ctx, q, query, sqltx.Int64Args(part), func(rows *sql.Rows) error {
+			var id, quota int64
+			if err := rows.Scan(&id, &quota); err != nil {
+				return err
+			}
+			out[id] = quota
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read template quotas from %s: %w", s.named(t.Table), err)
+	}
+	return out, nil
+}
+
+// inChunks calls fn with the ids, at most n at a time.
+func inChunks(ids []int64, n int, fn func([]int64) error) error {
+	for start := 0; start < len(ids); start += n {
+		if err := fn(ids[start:min(start+n, len(ids))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
