@@ -90,7 +90,12 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 	}
 	defer unlock()
 	start := r.cfg.Now()
-	id, err := r.startTask(ctx, start)
+	// the task row is written whatever ctx does meanwhile: a row the server
+	// inserted while the driver answered "cancelled" would stay "running"
+	// for good, its id unknown to the finishing step below
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	id, err := r.startTask(sctx, start)
+	scancel()
 	if err != nil {
 		r.m.runs.WithLabelValues(resultError).Inc()
 		return nil, err
