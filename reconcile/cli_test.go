@@ -47,7 +47,7 @@ func TestCLIOnceExitCodesListResolve(t *testing.T) {
 	t.Parallel()
 	bin := testenv.BuildCouponlink(t)
 	e, tpl := driftEnv(t)
-	flags := []string{"-dsn", e.dsn, "-redis", testenv.RedisAddr(t), "-key-prefix", e.keys.Prefix,
+	flags := []string{"-dsn", e.DSN, "-redis", testenv.RedisAddr(t), "-key-prefix", e.Keys.Prefix,
 		"-quiet", testQuiet.String(), "-catch-up-wait", testCatchUp.String(), "-abs-threshold", "5", "-log-level", "error"}
 	once := append([]string{"-once"}, flags...)
 
@@ -64,7 +64,7 @@ func TestCLIOnceExitCodesListResolve(t *testing.T) {
 	require.Equal(t, []string{"counter " + target(tpl, "app", "held") + " 9->7"}, e.correctionsOf(2))
 
 	e.exec(`UPDATE channel_quota SET claimed = claimed + 1 WHERE template_id = ? AND channel = 'web'`, tpl)
-	e.settle()
+	e.Settle()
 	code, out, _ = cli(t, bin, once...)
 	require.Equal(t, 1, code)
 	require.Contains(t, out, "reconcile task 3: needs_review")
@@ -106,9 +106,9 @@ func TestCLIOnceExitCodesListResolve(t *testing.T) {
 
 	// a stock key that holds no integer is drift, fixed with the rest: 0
 	e.exec(`UPDATE channel_quota SET claimed = claimed - 1 WHERE template_id = ? AND channel = 'web'`, tpl)
-	e.settle()
-	app := e.keys.Stock(tpl, "app")
-	require.NoError(t, e.rdb.Set(e.ctx, app, "garbage", 0).Err())
+	e.Settle()
+	app := e.Keys.Stock(tpl, "app")
+	require.NoError(t, e.RDB.Set(e.Ctx, app, "garbage", 0).Err())
 	e.exec(`UPDATE inventory_counter SET used = used + 1 WHERE template_id = ? AND channel = 'app'`, tpl)
 	code, out, _ = cli(t, bin, once...)
 	require.Equal(t, 0, code)
@@ -125,11 +125,11 @@ func TestCLIOnceExitCodesListResolve(t *testing.T) {
 	require.Empty(t, e.correctionsOf(5))
 
 	// errors: 2
-	cfg, err := mysql.ParseDSN(e.dsn)
+	cfg, err := mysql.ParseDSN(e.DSN)
 	require.NoError(t, err)
 	empty := cfg.DBName + "_empty"
 	e.exec("CREATE DATABASE `" + empty + "`")
-	t.Cleanup(func() { _, _ = e.db.Exec("DROP DATABASE IF EXISTS `" + empty + "`") })
+	t.Cleanup(func() { _, _ = e.DB.Exec("DROP DATABASE IF EXISTS `" + empty + "`") })
 	cfg.DBName = empty
 	code, _, errOut = cli(t, bin, append(once, "-dsn", cfg.FormatDSN())...)
 	require.Equal(t, 2, code, "a database without the schema")

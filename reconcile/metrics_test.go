@@ -62,8 +62,8 @@ func TestMetricsAfterPasses(t *testing.T) {
 	clock.Set(time.Unix(1_700_000_600, 0))
 	e.exec(`UPDATE inventory_counter SET held = held + 2 WHERE template_id = ? AND channel = 'app'`, tpl)
 	e.exec(`UPDATE channel_quota SET claimed = claimed + 1 WHERE template_id = ? AND channel = 'app'`, tpl)
-	e.settle()                                                                 // the cdc rewrites the template's keys
-	require.NoError(t, e.rdb.IncrBy(e.ctx, e.keys.Stock(tpl, "web"), 4).Err()) // then the drift
+	e.Settle()                                                                 // the cdc rewrites the template's keys
+	require.NoError(t, e.RDB.IncrBy(e.Ctx, e.Keys.Stock(tpl, "web"), 4).Err()) // then the drift
 	rep = e.pass(r)
 	require.Equal(t, "needs_review", rep.Status, "%v", diffs(rep.Differences))
 	require.Equal(t, []float64{1, 0, 1, 0}, []float64{runs("clean"), runs("auto_fixed"), runs("needs_review"), runs("error")})
@@ -81,9 +81,9 @@ func TestMetricsAfterPasses(t *testing.T) {
 
 	// 3. resolved and repaired by a person: clean again, nothing open, no drift
 	clock.Set(time.Unix(1_700_001_200, 0))
-	require.NoError(t, reconcile.Resolve(e.ctx, e.db, rep.TaskID, "alice", "claimed was bumped by a test; set back"))
+	require.NoError(t, reconcile.Resolve(e.Ctx, e.DB, rep.TaskID, "alice", "claimed was bumped by a test; set back"))
 	e.exec(`UPDATE channel_quota SET claimed = claimed - 1 WHERE template_id = ? AND channel = 'app'`, tpl)
-	e.settle()
+	e.Settle()
 	rep = e.pass(r)
 	require.Equal(t, "clean", rep.Status, "%v", diffs(rep.Differences))
 	require.Equal(t, []float64{2, 0, 1, 0}, []float64{runs("clean"), runs("auto_fixed"), runs("needs_review"), runs("error")})
@@ -95,8 +95,8 @@ func TestMetricsAfterPasses(t *testing.T) {
 	// 4. a failing pass: runs{error}, the last success stays
 	clock.Set(time.Unix(1_700_001_800, 0))
 	h.failPipelines.Store(true)
-	require.NoError(t, e.rdb.IncrBy(e.ctx, e.keys.Stock(tpl, "web"), 1).Err()) // not even read
-	_, err := r.Pass(e.ctx)
+	require.NoError(t, e.RDB.IncrBy(e.Ctx, e.Keys.Stock(tpl, "web"), 1).Err()) // not even read
+	_, err := r.Pass(e.Ctx)
 	require.ErrorContains(t, err, "injected Redis failure")
 	h.failPipelines.Store(false)
 	require.Equal(t, []float64{2, 0, 1, 1}, []float64{runs("clean"), runs("auto_fixed"), runs("needs_review"), runs("error")})
@@ -110,11 +110,11 @@ func TestMetricsAfterPasses(t *testing.T) {
 func TestRunLoop(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.startCDC(nil)
-	e.claim(e.template(map[string]int64{"app": 10}), "app", 2)
-	e.settle()
+	e.StartCDC(nil)
+	e.claim(e.Template(map[string]int64{"app": 10}, time.Hour), "app", 2)
+	e.Settle()
 	r, reg := e.reconciler()
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithCancel(e.Ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx, 50*time.Millisecond) }()
 	cdctest.WaitFor(t, testCatchUp, "three passes", func() bool {

@@ -64,7 +64,7 @@ func startLagWriter(l *legacy, tpl int64, queue <-chan string, batch int, every 
 // write commits one batch: the rows and the template's own issued count.
 func (w *lagWriter) write(l *legacy, q string, args []any, tpl int64) error {
 	ctx := context.Background()
-	tx, err := l.db.BeginTx(ctx, nil)
+	tx, err := l.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -96,9 +96,9 @@ func TestSeedCaseInFlightThenLost(t *testing.T) {
 	l := newLegacy(t, "lg:stock:{template}")
 	const budget = 3000
 	l.newTemplate(1, budget)
-	l.startCDC(l.m)
+	l.StartCDC(l.m)
 	key := l.key(1)
-	require.NoError(t, l.rdb.Set(l.ctx, key, budget, 0).Err())
+	require.NoError(t, l.RDB.Set(l.Ctx, key, budget, 0).Err())
 
 	// every claim DECRs Redis at once and queues its row for the writer
 	fe := frontEnd(t)
@@ -111,7 +111,7 @@ func TestSeedCaseInFlightThenLost(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				v, err := claimScript.Run(l.ctx, fe, []string{key}).Int64()
+				v, err := claimScript.Run(l.Ctx, fe, []string{key}).Int64()
 				if err != nil {
 					claimErr.CompareAndSwap(nil, err)
 					return
@@ -160,7 +160,7 @@ func TestSeedCaseInFlightThenLost(t *testing.T) {
 	require.Equal(t, "0", str(l.redisGet(key)))
 
 	// pass 2: the key is quiet and the gap stable: lost; set the truth
-	l.waitCheckpoint()
+	l.WaitCheckpoint()
 	r = l.reconciler()
 	rep = l.pass(r)
 	left := budget - written
