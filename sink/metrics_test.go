@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -77,16 +77,5 @@ couponlink_cdc_leader 1
 `
 	require.NoError(t, testutil.GatherAndCompare(c.Reg, strings.NewReader(want), "couponlink_cdc_events_total",
 		"couponlink_inventory", "couponlink_redemption_rate", "couponlink_over_issued", "couponlink_anomalies_total", "couponlink_cdc_leader"))
-	assertNoDefaultMetrics(t)
-}
-
-// assertNoDefaultMetrics fails when a couponlink metric is on the default
-// registry: every component registers on the one it is given.
-func assertNoDefaultMetrics(t *testing.T) {
-	t.Helper()
-	fams, err := prometheus.DefaultGatherer.Gather()
-	require.NoError(t, err)
-	for _, f := range fams {
-		require.False(t, strings.HasPrefix(f.GetName(), "couponlink_"), "%s is on the default registry", f.GetName())
-	}
+	cdctest.NoDefaultMetrics(t)
 }
