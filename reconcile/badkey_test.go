@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -17,16 +18,16 @@ import (
 func TestRedisKeyNotAnIntegerIsFixed(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
-	other := e.template(map[string]int64{"sms": 20})
+	other := e.Template(map[string]int64{"sms": 20}, time.Hour)
 	e.claim(other, "sms", 2)
-	e.settle()
-	app, web, all, sms := e.keys.Stock(tpl, "app"), e.keys.Stock(tpl, "web"), e.keys.TemplateStock(tpl), e.keys.Stock(other, "sms")
+	e.Settle()
+	app, web, all, sms := e.Keys.Stock(tpl, "app"), e.Keys.Stock(tpl, "web"), e.Keys.TemplateStock(tpl), e.Keys.Stock(other, "sms")
 	e.exec(`UPDATE inventory_counter SET held = held + 2 WHERE template_id = ? AND channel = 'app'`, tpl)
-	require.NoError(t, e.rdb.Set(e.ctx, app, "garbage", 0).Err())
-	require.NoError(t, e.rdb.Del(e.ctx, web).Err())
-	require.NoError(t, e.rdb.HSet(e.ctx, web, "n", 45).Err())
-	require.NoError(t, e.rdb.Set(e.ctx, all, "085", 0).Err()) // INCR/DECR refuse a leading zero
-	require.NoError(t, e.rdb.Set(e.ctx, sms, 0, 0).Err())     // an integer, wrong
+	require.NoError(t, e.RDB.Set(e.Ctx, app, "garbage", 0).Err())
+	require.NoError(t, e.RDB.Del(e.Ctx, web).Err())
+	require.NoError(t, e.RDB.HSet(e.Ctx, web, "n", 45).Err())
+	require.NoError(t, e.RDB.Set(e.Ctx, all, "085", 0).Err()) // INCR/DECR refuse a leading zero
+	require.NoError(t, e.RDB.Set(e.Ctx, sms, 0, 0).Err())     // an integer, wrong
 
 	r, _ := e.reconciler()
 	rep := e.pass(r)
@@ -52,11 +53,11 @@ func TestRedisKeyNotAnIntegerIsFixed(t *testing.T) {
 			require.Contains(t, c.Reason, `held "garbage"`, "the correction says what the key held")
 		}
 	}
-	for k, v := range e.ownerKeys() {
-		require.Equal(t, "string", e.rdb.Type(e.ctx, k).Val(), k)
+	for k, v := range e.OwnerKeys() {
+		require.Equal(t, "string", e.RDB.Type(e.Ctx, k).Val(), k)
 		require.Equal(t, str(ptr(v)), str(e.redisGet(k)), k)
 	}
-	require.Equal(t, e.truth(), e.counters())
+	require.Equal(t, e.Truth(), e.CounterRows())
 	task := e.task(rep.TaskID)
 	require.Equal(t, `"garbage"`, task.Redis[app], "the task records what the key held")
 	require.Equal(t, "<hash>", task.Redis[web])
@@ -71,11 +72,11 @@ func TestRedisKeyNotAnIntegerIsFixed(t *testing.T) {
 func TestRedisWrongTypeKeyChangedIsNotOverwritten(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
-	web := e.keys.Stock(tpl, "web")
-	require.NoError(t, e.rdb.Del(e.ctx, web).Err())
-	require.NoError(t, e.rdb.HSet(e.ctx, web, "n", 1).Err())
+	web := e.Keys.Stock(tpl, "web")
+	require.NoError(t, e.RDB.Del(e.Ctx, web).Err())
+	require.NoError(t, e.RDB.HSet(e.Ctx, web, "n", 1).Err())
 	h := &hook{evalKey: web}
-	change := func() { require.NoError(t, e.rdb.HSet(e.ctx, web, "m", 2).Err()) }
+	change := func() { require.NoError(t, e.RDB.HSet(e.Ctx, web, "m", 2).Err()) }
 	h.beforeEval.Store(&change)
 	r, _ := e.reconciler(func(c *reconcile.Config) { c.Redis = hookedClient(t, h) })
 
@@ -84,7 +85,7 @@ func TestRedisWrongTypeKeyChangedIsNotOverwritten(t *testing.T) {
 	require.Equal(t, reconcile.ActionInFlight, d.Action)
 	require.Contains(t, d.Reason, "moved between the check and the compare-and-set")
 	require.Empty(t, e.correctionsOf(rep.TaskID))
-	require.Equal(t, map[string]string{"n": "1", "m": "2"}, e.rdb.HGetAll(e.ctx, web).Val())
+	require.Equal(t, map[string]string{"n": "1", "m": "2"}, e.RDB.HGetAll(e.Ctx, web).Val())
 
 	rep = e.pass(r)
 	require.Equal(t, []string{"redis " + web + " 45 <hash> fixed"}, diffs(rep.Differences))
@@ -99,12 +100,12 @@ func TestLegacyRedisKeyNotAnIntegerNeedsReview(t *testing.T) {
 	l := newLegacy(t, "lg:stock:{template}")
 	l.newTemplate(1, 100)
 	l.newTemplate(2, 50)
-	l.startCDC(l.m)
+	l.StartCDC(l.m)
 	l.claim(1, 8)
 	l.claim(2, 4)
-	l.waitCheckpoint()
-	require.NoError(t, l.rdb.Set(l.ctx, l.key(1), "garbage", 0).Err()) // 92 true
-	require.NoError(t, l.rdb.Set(l.ctx, l.key(2), 40, 0).Err())        // 46 true
+	l.WaitCheckpoint()
+	require.NoError(t, l.RDB.Set(l.Ctx, l.key(1), "garbage", 0).Err()) // 92 true
+	require.NoError(t, l.RDB.Set(l.Ctx, l.key(2), 40, 0).Err())        // 46 true
 
 	rep := l.pass(l.reconciler())
 	require.Equal(t, "needs_review", rep.Status)
@@ -114,7 +115,7 @@ func TestLegacyRedisKeyNotAnIntegerNeedsReview(t *testing.T) {
 	}, diffs(rep.Differences))
 	require.Contains(t, find(t, rep.Differences, "redis", l.key(1)).Reason, "legacy front end")
 	require.Equal(t, []string{"redis " + l.key(2) + " 40->46"}, l.correctionsOf(rep.TaskID))
-	require.Equal(t, "garbage", l.rdb.Get(l.ctx, l.key(1)).Val(), "not touched")
+	require.Equal(t, "garbage", l.RDB.Get(l.Ctx, l.key(1)).Val(), "not touched")
 }
 
 // A pass that stops on an error is recorded with status error, the
@@ -123,15 +124,15 @@ func TestLegacyRedisKeyNotAnIntegerNeedsReview(t *testing.T) {
 func TestPassErrorKeepsWhatItDid(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
-	web := e.keys.Stock(tpl, "web")
+	web := e.Keys.Stock(tpl, "web")
 	e.exec(`UPDATE inventory_counter SET held = held + 2 WHERE template_id = ? AND channel = 'app'`, tpl)
-	require.NoError(t, e.rdb.Set(e.ctx, web, 1, 0).Err())
+	require.NoError(t, e.RDB.Set(e.Ctx, web, 1, 0).Err())
 	h := &hook{}
 	failNext := func() { h.failPipelines.Store(true) } // the second read of the drifting keys fails
 	h.afterPipeline.Store(&failNext)
 	r, _ := e.reconciler(func(c *reconcile.Config) { c.Redis = hookedClient(t, h) })
 
-	rep, err := r.Pass(e.ctx)
+	rep, err := r.Pass(e.Ctx)
 	require.ErrorContains(t, err, "injected Redis failure")
 	require.Equal(t, "error", rep.Status)
 	want := []string{
@@ -148,7 +149,7 @@ func TestPassErrorKeepsWhatItDid(t *testing.T) {
 	require.Contains(t, task.Summary, "injected Redis failure")
 	require.EqualValues(t, 1, task.Redis[web], "the keys as first read")
 	require.Equal(t, []string{"counter " + target(tpl, "app", "held") + " 9->7"}, e.correctionsOf(rep.TaskID))
-	require.Equal(t, e.truth(), e.counters())
+	require.Equal(t, e.Truth(), e.CounterRows())
 
 	// the next pass fixes the key; the counter fixed by the failed pass is right
 	h.failPipelines.Store(false)

@@ -18,7 +18,7 @@ import (
 func TestCdcDownComparesWhatItCan(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
-	e.cdc.stop(t)
+	e.CDC.Stop(t)
 
 	e.claim(tpl, "app", 2) // claimable app 38; Redis still says 40
 	e.exec(`UPDATE channel_quota SET claimed = claimed + 1 WHERE template_id = ? AND channel = 'web'`, tpl)
@@ -29,7 +29,7 @@ func TestCdcDownComparesWhatItCan(t *testing.T) {
 	require.False(t, rep.CountersCompared)
 	require.Contains(t, rep.Note, "counters not compared")
 	require.Contains(t, rep.Note, "is the cdc down")
-	app, web, all := e.keys.Stock(tpl, "app"), e.keys.Stock(tpl, "web"), e.keys.TemplateStock(tpl)
+	app, web, all := e.Keys.Stock(tpl, "app"), e.Keys.Stock(tpl, "web"), e.Keys.TemplateStock(tpl)
 	require.ElementsMatch(t, []string{
 		"quota " + target(tpl, "web", "claimed") + " 5 6 needs_review",
 		"redis " + app + " 38 40 fixed",
@@ -54,7 +54,7 @@ func TestCdcDownComparesWhatItCan(t *testing.T) {
 func TestCdcDownComparedAtItsCheckpoint(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
-	e.cdc.stop(t)
+	e.CDC.Stop(t)
 	e.claim(tpl, "app", 2) // after the checkpoint: replayed back out of the truth
 	e.exec(`UPDATE inventory_counter SET held = held + 1 WHERE template_id = ? AND channel = 'web'`, tpl)
 

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,26 +20,26 @@ type state struct {
 }
 
 func (e *env) state(tpls [2]int64) state {
-	e.t.Helper()
-	return state{counters: e.counters(), caches: [2][3]int64{e.templateCache(tpls[0]), e.templateCache(tpls[1])},
+	e.T.Helper()
+	return state{counters: e.CounterRows(), caches: [2][3]int64{e.TemplateCaches()[tpls[0]], e.TemplateCaches()[tpls[1]]},
 		quotas: e.quotaRows(), redis: e.redisDump(),
 		corrections: len(e.corrections())}
 }
 
 // quotaRows lists channel_quota as "template/channel quota claimed version".
 func (e *env) quotaRows() []string {
-	e.t.Helper()
-	rows, err := e.db.QueryContext(e.ctx, `SELECT CONCAT(template_id, '/', channel, ' ', quota, ' ', claimed, ' ', version)
+	e.T.Helper()
+	rows, err := e.DB.QueryContext(e.Ctx, `SELECT CONCAT(template_id, '/', channel, ' ', quota, ' ', claimed, ' ', version)
 		FROM channel_quota ORDER BY template_id, channel`)
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var r string
-		require.NoError(e.t, rows.Scan(&r))
+		require.NoError(e.T, rows.Scan(&r))
 		out = append(out, r)
 	}
-	require.NoError(e.t, rows.Err())
+	require.NoError(e.T, rows.Err())
 	return out
 }
 
@@ -47,23 +48,23 @@ func (e *env) quotaRows() []string {
 func TestCleanSystemChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.startCDC(nil)
-	a := e.template(map[string]int64{"app": 30, "web": 20})
-	b := e.template(map[string]int64{"app": 10, "sms": 10})
+	e.StartCDC(nil)
+	a := e.Template(map[string]int64{"app": 30, "web": 20}, time.Hour)
+	b := e.Template(map[string]int64{"app": 10, "sms": 10}, time.Hour)
 	ids := e.claim(a, "app", 6)
 	e.claim(a, "web", 4)
 	e.claim(b, "sms", 3)
 	for _, id := range ids[:4] {
 		e.redeem(id)
 	}
-	_, err := e.store.Refund(e.ctx, coupon.RefundRequest{UserCouponID: ids[0], OrderID: "o-" + itoa(ids[0]), Mode: coupon.RefundRestore})
+	_, err := e.Store.Refund(e.Ctx, coupon.RefundRequest{UserCouponID: ids[0], OrderID: "o-" + itoa(ids[0]), Mode: coupon.RefundRestore})
 	require.NoError(t, err)
-	_, err = e.store.Refund(e.ctx, coupon.RefundRequest{UserCouponID: ids[1], OrderID: "o-" + itoa(ids[1]), Mode: coupon.RefundRecycle})
+	_, err = e.Store.Refund(e.Ctx, coupon.RefundRequest{UserCouponID: ids[1], OrderID: "o-" + itoa(ids[1]), Mode: coupon.RefundRecycle})
 	require.NoError(t, err)
-	_, err = e.store.Void(e.ctx, coupon.VoidRequest{UserCouponIDs: []int64{ids[5]}, Reason: "test", Operator: "op", RequestID: "void-1"})
+	_, err = e.Store.Void(e.Ctx, coupon.VoidRequest{UserCouponIDs: []int64{ids[5]}, Reason: "test", Operator: "op", RequestID: "void-1"})
 	require.NoError(t, err)
-	e.settle()
-	require.Equal(t, e.truth(), e.counters())
+	e.Settle()
+	require.Equal(t, e.Truth(), e.CounterRows())
 
 	r, reg := e.reconciler()
 	before := e.state([2]int64{a, b})
@@ -85,8 +86,8 @@ func TestCleanSystemChangesNothing(t *testing.T) {
 	// drift of every kind that is fixed: all fixed in one pass ...
 	e.exec(`UPDATE inventory_counter SET held = held + 1 WHERE template_id = ? AND channel = 'web'`, a)
 	e.exec(`UPDATE coupon_template SET used_count = used_count + 1 WHERE id = ?`, b)
-	require.NoError(t, e.rdb.Set(e.ctx, e.keys.Stock(b, "sms"), 99, 0).Err())
-	require.NoError(t, e.rdb.Del(e.ctx, e.keys.TemplateStock(a)).Err())
+	require.NoError(t, e.RDB.Set(e.Ctx, e.Keys.Stock(b, "sms"), 99, 0).Err())
+	require.NoError(t, e.RDB.Del(e.Ctx, e.Keys.TemplateStock(a)).Err())
 	rep = e.pass(r)
 	require.Equal(t, "auto_fixed", rep.Status)
 	require.Len(t, rep.Differences, 4, "%v", diffs(rep.Differences))

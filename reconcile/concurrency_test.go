@@ -122,10 +122,10 @@ func hookedClient(t *testing.T, h *hook) *redis.Client {
 
 // casDelta is what the task's compare-and-sets added to key: Σ(new − old).
 func (e *env) casDelta(task int64, key string) (delta int64, n int) {
-	e.t.Helper()
+	e.T.Helper()
 	for _, c := range e.corrections() {
 		if c.TaskID == task && c.Store == "redis" && c.Target == key {
-			require.NotNil(e.t, c.Old, "a correction of a key that existed records its old value")
+			require.NotNil(e.T, c.Old, "a correction of a key that existed records its old value")
 			delta += *c.New - *c.Old
 			n++
 		}
@@ -141,11 +141,11 @@ func (e *env) casDelta(task int64, key string) (delta int64, n int) {
 func TestClaimsDuringPassAreNeverLost(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.startCDC(nil)
-	tpl := e.template(map[string]int64{"app": 1000})
+	e.StartCDC(nil)
+	tpl := e.Template(map[string]int64{"app": 1000}, time.Hour)
 	e.claim(tpl, "app", 3)
-	e.settle()
-	key := e.keys.Stock(tpl, "app")
+	e.Settle()
+	key := e.Keys.Stock(tpl, "app")
 	const truth = 997
 	fe := frontEnd(t)
 	h := &hook{evalKey: key}
@@ -153,7 +153,7 @@ func TestClaimsDuringPassAreNeverLost(t *testing.T) {
 
 	// 1. busy: the clients DECR all through the pass
 	const start = 1_000_000
-	require.NoError(t, e.rdb.Set(e.ctx, key, start, 0).Err())
+	require.NoError(t, e.RDB.Set(e.Ctx, key, start, 0).Err())
 	c := startClaimers(t, fe, key, 16)
 	cdctest.WaitFor(t, testCatchUp, "the clients are claiming", func() bool { return c.ok.Load() >= 16*10 })
 	before := c.ok.Load()
@@ -177,10 +177,10 @@ func TestClaimsDuringPassAreNeverLost(t *testing.T) {
 	require.Equal(t, int64(truth), *e.redisGet(key))
 
 	// 3. a claim between the pass's last check and its compare-and-set
-	require.NoError(t, e.rdb.Set(e.ctx, key, 5000, 0).Err())
+	require.NoError(t, e.RDB.Set(e.Ctx, key, 5000, 0).Err())
 	var claimed int64
 	claim := func() {
-		v, err := claimScript.Run(e.ctx, fe, []string{key}).Int64()
+		v, err := claimScript.Run(e.Ctx, fe, []string{key}).Int64()
 		require.NoError(t, err)
 		claimed = v
 	}
@@ -218,9 +218,9 @@ func TestClaimsDuringPassAreNeverLost(t *testing.T) {
 func TestTwoPassesAtOnceFixOnce(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
-	web := e.keys.Stock(tpl, "web")
+	web := e.Keys.Stock(tpl, "web")
 	e.exec(`UPDATE inventory_counter SET held = held + 3 WHERE template_id = ? AND channel = 'app'`, tpl)
-	require.NoError(t, e.rdb.Set(e.ctx, web, 1, 0).Err())
+	require.NoError(t, e.RDB.Set(e.Ctx, web, 1, 0).Err())
 
 	var reps [2]*reconcile.Report
 	var errs [2]error
@@ -232,7 +232,7 @@ func TestTwoPassesAtOnceFixOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			reps[i], errs[i] = r.Pass(e.ctx)
+			reps[i], errs[i] = r.Pass(e.Ctx)
 		}()
 	}
 	close(start)
@@ -246,20 +246,20 @@ func TestTwoPassesAtOnceFixOnce(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"counter " + target(tpl, "app", "held") + " 10->7", "redis " + web + " 1->45"}, all,
 		"each value corrected once")
-	require.Equal(t, e.truth(), e.counters())
+	require.Equal(t, e.Truth(), e.CounterRows())
 	require.Equal(t, "45", str(e.redisGet(web)))
 
 	// a pass that holds the lock longer than another waits for it
-	require.NoError(t, e.rdb.Set(e.ctx, web, 2, 0).Err())
+	require.NoError(t, e.RDB.Set(e.Ctx, web, 2, 0).Err())
 	slow, _ := e.reconciler(func(c *reconcile.Config) { c.QuietWindow = 3 * time.Second })
 	done := make(chan error, 1)
-	go func() { _, err := slow.Pass(e.ctx); done <- err }()
+	go func() { _, err := slow.Pass(e.Ctx); done <- err }()
 	cdctest.WaitFor(t, testCatchUp, "the slow pass holds the lock and runs", func() bool {
 		return e.int(`SELECT COUNT(*) FROM reconcile_task WHERE status = 'running'`) == 1
 	})
 	tasks := e.int(`SELECT COUNT(*) FROM reconcile_task`)
 	impatient, _ := e.reconciler(func(c *reconcile.Config) { c.CatchUpWait = time.Second })
-	rep, err := impatient.Pass(e.ctx)
+	rep, err := impatient.Pass(e.Ctx)
 	require.ErrorContains(t, err, "another reconcile pass is running")
 	require.Nil(t, rep)
 	require.NoError(t, <-done)

@@ -16,15 +16,15 @@ import (
 // 10 coupons (3 redeemed, so held 7, used 3), web has 5 held.
 func driftEnv(t *testing.T) (*env, int64) {
 	e := newEnv(t)
-	e.startCDC(nil)
-	tpl := e.template(map[string]int64{"app": 50, "web": 50})
+	e.StartCDC(nil)
+	tpl := e.Template(map[string]int64{"app": 50, "web": 50}, time.Hour)
 	ids := e.claim(tpl, "app", 10)
 	for _, id := range ids[:3] {
 		e.redeem(id)
 	}
 	e.claim(tpl, "web", 5)
-	e.settle()
-	require.Equal(t, e.truth(), e.counters(), "the cdc's counters before any drift")
+	e.Settle()
+	require.Equal(t, e.Truth(), e.CounterRows(), "the cdc's counters before any drift")
 	return e, tpl
 }
 
@@ -41,7 +41,7 @@ func TestCounterOffByKIsFixed(t *testing.T) {
 	require.True(t, rep.CountersCompared)
 	require.Equal(t, []string{"counter " + target(tpl, "app", "held") + " 7 10 fixed"}, diffs(rep.Differences))
 	require.Equal(t, []string{"counter " + target(tpl, "app", "held") + " 10->7"}, e.correctionsOf(rep.TaskID))
-	require.Equal(t, e.truth(), e.counters())
+	require.Equal(t, e.Truth(), e.CounterRows())
 
 	task := e.task(rep.TaskID)
 	require.Equal(t, "auto_fixed", task.Status)
@@ -51,13 +51,13 @@ func TestCounterOffByKIsFixed(t *testing.T) {
 	require.Equal(t, rep.Position.File+":"+strconv.FormatUint(uint64(rep.Position.Pos), 10), task.Position)
 
 	// a second pass after the fix changes nothing
-	before := e.counters()
+	before := e.CounterRows()
 	rep2 := e.pass(r)
 	require.Equal(t, "clean", rep2.Status)
 	require.Empty(t, rep2.Differences)
 	require.Empty(t, e.correctionsOf(rep2.TaskID))
 	require.Len(t, e.corrections(), 1)
-	require.Equal(t, before, e.counters())
+	require.Equal(t, before, e.CounterRows())
 }
 
 // A difference above both thresholds (absolute and relative) is left for a
@@ -67,7 +67,7 @@ func TestCounterAboveThresholdsNeedsReview(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
 	e.claim(tpl, "app", 7) // app: held 14, so that 50% of it is 7
-	e.settle()
+	e.Settle()
 	e.exec(`UPDATE inventory_counter SET held = held + 6 WHERE template_id = ? AND channel = 'app'`, tpl)  // > 5, < 50% of 14
 	e.exec(`UPDATE inventory_counter SET held = held + 50 WHERE template_id = ? AND channel = 'web'`, tpl) // > 5, > 50% of 5
 
@@ -80,10 +80,10 @@ func TestCounterAboveThresholdsNeedsReview(t *testing.T) {
 	}, diffs(rep.Differences))
 	require.Contains(t, find(t, rep.Differences, "counter", target(tpl, "web", "held")).Reason, "above the thresholds")
 	require.Equal(t, []string{"counter " + target(tpl, "app", "held") + " 20->14"}, e.correctionsOf(rep.TaskID))
-	require.Equal(t, int64(55), e.counters()[inventory.Pair{Template: tpl, Channel: "web"}].Held, "a flagged counter is not touched")
+	require.Equal(t, int64(55), e.CounterRows()[inventory.Pair{Template: tpl, Channel: "web"}].Held, "a flagged counter is not touched")
 	require.Equal(t, "needs_review", e.task(rep.TaskID).Status)
 
-	open, err := reconcile.ListOpen(e.ctx, e.db)
+	open, err := reconcile.ListOpen(e.Ctx, e.DB)
 	require.NoError(t, err)
 	require.Len(t, open, 1)
 	require.Equal(t, rep.TaskID, open[0].TaskID)
@@ -107,7 +107,7 @@ func TestCounterWrongAgainAfterFixNeedsReview(t *testing.T) {
 	require.Equal(t, []string{"counter " + target(tpl, "app", "used") + " 3 5 needs_review"}, diffs(rep2.Differences))
 	require.Contains(t, rep2.Differences[0].Reason, "wrong again after the previous pass corrected it")
 	require.Empty(t, e.correctionsOf(rep2.TaskID))
-	require.Equal(t, int64(5), e.counters()[inventory.Pair{Template: tpl, Channel: "app"}].Used, "not fixed a second time")
+	require.Equal(t, int64(5), e.CounterRows()[inventory.Pair{Template: tpl, Channel: "app"}].Used, "not fixed a second time")
 }
 
 // A missing counter row is recreated from the truth, recorded with no old
@@ -116,7 +116,7 @@ func TestCounterRowMissingIsRecreated(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
 	web := inventory.Pair{Template: tpl, Channel: "web"}
-	require.Equal(t, inventory.Counts{Held: 5}, e.counters()[web])
+	require.Equal(t, inventory.Counts{Held: 5}, e.CounterRows()[web])
 	e.exec(`DELETE FROM inventory_counter WHERE template_id = ? AND channel = 'web'`, tpl)
 
 	r, _ := e.reconciler()
@@ -124,12 +124,12 @@ func TestCounterRowMissingIsRecreated(t *testing.T) {
 	require.Equal(t, "auto_fixed", rep.Status)
 	require.Equal(t, []string{"counter " + target(tpl, "web", "held") + " 5 nil fixed"}, diffs(rep.Differences))
 	require.Equal(t, []string{"counter " + target(tpl, "web", "held") + " nil->5"}, e.correctionsOf(rep.TaskID))
-	require.Equal(t, e.truth(), e.counters())
+	require.Equal(t, e.Truth(), e.CounterRows())
 
 	// the cdc goes on adding to the recreated row
 	e.claim(tpl, "web", 1)
-	e.settle()
-	require.Equal(t, e.truth(), e.counters())
+	e.Settle()
+	require.Equal(t, e.Truth(), e.CounterRows())
 	rep2 := e.pass(r)
 	require.Equal(t, "clean", rep2.Status, "%v", diffs(rep2.Differences))
 
@@ -148,7 +148,7 @@ func TestCounterRowMissingIsRecreated(t *testing.T) {
 func TestTemplateCacheOffIsFixed(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
-	require.Equal(t, [3]int64{15, 3, 0}, e.templateCache(tpl))
+	require.Equal(t, [3]int64{15, 3, 0}, e.TemplateCaches()[tpl])
 	e.exec(`UPDATE coupon_template SET issued_count = issued_count + 2, used_count = 0, expired_count = 4 WHERE id = ?`, tpl)
 
 	r, _ := e.reconciler()
@@ -164,7 +164,7 @@ func TestTemplateCacheOffIsFixed(t *testing.T) {
 		"template " + target(tpl, "used_count") + " 0->3",
 		"template " + target(tpl, "expired_count") + " 4->0",
 	}, e.correctionsOf(rep.TaskID))
-	require.Equal(t, [3]int64{15, 3, 0}, e.templateCache(tpl))
+	require.Equal(t, [3]int64{15, 3, 0}, e.TemplateCaches()[tpl])
 	require.Equal(t, "clean", e.pass(r).Status)
 }
 
@@ -173,11 +173,11 @@ func TestTemplateCacheOffIsFixed(t *testing.T) {
 func TestRedisOffIsFixedByCAS(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
-	app, web, all := e.keys.Stock(tpl, "app"), e.keys.Stock(tpl, "web"), e.keys.TemplateStock(tpl)
-	require.Equal(t, map[string]int64{app: 40, web: 45, all: 85}, e.ownerKeys())
-	require.NoError(t, e.rdb.Set(e.ctx, app, 47, 0).Err()) // up
-	require.NoError(t, e.rdb.Set(e.ctx, web, 12, 0).Err()) // down
-	require.NoError(t, e.rdb.Del(e.ctx, all).Err())        // missing
+	app, web, all := e.Keys.Stock(tpl, "app"), e.Keys.Stock(tpl, "web"), e.Keys.TemplateStock(tpl)
+	require.Equal(t, map[string]int64{app: 40, web: 45, all: 85}, e.OwnerKeys())
+	require.NoError(t, e.RDB.Set(e.Ctx, app, 47, 0).Err()) // up
+	require.NoError(t, e.RDB.Set(e.Ctx, web, 12, 0).Err()) // down
+	require.NoError(t, e.RDB.Del(e.Ctx, all).Err())        // missing
 
 	r, _ := e.reconciler()
 	start := time.Now()
@@ -194,7 +194,7 @@ func TestRedisOffIsFixedByCAS(t *testing.T) {
 		"redis " + web + " 12->45",
 		"redis " + all + " nil->85",
 	}, e.correctionsOf(rep.TaskID))
-	for k, v := range e.ownerKeys() {
+	for k, v := range e.OwnerKeys() {
 		require.Equal(t, str(ptr(v)), str(e.redisGet(k)), k)
 	}
 	task := e.task(rep.TaskID)
@@ -210,7 +210,7 @@ func TestQuotaClaimedOffNeedsReview(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
 	e.exec(`UPDATE channel_quota SET claimed = claimed + 2 WHERE template_id = ? AND channel = 'app'`, tpl)
-	e.settle()
+	e.Settle()
 
 	r, _ := e.reconciler()
 	rep := e.pass(r)
@@ -226,15 +226,15 @@ func TestQuotaClaimedOffNeedsReview(t *testing.T) {
 func TestOverIssueNeedsReview(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.startCDC(nil)
-	tpl := e.template(map[string]int64{"app": 50, "partner": 3})
+	e.StartCDC(nil)
+	tpl := e.Template(map[string]int64{"app": 50, "partner": 3}, time.Hour)
 	e.claim(tpl, "app", 2)
 	e.claim(tpl, "partner", 3)
 	for range 2 { // a legacy writer that does not take the slot
 		e.exec(`INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at)
 			VALUES (?, 'raw', 'partner', 1, NOW(6), NOW(6) + INTERVAL 1 HOUR)`, tpl)
 	}
-	e.settle()
+	e.Settle()
 
 	r, _ := e.reconciler()
 	rep := e.pass(r)
@@ -245,7 +245,7 @@ func TestOverIssueNeedsReview(t *testing.T) {
 	}, diffs(rep.Differences))
 	require.True(t, strings.HasPrefix(find(t, rep.Differences, "quota", target(tpl, "partner", "over_issue")).Reason, "over-issue"))
 	require.Empty(t, e.corrections())
-	require.Equal(t, e.truth(), e.counters(), "the counters mirror the table, over-issue included")
+	require.Equal(t, e.Truth(), e.CounterRows(), "the counters mirror the table, over-issue included")
 }
 
 // With auto-fix off a pass writes nothing: every difference is reported,
@@ -255,7 +255,7 @@ func TestAutoFixOffOnlyReports(t *testing.T) {
 	e, tpl := driftEnv(t)
 	e.exec(`UPDATE inventory_counter SET held = held + 1 WHERE template_id = ? AND channel = 'app'`, tpl)
 	e.exec(`UPDATE coupon_template SET used_count = used_count + 1 WHERE id = ?`, tpl)
-	require.NoError(t, e.rdb.Set(e.ctx, e.keys.Stock(tpl, "web"), 1, 0).Err())
+	require.NoError(t, e.RDB.Set(e.Ctx, e.Keys.Stock(tpl, "web"), 1, 0).Err())
 	before := e.redisDump()
 
 	off := false
@@ -266,15 +266,15 @@ func TestAutoFixOffOnlyReports(t *testing.T) {
 	require.ElementsMatch(t, []string{
 		"counter " + target(tpl, "app", "held") + " 7 8 reported",
 		"template " + target(tpl, "used_count") + " 3 4 reported",
-		"redis " + e.keys.Stock(tpl, "web") + " 45 1 reported",
+		"redis " + e.Keys.Stock(tpl, "web") + " 45 1 reported",
 	}, diffs(rep.Differences))
 	require.Empty(t, e.corrections())
 	require.Equal(t, before, e.redisDump())
-	require.Equal(t, int64(8), e.counters()[inventory.Pair{Template: tpl, Channel: "app"}].Held)
-	require.Equal(t, int64(4), e.templateCache(tpl)[1])
+	require.Equal(t, int64(8), e.CounterRows()[inventory.Pair{Template: tpl, Channel: "app"}].Held)
+	require.Equal(t, int64(4), e.TemplateCaches()[tpl][1])
 	require.NotEqual(t, "clean", rep.Status, "drift was found and left as it is")
 
-	open, err := reconcile.ListOpen(e.ctx, e.db)
+	open, err := reconcile.ListOpen(e.Ctx, e.DB)
 	require.NoError(t, err)
 	require.Len(t, open, 1)
 	require.Len(t, open[0].Differences, 3, "the open item lists what was found")
@@ -286,7 +286,7 @@ func TestQuotaTotalOffNeedsReview(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
 	e.exec(`UPDATE channel_quota SET quota = quota + 5 WHERE template_id = ? AND channel = 'web'`, tpl)
-	e.settle()
+	e.Settle()
 
 	r, _ := e.reconciler()
 	rep := e.pass(r)

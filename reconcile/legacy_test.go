@@ -40,13 +40,13 @@ func newLegacy(t *testing.T, redisPattern string) *legacy {
 		"order_no VARCHAR(64) NOT NULL, created DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP)")
 	e.exec("CREATE TABLE t_coupon_tpl (id INT NOT NULL PRIMARY KEY, budget BIGINT NOT NULL, " +
 		"issued BIGINT NOT NULL DEFAULT 0, used BIGINT NOT NULL DEFAULT 0)")
-	y := fmt.Sprintf(legacyYAML, e.dbName)
+	y := fmt.Sprintf(legacyYAML, e.DBName)
 	if redisPattern != "" {
-		y += fmt.Sprintf("redis: {template_stock: %q}\n", e.keys.Prefix+redisPattern)
+		y += fmt.Sprintf("redis: {template_stock: %q}\n", e.Keys.Prefix+redisPattern)
 	}
 	m, err := canal.LoadMapping([]byte(y))
 	require.NoError(t, err)
-	require.NoError(t, m.Check(e.ctx, e.db))
+	require.NoError(t, m.Check(e.Ctx, e.DB))
 	return &legacy{env: e, m: m}
 }
 
@@ -62,18 +62,18 @@ func (l *legacy) newTemplate(id, budget int64) {
 // claim is the legacy application's claim: the coupon row and its own
 // issued count, in one transaction.
 func (l *legacy) claim(tpl int64, n int) []int64 {
-	l.t.Helper()
+	l.T.Helper()
 	var ids []int64
 	for range n {
 		l.tx(func(tx *sql.Tx) {
 			res, err := tx.Exec(`INSERT INTO t_user_coupon (uid, tpl_id, state, expire_time) VALUES (?, ?, 0, NOW() + INTERVAL 1 DAY)`,
 				fmt.Sprint("u", l.seq.Add(1)), tpl)
-			require.NoError(l.t, err)
+			require.NoError(l.T, err)
 			id, err := res.LastInsertId()
-			require.NoError(l.t, err)
+			require.NoError(l.T, err)
 			ids = append(ids, id)
 			_, err = tx.Exec(`UPDATE t_coupon_tpl SET issued = issued + 1 WHERE id = ?`, tpl)
-			require.NoError(l.t, err)
+			require.NoError(l.T, err)
 		})
 	}
 	return ids
@@ -81,43 +81,43 @@ func (l *legacy) claim(tpl int64, n int) []int64 {
 
 // redeem is the legacy redemption: status, write-off row and used count.
 func (l *legacy) redeem(tpl, id int64) {
-	l.t.Helper()
+	l.T.Helper()
 	l.tx(func(tx *sql.Tx) {
 		_, err := tx.Exec(`UPDATE t_user_coupon SET state = 1, order_no = ? WHERE id = ?`, fmt.Sprint("o", id), id)
-		require.NoError(l.t, err)
+		require.NoError(l.T, err)
 		_, err = tx.Exec(`INSERT INTO t_writeoff (coupon_id, order_no) VALUES (?, ?)`, id, fmt.Sprint("o", id))
-		require.NoError(l.t, err)
+		require.NoError(l.T, err)
 		_, err = tx.Exec(`UPDATE t_coupon_tpl SET used = used + 1 WHERE id = ?`, tpl)
-		require.NoError(l.t, err)
+		require.NoError(l.T, err)
 	})
 }
 
 func (l *legacy) tx(fn func(*sql.Tx)) {
-	l.t.Helper()
-	tx, err := l.db.BeginTx(l.ctx, nil)
-	require.NoError(l.t, err)
+	l.T.Helper()
+	tx, err := l.DB.BeginTx(l.Ctx, nil)
+	require.NoError(l.T, err)
 	fn(tx)
-	require.NoError(l.t, tx.Commit())
+	require.NoError(l.T, tx.Commit())
 }
 
 // own reads the legacy template table: budget, issued, used.
 func (l *legacy) own() map[int64][3]int64 {
-	l.t.Helper()
-	rows, err := l.db.QueryContext(l.ctx, `SELECT id, budget, issued, used FROM t_coupon_tpl`)
-	require.NoError(l.t, err)
+	l.T.Helper()
+	rows, err := l.DB.QueryContext(l.Ctx, `SELECT id, budget, issued, used FROM t_coupon_tpl`)
+	require.NoError(l.T, err)
 	defer rows.Close()
 	out := map[int64][3]int64{}
 	for rows.Next() {
 		var id int64
 		var v [3]int64
-		require.NoError(l.t, rows.Scan(&id, &v[0], &v[1], &v[2]))
+		require.NoError(l.T, rows.Scan(&id, &v[0], &v[1], &v[2]))
 		out[id] = v
 	}
-	require.NoError(l.t, rows.Err())
+	require.NoError(l.T, rows.Err())
 	return out
 }
 
-func (l *legacy) key(tpl int64) string { return fmt.Sprintf("%slg:stock:%d", l.keys.Prefix, tpl) }
+func (l *legacy) key(tpl int64) string { return fmt.Sprintf("%slg:stock:%d", l.Keys.Prefix, tpl) }
 
 // A legacy template's own counts off are flagged for a person; couponlink
 // never writes the legacy table. Over-issue of a budget is flagged too.
@@ -127,13 +127,13 @@ func TestLegacyCountersOffNeedReview(t *testing.T) {
 	l.newTemplate(1, 100)
 	l.newTemplate(2, 50)
 	l.newTemplate(3, 2)
-	l.startCDC(l.m)
+	l.StartCDC(l.m)
 	for _, id := range l.claim(1, 8)[:3] {
 		l.redeem(1, id)
 	}
 	l.claim(2, 4)
 	l.claim(3, 3) // one more than the budget
-	l.waitCheckpoint()
+	l.WaitCheckpoint()
 
 	r := l.reconciler()
 	rep := l.pass(r)
@@ -144,7 +144,7 @@ func TestLegacyCountersOffNeedReview(t *testing.T) {
 	l.exec(`UPDATE t_coupon_tpl SET used = 2 WHERE id = 2`)
 	before := l.own()
 	require.Equal(t, map[int64][3]int64{1: {100, 12, 3}, 2: {50, 4, 2}, 3: {2, 3, 0}}, before)
-	l.waitCheckpoint()
+	l.WaitCheckpoint()
 
 	rep = l.pass(r)
 	require.Equal(t, "needs_review", rep.Status)
@@ -167,13 +167,13 @@ func TestLegacyRedisKeyOffIsFixedWhenQuiet(t *testing.T) {
 	l := newLegacy(t, "lg:stock:{template}")
 	l.newTemplate(1, 100)
 	l.newTemplate(2, 50)
-	l.startCDC(l.m)
+	l.StartCDC(l.m)
 	for _, id := range l.claim(1, 8)[:3] {
 		l.redeem(1, id)
 	}
 	l.claim(2, 4)
-	l.waitCheckpoint()
-	require.NoError(t, l.rdb.Set(l.ctx, l.key(1), 99, 0).Err()) // 92 true
+	l.WaitCheckpoint()
+	require.NoError(t, l.RDB.Set(l.Ctx, l.key(1), 99, 0).Err()) // 92 true
 	// key 2 missing: 46 true
 
 	r := l.reconciler()
@@ -192,7 +192,7 @@ func TestLegacyRedisKeyOffIsFixedWhenQuiet(t *testing.T) {
 	require.Equal(t, map[int64][3]int64{1: {100, 8, 3}, 2: {50, 4, 0}}, l.own())
 
 	// the front end claims (DECR and row), and a refund (USED → RETURNED, code 9) frees nothing: still right
-	require.NoError(t, l.rdb.Decr(l.ctx, l.key(2)).Err())
+	require.NoError(t, l.RDB.Decr(l.Ctx, l.key(2)).Err())
 	l.claim(2, 1)
 	l.tx(func(tx *sql.Tx) {
 		_, err := tx.Exec(`UPDATE t_user_coupon SET state = 9 WHERE tpl_id = 1 AND state = 1 LIMIT 1`)
@@ -200,7 +200,7 @@ func TestLegacyRedisKeyOffIsFixedWhenQuiet(t *testing.T) {
 		_, err = tx.Exec(`UPDATE t_coupon_tpl SET used = used - 1 WHERE id = 1`)
 		require.NoError(t, err)
 	})
-	l.waitCheckpoint()
+	l.WaitCheckpoint()
 	rep = l.pass(r)
 	require.Equal(t, "clean", rep.Status, "%v", diffs(rep.Differences))
 }

@@ -22,9 +22,9 @@ import (
 func TestLiveSystemNoFalseCorrections(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.startCDC(nil)
-	tpl := e.template(map[string]int64{"app": 100000, "web": 100000})
-	e.settle()
+	e.StartCDC(nil)
+	tpl := e.Template(map[string]int64{"app": 100000, "web": 100000}, time.Hour)
+	e.Settle()
 
 	w := startWrites(t, e, tpl, "live")
 
@@ -45,7 +45,7 @@ func TestLiveSystemNoFalseCorrections(t *testing.T) {
 	require.Empty(t, e.corrections(), "nothing was corrected")
 	t.Logf("%d passes during %d operations; %d counter rows in flight", passes, w.ops.Load(), inFlight)
 
-	e.settle()
+	e.Settle()
 	r, _ = e.reconciler()
 	rep := e.pass(r)
 	require.Equal(t, "clean", rep.Status, "%v", diffs(rep.Differences))
@@ -59,13 +59,13 @@ func TestLiveSystemNoFalseCorrections(t *testing.T) {
 func TestBusySystemComparesAtTheCheckpoint(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.startCDC(nil)
-	tpl := e.template(map[string]int64{"app": 100000, "web": 100000})
-	e.settle()
+	e.StartCDC(nil)
+	tpl := e.Template(map[string]int64{"app": 100000, "web": 100000}, time.Hour)
+	e.Settle()
 
 	w := startWrites(t, e, tpl, "busy")
 
-	binlog, err := canal.ConfigFromDSN(e.dsn)
+	binlog, err := canal.ConfigFromDSN(e.DSN)
 	require.NoError(t, err)
 	r, _ := e.reconciler(func(c *reconcile.Config) { c.RedisMode = inventory.RedisOff; c.Binlog = binlog })
 	for pass := 0; pass < 5; pass++ {
@@ -75,7 +75,7 @@ func TestBusySystemComparesAtTheCheckpoint(t *testing.T) {
 		require.Empty(t, rep.Differences, "pass %d after %d operations", pass, w.ops.Load())
 	}
 	// break one counter under load: +2 held
-	_, err = e.db.Exec(`UPDATE inventory_counter SET held = held + 2 WHERE template_id = ? AND channel = 'app'`, tpl)
+	_, err = e.DB.Exec(`UPDATE inventory_counter SET held = held + 2 WHERE template_id = ? AND channel = 'app'`, tpl)
 	require.NoError(t, err)
 	rep := e.pass(r)
 	got := summarize(rep.Differences)
@@ -85,10 +85,10 @@ func TestBusySystemComparesAtTheCheckpoint(t *testing.T) {
 	}
 	require.Equal(t, want, got)
 	w.stop(t)
-	e.settle()
+	e.Settle()
 	rep = e.pass(r)
 	require.Equal(t, "clean", rep.Status, "%v", diffs(rep.Differences))
-	require.Equal(t, e.truth(), e.counters(), "the correction held while the cdc kept adding")
+	require.Equal(t, e.Truth(), e.CounterRows(), "the correction held while the cdc kept adding")
 }
 
 // writes is 4 workers claiming on both channels of a template, redeeming
@@ -107,10 +107,10 @@ func startWrites(t *testing.T, e *env, tpl int64, prefix string) *writes {
 		w.wg.Go(func() {
 			ch := []string{"app", "web"}[n%2]
 			for i := 0; ctx.Err() == nil; i++ {
-				c, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprint(prefix, n), Channel: ch,
+				c, err := e.Store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprint(prefix, n), Channel: ch,
 					RequestID: fmt.Sprintf("%s-%d-%d", prefix, n, i)})
 				if err == nil && i%3 == 0 {
-					_, err = e.store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: c.UserCouponID, OrderID: fmt.Sprint("o", c.UserCouponID)})
+					_, err = e.Store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: c.UserCouponID, OrderID: fmt.Sprint("o", c.UserCouponID)})
 				}
 				if err != nil && ctx.Err() == nil {
 					w.failed.CompareAndSwap(nil, err)

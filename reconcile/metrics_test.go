@@ -3,10 +3,12 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/internal/cdctest"
@@ -24,7 +26,9 @@ func (c *fakeClock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t
 
 // The metrics after passes: runs by result, drift by template, channel and
 // store (the last pass only), corrections by store and mode, open items,
-// the time of the last complete pass, the duration histogram.
+// the time of the last complete pass, the duration histogram; after the
+// first pass, every series as exposed (testutil.GatherAndCompare), with
+// the rows counted and none on the default registry.
 func TestMetricsAfterPasses(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
@@ -51,10 +55,10 @@ func TestMetricsAfterPasses(t *testing.T) {
 	// 1. clean
 	rep := e.pass(r)
 	require.Equal(t, "clean", rep.Status)
-	require.Equal(t, []float64{1, 0, 0, 0}, []float64{runs("clean"), runs("auto_fixed"), runs("needs_review"), runs("error")})
-	require.Empty(t, series(t, reg, "couponlink_reconcile_drift"))
-	require.Zero(t, gauge("couponlink_reconcile_needs_review"))
-	require.Equal(t, 1_700_000_000.0, gauge("couponlink_reconcile_last_success_timestamp_seconds"))
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(afterOneCleanPass()), "couponlink_reconcile_runs_total",
+		"couponlink_reconcile_corrections_total", "couponlink_reconcile_needs_review", "couponlink_reconcile_last_success_timestamp_seconds",
+		"couponlink_reconcile_cdc_behind", "couponlink_reconcile_rows_counted_total", "couponlink_reconcile_drift"))
+	cdctest.NoDefaultMetrics(t)
 	v, _ := cdctest.Metric(t, reg, "couponlink_reconcile_duration_seconds", nil)
 	require.Equal(t, 1.0, v, "one pass observed")
 
@@ -62,8 +66,8 @@ func TestMetricsAfterPasses(t *testing.T) {
 	clock.Set(time.Unix(1_700_000_600, 0))
 	e.exec(`UPDATE inventory_counter SET held = held + 2 WHERE template_id = ? AND channel = 'app'`, tpl)
 	e.exec(`UPDATE channel_quota SET claimed = claimed + 1 WHERE template_id = ? AND channel = 'app'`, tpl)
-	e.settle()                                                                 // the cdc rewrites the template's keys
-	require.NoError(t, e.rdb.IncrBy(e.ctx, e.keys.Stock(tpl, "web"), 4).Err()) // then the drift
+	e.Settle()                                                                 // the cdc rewrites the template's keys
+	require.NoError(t, e.RDB.IncrBy(e.Ctx, e.Keys.Stock(tpl, "web"), 4).Err()) // then the drift
 	rep = e.pass(r)
 	require.Equal(t, "needs_review", rep.Status, "%v", diffs(rep.Differences))
 	require.Equal(t, []float64{1, 0, 1, 0}, []float64{runs("clean"), runs("auto_fixed"), runs("needs_review"), runs("error")})
@@ -81,9 +85,9 @@ func TestMetricsAfterPasses(t *testing.T) {
 
 	// 3. resolved and repaired by a person: clean again, nothing open, no drift
 	clock.Set(time.Unix(1_700_001_200, 0))
-	require.NoError(t, reconcile.Resolve(e.ctx, e.db, rep.TaskID, "alice", "claimed was bumped by a test; set back"))
+	require.NoError(t, reconcile.Resolve(e.Ctx, e.DB, rep.TaskID, "alice", "claimed was bumped by a test; set back"))
 	e.exec(`UPDATE channel_quota SET claimed = claimed - 1 WHERE template_id = ? AND channel = 'app'`, tpl)
-	e.settle()
+	e.Settle()
 	rep = e.pass(r)
 	require.Equal(t, "clean", rep.Status, "%v", diffs(rep.Differences))
 	require.Equal(t, []float64{2, 0, 1, 0}, []float64{runs("clean"), runs("auto_fixed"), runs("needs_review"), runs("error")})
@@ -95,8 +99,8 @@ func TestMetricsAfterPasses(t *testing.T) {
 	// 4. a failing pass: runs{error}, the last success stays
 	clock.Set(time.Unix(1_700_001_800, 0))
 	h.failPipelines.Store(true)
-	require.NoError(t, e.rdb.IncrBy(e.ctx, e.keys.Stock(tpl, "web"), 1).Err()) // not even read
-	_, err := r.Pass(e.ctx)
+	require.NoError(t, e.RDB.IncrBy(e.Ctx, e.Keys.Stock(tpl, "web"), 1).Err()) // not even read
+	_, err := r.Pass(e.Ctx)
 	require.ErrorContains(t, err, "injected Redis failure")
 	h.failPipelines.Store(false)
 	require.Equal(t, []float64{2, 0, 1, 1}, []float64{runs("clean"), runs("auto_fixed"), runs("needs_review"), runs("error")})
@@ -106,15 +110,48 @@ func TestMetricsAfterPasses(t *testing.T) {
 	require.Equal(t, 4.0, v)
 }
 
+// afterOneCleanPass is the exposition of the reconciler's series after one
+// clean pass, at 1_700_000_000, over driftEnv's 15 coupons: every result
+// and every correction exists at 0, and no drift series.
+func afterOneCleanPass() string {
+	var corrections0 strings.Builder
+	for _, store := range []string{"counter", "legacy", "quota", "redis", "template"} {
+		fmt.Fprintf(&corrections0, "couponlink_reconcile_corrections_total{mode=\"auto\",store=%q} 0\n", store)
+		fmt.Fprintf(&corrections0, "couponlink_reconcile_corrections_total{mode=\"manual\",store=%q} 0\n", store)
+	}
+	return `
+# HELP couponlink_reconcile_runs_total Reconciliation passes by result (clean, auto_fixed, needs_review, error).
+# TYPE couponlink_reconcile_runs_total counter
+couponlink_reconcile_runs_total{result="clean"} 1
+couponlink_reconcile_runs_total{result="auto_fixed"} 0
+couponlink_reconcile_runs_total{result="needs_review"} 0
+couponlink_reconcile_runs_total{result="error"} 0
+# HELP couponlink_reconcile_corrections_total Corrections written, by store and mode (auto, manual).
+# TYPE couponlink_reconcile_corrections_total counter
+` + corrections0.String() + `# HELP couponlink_reconcile_needs_review Reconcile tasks that need a person and are not resolved.
+# TYPE couponlink_reconcile_needs_review gauge
+couponlink_reconcile_needs_review 0
+# HELP couponlink_reconcile_last_success_timestamp_seconds When the last pass that compared everything finished (unix seconds).
+# TYPE couponlink_reconcile_last_success_timestamp_seconds gauge
+couponlink_reconcile_last_success_timestamp_seconds 1.7e+09
+# HELP couponlink_reconcile_cdc_behind 1 when the last pass could not compare the counters because the cdc had not reached the snapshot.
+# TYPE couponlink_reconcile_cdc_behind gauge
+couponlink_reconcile_cdc_behind 0
+# HELP couponlink_reconcile_rows_counted_total User coupons counted by reconciliation snapshots.
+# TYPE couponlink_reconcile_rows_counted_total counter
+couponlink_reconcile_rows_counted_total 15
+`
+}
+
 // Run passes at once and then every interval, until its context ends.
 func TestRunLoop(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.startCDC(nil)
-	e.claim(e.template(map[string]int64{"app": 10}), "app", 2)
-	e.settle()
+	e.StartCDC(nil)
+	e.claim(e.Template(map[string]int64{"app": 10}, time.Hour), "app", 2)
+	e.Settle()
 	r, reg := e.reconciler()
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithCancel(e.Ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx, 50*time.Millisecond) }()
 	cdctest.WaitFor(t, testCatchUp, "three passes", func() bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,7 +63,7 @@ func startLagWriter(l *legacy, tpl int64, queue <-chan string, batch int, every 
 // write commits one batch: the rows and the template's own issued count.
 func (w *lagWriter) write(l *legacy, q string, args []any, tpl int64) error {
 	ctx := context.Background()
-	tx, err := l.db.BeginTx(ctx, nil)
+	tx, err := l.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -96,37 +95,21 @@ func TestSeedCaseInFlightThenLost(t *testing.T) {
 	l := newLegacy(t, "lg:stock:{template}")
 	const budget = 3000
 	l.newTemplate(1, budget)
-	l.startCDC(l.m)
+	l.StartCDC(l.m)
 	key := l.key(1)
-	require.NoError(t, l.rdb.Set(l.ctx, key, budget, 0).Err())
+	require.NoError(t, l.RDB.Set(l.Ctx, key, budget, 0).Err())
 
 	// every claim DECRs Redis at once and queues its row for the writer
-	fe := frontEnd(t)
+	c := startClaimers(t, frontEnd(t), key, 16)
+	cdctest.WaitFor(t, testCatchUp, "the front end sells the whole budget", func() bool { return c.ok.Load() >= budget })
+	c.halt()
+	require.Nil(t, c.fail.Load())
+	require.Equal(t, int64(budget), c.ok.Load())
 	queue := make(chan string, budget)
-	var wg sync.WaitGroup
-	var claimErr atomic.Value
-	var n atomic.Int64
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				v, err := claimScript.Run(l.ctx, fe, []string{key}).Int64()
-				if err != nil {
-					claimErr.CompareAndSwap(nil, err)
-					return
-				}
-				if v < 0 {
-					return // sold out
-				}
-				queue <- fmt.Sprint("u", n.Add(1))
-			}
-		}()
+	for i := range budget {
+		queue <- fmt.Sprint("u", i+1)
 	}
-	wg.Wait()
 	close(queue)
-	require.Nil(t, claimErr.Load())
-	require.Equal(t, int64(budget), n.Load())
 	require.Equal(t, "0", str(l.redisGet(key)), "Redis says sold out")
 
 	w := startLagWriter(l, 1, queue, 10, 20*time.Millisecond)
@@ -160,7 +143,7 @@ func TestSeedCaseInFlightThenLost(t *testing.T) {
 	require.Equal(t, "0", str(l.redisGet(key)))
 
 	// pass 2: the key is quiet and the gap stable: lost; set the truth
-	l.waitCheckpoint()
+	l.WaitCheckpoint()
 	r = l.reconciler()
 	rep = l.pass(r)
 	left := budget - written

@@ -17,17 +17,17 @@ import (
 func TestUsedWithoutRedemptionIsJudgedPerOrder(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	tpl := e.template(map[string]int64{"app": 100}, time.Hour)
-	c := e.startCDC(nil, func(cfg *sink.Config, _ *sink.Daemon) { cfg.RedemptionGrace = 500 * time.Millisecond })
-	e.waitCheckpoint()
+	tpl := e.Template(map[string]int64{"app": 100}, time.Hour)
+	c := e.StartCDC(nil, func(cfg *sink.Config, _ *sink.Daemon) { cfg.RedemptionGrace = 500 * time.Millisecond })
+	e.WaitCheckpoint()
 	ids := map[string]int64{}
 	for _, name := range []string{"c1", "c2", "c3", "c4"} {
-		cl, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: name, Channel: "app", RequestID: name})
+		cl, err := e.Store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: name, Channel: "app", RequestID: name})
 		require.NoError(t, err)
 		ids[name] = cl.UserCouponID
 	}
 	exec := func(q string, args ...any) {
-		_, err := e.db.Exec(q, args...)
+		_, err := e.DB.Exec(q, args...)
 		require.NoError(t, err, q)
 	}
 	used := func(id int64, order string) {
@@ -43,7 +43,7 @@ func TestUsedWithoutRedemptionIsJudgedPerOrder(t *testing.T) {
 	// c1: USED by g1 without a row, refunded, then redeemed properly by o1: g1 is an anomaly
 	used(ids["c1"], "g1")
 	restore(ids["c1"])
-	_, err := e.store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: ids["c1"], OrderID: "o1"})
+	_, err := e.Store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: ids["c1"], OrderID: "o1"})
 	require.NoError(t, err)
 	// c2: USED without a row twice (g2, then g3): two anomalies
 	used(ids["c2"], "g2")
@@ -58,7 +58,7 @@ func TestUsedWithoutRedemptionIsJudgedPerOrder(t *testing.T) {
 
 	e.waitSettled(c, 30*time.Second)
 	require.Equal(t, map[string]int{sink.AnomalyUsedWithoutRedemption: 4}, e.anomalies())
-	rows, err := e.db.Query(`SELECT user_coupon_id, order_id FROM cdc_anomaly WHERE kind = ? ORDER BY user_coupon_id, order_id`, sink.AnomalyUsedWithoutRedemption)
+	rows, err := e.DB.Query(`SELECT user_coupon_id, order_id FROM cdc_anomaly WHERE kind = ? ORDER BY user_coupon_id, order_id`, sink.AnomalyUsedWithoutRedemption)
 	require.NoError(t, err)
 	defer rows.Close()
 	var got [][2]any
@@ -77,18 +77,18 @@ func TestUsedWithoutRedemptionIsJudgedPerOrder(t *testing.T) {
 func TestMovedCouponIsIllegal(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	tpl := e.template(map[string]int64{"app": 100, "web": 100}, time.Hour)
-	other := e.template(map[string]int64{"app": 100}, time.Hour)
-	c := e.startCDC(nil)
-	e.waitCheckpoint()
+	tpl := e.Template(map[string]int64{"app": 100, "web": 100}, time.Hour)
+	other := e.Template(map[string]int64{"app": 100}, time.Hour)
+	c := e.StartCDC(nil)
+	e.WaitCheckpoint()
 	var ids []int64
 	for _, name := range []string{"m1", "m2", "m3", "m4"} {
-		cl, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: name, Channel: "app", RequestID: name})
+		cl, err := e.Store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: name, Channel: "app", RequestID: name})
 		require.NoError(t, err)
 		ids = append(ids, cl.UserCouponID)
 	}
 	exec := func(q string, args ...any) {
-		_, err := e.db.Exec(q, args...)
+		_, err := e.DB.Exec(q, args...)
 		require.NoError(t, err, q)
 	}
 	exec(`UPDATE user_coupon SET channel = 'web' WHERE id = ?`, ids[0])                    // another channel

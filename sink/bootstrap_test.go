@@ -31,7 +31,7 @@ func TestBootstrapOnExistingCoupons(t *testing.T) {
 		for _, ch := range channels {
 			quotas[ch] = 10_000
 		}
-		tpl, err := e.store.CreateTemplate(ctx, coupon.NewTemplate{Name: fmt.Sprint("bulk", i), TotalQuota: 40_000, Channels: quotas,
+		tpl, err := e.Store.CreateTemplate(ctx, coupon.NewTemplate{Name: fmt.Sprint("bulk", i), TotalQuota: 40_000, Channels: quotas,
 			ValidSeconds: 86400, PerUserLimit: 1000, ExpiryPolicy: coupon.PolicyRelease})
 		require.NoError(t, err)
 		tpls = append(tpls, tpl.ID)
@@ -54,37 +54,37 @@ func TestBootstrapOnExistingCoupons(t *testing.T) {
 			st := []coupon.Status{coupon.Available, coupon.Available, coupon.Used, coupon.Used, coupon.Expired, coupon.Returned}[rng.IntN(6)]
 			args = append(args, p.Template, fmt.Sprint("u", i%5000), p.Channel, st, now, now.Add(24*time.Hour))
 		}
-		_, err := e.db.Exec(b.String(), args...)
+		_, err := e.DB.Exec(b.String(), args...)
 		require.NoError(t, err)
 	}
 	for p, n := range claimed {
-		_, err := e.db.Exec(`UPDATE channel_quota SET claimed = ? WHERE template_id = ? AND channel = ?`, n, p.Template, p.Channel)
+		_, err := e.DB.Exec(`UPDATE channel_quota SET claimed = ? WHERE template_id = ? AND channel = ?`, n, p.Template, p.Channel)
 		require.NoError(t, err)
 	}
 	// release flows for a third of the expired coupons
-	_, err := e.db.Exec(`INSERT INTO inventory_flow (user_coupon_id, kind, seq, template_id, channel, from_status, to_status)
+	_, err := e.DB.Exec(`INSERT INTO inventory_flow (user_coupon_id, kind, seq, template_id, channel, from_status, to_status)
 		SELECT id, 'release', 0, template_id, channel, 3, 3 FROM user_coupon WHERE status = 3 AND id % 3 = 0`)
 	require.NoError(t, err)
 	var n int
-	require.NoError(t, e.db.QueryRow(`SELECT COUNT(*) FROM user_coupon`).Scan(&n))
+	require.NoError(t, e.DB.QueryRow(`SELECT COUNT(*) FROM user_coupon`).Scan(&n))
 	require.Equal(t, coupons, n)
 
-	c := e.startCDC(nil)
+	c := e.StartCDC(nil)
 	e.assertTruth(true) // right after the bootstrap
 	e.assertTemplateCaches()
-	bootstraps, _ := cdctest.Metric(t, c.reg, "couponlink_cdc_bootstraps_total", nil)
+	bootstraps, _ := cdctest.Metric(t, c.Reg, "couponlink_cdc_bootstraps_total", nil)
 	require.EqualValues(t, 1, bootstraps)
 	require.True(t, e.checkpoint().BootstrappedAt.Valid)
 
 	// then streaming: the write path and raw SQL on the bulk coupons
-	_, err = e.db.Exec(`UPDATE user_coupon SET status = 2, order_id = CONCAT('bulk', id) WHERE status = 1 AND id % 7 = 0`)
+	_, err = e.DB.Exec(`UPDATE user_coupon SET status = 2, order_id = CONCAT('bulk', id) WHERE status = 1 AND id % 7 = 0`)
 	require.NoError(t, err)
-	_, err = e.db.Exec(`INSERT INTO redemption_log (user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key)
+	_, err = e.DB.Exec(`INSERT INTO redemption_log (user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key)
 		SELECT id, template_id, channel, order_id, NOW(6), CONCAT(order_id, '/', id) FROM user_coupon WHERE order_id LIKE 'bulk%'`)
 	require.NoError(t, err)
-	_, err = e.db.Exec(`UPDATE user_coupon SET status = 3 WHERE status = 1 AND id % 11 = 0`)
+	_, err = e.DB.Exec(`UPDATE user_coupon SET status = 3 WHERE status = 1 AND id % 11 = 0`)
 	require.NoError(t, err)
-	_, err = e.db.Exec(`DELETE FROM user_coupon WHERE status = 4 AND id % 13 = 0`)
+	_, err = e.DB.Exec(`DELETE FROM user_coupon WHERE status = 4 AND id % 13 = 0`)
 	require.NoError(t, err)
 	w := newWorkload(e, wlConfig{Workers: 3, Ops: 1_000, Quota: 200})
 	w.run()
@@ -92,11 +92,11 @@ func TestBootstrapOnExistingCoupons(t *testing.T) {
 	e.assertTemplateCaches()
 
 	// a rebuild while writers go on: the snapshot and its position agree
-	c.stop(t)
+	c.Stop(t)
 	before := e.checkpoint().BootstrappedAt.Time
 	w.cfg.Ops += 1_000
 	wait := w.start()
-	c = e.startCDC(nil, func(_ *sink.Config, d *sink.Daemon) { d.Rebuild = true })
+	c = e.StartCDC(nil, func(_ *sink.Config, d *sink.Daemon) { d.Rebuild = true })
 	cdctest.WaitFor(t, 60*time.Second, "rebuilt", func() bool { return e.checkpoint().BootstrappedAt.Time.After(before) })
 	wait()
 	e.assertTruth(true)

@@ -43,8 +43,8 @@ func newCDCRunner(t *testing.T, e *env, redisAddr string) *cdcRunner {
 	bin := testenv.BuildCouponlink(t)
 	f, err := os.Create(filepath.Join(dir, "cdc.stderr"))
 	require.NoError(t, err)
-	r := &cdcRunner{t: t, bin: bin, stderr: f, args: []string{"cdc", "-dsn", e.dsn, "-redis", redisAddr,
-		"-key-prefix", e.keys.Prefix, "-metrics-addr", "", "-batch-wait", "5ms", "-redemption-grace", "1s"}}
+	r := &cdcRunner{t: t, bin: bin, stderr: f, args: []string{"cdc", "-dsn", e.DSN, "-redis", redisAddr,
+		"-key-prefix", e.Keys.Prefix, "-metrics-addr", "", "-batch-wait", "5ms", "-redemption-grace", "1s"}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			data, _ := os.ReadFile(f.Name())
@@ -117,11 +117,11 @@ func TestCrashRestartKeepsCountersExact(t *testing.T) {
 	runner.args = append(runner.args, "-quota-mode", "auto", "-quota-min-age", "0s", "-quota-cooldown", "0s",
 		"-quota-min-claims", "20", "-quota-low", "0.6", "-quota-high", "0.7", "-quota-reserve", "0", "-rebalance-every", "50ms")
 	off := quota.ModeOff
-	_, err := quota.SetPolicy(context.Background(), e.db, w.over.Template, quota.Override{Mode: &off}, "test", "counted over-issue", quota.SourceCLI)
+	_, err := quota.SetPolicy(context.Background(), e.DB, w.over.Template, quota.Override{Mode: &off}, "test", "counted over-issue", quota.SourceCLI)
 	require.NoError(t, err)
 
 	p := runner.start()
-	e.waitCheckpoint() // the first start bootstrapped before any write of the workload
+	e.WaitCheckpoint() // the first start bootstrapped before any write of the workload
 	wait := w.start()
 
 	rng := rand.New(rand.NewPCG(rand.Uint64(), 7))
@@ -139,7 +139,7 @@ func TestCrashRestartKeepsCountersExact(t *testing.T) {
 		}
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond) // the random moment of the kill
 		require.False(t, p.exited(), "couponlink cdc exited by itself: %v", p.err)
-		writer, err := canal.CurrentPosition(ctx, e.db)
+		writer, err := canal.CurrentPosition(ctx, e.DB)
 		require.NoError(t, err)
 		_ = p.signal(syscall.SIGKILL)
 		kills.Add(1)
@@ -152,11 +152,11 @@ func TestCrashRestartKeepsCountersExact(t *testing.T) {
 	t.Logf("%d kills, %d after the process applied batches, %d mid-stream (behind the writers)", kills.Load(), afterProgress, midStream)
 	require.GreaterOrEqual(t, midStream, 3, "too few kills landed while the cdc was applying a backlog: the test proves little")
 
-	e.waitCheckpoint()
-	require.Equal(t, e.truth(), e.counters(), "derived counters differ from GROUP BY over user_coupon after the kills")
+	e.WaitCheckpoint()
+	require.Equal(t, e.Truth(), e.Counters(), "derived counters differ from GROUP BY over user_coupon after the kills")
 	var transfers int
-	require.NoError(t, e.db.QueryRow(`SELECT COUNT(*) FROM quota_transfer_log WHERE mode = 'auto'`).Scan(&transfers))
-	rows, err := e.db.Query(`SELECT t.id, t.total_quota, SUM(q.quota), SUM(q.claimed > q.quota) FROM coupon_template t
+	require.NoError(t, e.DB.QueryRow(`SELECT COUNT(*) FROM quota_transfer_log WHERE mode = 'auto'`).Scan(&transfers))
+	rows, err := e.DB.Query(`SELECT t.id, t.total_quota, SUM(q.quota), SUM(q.claimed > q.quota) FROM coupon_template t
 		JOIN channel_quota q ON q.template_id = t.id GROUP BY t.id, t.total_quota`)
 	require.NoError(t, err)
 	for rows.Next() {
@@ -167,7 +167,7 @@ func TestCrashRestartKeepsCountersExact(t *testing.T) {
 	}
 	require.NoError(t, rows.Close())
 	t.Logf("%d quota transfers applied during the kills", transfers)
-	e.assertRedis()
+	e.AssertRedis()
 	e.assertTemplateCaches()
 
 	cdctest.WaitFor(t, 60*time.Second, "no pending redemption checks", func() bool { return e.pendingChecks() == 0 })

@@ -16,16 +16,17 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/internal/cdcenv"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/inventory"
 )
 
 // checkpoint reads the default checkpoint.
 func (e *env) checkpoint() inventory.Checkpoint {
-	e.t.Helper()
-	cp, found, err := inventory.LoadCheckpoint(context.Background(), e.db, "default")
-	require.NoError(e.t, err)
-	require.True(e.t, found, "no checkpoint row")
+	e.T.Helper()
+	cp, found, err := inventory.LoadCheckpoint(context.Background(), e.DB, "default")
+	require.NoError(e.T, err)
+	require.True(e.T, found, "no checkpoint row")
 	return cp
 }
 
@@ -34,52 +35,35 @@ func (e *env) checkpoint() inventory.Checkpoint {
 // checkpoint reached the binlog end, two more batches (heartbeats) were
 // saved after it — so the metrics of the batch that reached it are set —
 // and couponlink_cdc_pending_redemption_checks is 0.
-func (e *env) waitSettled(c *cdc, within time.Duration) {
-	e.t.Helper()
-	e.waitCheckpoint()
+func (e *env) waitSettled(c *cdcenv.CDC, within time.Duration) {
+	e.T.Helper()
+	e.WaitCheckpoint()
 	batches := e.checkpoint().Batches
-	cdctest.WaitFor(e.t, within, "two batches after the checkpoint reached the binlog end", func() bool {
+	cdctest.WaitFor(e.T, within, "two batches after the checkpoint reached the binlog end", func() bool {
 		return e.checkpoint().Batches >= batches+2
 	})
-	cdctest.WaitFor(e.t, within, "no pending redemption checks", func() bool {
-		v, ok := cdctest.Metric(e.t, c.reg, "couponlink_cdc_pending_redemption_checks", nil)
+	cdctest.WaitFor(e.T, within, "no pending redemption checks", func() bool {
+		v, ok := cdctest.Metric(e.T, c.Reg, "couponlink_cdc_pending_redemption_checks", nil)
 		return ok && v == 0
 	})
-}
-
-// templateCaches reads coupon_template's cached counts.
-func (e *env) templateCaches() map[int64][3]int64 {
-	e.t.Helper()
-	rows, err := e.db.Query(`SELECT id, issued_count, used_count, expired_count FROM coupon_template`)
-	require.NoError(e.t, err)
-	defer rows.Close()
-	out := map[int64][3]int64{}
-	for rows.Next() {
-		var id int64
-		var v [3]int64
-		require.NoError(e.t, rows.Scan(&id, &v[0], &v[1], &v[2]))
-		out[id] = v
-	}
-	require.NoError(e.t, rows.Err())
-	return out
 }
 
 // assertTemplateCaches checks coupon_template's issued/used/expired counts
 // against the truth of user_coupon, for every template.
 func (e *env) assertTemplateCaches() {
-	e.t.Helper()
+	e.T.Helper()
 	want := map[int64][3]int64{}
-	for id := range e.templateCaches() {
+	for id := range e.TemplateCaches() {
 		want[id] = [3]int64{}
 	}
-	for p, c := range e.truth() {
+	for p, c := range e.Truth() {
 		v := want[p.Template]
 		v[0] += c.Held + c.Used + c.Expired + c.Returned
 		v[1] += c.Used
 		v[2] += c.Expired
 		want[p.Template] = v
 	}
-	require.Equal(e.t, want, e.templateCaches(), "coupon_template cached counts (issued, used, expired) differ from the truth")
+	require.Equal(e.T, want, e.TemplateCaches(), "coupon_template cached counts (issued, used, expired) differ from the truth")
 }
 
 // privateRedis is a redis-server of this test alone, which it may flush,

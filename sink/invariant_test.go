@@ -20,8 +20,8 @@ import (
 func TestInvariantsUnderRandomWorkload(t *testing.T) {
 	e := newEnv(t)
 	w := newWorkload(e, wlConfig{Workers: 6, Ops: 20_000, Quota: 900, OverIssue: true})
-	c := e.startCDC(nil, func(cfg *sink.Config, _ *sink.Daemon) { cfg.RedemptionGrace = 2 * time.Second })
-	e.waitCheckpoint() // bootstrapped before the first write: every change is seen in the binlog
+	c := e.StartCDC(nil, func(cfg *sink.Config, _ *sink.Daemon) { cfg.RedemptionGrace = 2 * time.Second })
+	e.WaitCheckpoint() // bootstrapped before the first write: every change is seen in the binlog
 
 	start := time.Now()
 	w.run()
@@ -29,10 +29,10 @@ func TestInvariantsUnderRandomWorkload(t *testing.T) {
 	require.GreaterOrEqual(t, w.ops.Load(), int64(20_000))
 
 	e.waitSettled(c, 60*time.Second)
-	truth := e.truth()
+	truth := e.Truth()
 	require.Len(t, truth, 3+3+4+1, "every bucket of the workload holds coupons") // three templates' channels, + partner
-	require.Equal(t, truth, e.counters(), "derived counters differ from GROUP BY over user_coupon")
-	e.assertRedis()
+	require.Equal(t, truth, e.Counters(), "derived counters differ from GROUP BY over user_coupon")
+	e.AssertRedis()
 	e.assertTemplateCaches()
 
 	want := w.expected()
@@ -43,10 +43,10 @@ func TestInvariantsUnderRandomWorkload(t *testing.T) {
 	cp := e.checkpoint()
 	require.EqualValues(t, sum(want), cp.Anomalies, "the checkpoint's anomaly count")
 	for k, n := range want {
-		v, _ := cdctest.Metric(t, c.reg, "couponlink_anomalies_total", map[string]string{"kind": k})
+		v, _ := cdctest.Metric(t, c.Reg, "couponlink_anomalies_total", map[string]string{"kind": k})
 		require.EqualValues(t, n, v, "couponlink_anomalies_total{kind=%q}", k)
 	}
-	over, _ := cdctest.Metric(t, c.reg, "couponlink_over_issued", nil)
+	over, _ := cdctest.Metric(t, c.Reg, "couponlink_over_issued", nil)
 	require.EqualValues(t, 1, over, "couponlink_over_issued: the workload's over-issue bucket %v, and no other", w.over)
 }
 

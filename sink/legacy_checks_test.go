@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/internal/cdcenv"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/sink"
@@ -21,22 +22,22 @@ import (
 
 // mappingFile writes the legacy mapping for `couponlink cdc -mapping`.
 func (l *legacyEnv) mappingFile() string {
-	path := filepath.Join(l.t.TempDir(), "legacy.yaml")
-	require.NoError(l.t, os.WriteFile(path, []byte(strings.ReplaceAll(legacyMappingYAML, "LEGACY", l.schema)), 0o600))
+	path := filepath.Join(l.T.TempDir(), "legacy.yaml")
+	require.NoError(l.T, os.WriteFile(path, []byte(strings.ReplaceAll(legacyMappingYAML, "LEGACY", l.schema)), 0o600))
 	return path
 }
 
 func (l *legacyEnv) exec(q string, args ...any) {
-	l.t.Helper()
-	_, err := l.db.Exec(q, args...)
-	require.NoError(l.t, err, q)
+	l.T.Helper()
+	_, err := l.DB.Exec(q, args...)
+	require.NoError(l.T, err, q)
 }
 
 // redeem moves a legacy coupon to USED with its t_writeoff row and dups
 // more rows of the same order, all in one transaction (sameTx) or the
 // extra rows each in a transaction of its own after it.
 func (l *legacyEnv) redeem(id int64, order string, dups int, sameTx bool) error {
-	tx, err := l.db.Begin()
+	tx, err := l.DB.Begin()
 	if err != nil {
 		return err
 	}
@@ -57,7 +58,7 @@ func (l *legacyEnv) redeem(id int64, order string, dups int, sameTx bool) error 
 		return err
 	}
 	for range dups {
-		if _, err := l.db.Exec(`INSERT INTO `+l.tq("t_writeoff")+` (coupon_id, order_no) VALUES (?, ?)`, id, order); err != nil {
+		if _, err := l.DB.Exec(`INSERT INTO `+l.tq("t_writeoff")+` (coupon_id, order_no) VALUES (?, ?)`, id, order); err != nil {
 			return err
 		}
 	}
@@ -95,7 +96,7 @@ func TestLegacyDuplicateRedemptionsExact(t *testing.T) {
 	runner := newCDCRunner(t, l.env, testenv.RedisAddr(t))
 	runner.args = append(runner.args, "-mapping", l.mappingFile())
 	p := runner.start()
-	l.waitCheckpoint()
+	l.WaitCheckpoint()
 	require.Equal(t, map[string]int{sink.AnomalyDuplicateRedemption: 2}, l.anomalies(), "duplicates at the first start")
 
 	for i := range 20 { // in the transaction of the first row, or just after it
@@ -104,7 +105,7 @@ func TestLegacyDuplicateRedemptionsExact(t *testing.T) {
 	for range 10 { // in a later batch
 		id := coupon()
 		require.NoError(t, l.redeem(id, fmt.Sprint("o", id), 0, true))
-		l.waitCheckpoint()
+		l.WaitCheckpoint()
 		l.exec(`INSERT INTO `+l.tq("t_writeoff")+` (coupon_id, order_no) VALUES (?, ?)`, id, fmt.Sprint("o", id))
 		want++
 	}
@@ -168,7 +169,7 @@ func TestLegacyDuplicateRedemptionsExact(t *testing.T) {
 	require.Positive(t, kills, "no kill while the writers ran: the test proves little")
 	wg.Wait()
 	require.Empty(t, errs)
-	l.waitCheckpoint()
+	l.WaitCheckpoint()
 	cdctest.WaitFor(t, 30*time.Second, "no pending redemption checks", func() bool { return l.pendingChecks() == 0 })
 	require.Equal(t, map[string]int{sink.AnomalyDuplicateRedemption: want}, l.anomalies(), "duplicates counted exactly, across kills")
 
@@ -180,11 +181,11 @@ func TestLegacyDuplicateRedemptionsExact(t *testing.T) {
 	runner.args = append(append([]string{}, args...), "-rebuild")
 	p = runner.start()
 	runner.args = args
-	l.waitCheckpoint()
+	l.WaitCheckpoint()
 	require.Equal(t, map[string]int{sink.AnomalyDuplicateRedemption: want}, l.anomalies(), "after a --rebuild")
 
 	var unplaced int
-	require.NoError(t, l.db.QueryRow(`SELECT COUNT(*) FROM cdc_anomaly a LEFT JOIN `+l.tq("t_user_coupon")+` c ON c.id = a.user_coupon_id
+	require.NoError(t, l.DB.QueryRow(`SELECT COUNT(*) FROM cdc_anomaly a LEFT JOIN `+l.tq("t_user_coupon")+` c ON c.id = a.user_coupon_id
 		WHERE a.kind = ? AND (c.id IS NULL OR a.template_id <> c.tpl_id OR a.channel <> COALESCE(c.source, 'legacy'))`,
 		sink.AnomalyDuplicateRedemption).Scan(&unplaced))
 	require.Zero(t, unplaced, "duplicate_redemption anomalies without their coupon's template and channel")
@@ -203,30 +204,30 @@ func TestOverIssueFoundAtBootstrap(t *testing.T) {
 		vals = append(vals, fmt.Sprintf("(%d, %s, %d, 'u%d')", 1+i%2, []string{"'app'", "NULL"}[i%2], []int{0, 1, 2, 3}[i%4], i))
 	}
 	l.exec(`INSERT INTO ` + l.tq("t_user_coupon") + ` (tpl_id, source, state, uid) VALUES ` + strings.Join(vals, ", "))
-	start := func(rebuild bool) *cdc {
-		c := l.startCDC(l.mapping(), func(_ *sink.Config, d *sink.Daemon) { d.Rebuild = rebuild })
-		l.waitCheckpoint()
+	start := func(rebuild bool) *cdcenv.CDC {
+		c := l.StartCDC(l.mapping(), func(_ *sink.Config, d *sink.Daemon) { d.Rebuild = rebuild })
+		l.WaitCheckpoint()
 		return c
 	}
 	c := start(false)
 	require.Equal(t, map[string]int{sink.AnomalyOverIssue: 1}, l.anomalies(), "template 1: 15 coupons over a budget of 10")
 	var tpl int64
 	var detail string
-	require.NoError(t, l.db.QueryRow(`SELECT template_id, detail FROM cdc_anomaly`).Scan(&tpl, &detail))
+	require.NoError(t, l.DB.QueryRow(`SELECT template_id, detail FROM cdc_anomaly`).Scan(&tpl, &detail))
 	require.EqualValues(t, 1, tpl)
 	require.Contains(t, detail, "snapshot")
-	v, _ := cdctest.Metric(t, c.reg, "couponlink_anomalies_total", map[string]string{"kind": sink.AnomalyOverIssue})
+	v, _ := cdctest.Metric(t, c.Reg, "couponlink_anomalies_total", map[string]string{"kind": sink.AnomalyOverIssue})
 	require.EqualValues(t, 1, v)
 	// the state gauge the alert reads: an anomaly counted before the first
 	// scrape is no increase() to Prometheus, a bucket over quota is
-	over, _ := cdctest.Metric(t, c.reg, "couponlink_over_issued", nil)
+	over, _ := cdctest.Metric(t, c.Reg, "couponlink_over_issued", nil)
 	require.EqualValues(t, 1, over, "template 1 is over its budget now")
 
 	l.exec(`INSERT INTO ` + l.tq("t_user_coupon") + ` (tpl_id, source, state, uid) VALUES (1, 'app', 0, 'more')`)
-	c.stop(t)
+	c.Stop(t)
 	c = start(false)
 	require.Equal(t, map[string]int{sink.AnomalyOverIssue: 1}, l.anomalies(), "still over: nothing new")
-	c.stop(t)
+	c.Stop(t)
 	start(true)
 	require.Equal(t, map[string]int{sink.AnomalyOverIssue: 2}, l.anomalies(), "a --rebuild checks its snapshot")
 	require.EqualValues(t, 2, l.checkpoint().Anomalies)

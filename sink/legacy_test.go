@@ -42,9 +42,9 @@ type legacyEnv struct {
 func newLegacyEnv(t *testing.T) *legacyEnv {
 	e := newEnv(t)
 	schema := "legacy_" + strings.TrimSuffix(testenv.KeyPrefix(t), ":")
-	_, err := e.db.Exec("CREATE DATABASE `" + schema + "`")
+	_, err := e.DB.Exec("CREATE DATABASE `" + schema + "`")
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = e.db.Exec("DROP DATABASE IF EXISTS `" + schema + "`") })
+	t.Cleanup(func() { _, _ = e.DB.Exec("DROP DATABASE IF EXISTS `" + schema + "`") })
 	l := &legacyEnv{env: e, schema: schema, tq: func(tbl string) string { return "`" + schema + "`.`" + tbl + "`" }}
 	for _, q := range []string{
 		`CREATE TABLE ` + l.tq("t_coupon_tpl") + ` (id BIGINT NOT NULL PRIMARY KEY, budget BIGINT NOT NULL, title VARCHAR(64) NOT NULL DEFAULT '')`,
@@ -54,7 +54,7 @@ func newLegacyEnv(t *testing.T) *legacyEnv {
 		`CREATE TABLE ` + l.tq("t_writeoff") + ` (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, coupon_id BIGINT NOT NULL,
 			order_no VARCHAR(64) NOT NULL, KEY (coupon_id))`,
 	} {
-		_, err := e.db.Exec(q)
+		_, err := e.DB.Exec(q)
 		require.NoError(t, err, q)
 	}
 	return l
@@ -62,36 +62,36 @@ func newLegacyEnv(t *testing.T) *legacyEnv {
 
 func (l *legacyEnv) mapping() *canal.Mapping {
 	m, err := canal.LoadMapping([]byte(strings.ReplaceAll(legacyMappingYAML, "LEGACY", l.schema)))
-	require.NoError(l.t, err)
+	require.NoError(l.T, err)
 	return m
 }
 
 // legacyTruth counts t_user_coupon per (tpl_id, source) and state, with
 // the legacy codes.
 func (l *legacyEnv) legacyTruth() map[inventory.Pair]inventory.Counts {
-	l.t.Helper()
+	l.T.Helper()
 	state := map[int]coupon.Status{}
 	for st, codes := range legacyCodes {
 		for _, c := range codes {
 			state[c] = st
 		}
 	}
-	rows, err := l.db.Query(`SELECT tpl_id, COALESCE(source, 'legacy'), state, COUNT(*) FROM ` + l.tq("t_user_coupon") + ` GROUP BY 1, 2, 3`)
-	require.NoError(l.t, err)
+	rows, err := l.DB.Query(`SELECT tpl_id, COALESCE(source, 'legacy'), state, COUNT(*) FROM ` + l.tq("t_user_coupon") + ` GROUP BY 1, 2, 3`)
+	require.NoError(l.T, err)
 	defer rows.Close()
 	out := map[inventory.Pair]inventory.Counts{}
 	for rows.Next() {
 		var p inventory.Pair
 		var code int
 		var n int64
-		require.NoError(l.t, rows.Scan(&p.Template, &p.Channel, &code, &n))
+		require.NoError(l.T, rows.Scan(&p.Template, &p.Channel, &code, &n))
 		c := out[p]
 		if !cdctest.Add(&c, state[code], n) {
-			l.t.Fatalf("code %d in t_user_coupon", code)
+			l.T.Fatalf("code %d in t_user_coupon", code)
 		}
 		out[p] = c
 	}
-	require.NoError(l.t, rows.Err())
+	require.NoError(l.T, rows.Err())
 	return out
 }
 
@@ -105,7 +105,7 @@ func (l *legacyEnv) legacyTruth() map[inventory.Pair]inventory.Counts {
 func TestLegacySchema(t *testing.T) {
 	l := newLegacyEnv(t)
 	ctx := context.Background()
-	_, err := l.db.Exec(`INSERT INTO ` + l.tq("t_coupon_tpl") + ` (id, budget) VALUES (1, 50), (2, 100000), (3, 100000)`)
+	_, err := l.DB.Exec(`INSERT INTO ` + l.tq("t_coupon_tpl") + ` (id, budget) VALUES (1, 50), (2, 100000), (3, 100000)`)
 	require.NoError(t, err)
 	// coupons before the cdc's first start: counted by the bootstrap
 	var vals []string
@@ -113,12 +113,12 @@ func TestLegacySchema(t *testing.T) {
 		src := []string{"'app'", "'h5'", "NULL"}[i%3]
 		vals = append(vals, fmt.Sprintf("(%d, %s, %d, 'pre%d')", 2+i%2, src, []int{0, 1, 2, 3, 9}[i%5], i))
 	}
-	_, err = l.db.Exec(`INSERT INTO ` + l.tq("t_user_coupon") + ` (tpl_id, source, state, uid) VALUES ` + strings.Join(vals, ", "))
+	_, err = l.DB.Exec(`INSERT INTO ` + l.tq("t_user_coupon") + ` (tpl_id, source, state, uid) VALUES ` + strings.Join(vals, ", "))
 	require.NoError(t, err)
 
-	c := l.startCDC(l.mapping(), func(cfg *sink.Config, _ *sink.Daemon) { cfg.RedemptionGrace = 2 * time.Second })
-	l.waitCheckpoint()
-	require.Equal(t, l.legacyTruth(), l.counters(), "bootstrap with the legacy codes")
+	c := l.StartCDC(l.mapping(), func(cfg *sink.Config, _ *sink.Daemon) { cfg.RedemptionGrace = 2 * time.Second })
+	l.WaitCheckpoint()
+	require.Equal(t, l.legacyTruth(), l.Counters(), "bootstrap with the legacy codes")
 
 	lw := &legacyWorkload{l: l}
 	var wg sync.WaitGroup
@@ -135,22 +135,22 @@ func TestLegacySchema(t *testing.T) {
 		for i := range n {
 			vals = append(vals, fmt.Sprintf("(1, '%s', 0, 'over%d')", src, i))
 		}
-		_, err := l.db.Exec(`INSERT INTO ` + l.tq("t_user_coupon") + ` (tpl_id, source, state, uid) VALUES ` + strings.Join(vals, ", "))
+		_, err := l.DB.Exec(`INSERT INTO ` + l.tq("t_user_coupon") + ` (tpl_id, source, state, uid) VALUES ` + strings.Join(vals, ", "))
 		require.NoError(t, err)
 	}
 	insert(20, "app")
 	insert(20, "h5")
-	l.waitCheckpoint() // 40 <= 50: no over-issue yet
+	l.WaitCheckpoint() // 40 <= 50: no over-issue yet
 	insert(20, "h5")   // 60 > 50: one over-issue
-	l.waitCheckpoint()
+	l.WaitCheckpoint()
 	insert(5, "app") // still over: no new one
-	_, err = l.db.Exec(`UPDATE ` + l.tq("t_user_coupon") + ` SET state = 1, order_no = CONCAT('ovr', id) WHERE tpl_id = 1 LIMIT 10`)
+	_, err = l.DB.Exec(`UPDATE ` + l.tq("t_user_coupon") + ` SET state = 1, order_no = CONCAT('ovr', id) WHERE tpl_id = 1 LIMIT 10`)
 	require.NoError(t, err)
-	_, err = l.db.Exec(`INSERT INTO ` + l.tq("t_writeoff") + ` (coupon_id, order_no) SELECT id, order_no FROM ` + l.tq("t_user_coupon") + ` WHERE tpl_id = 1 AND state = 1`)
+	_, err = l.DB.Exec(`INSERT INTO ` + l.tq("t_writeoff") + ` (coupon_id, order_no) SELECT id, order_no FROM ` + l.tq("t_user_coupon") + ` WHERE tpl_id = 1 AND state = 1`)
 	require.NoError(t, err)
 
 	l.waitSettled(c, 60*time.Second)
-	require.Equal(t, l.legacyTruth(), l.counters(), "counters differ from GROUP BY over t_user_coupon with the legacy codes")
+	require.Equal(t, l.legacyTruth(), l.Counters(), "counters differ from GROUP BY over t_user_coupon with the legacy codes")
 	want := map[string]int{sink.AnomalyOverIssue: 1}
 	for k, v := range map[string]int64{sink.AnomalyIllegalTransition: lw.illegal.Load(), sink.AnomalyDeletedCoupon: lw.deleted.Load(),
 		sink.AnomalyUsedWithoutRedemption: lw.usedNoRow.Load(), sink.AnomalyDuplicateRedemption: lw.dups.Load()} {
@@ -161,7 +161,7 @@ func TestLegacySchema(t *testing.T) {
 	require.Equal(t, want, l.anomalies(), "anomalies recorded differ from the ones the legacy workload caused")
 
 	// corrector mode: no stock key written
-	keys, _, err := l.rdb.Scan(ctx, 0, l.keys.Prefix+"*", 1000).Result()
+	keys, _, err := l.RDB.Scan(ctx, 0, l.Keys.Prefix+"*", 1000).Result()
 	require.NoError(t, err)
 	require.Empty(t, keys, "the cdc wrote Redis keys in corrector mode")
 }
@@ -233,7 +233,7 @@ func (k *legacyWorker) pick(ok func(*lgCoupon) bool) *lgCoupon {
 // exec runs one statement (or a transaction of several) and reports
 // whether the first changed exactly one row; only then is the rest run.
 func (k *legacyWorker) exec(ctx context.Context, op string, stmts ...[]any) bool {
-	tx, err := k.w.l.db.BeginTx(ctx, nil)
+	tx, err := k.w.l.DB.BeginTx(ctx, nil)
 	if err != nil {
 		k.w.fail(op, err)
 		return false
@@ -302,7 +302,7 @@ func (k *legacyWorker) run(ctx context.Context, ops int) {
 			if k.rng.IntN(5) == 0 {
 				src = nil // the default channel
 			}
-			res, err := k.w.l.db.ExecContext(ctx, `INSERT INTO `+uc+` (tpl_id, source, state, uid) VALUES (?, ?, 0, ?)`, 2+k.rng.IntN(2), src, order)
+			res, err := k.w.l.DB.ExecContext(ctx, `INSERT INTO `+uc+` (tpl_id, source, state, uid) VALUES (?, ?, 0, ?)`, 2+k.rng.IntN(2), src, order)
 			if err != nil {
 				k.w.fail("claim", err)
 				continue
@@ -329,7 +329,7 @@ func (k *legacyWorker) run(ctx context.Context, ops int) {
 				taint(c)
 			}
 		case r < 46: // a coupon inserted as USED: illegal, and no t_writeoff row
-			res, err := k.w.l.db.ExecContext(ctx, `INSERT INTO `+uc+` (tpl_id, source, state, order_no, uid) VALUES (3, 'app', 1, ?, ?)`, "ghost-"+order, order)
+			res, err := k.w.l.DB.ExecContext(ctx, `INSERT INTO `+uc+` (tpl_id, source, state, order_no, uid) VALUES (3, 'app', 1, ?, ?)`, "ghost-"+order, order)
 			if err != nil {
 				k.w.fail("insert_used", err)
 				continue

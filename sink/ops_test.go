@@ -25,33 +25,33 @@ import (
 // heartbeats no event is applied.
 func TestHeartbeatLagAndNoFeedback(t *testing.T) {
 	e := newEnv(t)
-	w := &claimer{e: e, tpl: e.template(map[string]int64{"app": 100, "web": 100, "sms": 100}, time.Hour)}
+	w := &claimer{e: e, tpl: e.Template(map[string]int64{"app": 100, "web": 100, "sms": 100}, time.Hour)}
 	w.claim(3)
-	c := e.startCDC(nil)
+	c := e.StartCDC(nil)
 	w.claim(6) // batches that write counters, cached template counts and the checkpoint
 	e.assertTruth(true)
 
 	other := "other_" + strings.TrimSuffix(testenv.KeyPrefix(t), ":")
-	_, err := e.db.Exec("CREATE DATABASE `" + other + "`")
+	_, err := e.DB.Exec("CREATE DATABASE `" + other + "`")
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = e.db.Exec("DROP DATABASE IF EXISTS `" + other + "`") })
-	_, err = e.db.Exec("CREATE TABLE `" + other + "`.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+	t.Cleanup(func() { _, _ = e.DB.Exec("DROP DATABASE IF EXISTS `" + other + "`") })
+	_, err = e.DB.Exec("CREATE TABLE `" + other + "`.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
 	require.NoError(t, err)
 
-	events := cdctest.MetricSeries(t, c.reg, "couponlink_cdc_events_total")
+	events := cdctest.MetricSeries(t, c.Reg, "couponlink_cdc_events_total")
 	require.NotEmpty(t, events)
-	rowBatches, _ := cdctest.Metric(t, c.reg, "couponlink_cdc_batch_rows", nil)
+	rowBatches, _ := cdctest.Metric(t, c.Reg, "couponlink_cdc_batch_rows", nil)
 	before := e.checkpoint()
-	_, err = e.db.Exec("INSERT INTO `" + other + "`.t (v) VALUES (1), (2)")
+	_, err = e.DB.Exec("INSERT INTO `" + other + "`.t (v) VALUES (1), (2)")
 	require.NoError(t, err)
-	pos := e.waitCheckpoint() // moved by heartbeats alone: no row of ours was written
+	pos := e.WaitCheckpoint() // moved by heartbeats alone: no row of ours was written
 	require.Positive(t, pos.Compare(before.Pos), "the checkpoint did not move with another schema's writes")
 	cdctest.WaitFor(t, 30*time.Second, "five more heartbeats saved", func() bool { return e.checkpoint().Batches >= before.Batches+5 })
 
-	require.Equal(t, events, cdctest.MetricSeries(t, c.reg, "couponlink_cdc_events_total"), "events applied while idle: the cdc's own writes fed back")
-	v, _ := cdctest.Metric(t, c.reg, "couponlink_cdc_batch_rows", nil)
+	require.Equal(t, events, cdctest.MetricSeries(t, c.Reg, "couponlink_cdc_events_total"), "events applied while idle: the cdc's own writes fed back")
+	v, _ := cdctest.Metric(t, c.Reg, "couponlink_cdc_batch_rows", nil)
 	require.Equal(t, rowBatches, v, "batches with rows while idle")
-	lag, ok := cdctest.Metric(t, c.reg, "couponlink_cdc_lag_seconds", nil)
+	lag, ok := cdctest.Metric(t, c.Reg, "couponlink_cdc_lag_seconds", nil)
 	require.True(t, ok)
 	require.Less(t, lag, 2.0, "lag while idle")
 	cp := e.checkpoint()
@@ -66,17 +66,17 @@ func TestHeartbeatLagAndNoFeedback(t *testing.T) {
 func TestMetricsAfterScriptedSequence(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	tpl := e.template(map[string]int64{"app": 10, "web": 10}, time.Hour)
-	c := e.startCDC(nil, func(cfg *sink.Config, _ *sink.Daemon) { cfg.RedemptionGrace = 300 * time.Millisecond })
-	e.waitCheckpoint()
+	tpl := e.Template(map[string]int64{"app": 10, "web": 10}, time.Hour)
+	c := e.StartCDC(nil, func(cfg *sink.Config, _ *sink.Daemon) { cfg.RedemptionGrace = 300 * time.Millisecond })
+	e.WaitCheckpoint()
 	ids := map[string]int64{}
 	claim := func(name, ch string) {
-		cl, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: name, Channel: ch, RequestID: name})
+		cl, err := e.Store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: name, Channel: ch, RequestID: name})
 		require.NoError(t, err)
 		ids[name] = cl.UserCouponID
 	}
 	exec := func(q string, args ...any) {
-		_, err := e.db.Exec(q, args...)
+		_, err := e.DB.Exec(q, args...)
 		require.NoError(t, err, q)
 	}
 	claim("c1", "app")
@@ -84,16 +84,16 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 	claim("c3", "app")
 	claim("c4", "web")
 	claim("c5", "app")
-	_, err := e.store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: ids["c1"], OrderID: "o1"})
+	_, err := e.Store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: ids["c1"], OrderID: "o1"})
 	require.NoError(t, err)
-	_, err = e.store.Refund(ctx, coupon.RefundRequest{UserCouponID: ids["c1"], OrderID: "o1", Mode: coupon.RefundRecycle})
+	_, err = e.Store.Refund(ctx, coupon.RefundRequest{UserCouponID: ids["c1"], OrderID: "o1", Mode: coupon.RefundRecycle})
 	require.NoError(t, err)
 	exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, ids["c2"])                  // legacy expiry: legal
 	exec(`UPDATE user_coupon SET status = 1 WHERE id = ?`, ids["c2"])                  // EXPIRED -> AVAILABLE: illegal
 	exec(`DELETE FROM user_coupon WHERE id = ?`, ids["c3"])                            // deleted
 	exec(`UPDATE user_coupon SET status = 2, order_id = 'x5' WHERE id = ?`, ids["c5"]) // USED, no redemption row
 	exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, ids["c4"])                  // legal expiry, then its release
-	tx, err := e.db.Begin()
+	tx, err := e.DB.Begin()
 	require.NoError(t, err)
 	_, err = tx.Exec(`INSERT INTO inventory_flow (user_coupon_id, kind, template_id, channel, from_status, to_status) VALUES (?, 'release', ?, 'web', 3, 3)`, ids["c4"], tpl)
 	require.NoError(t, err)
@@ -116,15 +116,15 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 		"kind=delete,table=redemption_log": 1,
 		"kind=insert,table=inventory_flow": 3, // refund, the raw release of c4, the cdc's release of c1 (recycled)
 		"kind=update,table=channel_quota":  7, // five claims, two releases
-	}, cdctest.MetricSeries(t, c.reg, "couponlink_cdc_events_total"))
+	}, cdctest.MetricSeries(t, c.Reg, "couponlink_cdc_events_total"))
 	var applied float64
-	for _, v := range cdctest.MetricSeries(t, c.reg, "couponlink_cdc_events_total") {
+	for _, v := range cdctest.MetricSeries(t, c.Reg, "couponlink_cdc_events_total") {
 		applied += v
 	}
 	require.EqualValues(t, applied, e.checkpoint().EventsApplied, "the checkpoint's events_applied")
 
 	inv := map[string]float64{}
-	for k, v := range cdctest.MetricSeries(t, c.reg, "couponlink_inventory") {
+	for k, v := range cdctest.MetricSeries(t, c.Reg, "couponlink_inventory") {
 		if strings.Contains(k, fmt.Sprintf("template=%d", tpl)) {
 			inv[k] = v
 		}
@@ -145,7 +145,7 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 	require.Equal(t, map[string]float64{
 		"kind=illegal_transition": 1, "kind=deleted_coupon": 1, "kind=used_without_redemption": 1,
 		"kind=duplicate_redemption": 0, "kind=over_issue": 1,
-	}, cdctest.MetricSeries(t, c.reg, "couponlink_anomalies_total"))
+	}, cdctest.MetricSeries(t, c.Reg, "couponlink_anomalies_total"))
 	e.assertTruth(true)
 }
 
@@ -154,26 +154,26 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 func TestReadStatus(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	st, err := inventory.ReadStatus(ctx, e.db, "default")
+	st, err := inventory.ReadStatus(ctx, e.DB, "default")
 	require.NoError(t, err)
 	require.False(t, st.Found, "a checkpoint before the cdc ever ran")
 
-	w := &claimer{e: e, tpl: e.template(map[string]int64{"app": 100, "web": 100, "sms": 100}, time.Hour)}
+	w := &claimer{e: e, tpl: e.Template(map[string]int64{"app": 100, "web": 100, "sms": 100}, time.Hour)}
 	w.claim(6)
-	c := e.startCDC(nil, leaderNamed("status-test"))
+	c := e.StartCDC(nil, leaderNamed("status-test"))
 	w.claim(6)
 	var id int64
-	require.NoError(t, e.db.QueryRow(`SELECT MAX(id) FROM user_coupon`).Scan(&id))
-	_, err = e.db.Exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, id)
+	require.NoError(t, e.DB.QueryRow(`SELECT MAX(id) FROM user_coupon`).Scan(&id))
+	_, err = e.DB.Exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, id)
 	require.NoError(t, err)
-	_, err = e.db.Exec(`UPDATE user_coupon SET status = 1 WHERE id = ?`, id) // illegal
+	_, err = e.DB.Exec(`UPDATE user_coupon SET status = 1 WHERE id = ?`, id) // illegal
 	require.NoError(t, err)
-	_, err = e.db.Exec(`DELETE FROM user_coupon WHERE id = ?`, id-1)
+	_, err = e.DB.Exec(`DELETE FROM user_coupon WHERE id = ?`, id-1)
 	require.NoError(t, err)
 	e.assertTruth(true)
-	c.stop(t) // the checkpoint stays where it is
+	c.Stop(t) // the checkpoint stays where it is
 
-	st, err = inventory.ReadStatus(ctx, e.db, "default")
+	st, err = inventory.ReadStatus(ctx, e.DB, "default")
 	require.NoError(t, err)
 	require.True(t, st.Found)
 	cp := e.checkpoint()
@@ -190,7 +190,7 @@ func TestReadStatus(t *testing.T) {
 	require.Less(t, st.Lag(), 10*time.Second)
 
 	quotas := map[inventory.Pair]inventory.Quota{}
-	rows, err := e.db.Query(`SELECT template_id, channel, quota, claimed FROM channel_quota`)
+	rows, err := e.DB.Query(`SELECT template_id, channel, quota, claimed FROM channel_quota`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var p inventory.Pair
@@ -200,7 +200,7 @@ func TestReadStatus(t *testing.T) {
 	}
 	require.NoError(t, rows.Close())
 	var want []inventory.PairStatus
-	for p, cnt := range e.truth() {
+	for p, cnt := range e.Truth() {
 		cnt.Quota, cnt.Claimed = quotas[p].Quota, quotas[p].Claimed
 		want = append(want, inventory.PairStatus{Pair: p, Counts: cnt, HasQuota: true})
 	}
@@ -232,13 +232,13 @@ func TestStatusLag(t *testing.T) {
 // claim's guard as an update.
 func TestQuotaEventsByKind(t *testing.T) {
 	e := newEnv(t)
-	c := e.startCDC(nil)
-	e.waitCheckpoint()
-	tpl := e.template(map[string]int64{"app": 5, "web": 5}, time.Hour)
-	_, err := e.store.Claim(context.Background(), coupon.ClaimRequest{TemplateID: tpl, UserID: "u", Channel: "app", RequestID: "r"})
+	c := e.StartCDC(nil)
+	e.WaitCheckpoint()
+	tpl := e.Template(map[string]int64{"app": 5, "web": 5}, time.Hour)
+	_, err := e.Store.Claim(context.Background(), coupon.ClaimRequest{TemplateID: tpl, UserID: "u", Channel: "app", RequestID: "r"})
 	require.NoError(t, err)
-	e.waitCheckpoint()
-	series := cdctest.MetricSeries(t, c.reg, "couponlink_cdc_events_total")
+	e.WaitCheckpoint()
+	series := cdctest.MetricSeries(t, c.Reg, "couponlink_cdc_events_total")
 	require.EqualValues(t, 2, series["kind=insert,table=channel_quota"])
 	require.EqualValues(t, 1, series["kind=update,table=channel_quota"])
 }

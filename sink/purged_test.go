@@ -22,42 +22,42 @@ import (
 func TestPurgedBinlogNeedsRebuild(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	tpl := e.template(map[string]int64{"app": 50, "web": 50, "sms": 50}, time.Hour)
+	tpl := e.Template(map[string]int64{"app": 50, "web": 50, "sms": 50}, time.Hour)
 	claims := 0
 	claim := func(n int) {
 		for range n {
 			ch := []string{"app", "web", "sms"}[claims%3]
-			c, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprint("u", claims), Channel: ch, RequestID: fmt.Sprint("r", claims)})
+			c, err := e.Store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprint("u", claims), Channel: ch, RequestID: fmt.Sprint("r", claims)})
 			require.NoError(t, err)
 			if claims%4 == 0 {
-				_, err = e.store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: c.UserCouponID, OrderID: fmt.Sprint("o", claims)})
+				_, err = e.Store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: c.UserCouponID, OrderID: fmt.Sprint("o", claims)})
 				require.NoError(t, err)
 			}
 			claims++
 		}
 	}
 	claim(10)
-	c := e.startCDC(nil)
+	c := e.StartCDC(nil)
 	claim(10)
 	e.assertTruth(true)
-	c.stop(t)
+	c.Stop(t)
 
 	for _, tc := range []struct{ name, file, gtid string }{
 		{"unknown file, GTID beyond the server", "mysql-bin.999999", "0-1-999999999"},
 		{"unknown file, no GTID", "mysql-bin.999999", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.db.Exec(`UPDATE cdc_checkpoint SET binlog_file = ?, binlog_pos = 4, gtid_set = ? WHERE name = 'default'`, tc.file, tc.gtid)
+			_, err := e.DB.Exec(`UPDATE cdc_checkpoint SET binlog_file = ?, binlog_pos = 4, gtid_set = ? WHERE name = 'default'`, tc.file, tc.gtid)
 			require.NoError(t, err)
-			c := e.startCDC(nil)
-			err = c.result(t, 60*time.Second)
+			c := e.StartCDC(nil)
+			err = c.Result(t, 60*time.Second)
 			require.ErrorIs(t, err, canal.ErrBinlogPurged)
 			require.ErrorContains(t, err, "--rebuild")
 			claim(5) // written while the cdc is stopped: the rebuild must count them
 		})
 	}
 
-	c = e.startCDC(nil, func(_ *sink.Config, d *sink.Daemon) { d.Rebuild = true })
+	c = e.StartCDC(nil, func(_ *sink.Config, d *sink.Daemon) { d.Rebuild = true })
 	// the bogus checkpoint compares as ahead of the server: wait for the rebuild to replace it
 	cdctest.WaitFor(t, 60*time.Second, "the rebuild saves a checkpoint the server has", func() bool {
 		return e.checkpoint().Pos.File != "mysql-bin.999999"

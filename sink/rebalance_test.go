@@ -15,7 +15,9 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdcenv"
 	"github.com/couponlink/couponlink/internal/cdctest"
+	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/sink"
@@ -26,9 +28,9 @@ import (
 // their redemption rows) and takes their slots, as claims and redemptions
 // would (legal transitions: inserted AVAILABLE, then redeemed), in bulk.
 func (e *env) seed(tpl int64, channel string, held, used int) {
-	e.t.Helper()
-	tx, err := e.db.Begin()
-	require.NoError(e.t, err)
+	e.T.Helper()
+	tx, err := e.DB.Begin()
+	require.NoError(e.T, err)
 	now := time.Now().UTC()
 	n := held + used
 	var first int64
@@ -40,36 +42,36 @@ func (e *env) seed(tpl int64, channel string, held, used int) {
 			args = append(args, tpl, fmt.Sprintf("%s-%d", channel, i), channel, coupon.Available, now, now.Add(24*time.Hour))
 		}
 		res, err := tx.Exec(`INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at) VALUES `+strings.Join(vals, ","), args...)
-		require.NoError(e.t, err)
+		require.NoError(e.T, err)
 		if start == 0 {
 			first, err = res.LastInsertId()
-			require.NoError(e.t, err)
+			require.NoError(e.T, err)
 		}
 	}
 	// the first used ids are redeemed (ids of one multi-row INSERT are consecutive)
 	_, err = tx.Exec(`UPDATE user_coupon SET status = ?, redeemed_at = ?, order_id = CONCAT('o', id) WHERE id >= ? AND id < ?`,
 		coupon.Used, now, first, first+int64(used))
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	_, err = tx.Exec(`INSERT INTO redemption_log (user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key)
 		SELECT id, template_id, channel, order_id, ?, CONCAT(order_id, '/', id) FROM user_coupon WHERE id >= ? AND id < ?`,
 		now, first, first+int64(used))
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	_, err = tx.Exec(`UPDATE channel_quota SET claimed = claimed + ? WHERE template_id = ? AND channel = ?`, n, tpl, channel)
-	require.NoError(e.t, err)
-	require.NoError(e.t, tx.Commit())
+	require.NoError(e.T, err)
+	require.NoError(e.T, tx.Commit())
 }
 
 // buckets reads channel_quota: channel -> [quota, claimed].
 func (e *env) buckets(tpl int64) map[string][2]int64 {
-	e.t.Helper()
-	rows, err := e.db.Query(`SELECT channel, quota, claimed FROM channel_quota WHERE template_id = ?`, tpl)
-	require.NoError(e.t, err)
+	e.T.Helper()
+	rows, err := e.DB.Query(`SELECT channel, quota, claimed FROM channel_quota WHERE template_id = ?`, tpl)
+	require.NoError(e.T, err)
 	defer rows.Close()
 	out := map[string][2]int64{}
 	for rows.Next() {
 		var ch string
 		var q, c int64
-		require.NoError(e.t, rows.Scan(&ch, &q, &c))
+		require.NoError(e.T, rows.Scan(&ch, &q, &c))
 		out[ch] = [2]int64{q, c}
 	}
 	return out
@@ -83,65 +85,65 @@ type transferRow struct {
 }
 
 func (e *env) transfers(tpl int64) []transferRow {
-	e.t.Helper()
-	rows, err := e.db.Query(`SELECT decision, from_channel, to_channel, amount, rule, rates_seen, mode, created_at
+	e.T.Helper()
+	rows, err := e.DB.Query(`SELECT decision, from_channel, to_channel, amount, rule, rates_seen, mode, created_at
 		FROM quota_transfer_log WHERE template_id = ? ORDER BY id`, tpl)
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	defer rows.Close()
 	var out []transferRow
 	for rows.Next() {
 		var r transferRow
 		var seen string
-		require.NoError(e.t, rows.Scan(&r.Decision, &r.From, &r.To, &r.Amount, &r.Rule, &seen, &r.Mode, &r.At))
-		require.NoError(e.t, json.Unmarshal([]byte(seen), &r.Seen))
+		require.NoError(e.T, rows.Scan(&r.Decision, &r.From, &r.To, &r.Amount, &r.Rule, &seen, &r.Mode, &r.At))
+		require.NoError(e.T, json.Unmarshal([]byte(seen), &r.Seen))
 		out = append(out, r)
 	}
-	require.NoError(e.t, rows.Err())
+	require.NoError(e.T, rows.Err())
 	return out
 }
 
 // outbox reads the webhook events of one type, in order.
 func (e *env) outbox(event string) []map[string]any {
-	e.t.Helper()
-	rows, err := e.db.Query(`SELECT body FROM webhook_outbox WHERE event = ? ORDER BY id`, event)
-	require.NoError(e.t, err)
+	e.T.Helper()
+	rows, err := e.DB.Query(`SELECT body FROM webhook_outbox WHERE event = ? ORDER BY id`, event)
+	require.NoError(e.T, err)
 	defer rows.Close()
 	var out []map[string]any
 	for rows.Next() {
 		var body []byte
-		require.NoError(e.t, rows.Scan(&body))
+		require.NoError(e.T, rows.Scan(&body))
 		var ev map[string]any
-		require.NoError(e.t, json.Unmarshal(body, &ev))
+		require.NoError(e.T, json.Unmarshal(body, &ev))
 		out = append(out, ev)
 	}
 	return out
 }
 
 func (e *env) setPolicy(tpl int64, mode string, edit func(*quota.Override)) {
-	e.t.Helper()
+	e.T.Helper()
 	zero := int64(0)
 	o := quota.Override{Mode: &mode, MinAgeSeconds: &zero}
 	if edit != nil {
 		edit(&o)
 	}
-	_, err := quota.SetPolicy(context.Background(), e.db, tpl, o, "test", "the test's policy", "cli")
-	require.NoError(e.t, err)
+	_, err := quota.SetPolicy(context.Background(), e.DB, tpl, o, "test", "the test's policy", "cli")
+	require.NoError(e.T, err)
 }
 
-// ruleRuns waits until the rebalancing rule has run at least once more.
-func (c *cdc) ruleRan(t *testing.T, clock *fakeClock) {
+// ruleRan waits until the rebalancing rule has run at least once more.
+func ruleRan(t *testing.T, c *cdcenv.CDC, clock *fakeClock) {
 	t.Helper()
-	before := cdctest.MetricSum(t, c.reg, "couponlink_quota_rule_runs_total")
+	before := cdctest.MetricSum(t, c.Reg, "couponlink_quota_rule_runs_total")
 	clock.Advance(time.Second)
 	cdctest.WaitFor(t, 30*time.Second, "a pass of the rebalancing rule", func() bool {
-		return cdctest.MetricSum(t, c.reg, "couponlink_quota_rule_runs_total") > before
+		return cdctest.MetricSum(t, c.Reg, "couponlink_quota_rule_runs_total") > before
 	})
-	v, _ := cdctest.Metric(t, c.reg, "couponlink_quota_rule_runs_total", map[string]string{"result": "error"})
+	v, _ := cdctest.Metric(t, c.Reg, "couponlink_quota_rule_runs_total", map[string]string{"result": "error"})
 	require.Zero(t, v, "a pass of the rule failed")
 }
 
-func rebalancingCDC(e *env, clock *fakeClock) *cdc {
-	return e.startCDC(nil, func(c *sink.Config, _ *sink.Daemon) {
+func rebalancingCDC(e *env, clock *fakeClock) *cdcenv.CDC {
+	return e.StartCDC(nil, func(c *sink.Config, _ *sink.Daemon) {
 		c.Now, c.RebalanceEvery, c.Webhooks = clock.Now, time.Millisecond, true
 	})
 }
@@ -149,16 +151,16 @@ func rebalancingCDC(e *env, clock *fakeClock) *cdc {
 // workedExample starts a rebalancing cdc, then gives a template the
 // worked example's channels under a policy of the given mode, and lets the
 // rule run once on them.
-func (e *env) workedExample(clock *fakeClock, mode string) (int64, *cdc) {
-	e.t.Helper()
-	tpl := e.template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
+func (e *env) workedExample(clock *fakeClock, mode string) (int64, *cdcenv.CDC) {
+	e.T.Helper()
+	tpl := e.Template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
 	e.setPolicy(tpl, mode, nil)
 	c := rebalancingCDC(e, clock)
-	e.waitCheckpoint()
+	e.WaitCheckpoint()
 	e.seed(tpl, "A", 600, 200)
 	e.seed(tpl, "B", 100, 400)
-	e.waitCheckpoint()
-	c.ruleRan(e.t, clock)
+	e.WaitCheckpoint()
+	ruleRan(e.T, c, clock)
 	return tpl, c
 }
 
@@ -197,19 +199,19 @@ func TestRebalanceWorkedExample(t *testing.T) {
 	assert.Equal(t, map[string]any{"decision": r.Decision, "from": "A", "to": "B", "amount": 100.0,
 		"from_quota_after": 900.0, "to_quota_after": 600.0, "why": r.Seen["why"], "rule": r.Rule}, data)
 	var raw string
-	require.NoError(t, e.db.QueryRow(`SELECT body FROM webhook_outbox WHERE event = ?`, webhook.QuotaTransferred).Scan(&raw))
+	require.NoError(t, e.DB.QueryRow(`SELECT body FROM webhook_outbox WHERE event = ?`, webhook.QuotaTransferred).Scan(&raw))
 	assert.Contains(t, raw, `"why":"A redeems 0.25 < low 0.30`, "bodies are readable: no HTML escaping")
 	soldOut := e.outbox(webhook.ChannelSoldOut)
 	require.Len(t, soldOut, 1, "B sold out once (the seed took its last slot)")
 	assert.Equal(t, "B", soldOut[0]["channel"])
-	st, err := inventory.ReadStatus(context.Background(), e.db, "default")
+	st, err := inventory.ReadStatus(context.Background(), e.DB, "default")
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int64{"pending": 2}, st.Webhooks, "couponlink status shows the outbox (no dispatcher here)")
 	assert.False(t, st.OldestPending.IsZero())
 	assert.Empty(t, e.anomalies(), "the seed is legal: claims, then redemptions")
 
 	e.assertTruth(true) // the stock keys follow: A and B have 100 claimable each
-	require.EqualValues(t, "100", e.rdb.Get(context.Background(), e.keys.Stock(tpl, "B")).Val())
+	require.EqualValues(t, "100", e.RDB.Get(context.Background(), e.Keys.Stock(tpl, "B")).Val())
 	total := int64(0)
 	for _, b := range e.buckets(tpl) {
 		total += b[0]
@@ -218,17 +220,17 @@ func TestRebalanceWorkedExample(t *testing.T) {
 
 	// within the cooldown (1 h) nothing more moves, though A still gives
 	clock.Advance(30 * time.Minute)
-	c.ruleRan(t, clock)
+	ruleRan(t, c, clock)
 	require.Len(t, e.transfers(tpl), 1)
 	// after it, the rule fires again on what is left: 50 of A's 100 claimable
 	clock.Advance(31 * time.Minute)
-	c.ruleRan(t, clock)
+	ruleRan(t, c, clock)
 	cdctest.WaitFor(t, 30*time.Second, "the second transfer", func() bool { return len(e.transfers(tpl)) == 2 })
 	log = e.transfers(tpl)
 	assert.EqualValues(t, 50, log[1].Amount)
 	assert.GreaterOrEqual(t, log[1].At.Sub(log[0].At), time.Hour)
 	require.Equal(t, map[string][2]int64{"A": {850, 800}, "B": {650, 500}}, e.buckets(tpl))
-	v, _ := cdctest.Metric(t, c.reg, "couponlink_quota_transfers_total", map[string]string{"template": fmt.Sprint(tpl)})
+	v, _ := cdctest.Metric(t, c.Reg, "couponlink_quota_transfers_total", map[string]string{"template": fmt.Sprint(tpl)})
 	require.EqualValues(t, 2, v)
 }
 
@@ -252,16 +254,16 @@ func TestRebalanceSignalModeMovesNothing(t *testing.T) {
 	assert.EqualValues(t, 100, data["total"])
 	assert.Empty(t, e.outbox(webhook.QuotaTransferred))
 	e.assertTruth(true)
-	require.EqualValues(t, "0", e.rdb.Get(context.Background(), e.keys.Stock(tpl, "B")).Val(), "B still sold out in Redis")
-	v, _ := cdctest.Metric(t, c.reg, "couponlink_quota_recommendations_total", map[string]string{"template": fmt.Sprint(tpl)})
+	require.EqualValues(t, "0", e.RDB.Get(context.Background(), e.Keys.Stock(tpl, "B")).Val(), "B still sold out in Redis")
+	v, _ := cdctest.Metric(t, c.Reg, "couponlink_quota_recommendations_total", map[string]string{"template": fmt.Sprint(tpl)})
 	require.EqualValues(t, 1, v)
-	v, _ = cdctest.Metric(t, c.reg, "couponlink_quota_transfers_total", map[string]string{"template": fmt.Sprint(tpl)})
+	v, _ = cdctest.Metric(t, c.Reg, "couponlink_quota_transfers_total", map[string]string{"template": fmt.Sprint(tpl)})
 	require.Zero(t, v)
 
 	// an operator switches the template to auto while the cdc runs: the
 	// next pass moves the quota (the cooldown counts decisions of one mode)
 	e.setPolicy(tpl, quota.ModeAuto, nil)
-	c.ruleRan(t, clock)
+	ruleRan(t, c, clock)
 	cdctest.WaitFor(t, 30*time.Second, "the transfer after the switch to auto", func() bool { return len(e.transfers(tpl)) == 2 })
 	require.Equal(t, map[string][2]int64{"A": {900, 800}, "B": {600, 500}}, e.buckets(tpl))
 	require.Equal(t, quota.ModeAuto, e.transfers(tpl)[1].Mode)
@@ -272,39 +274,39 @@ func TestRebalanceSignalModeMovesNothing(t *testing.T) {
 func TestRebalanceNeedsSampleAgeAndMode(t *testing.T) {
 	e := newEnv(t)
 	clock := newFakeClock()
-	small := e.template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
+	small := e.Template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
 	e.setPolicy(small, quota.ModeAuto, func(o *quota.Override) { n := int64(1000); o.MinClaims = &n })
 	e.seed(small, "A", 600, 200) // 800 claims < 1000
 	e.seed(small, "B", 100, 400)
-	off := e.template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
+	off := e.Template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
 	e.setPolicy(off, quota.ModeOff, nil)
 	e.seed(off, "A", 600, 200)
 	e.seed(off, "B", 100, 400)
-	young := e.template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
+	young := e.Template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
 	e.setPolicy(young, quota.ModeAuto, func(o *quota.Override) { n := int64(7200); o.MinAgeSeconds = &n })
 	e.seed(young, "A", 600, 200)
 	e.seed(young, "B", 100, 400)
 
 	// a policy that became invalid (written by SQL here; in life, new
 	// defaults under an old override) is skipped and counted
-	bad := e.template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
-	_, err := e.db.Exec(`INSERT INTO quota_policy (template_id, mode, low, min_age_seconds, updated_by) VALUES (?, 'auto', 0.9, 0, 'sql')`, bad)
+	bad := e.Template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
+	_, err := e.DB.Exec(`INSERT INTO quota_policy (template_id, mode, low, min_age_seconds, updated_by) VALUES (?, 'auto', 0.9, 0, 'sql')`, bad)
 	require.NoError(t, err)
 	e.seed(bad, "A", 600, 200)
 	e.seed(bad, "B", 100, 400)
 
 	c := rebalancingCDC(e, clock)
-	e.waitCheckpoint()
-	c.ruleRan(t, clock)
-	c.ruleRan(t, clock)
-	v, _ := cdctest.Metric(t, c.reg, "couponlink_quota_invalid_policies", nil)
+	e.WaitCheckpoint()
+	ruleRan(t, c, clock)
+	ruleRan(t, c, clock)
+	v, _ := cdctest.Metric(t, c.Reg, "couponlink_quota_invalid_policies", nil)
 	require.EqualValues(t, 1, v)
 	for _, tpl := range []int64{small, off, young, bad} {
 		require.Empty(t, e.transfers(tpl), "template %d", tpl)
 		require.Equal(t, map[string][2]int64{"A": {1000, 800}, "B": {500, 500}}, e.buckets(tpl))
 	}
 	clock.Advance(2 * time.Hour) // the young campaign comes of age
-	c.ruleRan(t, clock)
+	ruleRan(t, c, clock)
 	cdctest.WaitFor(t, 30*time.Second, "the transfer of the campaign come of age", func() bool { return len(e.transfers(young)) == 1 })
 	require.Empty(t, e.transfers(small))
 	require.Empty(t, e.transfers(off))
@@ -317,7 +319,7 @@ func TestRebalanceNeedsSampleAgeAndMode(t *testing.T) {
 func TestRebalanceUnderConcurrentClaims(t *testing.T) {
 	e := newEnv(t)
 	clock := newFakeClock()
-	tpl := e.template(map[string]int64{"A": 3000, "B": 300}, 24*time.Hour)
+	tpl := e.Template(map[string]int64{"A": 3000, "B": 300}, 24*time.Hour)
 	e.setPolicy(tpl, quota.ModeAuto, func(o *quota.Override) {
 		zero, share, min := int64(0), 0.02, int64(50)
 		o.CooldownSeconds, o.MaxShare, o.MinClaims = &zero, &share, &min
@@ -325,7 +327,7 @@ func TestRebalanceUnderConcurrentClaims(t *testing.T) {
 	e.seed(tpl, "A", 200, 0) // rate 0
 	e.seed(tpl, "B", 0, 290) // rate 1, 10 left
 	c := rebalancingCDC(e, clock)
-	e.waitCheckpoint()
+	e.WaitCheckpoint()
 
 	ctx := context.Background()
 	var claims, soldOut, voids atomic.Int64
@@ -343,7 +345,7 @@ func TestRebalanceUnderConcurrentClaims(t *testing.T) {
 				default:
 				}
 				ch := []string{"A", "B"}[i%2]
-				cp, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprintf("w%d-%d", w, i), Channel: ch, RequestID: fmt.Sprintf("w%d-%d", w, i)})
+				cp, err := e.Store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprintf("w%d-%d", w, i), Channel: ch, RequestID: fmt.Sprintf("w%d-%d", w, i)})
 				if ce, ok := coupon.AsError(err); ok && ce.Code == coupon.CodeSoldOut {
 					soldOut.Add(1)
 					continue
@@ -355,9 +357,9 @@ func TestRebalanceUnderConcurrentClaims(t *testing.T) {
 				claims.Add(1)
 				switch {
 				case ch == "B": // B redeems everything it gets
-					_, err = e.store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: cp.UserCouponID, OrderID: fmt.Sprintf("o-%d", cp.UserCouponID)})
+					_, err = e.Store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: cp.UserCouponID, OrderID: fmt.Sprintf("o-%d", cp.UserCouponID)})
 				case i%5 == 0: // some of A's are voided: their slots come back
-					_, err = e.store.Void(ctx, coupon.VoidRequest{UserCouponIDs: []int64{cp.UserCouponID}, Reason: "test", Operator: "ops", RequestID: fmt.Sprintf("v%d", cp.UserCouponID)})
+					_, err = e.Store.Void(ctx, coupon.VoidRequest{UserCouponIDs: []int64{cp.UserCouponID}, Reason: "test", Operator: "ops", RequestID: fmt.Sprintf("v%d", cp.UserCouponID)})
 					voids.Add(1)
 				}
 				if err != nil {
@@ -370,9 +372,9 @@ func TestRebalanceUnderConcurrentClaims(t *testing.T) {
 	// the rule runs on every pass of the fake clock while claims go on
 	for pass := 0; len(e.transfers(tpl)) < 8 || soldOut.Load() == 0 || claims.Load() < 400; pass++ {
 		require.Less(t, pass, 5000, "the workload did not get going")
-		c.ruleRan(t, clock)
+		ruleRan(t, c, clock)
 		sum, over := 0, 0
-		require.NoError(t, e.db.QueryRow(`SELECT SUM(quota), SUM(claimed > quota) FROM channel_quota WHERE template_id = ?`, tpl).Scan(&sum, &over))
+		require.NoError(t, e.DB.QueryRow(`SELECT SUM(quota), SUM(claimed > quota) FROM channel_quota WHERE template_id = ?`, tpl).Scan(&sum, &over))
 		require.Equal(t, 3300, sum, "total quota changed")
 		require.Zero(t, over, "claimed above quota")
 		select {
@@ -401,7 +403,7 @@ func TestRebalanceUnderConcurrentClaims(t *testing.T) {
 	}
 	require.EqualValues(t, 300+moved, b["B"][0], "B's quota is its start plus every logged transfer")
 	// every slot is accounted for: claimed = coupons issued − slots released
-	truth := e.truth()
+	truth := e.Truth()
 	for ch, q := range b {
 		n := truth[inventory.Pair{Template: tpl, Channel: ch}]
 		require.EqualValues(t, n.Held+n.Used+n.Expired+n.Returned-n.Released, q[1], "channel %s", ch)
@@ -416,23 +418,23 @@ func TestTransferKeysWrittenAtCommit(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	clock := newFakeClock()
-	tpl := e.template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
+	tpl := e.Template(map[string]int64{"A": 1000, "B": 500}, 24*time.Hour)
 	e.setPolicy(tpl, quota.ModeAuto, nil)
 	e.seed(tpl, "A", 600, 200)
 	e.seed(tpl, "B", 100, 400)
-	s, err := sink.New(sink.Config{DB: e.db, Redis: e.rdb, Keys: e.keys, Logger: testLogger(t), Now: clock.Now, RebalanceEvery: time.Millisecond})
+	s, err := sink.New(sink.Config{DB: e.DB, Redis: e.RDB, Keys: e.Keys, Logger: testenv.QuietLogger(), Now: clock.Now, RebalanceEvery: time.Millisecond})
 	require.NoError(t, err)
 	_, err = s.Start(ctx, false)
 	require.NoError(t, err)
-	e.assertRedis()
-	require.EqualValues(t, "0", e.rdb.Get(ctx, e.keys.Stock(tpl, "B")).Val(), "B is sold out before the transfer")
+	e.AssertRedis()
+	require.EqualValues(t, "0", e.RDB.Get(ctx, e.Keys.Stock(tpl, "B")).Val(), "B is sold out before the transfer")
 
 	clock.Advance(time.Second)
-	end, err := canal.CurrentPosition(ctx, e.db)
+	end, err := canal.CurrentPosition(ctx, e.DB)
 	require.NoError(t, err)
 	require.NoError(t, s.ApplyBatch(ctx, &canal.Batch{End: end, EventTime: clock.Now()})) // the rule runs after it
 	require.Equal(t, map[string][2]int64{"A": {900, 800}, "B": {600, 500}}, e.buckets(tpl), "the worked example's transfer")
-	for k, want := range map[string]string{e.keys.Stock(tpl, "A"): "100", e.keys.Stock(tpl, "B"): "100", e.keys.TemplateStock(tpl): "200"} {
-		require.Equal(t, want, e.rdb.Get(ctx, k).Val(), "%s right after the transfer committed", k)
+	for k, want := range map[string]string{e.Keys.Stock(tpl, "A"): "100", e.Keys.Stock(tpl, "B"): "100", e.Keys.TemplateStock(tpl): "200"} {
+		require.Equal(t, want, e.RDB.Get(ctx, k).Val(), "%s right after the transfer committed", k)
 	}
 }

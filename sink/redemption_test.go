@@ -17,9 +17,9 @@ import (
 
 // pendingChecks counts the durable used-without-redemption checks.
 func (e *env) pendingChecks() int {
-	e.t.Helper()
+	e.T.Helper()
 	var n int
-	require.NoError(e.t, e.db.QueryRow(`SELECT COUNT(*) FROM cdc_pending_redemption`).Scan(&n))
+	require.NoError(e.T, e.DB.QueryRow(`SELECT COUNT(*) FROM cdc_pending_redemption`).Scan(&n))
 	return n
 }
 
@@ -29,10 +29,10 @@ func (e *env) pendingChecks() int {
 func TestPendingRedemptionChecksSurviveKill(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	tpl := e.template(map[string]int64{"app": 100}, time.Hour)
+	tpl := e.Template(map[string]int64{"app": 100}, time.Hour)
 	ids := map[string]int64{}
 	for _, name := range []string{"ghost", "late"} {
-		cl, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: name, Channel: "app", RequestID: name})
+		cl, err := e.Store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: name, Channel: "app", RequestID: name})
 		require.NoError(t, err)
 		ids[name] = cl.UserCouponID
 	}
@@ -40,20 +40,20 @@ func TestPendingRedemptionChecksSurviveKill(t *testing.T) {
 	const grace = 8 * time.Second
 	runner.args = append(runner.args, "-redemption-grace", grace.String())
 	p := runner.start()
-	e.waitCheckpoint()
+	e.WaitCheckpoint()
 
 	used := time.Now()
 	for name, id := range ids {
-		_, err := e.db.Exec(`UPDATE user_coupon SET status = 2, order_id = ? WHERE id = ?`, "o-"+name, id)
+		_, err := e.DB.Exec(`UPDATE user_coupon SET status = 2, order_id = ? WHERE id = ?`, "o-"+name, id)
 		require.NoError(t, err)
 	}
-	e.waitCheckpoint() // the batch that saw both moves into USED is committed
+	e.WaitCheckpoint() // the batch that saw both moves into USED is committed
 	_ = p.signal(syscall.SIGKILL)
 	require.Less(t, time.Since(used), grace, "the kill came after the grace: the test proves nothing")
 	require.Empty(t, e.anomalies(), "decided before the grace was over")
 
 	// the row of "late" arrives while no cdc runs
-	_, err := e.db.Exec(`INSERT INTO redemption_log (user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key)
+	_, err := e.DB.Exec(`INSERT INTO redemption_log (user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key)
 		VALUES (?, ?, 'app', 'o-late', NOW(6), ?)`, ids["late"], tpl, coupon.RedemptionKey("o-late", ids["late"]))
 	require.NoError(t, err)
 
@@ -61,12 +61,12 @@ func TestPendingRedemptionChecksSurviveKill(t *testing.T) {
 	cdctest.WaitFor(t, 60*time.Second, "the pending checks decided after the restart", func() bool {
 		return e.pendingChecks() == 0 && len(e.anomalies()) > 0
 	})
-	e.waitCheckpoint()
+	e.WaitCheckpoint()
 	// the anomaly is written in the transaction that drops its check: none can follow
 	require.Equal(t, map[string]int{sink.AnomalyUsedWithoutRedemption: 1}, e.anomalies())
 	var id int64
 	var order string
-	require.NoError(t, e.db.QueryRow(`SELECT user_coupon_id, order_id FROM cdc_anomaly`).Scan(&id, &order))
+	require.NoError(t, e.DB.QueryRow(`SELECT user_coupon_id, order_id FROM cdc_anomaly`).Scan(&id, &order))
 	require.Equal(t, ids["ghost"], id)
 	require.Equal(t, "o-ghost", order)
 	require.EqualValues(t, 1, e.checkpoint().Anomalies)
@@ -80,22 +80,22 @@ func TestPendingRedemptionChecksSurviveKill(t *testing.T) {
 func TestReleasedKeysWrittenAtCommit(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	tpl := e.template(map[string]int64{"app": 10, "web": 10}, time.Hour)
+	tpl := e.Template(map[string]int64{"app": 10, "web": 10}, time.Hour)
 	var mine []int64
 	for i, ch := range []string{"app", "app", "app", "web"} {
-		cl, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: "u", Channel: ch, RequestID: string(rune('a' + i))})
+		cl, err := e.Store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: "u", Channel: ch, RequestID: string(rune('a' + i))})
 		require.NoError(t, err)
 		mine = append(mine, cl.UserCouponID)
 	}
-	s, err := sink.New(sink.Config{DB: e.db, Redis: e.rdb, Keys: e.keys, Logger: testLogger(t)})
+	s, err := sink.New(sink.Config{DB: e.DB, Redis: e.RDB, Keys: e.Keys, Logger: testenv.QuietLogger()})
 	require.NoError(t, err)
 	_, err = s.Start(ctx, false)
 	require.NoError(t, err)
-	e.assertRedis()
+	e.AssertRedis()
 
-	_, err = e.store.Void(ctx, coupon.VoidRequest{UserCouponIDs: mine[:2], Reason: "test", Operator: "ops", RequestID: "v"})
+	_, err = e.Store.Void(ctx, coupon.VoidRequest{UserCouponIDs: mine[:2], Reason: "test", Operator: "ops", RequestID: "v"})
 	require.NoError(t, err)
-	end, err := canal.CurrentPosition(ctx, e.db)
+	end, err := canal.CurrentPosition(ctx, e.DB)
 	require.NoError(t, err)
 	b := &canal.Batch{Rows: 2, Txns: 1, End: end, EventTime: time.Now()}
 	for _, id := range mine[:2] {
@@ -104,17 +104,17 @@ func TestReleasedKeysWrittenAtCommit(t *testing.T) {
 	}
 	require.NoError(t, s.ApplyBatch(ctx, b))
 	require.Equal(t, map[string][2]int64{"app": {10, 1}, "web": {10, 1}}, e.buckets(tpl), "the release gave both slots back")
-	for k, want := range map[string]string{e.keys.Stock(tpl, "app"): "9", e.keys.Stock(tpl, "web"): "9", e.keys.TemplateStock(tpl): "18"} {
-		got, err := e.rdb.Get(ctx, k).Result()
+	for k, want := range map[string]string{e.Keys.Stock(tpl, "app"): "9", e.Keys.Stock(tpl, "web"): "9", e.Keys.TemplateStock(tpl): "18"} {
+		got, err := e.RDB.Get(ctx, k).Result()
 		require.NoError(t, err)
 		require.Equal(t, want, got, "%s right after the release committed", k)
 	}
 
 	// a cdc that goes on from the checkpoint reads the release back and
 	// keeps the keys following the binlog: their stamps block nothing newer
-	c := e.startCDC(nil)
-	_, err = e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: "u", Channel: "app", RequestID: "after"})
+	c := e.StartCDC(nil)
+	_, err = e.Store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: "u", Channel: "app", RequestID: "after"})
 	require.NoError(t, err)
 	e.assertTruth(true)
-	c.stop(t)
+	c.Stop(t)
 }

@@ -19,38 +19,38 @@ func TestRedisFlushAndRestart(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	r := startPrivateRedis(t)
-	e.rdb = r.client() // this test's own Redis: it may be flushed and killed
-	c := e.startCDC(nil)
-	e.waitCheckpoint()
+	e.RDB = r.client() // this test's own Redis: it may be flushed and killed
+	c := e.StartCDC(nil)
+	e.WaitCheckpoint()
 	behind := func() float64 {
-		v, ok := cdctest.Metric(t, c.reg, "couponlink_redis_behind_batches", nil)
+		v, ok := cdctest.Metric(t, c.Reg, "couponlink_redis_behind_batches", nil)
 		require.True(t, ok, "couponlink_redis_behind_batches is not exported")
 		return v
 	}
 	rebuilds := func() float64 {
-		v, _ := cdctest.Metric(t, c.reg, "couponlink_redis_rebuilds_total", nil)
+		v, _ := cdctest.Metric(t, c.Reg, "couponlink_redis_rebuilds_total", nil)
 		return v
 	}
 	w := newWorkload(e, wlConfig{Workers: 4, Ops: 1_500, Quota: 300})
-	e.assertRedis()
-	require.True(t, e.rdb.Exists(ctx, e.keys.Epoch()).Val() == 1, "the full-copy marker is set")
+	e.AssertRedis()
+	require.True(t, e.RDB.Exists(ctx, e.Keys.Epoch()).Val() == 1, "the full-copy marker is set")
 
 	// 1. FLUSHALL in the middle of the workload
 	wait := w.start()
 	cdctest.WaitFor(t, 60*time.Second, "the workload is under way", func() bool { return w.ops.Load() >= 500 })
-	require.NoError(t, e.rdb.FlushAll(ctx).Err())
+	require.NoError(t, e.RDB.FlushAll(ctx).Err())
 	wait()
-	e.waitCheckpoint()
-	e.assertRedis()
+	e.WaitCheckpoint()
+	e.AssertRedis()
 	cdctest.WaitFor(t, 30*time.Second, "redis_behind_batches back to 0", func() bool { return behind() == 0 })
 
 	// 2. FLUSHALL while nothing is written: only the cdc's own probe can notice
 	before := rebuilds()
-	require.NoError(t, e.rdb.FlushAll(ctx).Err())
-	e.assertRedis()
+	require.NoError(t, e.RDB.FlushAll(ctx).Err())
+	e.AssertRedis()
 	// the rebuild writes the keys, then the marker, then counts itself
 	cdctest.WaitFor(t, 30*time.Second, "the rebuild counted", func() bool { return rebuilds() > before })
-	require.True(t, e.rdb.Exists(ctx, e.keys.Epoch()).Val() == 1, "the full-copy marker is set again")
+	require.True(t, e.RDB.Exists(ctx, e.Keys.Epoch()).Val() == 1, "the full-copy marker is set again")
 
 	// 3. Redis killed mid-workload: the counters go on; Redis is behind
 	w.cfg.Ops += 1_500
@@ -59,14 +59,14 @@ func TestRedisFlushAndRestart(t *testing.T) {
 	r.kill()
 	cdctest.WaitFor(t, 60*time.Second, "redis_behind_batches > 0 while Redis is down", func() bool { return behind() > 0 })
 	wait()
-	e.waitCheckpoint()
-	require.Equal(t, e.truth(), e.counters(), "counters stopped while Redis was down")
+	e.WaitCheckpoint()
+	require.Equal(t, e.Truth(), e.Counters(), "counters stopped while Redis was down")
 	require.Positive(t, behind(), "Redis is down, yet the cdc says it is current")
-	require.True(t, c.running(), "the cdc stopped because Redis is down")
+	require.True(t, c.Running(), "the cdc stopped because Redis is down")
 
 	// 4. Redis back (empty, same port): rebuilt by itself
 	r.start()
-	e.assertRedis()
+	e.AssertRedis()
 	cdctest.WaitFor(t, 30*time.Second, "redis_behind_batches back to 0", func() bool { return behind() == 0 })
 	e.assertTruth(true)
 }

@@ -74,7 +74,7 @@ func TestReleasesExactlyOnceAcrossKills(t *testing.T) {
 
 	clock := newFakeClock() // the write path's clock, an hour behind: expiries are due for the cdc at once
 	clock.Advance(-time.Hour)
-	store, err := coupon.New(coupon.Config{DB: e.db, Now: clock.Now})
+	store, err := coupon.New(coupon.Config{DB: e.DB, Now: clock.Now})
 	require.NoError(t, err)
 	newTemplate := func(policy string, valid int64) int64 {
 		zero := int64(0)
@@ -88,7 +88,7 @@ func TestReleasesExactlyOnceAcrossKills(t *testing.T) {
 	freeze := newTemplate(coupon.PolicyFreeze, 60)
 
 	p := runner.start()
-	e.waitCheckpoint()
+	e.WaitCheckpoint()
 	rng := rand.New(rand.NewPCG(rand.Uint64(), 11))
 	n := 0
 	claim := func(tpl int64) int64 {
@@ -130,22 +130,22 @@ func TestReleasesExactlyOnceAcrossKills(t *testing.T) {
 
 	const want = rounds * (10 + 10 + 20) // voids + recycles + expiries under release
 	releases := func() (rows, coupons int) {
-		require.NoError(t, e.db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT user_coupon_id) FROM inventory_flow WHERE kind = 'release'`).Scan(&rows, &coupons))
+		require.NoError(t, e.DB.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT user_coupon_id) FROM inventory_flow WHERE kind = 'release'`).Scan(&rows, &coupons))
 		return
 	}
 	cdctest.WaitFor(t, 60*time.Second, "every release", func() bool { r, _ := releases(); return r >= want })
-	e.waitCheckpoint()
+	e.WaitCheckpoint()
 	rows, coupons := releases()
 	require.Equal(t, want, rows)
 	require.Equal(t, want, coupons, "a coupon released twice")
 	var frozen int
-	require.NoError(t, e.db.QueryRow(`SELECT COUNT(*) FROM inventory_flow f JOIN user_coupon c ON c.id = f.user_coupon_id
+	require.NoError(t, e.DB.QueryRow(`SELECT COUNT(*) FROM inventory_flow f JOIN user_coupon c ON c.id = f.user_coupon_id
 		WHERE f.kind = 'release' AND (c.template_id = ? OR (c.template_id = ? AND c.status <> 4))`, freeze, long).Scan(&frozen))
 	require.Zero(t, frozen, "a freeze-policy expiry or a refund-restore released its slot")
 
 	// every slot is accounted for once: claimed = coupons issued − released
 	e.assertTruth(true)
-	truth := e.truth()
+	truth := e.Truth()
 	for _, tpl := range []int64{long, release, freeze} {
 		for ch, b := range e.buckets(tpl) {
 			c := truth[inventory.Pair{Template: tpl, Channel: ch}]

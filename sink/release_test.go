@@ -21,35 +21,35 @@ import (
 func TestReleasesFollowTheTransitions(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	tpl := e.template(map[string]int64{"app": 10}, time.Hour)
-	e.startCDC(nil)
+	tpl := e.Template(map[string]int64{"app": 10}, time.Hour)
+	e.StartCDC(nil)
 	ids := map[string]int64{}
 	for _, u := range []string{"void", "recycle", "restore", "expire", "legacy"} {
-		c, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: u, Channel: "app", RequestID: u})
+		c, err := e.Store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: u, Channel: "app", RequestID: u})
 		require.NoError(t, err)
 		ids[u] = c.UserCouponID
 	}
-	_, err := e.store.Void(ctx, coupon.VoidRequest{UserCouponIDs: []int64{ids["void"]}, Reason: "test", Operator: "ops", RequestID: "v1"})
+	_, err := e.Store.Void(ctx, coupon.VoidRequest{UserCouponIDs: []int64{ids["void"]}, Reason: "test", Operator: "ops", RequestID: "v1"})
 	require.NoError(t, err)
 	for _, u := range []string{"recycle", "restore"} {
-		_, err = e.store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: ids[u], OrderID: "o-" + u})
+		_, err = e.Store.Redeem(ctx, coupon.RedeemRequest{UserCouponID: ids[u], OrderID: "o-" + u})
 		require.NoError(t, err)
-		_, err = e.store.Refund(ctx, coupon.RefundRequest{UserCouponID: ids[u], OrderID: "o-" + u, Mode: u})
+		_, err = e.Store.Refund(ctx, coupon.RefundRequest{UserCouponID: ids[u], OrderID: "o-" + u, Mode: u})
 		require.NoError(t, err)
 	}
-	_, err = e.db.Exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, ids["expire"]) // freeze policy: no release
+	_, err = e.DB.Exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, ids["expire"]) // freeze policy: no release
 	require.NoError(t, err)
 	// a legacy writer releases "legacy" itself, then voids it
-	_, err = e.db.Exec(`INSERT INTO inventory_flow (user_coupon_id, kind, template_id, channel, from_status, to_status) VALUES (?, 'release', ?, 'app', 1, 1)`, ids["legacy"], tpl)
+	_, err = e.DB.Exec(`INSERT INTO inventory_flow (user_coupon_id, kind, template_id, channel, from_status, to_status) VALUES (?, 'release', ?, 'app', 1, 1)`, ids["legacy"], tpl)
 	require.NoError(t, err)
-	_, err = e.db.Exec(`UPDATE channel_quota SET claimed = claimed - 1 WHERE template_id = ?`, tpl)
+	_, err = e.DB.Exec(`UPDATE channel_quota SET claimed = claimed - 1 WHERE template_id = ?`, tpl)
 	require.NoError(t, err)
-	_, err = e.db.Exec(`UPDATE user_coupon SET status = 4 WHERE id = ?`, ids["legacy"])
+	_, err = e.DB.Exec(`UPDATE user_coupon SET status = 4 WHERE id = ?`, ids["legacy"])
 	require.NoError(t, err)
 
 	e.assertTruth(true)
 	released := map[int64]int{}
-	rows, err := e.db.Query(`SELECT user_coupon_id, COUNT(*) FROM inventory_flow WHERE kind = 'release' GROUP BY 1`)
+	rows, err := e.DB.Query(`SELECT user_coupon_id, COUNT(*) FROM inventory_flow WHERE kind = 'release' GROUP BY 1`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var id int64
@@ -60,9 +60,9 @@ func TestReleasesFollowTheTransitions(t *testing.T) {
 	require.NoError(t, rows.Close())
 	require.Equal(t, map[int64]int{ids["void"]: 1, ids["recycle"]: 1, ids["legacy"]: 1}, released)
 	var claimed int64
-	require.NoError(t, e.db.QueryRow(`SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl).Scan(&claimed))
+	require.NoError(t, e.DB.QueryRow(`SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl).Scan(&claimed))
 	require.EqualValues(t, 2, claimed, "5 claimed, 3 slots back (void, recycle, legacy); restore and freeze keep theirs")
-	inv, err := view.Live(ctx, e.db, tpl)
+	inv, err := view.Live(ctx, e.DB, tpl)
 	require.NoError(t, err)
 	require.True(t, inv.Conserved(), "%+v", inv.Counts)
 	require.EqualValues(t, 8, inv.Claimable())
@@ -74,13 +74,13 @@ func TestExpiryReleaseAfterCooldown(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	clock := newFakeClock()
-	store, err := coupon.New(coupon.Config{DB: e.db, Now: clock.Now})
+	store, err := coupon.New(coupon.Config{DB: e.DB, Now: clock.Now})
 	require.NoError(t, err)
 	cooldown := int64(3600)
 	tpl, err := store.CreateTemplate(ctx, coupon.NewTemplate{Name: "r", TotalQuota: 10, Channels: map[string]int64{"app": 10},
 		ValidSeconds: 60, ExpiryPolicy: coupon.PolicyRelease, ReleaseCooldownSeconds: &cooldown})
 	require.NoError(t, err)
-	e.startCDC(nil, func(c *sink.Config, _ *sink.Daemon) { c.Now = clock.Now; c.ReleaseEvery = time.Millisecond })
+	e.StartCDC(nil, func(c *sink.Config, _ *sink.Daemon) { c.Now = clock.Now; c.ReleaseEvery = time.Millisecond })
 	for i := range 3 {
 		_, err := store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl.ID, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
 		require.NoError(t, err)
@@ -92,12 +92,12 @@ func TestExpiryReleaseAfterCooldown(t *testing.T) {
 	e.assertTruth(true)
 	claimed := func() int64 {
 		var n int64
-		require.NoError(t, e.db.QueryRow(`SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl.ID).Scan(&n))
+		require.NoError(t, e.DB.QueryRow(`SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl.ID).Scan(&n))
 		return n
 	}
 	require.EqualValues(t, 3, claimed(), "within the cooldown the slots stay frozen")
 	scheduled := func() (n int) {
-		require.NoError(t, e.db.QueryRow(`SELECT COUNT(*) FROM release_due`).Scan(&n))
+		require.NoError(t, e.DB.QueryRow(`SELECT COUNT(*) FROM release_due`).Scan(&n))
 		return n
 	}
 	require.Equal(t, 3, scheduled(), "the batch that saw the expiries scheduled their releases")
@@ -108,7 +108,7 @@ func TestExpiryReleaseAfterCooldown(t *testing.T) {
 	clock.Advance(time.Hour) // more sweeps find nothing more to release
 	e.assertTruth(true)
 	var flows int
-	require.NoError(t, e.db.QueryRow(`SELECT COUNT(*) FROM inventory_flow WHERE kind = 'release'`).Scan(&flows))
+	require.NoError(t, e.DB.QueryRow(`SELECT COUNT(*) FROM inventory_flow WHERE kind = 'release'`).Scan(&flows))
 	require.Equal(t, 3, flows)
 	require.EqualValues(t, 0, claimed())
 	require.Zero(t, scheduled(), "released coupons leave the schedule")
@@ -122,7 +122,7 @@ func TestBootstrapReleasesWhatCameBefore(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
 	clock.Advance(-time.Hour)
-	store, err := coupon.New(coupon.Config{DB: e.db, Now: clock.Now})
+	store, err := coupon.New(coupon.Config{DB: e.DB, Now: clock.Now})
 	require.NoError(t, err)
 	zero := int64(0)
 	tpl, err := store.CreateTemplate(ctx, coupon.NewTemplate{Name: "r", TotalQuota: 10, Channels: map[string]int64{"app": 10},
@@ -148,15 +148,15 @@ func TestBootstrapReleasesWhatCameBefore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Expired, "two claimed and the restored one")
 
-	e.startCDC(nil, func(c *sink.Config, _ *sink.Daemon) { c.ReleaseEvery = 10 * time.Millisecond })
+	e.StartCDC(nil, func(c *sink.Config, _ *sink.Daemon) { c.ReleaseEvery = 10 * time.Millisecond })
 	cdctest.WaitFor(t, 30*time.Second, "the slots of the coupons expired, voided and recycled before the bootstrap released", func() bool {
 		var claimed int64
-		require.NoError(t, e.db.QueryRow(`SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl.ID).Scan(&claimed))
+		require.NoError(t, e.DB.QueryRow(`SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl.ID).Scan(&claimed))
 		return claimed == 0
 	})
 	e.assertTruth(true)
 	var rows, coupons int
-	require.NoError(t, e.db.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT user_coupon_id) FROM inventory_flow WHERE kind = 'release'`).Scan(&rows, &coupons))
+	require.NoError(t, e.DB.QueryRow(`SELECT COUNT(*), COUNT(DISTINCT user_coupon_id) FROM inventory_flow WHERE kind = 'release'`).Scan(&rows, &coupons))
 	require.Equal(t, 5, rows)
 	require.Equal(t, 5, coupons)
 }
@@ -166,18 +166,18 @@ func TestBootstrapReleasesWhatCameBefore(t *testing.T) {
 func TestAnomalyAndReleaseEvents(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	tpl := e.template(map[string]int64{"app": 10}, time.Hour)
-	e.startCDC(nil, func(c *sink.Config, _ *sink.Daemon) { c.Webhooks = true })
-	e.waitCheckpoint()
+	tpl := e.Template(map[string]int64{"app": 10}, time.Hour)
+	e.StartCDC(nil, func(c *sink.Config, _ *sink.Daemon) { c.Webhooks = true })
+	e.WaitCheckpoint()
 	var ids []int64
 	for i := range 3 {
-		c, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
+		c, err := e.Store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
 		require.NoError(t, err)
 		ids = append(ids, c.UserCouponID)
 	}
-	_, err := e.store.Void(ctx, coupon.VoidRequest{UserCouponIDs: ids[:2], Reason: "test", Operator: "ops", RequestID: "v"})
+	_, err := e.Store.Void(ctx, coupon.VoidRequest{UserCouponIDs: ids[:2], Reason: "test", Operator: "ops", RequestID: "v"})
 	require.NoError(t, err)
-	_, err = e.db.Exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, ids[0]) // RETURNED -> EXPIRED: illegal
+	_, err = e.DB.Exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, ids[0]) // RETURNED -> EXPIRED: illegal
 	require.NoError(t, err)
 	e.assertTruth(true)
 

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/canal"
-	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdcenv"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/internal/testenv"
@@ -36,9 +36,7 @@ func ownServerEnv(t *testing.T) (*env, *testenv.MariaDB) {
 	db, err := mysqlconn.Open(dsn, 16)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	store, err := coupon.New(coupon.Config{DB: db})
-	require.NoError(t, err)
-	return &env{t: t, db: db, dsn: dsn, rdb: testenv.Redis(t), keys: inventory.Keys{Prefix: testenv.KeyPrefix(t)}, store: store}, m
+	return &env{cdcenv.On(t, db, dsn)}, m
 }
 
 // The cdc outlives its database: started while MariaDB is down it waits
@@ -48,21 +46,21 @@ func ownServerEnv(t *testing.T) (*env, *testenv.MariaDB) {
 // its checkpoint, with the counters and Redis exact after more writes.
 func TestCDCOutlivesDatabaseRestarts(t *testing.T) {
 	e, server := ownServerEnv(t)
-	w := &claimer{e: e, tpl: e.template(map[string]int64{"app": 500, "web": 500, "sms": 500}, time.Hour)}
+	w := &claimer{e: e, tpl: e.Template(map[string]int64{"app": 500, "web": 500, "sms": 500}, time.Hour)}
 	w.claim(10)
 
 	server.Stop(syscall.SIGTERM)
-	retries := logCount{Handler: testLogger(t).Handler(), msg: "cdc interrupted; starting over from the checkpoint", n: new(atomic.Int64)}
-	c := e.startCDC(nil, leaderNamed("cdc-a"), func(cfg *sink.Config, d *sink.Daemon) {
+	retries := logCount{Handler: testenv.QuietLogger().Handler(), msg: "cdc interrupted; starting over from the checkpoint", n: new(atomic.Int64)}
+	c := e.StartCDC(nil, leaderNamed("cdc-a"), func(cfg *sink.Config, d *sink.Daemon) {
 		cfg.Logger = slog.New(retries)
 		d.MaxRetryWait = time.Second
 	})
-	leader := func() float64 { v, _ := cdctest.Metric(t, c.reg, "couponlink_cdc_leader", nil); return v }
+	leader := func() float64 { v, _ := cdctest.Metric(t, c.Reg, "couponlink_cdc_leader", nil); return v }
 	// no database: the cdc waits and retries rather than exiting
 	cdctest.WaitFor(t, 30*time.Second, "the cdc retries while the server is down", func() bool {
-		return !c.running() || retries.n.Load() >= 3
+		return !c.Running() || retries.n.Load() >= 3
 	})
-	require.True(t, c.running(), "the cdc stopped while the database was not up yet")
+	require.True(t, c.Running(), "the cdc stopped while the database was not up yet")
 	require.Zero(t, leader())
 	server.Start()
 	cdctest.WaitFor(t, 60*time.Second, "the cdc leads once the server is up", func() bool { return leader() == 1 })
@@ -74,7 +72,7 @@ func TestCDCOutlivesDatabaseRestarts(t *testing.T) {
 		w.claim(10) // some of these may still be in flight when the server goes
 		server.Stop(sig)
 		cdctest.WaitFor(t, 30*time.Second, "the cdc gives the lock up after "+sig.String(), func() bool { return leader() == 0 })
-		require.True(t, c.running(), "the cdc stopped after the server's %s", sig)
+		require.True(t, c.Running(), "the cdc stopped after the server's %s", sig)
 		server.Start()
 		cdctest.WaitFor(t, 60*time.Second, "the cdc leads again after "+sig.String(), func() bool {
 			return leader() == 1 && e.checkpoint().Epoch > epoch
@@ -84,7 +82,7 @@ func TestCDCOutlivesDatabaseRestarts(t *testing.T) {
 		require.Equal(t, "cdc-a", e.checkpoint().Leader)
 	}
 	require.Empty(t, e.anomalies())
-	require.True(t, c.running())
+	require.True(t, c.Running())
 }
 
 // logCount counts the log records with one message, and hands every
@@ -120,7 +118,7 @@ func (h logCount) WithGroup(name string) slog.Handler {
 // there. (A purged binlog: TestPurgedBinlogNeedsRebuild.)
 func TestCDCStopsOnWhatARestartCannotFix(t *testing.T) {
 	e := newEnv(t)
-	cfg, err := mysql.ParseDSN(e.dsn)
+	cfg, err := mysql.ParseDSN(e.DSN)
 	require.NoError(t, err)
 	cfg.Passwd = "not-the-password"
 	wrong, err := mysqlconn.Open(cfg.FormatDSN(), 2)
@@ -139,8 +137,8 @@ func TestCDCStopsOnWhatARestartCannotFix(t *testing.T) {
 			"the mapping or the server's binlog settings are wrong"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := e.startCDC(nil, tc.edit)
-			err := c.result(t, 30*time.Second)
+			c := e.StartCDC(nil, tc.edit)
+			err := c.Result(t, 30*time.Second)
 			require.ErrorContains(t, err, tc.want)
 			require.ErrorContains(t, err, "then start the cdc again")
 		})

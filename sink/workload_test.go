@@ -102,16 +102,16 @@ type wlTemplate struct {
 }
 
 func newWorkload(e *env, cfg wlConfig) *workload {
-	t := e.t
+	t := e.T
 	t.Helper()
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64()
 	}
 	t.Logf("workload seed %d", cfg.Seed)
 	clock := newFakeClock()
-	store, err := coupon.New(coupon.Config{DB: e.db, Now: clock.Now, Logger: slog.New(slog.DiscardHandler)})
+	store, err := coupon.New(coupon.Config{DB: e.DB, Now: clock.Now, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	w := &workload{t: t, db: e.db, store: store, clock: clock, cfg: cfg}
+	w := &workload{t: t, db: e.DB, store: store, clock: clock, cfg: cfg}
 	ctx := context.Background()
 	specs := []struct {
 		channels []string

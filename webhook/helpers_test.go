@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/internal/testenv"
@@ -156,22 +156,9 @@ func openDB(t *testing.T) *sql.DB {
 	return db
 }
 
-// value reads a counter or a gauge. (prometheus/testutil would need go.sum
-// entries this module does not have yet.)
-func value(m prometheus.Metric) float64 {
-	var pb dto.Metric
-	if err := m.Write(&pb); err != nil {
-		panic(err)
-	}
-	if pb.Counter != nil {
-		return pb.Counter.GetValue()
-	}
-	return pb.GetGauge().GetValue()
-}
-
 // deliveries is couponlink_webhook_deliveries_total{event,result}.
 func deliveries(d *Dispatcher, event, result string) float64 {
-	return value(d.m.deliveries.WithLabelValues(event, result))
+	return testutil.ToFloat64(d.m.deliveries.WithLabelValues(event, result))
 }
 
 // deliveriesAll sums couponlink_webhook_deliveries_total over events.

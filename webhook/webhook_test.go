@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -341,7 +342,7 @@ func TestOverflowDropsOldest(t *testing.T) {
 	for _, e := range Types {
 		assert.Equal(t, wantDropped[e], deliveries(d, e, resultDropped), e)
 	}
-	assert.Equal(t, 10.0, value(d.m.pending))
+	assert.Equal(t, 10.0, testutil.ToFloat64(d.m.pending))
 
 	// a second pass (another replica) drops nothing more
 	require.NoError(t, d.housekeep(ctx))
@@ -409,15 +410,15 @@ func TestHousekeepingGaugesAndRetention(t *testing.T) {
 	enqueueCommitted(t, db, someEvents(3)...)
 
 	require.NoError(t, d.housekeep(ctx))
-	assert.Equal(t, 3.0, value(d.m.pending))
+	assert.Equal(t, 3.0, testutil.ToFloat64(d.m.pending))
 	// the clock runs a minute ahead of the enqueue
-	assert.InDelta(t, 60, value(d.m.oldestPending), 10)
+	assert.InDelta(t, 60, testutil.ToFloat64(d.m.oldestPending), 10)
 
 	n, err := d.Deliver(ctx) // two of three
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	require.NoError(t, d.housekeep(ctx))
-	assert.Equal(t, 1.0, value(d.m.pending))
+	assert.Equal(t, 1.0, testutil.ToFloat64(d.m.pending))
 	assert.Equal(t, map[string]int{statusDelivered: 2, statusPending: 1}, statusCounts(t, db))
 
 	// within the retention the delivered rows stay; past it they go, the pending one stays
@@ -431,8 +432,8 @@ func TestHousekeepingGaugesAndRetention(t *testing.T) {
 	_, err = d.Deliver(ctx)
 	require.NoError(t, err)
 	require.NoError(t, d.housekeep(ctx))
-	assert.Equal(t, 0.0, value(d.m.pending))
-	assert.Equal(t, 0.0, value(d.m.oldestPending))
+	assert.Equal(t, 0.0, testutil.ToFloat64(d.m.pending))
+	assert.Equal(t, 0.0, testutil.ToFloat64(d.m.oldestPending))
 }
 
 func TestRunDeliversUntilCancelled(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -42,30 +43,34 @@ func TestMetrics(t *testing.T) {
 	e.inventory(t, tpl)
 	e.expect(t, 404, "GET", "/v1/templates/77/inventory", nil, nil)
 
-	assert.Equal(t, map[string]float64{
-		`couponlink_api_transitions_total{kind="claim"}`:          2,
-		`couponlink_api_transitions_total{kind="expire"}`:         1,
-		`couponlink_api_transitions_total{kind="redeem"}`:         1,
-		`couponlink_api_transitions_total{kind="refund_restore"}`: 1,
-		`couponlink_api_transitions_total{kind="void"}`:           1,
-	}, series(t, e, "couponlink_api_transitions_total"))
-	assert.Equal(t, map[string]float64{
-		`couponlink_api_requests_total{code="200",route="GET /v1/templates/{id}/inventory"}`: 1,
-		`couponlink_api_requests_total{code="404",route="GET /v1/templates/{id}/inventory"}`: 1,
-		`couponlink_api_requests_total{code="201",route="POST /v1/templates"}`:               1,
-		`couponlink_api_requests_total{code="200",route="POST /v1/claims"}`:                  1,
-		`couponlink_api_requests_total{code="201",route="POST /v1/claims"}`:                  2,
-		`couponlink_api_requests_total{code="400",route="POST /v1/claims"}`:                  1,
-		`couponlink_api_requests_total{code="409",route="POST /v1/claims"}`:                  1,
-		`couponlink_api_requests_total{code="200",route="POST /v1/redemptions"}`:             1,
-		`couponlink_api_requests_total{code="201",route="POST /v1/redemptions"}`:             1,
-		`couponlink_api_requests_total{code="409",route="POST /v1/redemptions"}`:             1,
-		`couponlink_api_requests_total{code="200",route="POST /v1/refunds"}`:                 2,
-		`couponlink_api_requests_total{code="200",route="POST /v1/voids"}`:                   2,
-		`couponlink_api_requests_total{code="200",route="POST /v1/expire"}`:                  1,
-	}, series(t, e, "couponlink_api_requests_total"))
-	assert.Equal(t, map[string]float64{`couponlink_api_expiry_sweeps_total{result="ok"}`: 1},
-		series(t, e, "couponlink_api_expiry_sweeps_total"))
+	require.NoError(t, testutil.GatherAndCompare(e.reg, strings.NewReader(`
+# HELP couponlink_api_transitions_total Coupon state changes written by the API, by action (claim, redeem, refund_restore, refund_recycle, void, expire).
+# TYPE couponlink_api_transitions_total counter
+couponlink_api_transitions_total{kind="claim"} 2
+couponlink_api_transitions_total{kind="expire"} 1
+couponlink_api_transitions_total{kind="redeem"} 1
+couponlink_api_transitions_total{kind="refund_restore"} 1
+couponlink_api_transitions_total{kind="void"} 1
+# HELP couponlink_api_requests_total API requests by route and HTTP status code.
+# TYPE couponlink_api_requests_total counter
+couponlink_api_requests_total{code="200",route="GET /v1/templates/{id}/inventory"} 1
+couponlink_api_requests_total{code="404",route="GET /v1/templates/{id}/inventory"} 1
+couponlink_api_requests_total{code="201",route="POST /v1/templates"} 1
+couponlink_api_requests_total{code="200",route="POST /v1/claims"} 1
+couponlink_api_requests_total{code="201",route="POST /v1/claims"} 2
+couponlink_api_requests_total{code="400",route="POST /v1/claims"} 1
+couponlink_api_requests_total{code="409",route="POST /v1/claims"} 1
+couponlink_api_requests_total{code="200",route="POST /v1/redemptions"} 1
+couponlink_api_requests_total{code="201",route="POST /v1/redemptions"} 1
+couponlink_api_requests_total{code="409",route="POST /v1/redemptions"} 1
+couponlink_api_requests_total{code="200",route="POST /v1/refunds"} 2
+couponlink_api_requests_total{code="200",route="POST /v1/voids"} 2
+couponlink_api_requests_total{code="200",route="POST /v1/expire"} 1
+# HELP couponlink_api_expiry_sweeps_total Expiry sweeps run by the API, by result (ok, error).
+# TYPE couponlink_api_expiry_sweeps_total counter
+couponlink_api_expiry_sweeps_total{result="ok"} 1
+`), "couponlink_api_transitions_total", "couponlink_api_requests_total", "couponlink_api_expiry_sweeps_total"))
+	cdctest.NoDefaultMetrics(t)
 	assert.Len(t, series(t, e, "couponlink_api_request_duration_seconds"), 7, "one latency series per route used")
 
 	// the same numbers on /metrics, in the text format

@@ -92,6 +92,19 @@ func MetricSeries(t testing.TB, g prometheus.Gatherer, name string) map[string]f
 	return out
 }
 
+// NoDefaultMetrics fails the test when a couponlink metric is on the
+// default registry: every component registers on the one it is given.
+func NoDefaultMetrics(t testing.TB) {
+	t.Helper()
+	fams, err := prometheus.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if strings.HasPrefix(f.GetName(), "couponlink_") {
+			t.Errorf("%s is on the default registry", f.GetName())
+		}
+	}
+}
+
 // family gathers g and returns the series of the metric family name.
 func family(t testing.TB, g prometheus.Gatherer, name string) []*dto.Metric {
 	t.Helper()

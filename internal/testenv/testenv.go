@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"log/slog"
 	"os"
 	"regexp"
 	"strings"
@@ -94,4 +95,13 @@ func randomSuffix() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// QuietLogger is the logger of the components a test runs: silent, or at debug
+// level on stderr with COUPONLINK_TEST_VERBOSE set.
+func QuietLogger() *slog.Logger {
+	if os.Getenv("COUPONLINK_TEST_VERBOSE") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
 }
