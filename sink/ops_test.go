@@ -28,7 +28,8 @@ func TestHeartbeatLagAndNoFeedback(t *testing.T) {
 	w := &claimer{e: e, tpl: e.template(map[string]int64{"app": 100, "web": 100, "sms": 100}, time.Hour)}
 	w.claim(3)
 	c := e.startCDC(nil)
-	w.claim(6) // batches that write counters, cached template counts and the checkpoint
+	e.waitCheckpoint() // bootstrapped: the next claims are streamed
+	w.claim(6)         // batches that write counters, cached template counts and the checkpoint
 	e.assertTruth(true)
 
 	other := "other_" + strings.TrimSuffix(testenv.KeyPrefix(t), ":")
