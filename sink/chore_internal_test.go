@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,13 +17,12 @@ import (
 )
 
 // fakeChore is a chore of its own sink whose passes fail as told.
-func fakeChore(final bool, fail func(n int) error) (*Chore, *prometheus.CounterVec, *int) {
+func fakeChore(final bool, fail func(n int) error) (*Chore, *prometheus.CounterVec, *atomic.Int64) {
 	runs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "couponlink_test_chore_runs_total", Help: "passes"}, []string{"result"})
-	n := new(int)
+	n := new(atomic.Int64) // passes so far; the test reads it while the chore runs
 	c := &Chore{name: "test", s: &Sink{}, every: 10 * time.Second, final: final, runs: runs, log: slog.New(slog.DiscardHandler),
 		pass: func(ctx context.Context, _ *slog.Logger) error {
-			*n++
-			return fail(*n)
+			return fail(int(n.Add(1)))
 		}}
 	return c, runs, n
 }
@@ -56,19 +56,19 @@ func TestChoreLoopCountsRetriesAndLastPass(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- c.Run(ctx) }()
 		synctest.Wait()
-		require.Equal(t, 1, *n, "a pass at once")
+		require.EqualValues(t, 1, n.Load(), "a pass at once")
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
-		require.Equal(t, 2, *n, "a pass per interval")
+		require.EqualValues(t, 2, n.Load(), "a pass per interval")
 		requireRuns(t, runs, 1, 1)
 		time.Sleep(20 * time.Second)
 		synctest.Wait()
-		require.Equal(t, 4, *n, "the failed pass was tried again at the next tick")
+		require.EqualValues(t, 4, n.Load(), "the failed pass was tried again at the next tick")
 		requireRuns(t, runs, 3, 1)
 
 		cancel()
 		require.NoError(t, <-done)
-		require.Equal(t, 5, *n, "one last pass on stop")
+		require.EqualValues(t, 5, n.Load(), "one last pass on stop")
 		requireRuns(t, runs, 4, 1)
 	})
 }
@@ -84,13 +84,13 @@ func TestChoreStopsWhenFenced(t *testing.T) {
 			return nil
 		})
 		require.ErrorIs(t, c.Run(t.Context()), ErrFenced)
-		require.Equal(t, 3, *n)
+		require.EqualValues(t, 3, n.Load())
 		requireRuns(t, runs, 2, 1)
 
 		c, _, n = fakeChore(false, func(int) error { return nil })
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		require.NoError(t, c.Run(ctx))
-		require.Equal(t, 1, *n, "the pass at start and no last pass")
+		require.EqualValues(t, 1, n.Load(), "the pass at start and no last pass")
 	})
 }
