@@ -30,6 +30,8 @@ type Mapping struct {
 	// DefaultChannel is the channel of every coupon when user_coupon has no
 	// channel column (and of a NULL channel).
 	DefaultChannel string `yaml:"default_channel"`
+
+	reference bool // made by DefaultMapping: couponlink's own tables
 }
 
 // UserCouponTable maps the table of real coupons. Channel, Order, User and
@@ -105,6 +107,7 @@ type InventoryFlowTable struct {
 // DefaultMapping is the reference schema of migrations/0001.
 func DefaultMapping() *Mapping {
 	return &Mapping{
+		reference: true,
 		UserCoupon: UserCouponTable{Table: "user_coupon", ID: "id", Template: "template_id", Channel: "channel",
 			Status: "status", Order: "order_id", User: "user_id", ExpiresAt: "expires_at"},
 		Status: map[string][]int64{"AVAILABLE": {1}, "USED": {2}, "EXPIRED": {3}, "RETURNED": {4}},
@@ -116,6 +119,11 @@ func DefaultMapping() *Mapping {
 			Seq: "seq", Template: "template_id", Channel: "channel", From: "from_status", To: "to_status"},
 	}
 }
+
+// Reference reports whether m is couponlink's reference schema
+// (DefaultMapping), written by couponlink api; a mapping loaded from YAML
+// names a legacy application's tables.
+func (m *Mapping) Reference() bool { return m.reference }
 
 // LoadMapping parses a YAML mapping (unknown keys are errors) and validates it.
 func LoadMapping(data []byte) (*Mapping, error) {

@@ -28,9 +28,11 @@ func TestLoadMapping(t *testing.T) {
 	require.Nil(t, m.ChannelQuota)
 	require.Equal(t, []string{"legacydb.t_user_coupon", "legacydb.t_writeoff"}, m.SourceTables())
 	require.Equal(t, []int64{3, 9}, m.Codes(coupon.Returned))
+	require.False(t, m.Reference(), "a loaded mapping names a legacy schema")
 
 	d := DefaultMapping()
 	require.NoError(t, d.Validate())
+	require.True(t, d.Reference())
 	require.Equal(t, []string{"user_coupon", "redemption_log", "channel_quota", "inventory_flow"}, d.SourceTables())
 	d.Schema = "cl"
 	require.Equal(t, []string{"cl.user_coupon", "cl.redemption_log", "cl.channel_quota", "cl.inventory_flow"}, d.SourceTables())

@@ -1,5 +1,15 @@
 package quota
 
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
+)
+
 // Channel is one channel bucket of a template, as the rule sees it: its
 // quota and claim guard (channel_quota) and its derived state counts
 // (inventory_counter, at the cdc's checkpoint).
@@ -36,3 +46,97 @@ func Rate(used, claims, released int64) (float64, bool) {
 	}
 	return float64(used) / float64(d), true
 }
+
+// Transfer is one quota_transfer_log row: a move of Amount claimable
+// quota From one channel To another, applied (mode auto) or recommended
+// (mode signal).
+type Transfer struct {
+	ID       int64     `json:"id"`
+	Decision string    `json:"decision"`
+	From     string    `json:"from"`
+	To       string    `json:"to"`
+	Amount   int64     `json:"amount"`
+	Rule     string    `json:"rule"`
+	Mode     string    `json:"mode"`
+	At       time.Time `json:"at"`
+}
+
+// ChannelView is one channel bucket as operators read it.
+type ChannelView struct {
+	Channel
+	Claimable int64 `json:"claimable"`
+	// RedemptionRate is nil while no slot is held (see Rate).
+	RedemptionRate *float64 `json:"redemption_rate"`
+	// LastTransfer is the newest applied move from or to the channel; nil: none.
+	LastTransfer *Transfer `json:"last_transfer"`
+}
+
+// Channels is the template's channel buckets, by name: quota and claim
+// guard, the cdc's counts (0 where it has none yet), redemption rate and
+// the last applied transfer. It is read in one snapshot.
+func Channels(ctx context.Context, db *sql.DB, template int64) ([]ChannelView, error) {
+	var out []ChannelView
+	err := sqltx.Run(ctx, db, &sql.TxOptions{ReadOnly: true}, func(tx *sql.Tx) error {
+		if err := checkTemplate(ctx, tx, template); err != nil {
+			return err
+		}
+		var err error
+		if out, err = channels(ctx, tx, template); err != nil {
+			return err
+		}
+		for i := range out {
+			if out[i].LastTransfer, err = lastTransfer(ctx, tx, template, out[i].Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read channels of template %d: %w", template, err)
+	}
+	return out, nil
+}
+
+func channels(ctx context.Context, tx *sql.Tx, template int64) ([]ChannelView, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT q.channel, q.quota, q.claimed, COALESCE(c.held, 0), COALESCE(c.used, 0),
+		COALESCE(c.expired, 0), COALESCE(c.returned, 0), COALESCE(c.released, 0)
+		FROM channel_quota q LEFT JOIN inventory_counter c ON c.template_id = q.template_id AND c.channel = q.channel
+		WHERE q.template_id = ? ORDER BY q.channel`, template)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []ChannelView{}
+	for rows.Next() {
+		var c Channel
+		if err := rows.Scan(&c.Name, &c.Quota, &c.Claimed, &c.Held, &c.Used, &c.Expired, &c.Returned, &c.Released); err != nil {
+			return nil, err
+		}
+		v := ChannelView{Channel: c, Claimable: c.Claimable()}
+		if r, ok := c.Rate(); ok {
+			v.RedemptionRate = &r
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// lastTransfer is the newest auto transfer from or to the channel; it
+// walks idx_quota_transfer_mode backwards from the newest row.
+func lastTransfer(ctx context.Context, tx *sql.Tx, template int64, channel string) (*Transfer, error) {
+	var t Transfer
+	err := tx.QueryRowContext(ctx, `SELECT id, decision, from_channel, to_channel, amount, rule, mode, created_at
+		FROM quota_transfer_log
+		WHERE template_id = ? AND mode = 'auto' AND (from_channel = ? OR to_channel = ?)
+		ORDER BY created_at DESC, id DESC LIMIT 1`, template, channel, channel).
+		Scan(&t.ID, &t.Decision, &t.From, &t.To, &t.Amount, &t.Rule, &t.Mode, &t.At)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read the last transfer of channel %q: %w", channel, err)
+	}
+	return &t, nil
+}
+
+// maxAttempts bounds the runs of a policy transaction that deadlocked: two

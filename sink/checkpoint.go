@@ -51,3 +51,16 @@ func saveCheckpoint(ctx context.Context, tx *sql.Tx, name string, epoch int64, b
 	}
 	return nil
 }
+
+// fence locks the checkpoint row and fails with ErrFenced when another cdc
+// took it over: work outside a batch (releases, transfers) is fenced too.
+func (s *Sink) fence(ctx context.Context, tx *sql.Tx) error {
+	var epoch int64
+	if err := tx.QueryRowContext(ctx, `SELECT epoch FROM cdc_checkpoint WHERE name = ? FOR UPDATE`, s.cfg.Name).Scan(&epoch); err != nil {
+		return fmt.Errorf("read epoch: %w", err)
+	}
+	if epoch != s.epoch {
+		return ErrFenced
+	}
+	return nil
+}

@@ -28,10 +28,10 @@ type metrics struct {
 	bootstraps     prometheus.Counter
 	releases       prometheus.Counter
 
-	quotaTransfers       *prometheus.CounterVec
-	quotaRecommendations *prometheus.CounterVec
-	quotaRuleRuns        *prometheus.CounterVec
-	quotaBadPolicies     prometheus.Gauge
+	// passes of the chores, by result (ok, error)
+	releaseRuns    *prometheus.CounterVec
+	quotaRuleRuns  *prometheus.CounterVec
+	correctionRuns *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -81,27 +81,38 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		releases: f.NewCounter(prometheus.CounterOpts{
 			Name: "couponlink_cdc_releases_total", Help: "Slots given back to their channel buckets (void, refund-recycle, expiry under the release policy).",
 		}),
-		quotaTransfers: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "couponlink_quota_transfers_total", Help: "Quota moves between channel buckets applied by the rebalancing rule (policy mode auto), by template.",
-		}, []string{"template"}),
-		quotaRecommendations: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "couponlink_quota_recommendations_total", Help: "Quota moves the rebalancing rule recommended without applying them (policy mode signal), by template.",
-		}, []string{"template"}),
+		releaseRuns: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_cdc_release_runs_total", Help: "Passes of the release chore (slots of expired coupons whose cooldown is over go back to their buckets), by result (ok; error: retried at the next tick).",
+		}, []string{"result"}),
 		quotaRuleRuns: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_quota_rule_runs_total", Help: "Passes of the rebalancing rule over every template, by result (ok; error: a template's decision or the policies could not be read, retried next pass).",
 		}, []string{"result"}),
-		quotaBadPolicies: f.NewGauge(prometheus.GaugeOpts{
-			Name: "couponlink_quota_invalid_policies", Help: "Templates the rebalancing rule skips because their effective policy (override over the defaults) is invalid.",
-		}),
+		correctionRuns: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_cdc_correction_checks_total", Help: "Looks at correction_log for corrections of the counters made outside the cdc (the cdc's mirror reloads after one), by result (ok; error: retried at the next tick).",
+		}, []string{"result"}),
 	}
-	m.quotaRuleRuns.WithLabelValues("ok")
-	m.quotaRuleRuns.WithLabelValues("error")
+	for _, runs := range []*prometheus.CounterVec{m.releaseRuns, m.quotaRuleRuns, m.correctionRuns} {
+		runs.WithLabelValues("ok")
+		runs.WithLabelValues("error")
+	}
 	for _, k := range AnomalyKinds {
 		m.anomalies.WithLabelValues(k)
 	}
 	m.redisWrites.WithLabelValues("ok")
 	m.redisWrites.WithLabelValues("error")
 	return m
+}
+
+func newInventoryCollector(s *Sink) inventoryCollector {
+	return inventoryCollector{s: s, desc: prometheus.NewDesc("couponlink_inventory",
+		"Derived inventory per template and channel at the checkpoint, by state (quota, claimable, held, used, expired, returned, released, frozen); only the most recently active templates.",
+		[]string{"template", "channel", "state"}, nil),
+		rate: prometheus.NewDesc("couponlink_redemption_rate",
+			"Redemption rate per template and channel at the checkpoint: used / (claimed - released); only the most recently active templates.",
+			[]string{"template", "channel"}, nil),
+		over: prometheus.NewDesc("couponlink_over_issued",
+			"Channel buckets (templates, without channel quotas) holding more coupons (held+used+frozen) than their quota at the checkpoint, over every template.",
+			nil, nil)}
 }
 
 // inventoryCollector exports couponlink_inventory{template,channel,state}

@@ -28,7 +28,8 @@ func TestHeartbeatLagAndNoFeedback(t *testing.T) {
 	w := &claimer{e: e, tpl: e.Template(map[string]int64{"app": 100, "web": 100, "sms": 100}, time.Hour)}
 	w.claim(3)
 	c := e.StartCDC(nil)
-	w.claim(6) // batches that write counters, cached template counts and the checkpoint
+	e.WaitCheckpoint() // bootstrapped: the next claims are streamed
+	w.claim(6)         // batches that write counters, cached template counts and the checkpoint
 	e.assertTruth(true)
 
 	other := "other_" + strings.TrimSuffix(testenv.KeyPrefix(t), ":")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -262,66 +263,18 @@ func (s *Sink) releaseDue(ctx context.Context, limit int) ([]release, error) {
 	return applied, nil
 }
 
-// freshenReleased writes the Redis stock keys of the buckets the committed
-// releases changed, at once (see freshen).
-func (s *Sink) freshenReleased(ctx context.Context, applied []release) {
-	if len(applied) == 0 {
-		return
-	}
-	pairs := make([]inventory.Pair, len(applied))
-	for i, r := range applied {
-		pairs[i] = r.Pair
-	}
-	s.freshen(ctx, templatesOf(pairs))
-}
-
-// freshen writes the Redis stock keys of templates whose buckets the cdc
-// itself just changed outside a batch (releases, quota transfers), at
-// once: the cdc reads the change back from the binlog only later, and a
-// cdc that stops before that (even on SIGTERM) would leave the keys stale
-// until its next start.
-//
-// The stamp: the change's own commit position is not known, so the
-// buckets are read in a consistent snapshot (MariaDB's START TRANSACTION
-// WITH CONSISTENT SNAPSHOT + binlog_snapshot_file/position), which gives
-// values that are exactly those at the snapshot's position P, and the keys
-// are written stamped P. P is after the change's commit, so the values
-// include it. A later batch carrying an older state ends before P and is
-// refused (its values are older); any change after P is in a batch ending
-// after P and wins. Neither the last applied position (values newer than
-// their stamp: an in-between batch would overwrite them with the older
-// state) nor a position read after the commit (changes between the read of
-// the values and of the position would be refused) gives that guarantee.
-// A failure only logs: the binlog brings the same values later.
-func (s *Sink) freshen(ctx context.Context, templates []int64) {
-	if s.redis == nil || s.redis.dirty || len(templates) == 0 {
-		return
-	}
-	var quotas map[inventory.Pair]inventory.Quota
-	pos, err := s.src.WithSnapshot(ctx, s.db, func(tx *sql.Tx, _ canal.Position) error {
-		var err error
-		quotas, err = s.src.Quotas(ctx, tx, templates...)
-		return err
-	})
+// releasePass is the release chore's pass: it gives back, in one
+// transaction, up to 500 slots whose release is due, and writes their
+// buckets' Redis keys at once.
+func (s *Sink) releasePass(ctx context.Context, log *slog.Logger) error {
+	applied, err := s.releaseDue(ctx, 500)
 	if err != nil {
-		s.log.Warn("could not read the changed buckets; their Redis keys follow when the binlog shows the change", "err", err)
-		return
+		return fmt.Errorf("release expired slots: %w", err)
 	}
-	if err := s.redis.write(ctx, quotas, templates, inventory.Stamp(pos), false); err != nil {
-		s.log.Warn("could not write the changed buckets' Redis keys; Redis will be rebuilt", "err", err)
-		s.redis.dirty = true
-	}
-}
-
-// fence locks the checkpoint row and fails with ErrFenced when another cdc
-// took it over: work outside a batch (releases, transfers) is fenced too.
-func (s *Sink) fence(ctx context.Context, tx *sql.Tx) error {
-	var epoch int64
-	if err := tx.QueryRowContext(ctx, `SELECT epoch FROM cdc_checkpoint WHERE name = ? FOR UPDATE`, s.cfg.Name).Scan(&epoch); err != nil {
-		return fmt.Errorf("read epoch: %w", err)
-	}
-	if epoch != s.epoch {
-		return ErrFenced
+	if n := len(applied); n > 0 {
+		s.m.releases.Add(float64(n))
+		log.Info("released the slots of expired coupons (release policy, cooldown over)", "coupons", n)
+		s.freshenReleased(ctx, applied)
 	}
 	return nil
 }

@@ -12,13 +12,15 @@ import (
 
 	gomysql "github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-sql-driver/mysql"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/couponlink/couponlink/canal"
 )
 
 // Daemon is the cdc: it checks the mapping against the server, waits for
 // the leader lock, starts the sink from its checkpoint (bootstrapping when
-// there is none), and tails the binlog into it.
+// there is none), and tails the binlog into it while the sink's chores run
+// beside (only while it leads).
 //
 // It outlives the database: when MySQL is not reachable yet, restarts, or
 // the lock's connection fails, it gives the lock up, waits (RetryWait,
@@ -111,6 +113,9 @@ func (d *Daemon) attempt(ctx context.Context, leader **Leader, rebuild bool) (ra
 	return d.runOnce(ctx, *leader, rebuild)
 }
 
+// runOnce starts the sink as the checkpoint's writer and runs the tailer
+// and the chores until one fails, ctx ends or the lock is lost; the chores
+// run only while this process leads, so they stop with the tailer.
 func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (time.Duration, error) {
 	s := d.Sink
 	from, err := s.Start(ctx, rebuild)
@@ -148,12 +153,20 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (tim
 		mode = "file/offset (verified against the GTID)"
 	}
 	s.log.Info("tailing the binlog", "from", from.String(), "mode", mode, "tables", s.cfg.Mapping.SourceTables())
-	err = t.Run(runCtx, start, s)
+	g, gctx := errgroup.WithContext(runCtx)
+	g.Go(func() error {
+		err := t.Run(gctx, start, s)
+		if err == nil && gctx.Err() == nil {
+			err = errors.New("binlog tailer stopped")
+		}
+		return err
+	})
+	for _, c := range s.Chores() {
+		g.Go(func() error { return c.Run(gctx) })
+	}
+	err = g.Wait()
 	if lost.Load() {
 		return ran(), errLeaderLost
-	}
-	if err == nil && ctx.Err() == nil {
-		err = errors.New("binlog tailer stopped")
 	}
 	return ran(), err
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/coupon/httpapi"
@@ -64,32 +64,15 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log.Info("api listening", "addr", ln.Addr().String(), "auth", token != "", "allowed_origins", allowed, "expire_interval", *sweep)
 	fmt.Fprintf(stdout, "couponlink api listening on http://%s\n", ln.Addr())
 
-	sweepCtx, stopSweeps := context.WithCancel(ctx)
-	sweepsDone := make(chan struct{})
-	go func() {
-		defer close(sweepsDone)
-		if *sweep > 0 {
-			_ = api.RunSweeps(sweepCtx, *sweep)
-		}
-	}()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-
-	select {
-	case err := <-serveErr:
-		stopSweeps()
-		<-sweepsDone
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
+	// one group: the server and the expiry sweeper; the first that fails
+	// stops the other, and the database closes only when both returned
+	g, gctx := errgroup.WithContext(ctx)
+	if *sweep > 0 {
+		g.Go(func() error { return api.RunSweeps(gctx, *sweep) })
 	}
-	log.Info("shutting down: finishing in-flight requests", "grace", *grace)
-	stopSweeps()
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *grace)
-	defer cancel()
-	err = srv.Shutdown(shutCtx)
-	<-sweepsDone
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("shutdown: %w", err)
+	g.Go(func() error { return serveHTTP(gctx, srv, ln, *grace, log) })
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	log.Info("api stopped")
 	return nil

@@ -1,23 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/inventory"
@@ -26,106 +21,133 @@ import (
 	"github.com/couponlink/couponlink/webhook"
 )
 
+// cdcSettings are couponlink cdc's flags.
+type cdcSettings struct {
+	dsn, mapping, redisAddr, redisMode, prefix, metricsAddr, name, hookURL *string
+	serverID, batchRows, hookAttempts, hookPending                         *int
+	batchWait, grace, releaseEvery, rebalanceEvery                         *time.Duration
+	rebuild                                                                *bool
+	policy                                                                 func() quota.Policy
+	hookSecret                                                             func() string
+	level                                                                  *slog.Level
+}
+
+func cdcFlags(f *flags) *cdcSettings {
+	return &cdcSettings{
+		dsn:            f.dsn(),
+		mapping:        f.string("mapping", "COUPONLINK_MAPPING", "", "YAML file naming a legacy schema's tables, columns and status codes (default: the reference schema)"),
+		redisAddr:      f.string("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", "Redis address for the stock keys (empty: no Redis)"),
+		redisMode:      f.string("redis-mode", "COUPONLINK_REDIS_MODE", "", "owner (couponlink writes the stock keys; default for the reference schema), corrector (a legacy front end owns them; default with -mapping) or off"),
+		prefix:         f.string("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys"),
+		metricsAddr:    f.string("metrics-addr", "COUPONLINK_CDC_METRICS_ADDR", "127.0.0.1:9464", "listen address of /metrics, /healthz and /status (the status as JSON, as couponlink status -json prints it; empty: none)"),
+		name:           f.string("name", "COUPONLINK_CDC_NAME", "default", "checkpoint name (one per source schema)"),
+		serverID:       f.int("server-id", "COUPONLINK_CDC_SERVER_ID", 0, "replica server id the cdc uses on the binlog stream (0: derived from the checkpoint name and pid)"),
+		batchRows:      f.int("batch-rows", "COUPONLINK_CDC_BATCH_ROWS", 5000, "the most rows one batch (one MySQL transaction of counters) gathers while the previous one is applied"),
+		batchWait:      f.duration("batch-wait", "COUPONLINK_CDC_BATCH_WAIT", 0, "if positive, a batch waits up to this long after its first row for more (fewer, larger batches; more lag); 0: applied as soon as the sink is free"),
+		grace:          f.duration("redemption-grace", "COUPONLINK_REDEMPTION_GRACE", 30*time.Second, "how long a USED coupon may wait for its redemption row before it is an anomaly"),
+		rebuild:        f.bool("rebuild", "COUPONLINK_CDC_REBUILD", false, "rebuild the counters from a consistent snapshot, then stream from its position"),
+		releaseEvery:   f.duration("release-every", "COUPONLINK_RELEASE_EVERY", 10*time.Second, "how often expired coupons whose release cooldown is over are looked for"),
+		rebalanceEvery: f.duration("rebalance-every", "COUPONLINK_REBALANCE_EVERY", 30*time.Second, "how often the channel-quota rebalancing rule runs"),
+		policy:         quotaDefaultFlags(f),
+		hookURL:        f.string("webhook-url", "COUPONLINK_WEBHOOK_URL", "", "receiver of the webhook events (quota.*, channel.sold_out, anomaly.detected); empty: no webhooks"),
+		hookSecret:     f.secret("webhook-secret", "COUPONLINK_WEBHOOK_SECRET", "HMAC-SHA256 key the webhook bodies are signed with (required with -webhook-url)"),
+		hookAttempts:   f.int("webhook-max-attempts", "COUPONLINK_WEBHOOK_MAX_ATTEMPTS", 12, "delivery rounds (with exponential backoff, 1 s to 10 min) before an event is dropped"),
+		hookPending:    f.int("webhook-max-pending", "COUPONLINK_WEBHOOK_MAX_PENDING", 100_000, "bound of the webhook outbox; beyond it the oldest events are dropped (counted, logged)"),
+		level:          f.logLevel(),
+	}
+}
+
 func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlags("cdc", "Tails the MySQL binlog and turns coupon row changes into counters (exactly-once, with the checkpoint), Redis stock keys, anomalies and metrics. One leader per checkpoint; a second cdc waits as a hot standby.", stderr)
-	dsn := f.dsn()
-	mapping := f.string("mapping", "COUPONLINK_MAPPING", "", "YAML file naming a legacy schema's tables, columns and status codes (default: the reference schema)")
-	redisAddr := f.string("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", "Redis address for the stock keys (empty: no Redis)")
-	redisMode := f.string("redis-mode", "COUPONLINK_REDIS_MODE", "", "owner (couponlink writes the stock keys; default for the reference schema), corrector (a legacy front end owns them; default with -mapping) or off")
-	prefix := f.string("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys")
-	metricsAddr := f.string("metrics-addr", "COUPONLINK_CDC_METRICS_ADDR", "127.0.0.1:9464", "listen address of /metrics, /healthz and /status (the status as JSON, as couponlink status -json prints it; empty: none)")
-	name := f.string("name", "COUPONLINK_CDC_NAME", "default", "checkpoint name (one per source schema)")
-	serverID := f.int("server-id", "COUPONLINK_CDC_SERVER_ID", 0, "replica server id the cdc uses on the binlog stream (0: derived from the checkpoint name and pid)")
-	batchRows := f.int("batch-rows", "COUPONLINK_CDC_BATCH_ROWS", 5000, "the most rows one batch (one MySQL transaction of counters) gathers while the previous one is applied")
-	batchWait := f.duration("batch-wait", "COUPONLINK_CDC_BATCH_WAIT", 0, "if positive, a batch waits up to this long after its first row for more (fewer, larger batches; more lag); 0: applied as soon as the sink is free")
-	grace := f.duration("redemption-grace", "COUPONLINK_REDEMPTION_GRACE", 30*time.Second, "how long a USED coupon may wait for its redemption row before it is an anomaly")
-	rebuild := f.bool("rebuild", "COUPONLINK_CDC_REBUILD", false, "rebuild the counters from a consistent snapshot, then stream from its position")
-	releaseEvery := f.duration("release-every", "COUPONLINK_RELEASE_EVERY", 10*time.Second, "how often expired coupons whose release cooldown is over are looked for")
-	rebalanceEvery := f.duration("rebalance-every", "COUPONLINK_REBALANCE_EVERY", 30*time.Second, "how often the channel-quota rebalancing rule runs")
-	policy := quotaDefaultFlags(f)
-	hookURL := f.string("webhook-url", "COUPONLINK_WEBHOOK_URL", "", "receiver of the webhook events (quota.*, channel.sold_out, anomaly.detected); empty: no webhooks")
-	hookSecret := f.secret("webhook-secret", "COUPONLINK_WEBHOOK_SECRET", "HMAC-SHA256 key the webhook bodies are signed with (required with -webhook-url)")
-	hookAttempts := f.int("webhook-max-attempts", "COUPONLINK_WEBHOOK_MAX_ATTEMPTS", 12, "delivery rounds (with exponential backoff, 1 s to 10 min) before an event is dropped")
-	hookPending := f.int("webhook-max-pending", "COUPONLINK_WEBHOOK_MAX_PENDING", 100_000, "bound of the webhook outbox; beyond it the oldest events are dropped (counted, logged)")
-	level := f.logLevel()
+	o := cdcFlags(f)
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	base := newLogger(stderr, *level) // sink, canal and webhook name their components
+	base := newLogger(stderr, *o.level) // sink, canal and webhook name their components
 	log := base.With("component", "cdc")
-	db, err := openMySQL(*dsn, 8)
+	db, err := openMySQL(*o.dsn, 8)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	m := canal.DefaultMapping()
-	if *mapping != "" {
-		if m, err = canal.ReadMappingFile(*mapping); err != nil {
-			return err
-		}
-	}
-	tcfg, err := tailerConfig(*dsn, *serverID, *name)
-	if err != nil {
-		return err
-	}
-	tcfg.BatchRows, tcfg.BatchWait, tcfg.Logger = *batchRows, *batchWait, base
-
+	defer db.Close() // after every part below has stopped
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var rdb redis.UniversalClient
-	if *redisAddr != "" {
-		rdb = redis.NewClient(&redis.Options{Addr: *redisAddr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	if *o.redisAddr != "" {
+		rdb = redis.NewClient(&redis.Options{Addr: *o.redisAddr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
 		defer rdb.Close()
 	}
-	scfg := sink.Config{DB: db, Name: *name, Redis: rdb, RedisMode: inventory.RedisMode(*redisMode), Keys: inventory.Keys{Prefix: *prefix},
-		RedemptionGrace: *grace, Logger: base, Registerer: reg, ReleaseEvery: *releaseEvery, RebalanceEvery: *rebalanceEvery,
-		QuotaDefaults: policy(), Webhooks: *hookURL != ""}
-	if err := scfg.QuotaDefaults.Validate(); err != nil {
-		return fmt.Errorf("default quota policy (-quota-* flags): %w", err)
-	}
-	var hooks *webhook.Dispatcher
-	if *hookURL != "" {
-		hooks, err = webhook.New(webhook.Config{DB: db, URL: *hookURL, Secret: []byte(hookSecret()), MaxAttempts: *hookAttempts,
-			MaxPending: *hookPending, Logger: base, Registerer: reg})
-		if err != nil {
-			return err
-		}
-	}
-	if *mapping != "" {
-		scfg.Mapping = m
-	}
-	s, err := sink.New(scfg)
+	d, err := o.daemon(db, rdb, reg, base)
 	if err != nil {
 		return err
 	}
-	if *metricsAddr != "" {
-		stop, err := serveOps(ctx, *metricsAddr, reg, db, *name, log)
+	hooks, err := o.dispatcher(db, reg, base)
+	if err != nil {
+		return err
+	}
+	// one group: the first part that fails stops the others, and the
+	// database closes only when all have returned
+	g, gctx := errgroup.WithContext(ctx)
+	if *o.metricsAddr != "" {
+		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, log)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		g.Go(func() error { return ops.Run(gctx) })
+	}
+	if hooks != nil {
+		log.Info("webhooks on", "url", redactURL(*o.hookURL))
+		g.Go(func() error {
+			if err := hooks.Run(gctx); err != nil {
+				return fmt.Errorf("webhook dispatcher: %w", err)
+			}
+			return nil
+		})
 	}
 	// the daemon waits for MySQL (at start too), checks the mapping and
 	// outlives database restarts; it returns only on ctx or what a restart
-	// cannot fix. The dispatcher stops with it, before db closes.
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	var hooksErr error
-	if hooks != nil {
-		wg.Go(func() {
-			if hooksErr = hooks.Run(runCtx); hooksErr != nil {
-				hooksErr = fmt.Errorf("webhook dispatcher: %w", hooksErr)
-				cancel()
-			}
-		})
-		log.Info("webhooks on", "url", redactURL(*hookURL))
+	// cannot fix
+	g.Go(func() error { return d.Run(gctx) })
+	return g.Wait()
+}
+
+// daemon is the sink, with its chores, and the tailer feeding it.
+func (o *cdcSettings) daemon(db *sql.DB, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*sink.Daemon, error) {
+	redisMode, err := inventory.ParseRedisMode(*o.redisMode)
+	if err != nil {
+		return nil, fmt.Errorf("-redis-mode: %w", err)
 	}
-	d := &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: *rebuild}
-	err = d.Run(runCtx)
-	cancel()
-	wg.Wait()
-	return errors.Join(err, hooksErr)
+	scfg := sink.Config{DB: db, Mode: sink.ModeReference, Mapping: canal.DefaultMapping(), Name: *o.name, Redis: rdb, RedisMode: redisMode,
+		Keys: inventory.Keys{Prefix: *o.prefix}, RedemptionGrace: *o.grace, Logger: log, Registerer: reg, ReleaseEvery: *o.releaseEvery,
+		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hookURL != ""}
+	if err := scfg.QuotaDefaults.Validate(); err != nil {
+		return nil, fmt.Errorf("default quota policy (-quota-* flags): %w", err)
+	}
+	if *o.mapping != "" {
+		if scfg.Mapping, err = canal.ReadMappingFile(*o.mapping); err != nil {
+			return nil, err
+		}
+		scfg.Mode = sink.ModeLegacy
+	}
+	tcfg, err := tailerConfig(*o.dsn, *o.serverID, *o.name)
+	if err != nil {
+		return nil, err
+	}
+	tcfg.BatchRows, tcfg.BatchWait, tcfg.Logger = *o.batchRows, *o.batchWait, log
+	s, err := sink.New(scfg)
+	if err != nil {
+		return nil, err
+	}
+	return &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: *o.rebuild}, nil
+}
+
+// dispatcher is the webhook dispatcher, or nil without -webhook-url.
+func (o *cdcSettings) dispatcher(db *sql.DB, reg prometheus.Registerer, log *slog.Logger) (*webhook.Dispatcher, error) {
+	if *o.hookURL == "" {
+		return nil, nil
+	}
+	return webhook.New(webhook.Config{DB: db, URL: *o.hookURL, Secret: []byte(o.hookSecret()), MaxAttempts: *o.hookAttempts,
+		MaxPending: *o.hookPending, Logger: log, Registerer: reg})
 }
 
 // redactURL hides a URL's password, for logs.
@@ -166,41 +188,4 @@ func tailerConfig(dsn string, serverID int, name string) (canal.Config, error) {
 		tc.ServerID = uint32(serverID)
 	}
 	return tc, nil
-}
-
-// serveOps serves /metrics, /healthz and /status (the checkpoint name's
-// status as JSON, as `couponlink status -json` prints it) for operators.
-func serveOps(ctx context.Context, addr string, reg *prometheus.Registry, db *sql.DB, name string, log *slog.Logger) (func(), error) {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if err := db.PingContext(r.Context()); err != nil {
-			log.Warn("healthz: MySQL does not answer", "err", err) // the answer is unauthenticated: no address in it
-			http.Error(w, "MySQL does not answer; the reason is in the log", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		var buf bytes.Buffer
-		if err := writeStatusJSON(r.Context(), &buf, db, name); err != nil {
-			log.Warn("status: cannot read the cdc's status", "err", err)
-			http.Error(w, "the status cannot be read now; the reason is in the log", http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(buf.Bytes())
-	})
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	log.Info("metrics listening", "addr", ln.Addr().String())
-	return func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -16,15 +17,21 @@ import (
 	"github.com/couponlink/couponlink/internal/testenv"
 )
 
-// The cdc's and reconciler's /healthz and /status (serveOps) are
+// The cdc's and reconciler's /healthz and /status (the ops server) are
 // unauthenticated: when MySQL does not answer they say so without the
 // driver's error, which names the server's address; the log has it.
 func TestOpsHealthzHidesAddress(t *testing.T) {
 	db, mysqlAddr := testenv.UnreachableMySQL(t)
 	log, logs := testenv.Logger()
-	stop, err := serveOps(context.Background(), "127.0.0.1:0", prometheus.NewRegistry(), db, "default", log)
+	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", log)
 	require.NoError(t, err)
-	t.Cleanup(stop)
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- ops.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		require.NoError(t, <-served)
+	})
 	m := regexp.MustCompile(`msg="metrics listening" addr=(\S+)`).FindStringSubmatch(logs())
 	require.NotNil(t, m, "log: %s", logs())
 
@@ -58,4 +65,23 @@ func TestAPIAllowedOriginsFlag(t *testing.T) {
 	code, _, errs := cli(t, "api", "-dsn", "nobody@tcp(127.0.0.1:1)/x")
 	assert.NotEqual(t, 0, code)
 	assert.Contains(t, errs, "-allowed-origins")
+}
+
+// The ops server runs as a part of its command's group: a failure to
+// serve (here its listener breaks) ends Run with the error, which stops
+// the command, instead of leaving it without /metrics and /healthz.
+func TestOpsServeFailureIsReturned(t *testing.T) {
+	db, _ := testenv.UnreachableMySQL(t)
+	log, _ := testenv.Logger()
+	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", log)
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- ops.Run(context.Background()) }()
+	require.NoError(t, ops.ln.Close())
+	select {
+	case err := <-served:
+		require.ErrorContains(t, err, "ops server: serve:")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return when serving failed")
+	}
 }

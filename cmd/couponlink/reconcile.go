@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"log/slog"
 	"os/user"
 	"strconv"
 	"text/tabwriter"
@@ -13,115 +14,160 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
 )
 
+// reconcileSettings are couponlink reconcile's flags.
+type reconcileSettings struct {
+	dsn, mapping, redisAddr, redisMode, prefix, name, note, metricsAddr *string
+	every, quiet, catchUp                                               *time.Duration
+	once, list, noFix                                                   *bool
+	resolve, absT                                                       *int
+	rel                                                                 *float64
+	level                                                               *slog.Level
+}
+
+func reconcileFlags(f *flags) *reconcileSettings {
+	return &reconcileSettings{
+		dsn:         f.dsn(),
+		mapping:     f.string("mapping", "COUPONLINK_MAPPING", "", "YAML mapping of a legacy schema (default: the reference schema)"),
+		redisAddr:   f.string("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", "Redis address (empty: Redis is not compared)"),
+		redisMode:   f.string("redis-mode", "COUPONLINK_REDIS_MODE", "", "owner (couponlink's stock keys) or corrector (the mapping's legacy keys); default by schema"),
+		prefix:      f.string("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys"),
+		name:        f.string("name", "COUPONLINK_CDC_NAME", "default", "the cdc's checkpoint name"),
+		every:       f.duration("every", "COUPONLINK_RECONCILE_EVERY", 10*time.Minute, "time between passes of the daemon"),
+		once:        f.bool("once", "", false, "run one pass, print the report, exit 0 (clean or fixed), 1 (needs review; with -no-fix, any difference) or 2 (error: the pass stopped; its task keeps what it found and fixed before)"),
+		list:        f.bool("list", "", false, "list the open items (passes that need review) and exit"),
+		resolve:     f.int("resolve", "", 0, "close the open item with this task id (with -note)"),
+		note:        f.string("note", "", "", "what was checked or done, for -resolve"),
+		quiet:       f.duration("quiet", "COUPONLINK_RECONCILE_QUIET", 5*time.Second, "a Redis key is corrected only if it and the truth stayed put this long"),
+		catchUp:     f.duration("catch-up-wait", "COUPONLINK_RECONCILE_CATCH_UP", 30*time.Second, "bound of the binlog replay between the snapshot and the cdc's checkpoint, and of the wait for another pass (one pass at a time per database)"),
+		absT:        f.int("abs-threshold", "COUPONLINK_RECONCILE_ABS", 100, "a counter or template count off by more than this and by more than -rel-threshold of the truth is left for a person, otherwise fixed"),
+		rel:         f.float("rel-threshold", "COUPONLINK_RECONCILE_REL", 0.05, "share of the truth, above 0 and at most 1 (0.05 = 5%): a counter or template count off by more than this and by more than -abs-threshold is left for a person"),
+		noFix:       f.bool("no-fix", "COUPONLINK_RECONCILE_NO_FIX", false, "only report, correct nothing (with -once: exit 1 when anything differs)"),
+		metricsAddr: f.string("metrics-addr", "COUPONLINK_RECONCILE_METRICS_ADDR", "127.0.0.1:9465", "listen address of /metrics, /healthz and /status (the cdc's status as JSON, as couponlink status -json prints it) for the daemon (empty: none)"),
+		level:       f.logLevel(),
+	}
+}
+
 func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlags("reconcile", "Proves that the cdc's counters, coupon_template's cached counts, channel_quota and the Redis stock keys equal the truth in MySQL; fixes what is safe, records every pass in reconcile_task, leaves the rest for a person. Runs every -every as a daemon with /metrics, or once with -once (exit 0 clean or fixed, 1 needs review or, with -no-fix, any difference, 2 error).", stderr)
-	dsn := f.dsn()
-	mapping := f.string("mapping", "COUPONLINK_MAPPING", "", "YAML mapping of a legacy schema (default: the reference schema)")
-	redisAddr := f.string("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", "Redis address (empty: Redis is not compared)")
-	redisMode := f.string("redis-mode", "COUPONLINK_REDIS_MODE", "", "owner (couponlink's stock keys) or corrector (the mapping's legacy keys); default by schema")
-	prefix := f.string("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys")
-	name := f.string("name", "COUPONLINK_CDC_NAME", "default", "the cdc's checkpoint name")
-	every := f.duration("every", "COUPONLINK_RECONCILE_EVERY", 10*time.Minute, "time between passes of the daemon")
-	once := f.bool("once", "", false, "run one pass, print the report, exit 0 (clean or fixed), 1 (needs review; with -no-fix, any difference) or 2 (error: the pass stopped; its task keeps what it found and fixed before)")
-	list := f.bool("list", "", false, "list the open items (passes that need review) and exit")
-	resolve := f.int("resolve", "", 0, "close the open item with this task id (with -note)")
-	note := f.string("note", "", "", "what was checked or done, for -resolve")
-	quiet := f.duration("quiet", "COUPONLINK_RECONCILE_QUIET", 5*time.Second, "a Redis key is corrected only if it and the truth stayed put this long")
-	catchUp := f.duration("catch-up-wait", "COUPONLINK_RECONCILE_CATCH_UP", 30*time.Second, "bound of the binlog replay between the snapshot and the cdc's checkpoint, and of the wait for another pass (one pass at a time per database)")
-	absT := f.int("abs-threshold", "COUPONLINK_RECONCILE_ABS", 100, "a counter or template count off by more than this and by more than -rel-threshold of the truth is left for a person, otherwise fixed")
-	rel := f.float("rel-threshold", "COUPONLINK_RECONCILE_REL", 0.05, "share of the truth, above 0 and at most 1 (0.05 = 5%): a counter or template count off by more than this and by more than -abs-threshold is left for a person")
-	noFix := f.bool("no-fix", "COUPONLINK_RECONCILE_NO_FIX", false, "only report, correct nothing (with -once: exit 1 when anything differs)")
-	metricsAddr := f.string("metrics-addr", "COUPONLINK_RECONCILE_METRICS_ADDR", "127.0.0.1:9465", "listen address of /metrics, /healthz and /status (the cdc's status as JSON, as couponlink status -json prints it) for the daemon (empty: none)")
-	level := f.logLevel()
+	o := reconcileFlags(f)
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	// with -once, whatever keeps the pass from running is exit code 2 (1 means "needs review")
 	failed := func(err error) error {
-		if !*once {
+		if !*o.once {
 			return err
 		}
 		fmt.Fprintf(stderr, "couponlink reconcile: %v\n", err)
 		return exitCode(2)
 	}
-	if !(*rel > 0 && *rel <= 1) { // 0 would mean the package's default
-		return failed(fmt.Errorf("-rel-threshold must be a share of the truth above 0 and at most 1 (0.05 = 5%%), got %v", *rel))
+	if !(*o.rel > 0 && *o.rel <= 1) { // 0 would mean the package's default
+		return failed(fmt.Errorf("-rel-threshold must be a share of the truth above 0 and at most 1 (0.05 = 5%%), got %v", *o.rel))
 	}
-	base := newLogger(stderr, *level) // reconcile names its component
-	log := base.With("component", "reconcile")
-	db, err := openMySQL(*dsn, 4)
+	base := newLogger(stderr, *o.level) // reconcile names its component
+	db, err := openMySQL(*o.dsn, 4)
 	if err != nil {
 		return failed(err)
 	}
-	defer db.Close()
-	who := "operator"
-	if u, err := user.Current(); err == nil {
-		who = u.Username
-	}
+	defer db.Close() // after every part below has stopped
 	switch {
-	case *list:
+	case *o.list:
 		return printOpen(ctx, db, stdout)
-	case *resolve > 0:
-		if err := reconcile.Resolve(ctx, db, int64(*resolve), who, *note); err != nil {
+	case *o.resolve > 0:
+		who := "operator"
+		if u, err := user.Current(); err == nil {
+			who = u.Username
+		}
+		if err := reconcile.Resolve(ctx, db, int64(*o.resolve), who, *o.note); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "task %d resolved by %s\n", *resolve, who)
+		fmt.Fprintf(stdout, "task %d resolved by %s\n", *o.resolve, who)
 		return nil
-	}
-	cfg := reconcile.Config{DB: db, Checkpoint: *name, RedisMode: inventory.RedisMode(*redisMode), QuietWindow: *quiet, CatchUpWait: *catchUp,
-		AbsThreshold: int64(*absT), RelThreshold: *rel, Logger: base}
-	cfg.Keys.Prefix = *prefix
-	if cfg.Binlog, err = tailerConfig(*dsn, 0, *name); err != nil {
-		return failed(err)
-	}
-	fix := !*noFix
-	cfg.AutoFix = &fix
-	if *mapping != "" {
-		if cfg.Mapping, err = canal.ReadMappingFile(*mapping); err != nil {
-			return failed(err)
-		}
-	}
-	if *redisAddr != "" {
-		rdb := redis.NewClient(&redis.Options{Addr: *redisAddr, DialTimeout: time.Second})
-		defer rdb.Close()
-		cfg.Redis = rdb
 	}
 	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
-	r, err := reconcile.New(cfg)
+	r, closeRedis, err := o.reconciler(db, reg, base)
 	if err != nil {
 		return failed(err)
 	}
-	if *once {
-		rep, err := r.Pass(ctx)
-		if rep != nil {
-			printReport(stdout, rep) // also a failed pass: what it found and fixed before it stopped
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "couponlink reconcile: %v\n", err)
-			return exitCode(2)
-		}
-		if rep.Status == "needs_review" {
-			return exitCode(1)
-		}
-		return nil
+	defer closeRedis()
+	if *o.once {
+		return reconcileOnce(ctx, r, stdout, stderr)
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if *metricsAddr != "" {
-		stop, err := serveOps(ctx, *metricsAddr, reg, db, *name, log)
+	return o.daemon(ctx, r, reg, db, base.With("component", "reconcile"))
+}
+
+// reconciler is the reconciler the flags describe, and how to close its
+// Redis client.
+func (o *reconcileSettings) reconciler(db *sql.DB, reg prometheus.Registerer, log *slog.Logger) (*reconcile.Reconciler, func(), error) {
+	cfg := reconcile.Config{DB: db, Checkpoint: *o.name, QuietWindow: *o.quiet, CatchUpWait: *o.catchUp,
+		AbsThreshold: int64(*o.absT), RelThreshold: *o.rel, Logger: log, Registerer: reg}
+	var err error
+	if cfg.RedisMode, err = inventory.ParseRedisMode(*o.redisMode); err != nil {
+		return nil, nil, fmt.Errorf("-redis-mode: %w", err)
+	}
+	cfg.Keys.Prefix = *o.prefix
+	if cfg.Binlog, err = tailerConfig(*o.dsn, 0, *o.name); err != nil {
+		return nil, nil, err
+	}
+	fix := !*o.noFix
+	cfg.AutoFix = &fix
+	if *o.mapping != "" {
+		if cfg.Mapping, err = canal.ReadMappingFile(*o.mapping); err != nil {
+			return nil, nil, err
+		}
+	}
+	closeRedis := func() {}
+	if *o.redisAddr != "" {
+		rdb := redis.NewClient(&redis.Options{Addr: *o.redisAddr, DialTimeout: time.Second})
+		cfg.Redis, closeRedis = rdb, func() { _ = rdb.Close() }
+	}
+	r, err := reconcile.New(cfg)
+	if err != nil {
+		closeRedis()
+		return nil, nil, err
+	}
+	return r, closeRedis, nil
+}
+
+// reconcileOnce runs one pass and prints its report; the exit code says
+// how it went.
+func reconcileOnce(ctx context.Context, r *reconcile.Reconciler, stdout, stderr io.Writer) error {
+	rep, err := r.Pass(ctx)
+	if rep != nil {
+		printReport(stdout, rep) // also a failed pass: what it found and fixed before it stopped
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "couponlink reconcile: %v\n", err)
+		return exitCode(2)
+	}
+	if rep.Status == "needs_review" {
+		return exitCode(1)
+	}
+	return nil
+}
+
+// daemon runs the reconciler's loop and the ops server in one group: the
+// first that fails stops the other.
+func (o *reconcileSettings) daemon(ctx context.Context, r *reconcile.Reconciler, reg *prometheus.Registry, db *sql.DB, log *slog.Logger) error {
+	g, gctx := errgroup.WithContext(ctx)
+	if *o.metricsAddr != "" {
+		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, log)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		g.Go(func() error { return ops.Run(gctx) })
 	}
-	log.Info("reconciler running", "every", *every)
-	return r.Run(ctx, *every)
+	log.Info("reconciler running", "every", *o.every)
+	g.Go(func() error { return r.Run(gctx, *o.every) })
+	return g.Wait()
 }
 
 func printReport(w io.Writer, rep *reconcile.Report) {

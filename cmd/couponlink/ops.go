@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// opsServer serves /metrics, /healthz and /status (the checkpoint name's
+// status as JSON, as `couponlink status -json` prints it) for operators.
+type opsServer struct {
+	srv *http.Server
+	ln  net.Listener
+	log *slog.Logger
+}
+
+// listenOps listens on addr, so that a taken address fails the command
+// before anything starts; Run serves.
+func listenOps(addr string, reg *prometheus.Registry, db *sql.DB, name string, log *slog.Logger) (*opsServer, error) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := db.PingContext(r.Context()); err != nil {
+			log.Warn("healthz: MySQL does not answer", "err", err) // the answer is unauthenticated: no address in it
+			http.Error(w, "MySQL does not answer; the reason is in the log", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		var buf bytes.Buffer
+		if err := writeStatusJSON(r.Context(), &buf, db, name); err != nil {
+			log.Warn("status: cannot read the cdc's status", "err", err)
+			http.Error(w, "the status cannot be read now; the reason is in the log", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(buf.Bytes())
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	return &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln: ln, log: log}, nil
+}
+
+// Run serves until ctx ends (then it returns nil); a failure to serve is
+// returned.
+func (o *opsServer) Run(ctx context.Context) error {
+	if err := serveHTTP(ctx, o.srv, o.ln, 5*time.Second, o.log); err != nil {
+		return fmt.Errorf("ops server: %w", err)
+	}
+	return nil
+}
+
+// serveHTTP serves srv on ln until ctx ends, then shuts it down, giving
+// requests in flight up to grace to finish. A Serve failure is returned at
+// once, and so is a shutdown that did not finish in time.
+func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace time.Duration, log *slog.Logger) error {
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests", "grace", grace)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", serr)
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

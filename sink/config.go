@@ -1,0 +1,170 @@
+package sink
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/inventory"
+	"github.com/couponlink/couponlink/quota"
+)
+
+// Mode says whose tables the cdc reads, and so what it writes besides its
+// own tables by default.
+type Mode string
+
+const (
+	// ModeReference reads couponlink's own schema (canal.DefaultMapping),
+	// written by couponlink api: the cdc also gives slots back, rebalances
+	// channel quota and keeps coupon_template's cached counts.
+	ModeReference Mode = "reference"
+	// ModeLegacy reads a legacy application's tables, named by a mapping
+	// file: the cdc derives its counters and writes nothing of the
+	// application's unless the Config turns it on.
+	ModeLegacy Mode = "legacy"
+)
+
+// Config wires a Sink.
+type Config struct {
+	DB *sql.DB // couponlink's database: counters, checkpoint, anomalies
+	// Mode is reference or legacy; default: the mapping's (reference
+	// without one, see canal.Mapping.Reference).
+	Mode    Mode
+	Mapping *canal.Mapping // the source tables; default canal.DefaultMapping()
+	Name    string         // checkpoint name; default "default"
+	Leader  string         // who runs (for status); default host:pid
+
+	Redis     redis.UniversalClient // nil: no Redis
+	RedisMode inventory.RedisMode   // owner (default when the mapping has channel quotas), corrector, off
+	Keys      inventory.Keys        // Redis key names; default prefix "couponlink:"
+
+	// RedemptionGrace is how long a coupon may be USED before its
+	// redemption row must exist. Default 30 s.
+	RedemptionGrace time.Duration
+	MaxPending      int // bound of the coupons awaiting that check; default 100,000
+	// RedemptionUnique says the redemption table has a unique key on
+	// (order, coupon), so duplicates cannot happen and are not looked for.
+	// Default: true in reference mode.
+	RedemptionUnique bool
+	// CacheTemplateCounts refreshes coupon_template's cached counts. Default:
+	// true in reference mode (a legacy template table is its application's).
+	CacheTemplateCounts bool
+	// Releases gives slots back to their channel buckets (void, recycle,
+	// expiry under the release policy). Default: true in reference mode (a
+	// legacy schema has no buckets couponlink may write).
+	Releases     bool
+	ReleaseEvery time.Duration // how often due expiry releases are looked for; default 10 s
+	// Rebalance runs the channel-quota rule (package quota) on a timer.
+	// Default: true in reference mode.
+	Rebalance      bool
+	RebalanceEvery time.Duration // default 30 s
+	// QuotaDefaults is the policy of templates without an override; the
+	// cdc publishes it (quota_policy row 0) at start. Zero: quota.Defaults().
+	QuotaDefaults quota.Policy
+	// Webhooks writes events (sold out, released, transfers, anomalies) to
+	// the webhook outbox, in the transaction of the change they report.
+	Webhooks          bool
+	MaxLabelTemplates int // templates exported in couponlink_inventory; default 200
+
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Now        func() time.Time
+}
+
+// check validates cfg and fills in its defaults.
+func (cfg *Config) check() error {
+	if cfg.DB == nil {
+		return errors.New("sink: Config.DB is nil")
+	}
+	if err := cfg.checkMode(); err != nil {
+		return err
+	}
+	if cfg.Name == "" {
+		cfg.Name = "default"
+	}
+	if cfg.Leader == "" {
+		host, _ := os.Hostname()
+		cfg.Leader = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if err := cfg.RedisMode.Validate(); err != nil {
+		return fmt.Errorf("sink: %w", err)
+	}
+	if cfg.RedisMode == "" {
+		cfg.RedisMode = inventory.DefaultRedisMode(cfg.Mapping)
+	}
+	if cfg.RedisMode == inventory.RedisOwner && cfg.Mapping.ChannelQuota == nil {
+		return errors.New("sink: Redis owner mode needs channel quotas in the mapping; use corrector mode for a legacy schema")
+	}
+	if cfg.Keys.Prefix == "" {
+		cfg.Keys.Prefix = "couponlink:"
+	}
+	if cfg.RedemptionGrace <= 0 {
+		cfg.RedemptionGrace = 30 * time.Second
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 100_000
+	}
+	if cfg.Mode == ModeReference {
+		cfg.RedemptionUnique, cfg.CacheTemplateCounts, cfg.Releases, cfg.Rebalance = true, true, true, true
+	}
+	if cfg.ReleaseEvery <= 0 {
+		cfg.ReleaseEvery = 10 * time.Second
+	}
+	if cfg.RebalanceEvery <= 0 {
+		cfg.RebalanceEvery = 30 * time.Second
+	}
+	if cfg.QuotaDefaults == (quota.Policy{}) {
+		cfg.QuotaDefaults = quota.Defaults()
+	}
+	if err := cfg.QuotaDefaults.Validate(); err != nil {
+		return fmt.Errorf("sink: default quota policy: %w", err)
+	}
+	if cfg.Rebalance && cfg.Mapping.ChannelQuota == nil {
+		return errors.New("sink: rebalancing needs channel quotas in the mapping")
+	}
+	if cfg.MaxLabelTemplates <= 0 {
+		cfg.MaxLabelTemplates = 200
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return nil
+}
+
+// checkMode settles the mode and the mapping, which must agree.
+func (cfg *Config) checkMode() error {
+	if cfg.Mapping == nil && cfg.Mode != ModeLegacy {
+		cfg.Mapping = canal.DefaultMapping()
+	}
+	switch cfg.Mode {
+	case "":
+		cfg.Mode = ModeLegacy
+		if cfg.Mapping.Reference() {
+			cfg.Mode = ModeReference
+		}
+	case ModeReference:
+		if !cfg.Mapping.Reference() {
+			return errors.New("sink: reference mode reads couponlink's own tables, but the mapping names a legacy schema; use legacy mode with it")
+		}
+	case ModeLegacy:
+		if cfg.Mapping == nil {
+			return errors.New("sink: legacy mode needs the mapping of the legacy tables (couponlink cdc -mapping FILE)")
+		}
+	default:
+		return fmt.Errorf("sink: unknown mode %q (want reference or legacy)", string(cfg.Mode))
+	}
+	return nil
+}

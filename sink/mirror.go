@@ -1,0 +1,118 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/inventory"
+	"github.com/couponlink/couponlink/quota"
+)
+
+// The mirror is the sink's in-memory copy of what its checkpoint covers:
+// inventory_counter (counts), channel_quota (quotas) or, without channel
+// quotas, the templates' quotas. The batch writer changes it after each
+// commit; the metrics collector, the anomaly checks and the rebalancing
+// rule read it.
+
+func (s *Sink) setMirror(counts map[inventory.Pair]*inventory.Counts, quotas map[inventory.Pair]inventory.Quota) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts, s.quotas = counts, quotas
+	now := s.cfg.Now()
+	for p := range counts {
+		s.active[p.Template] = now
+	}
+}
+
+func (s *Sink) loadTemplateQuotas(ctx context.Context) error {
+	ids := templatesIn(s.counts)
+	q, err := s.src.TemplateQuotas(ctx, s.db, ids)
+	if err != nil {
+		return fmt.Errorf("read template quotas: %w", err)
+	}
+	s.mu.Lock() // the metrics collector reads it
+	s.tplQuota = q
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Sink) learnTemplates(ctx context.Context, d inventory.Deltas) error {
+	var unknown []int64
+	for p := range d {
+		if _, ok := s.tplQuota[p.Template]; !ok {
+			unknown = append(unknown, p.Template)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	q, err := s.src.TemplateQuotas(ctx, s.db, unknown)
+	if err != nil {
+		return fmt.Errorf("read template quotas: %w", err)
+	}
+	s.mu.Lock() // the metrics collector reads it
+	defer s.mu.Unlock()
+	if s.tplQuota == nil {
+		s.tplQuota = map[int64]int64{}
+	}
+	maps.Copy(s.tplQuota, q)
+	return nil
+}
+
+func (s *Sink) nextQuota(p inventory.Pair) (inventory.Quota, bool) {
+	if q, ok := s.quotaNext[p]; ok {
+		return q, true
+	}
+	q, ok := s.quotas[p]
+	return q, ok
+}
+
+func (s *Sink) commitMirror(next map[inventory.Pair]*inventory.Counts, end canal.Position) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.cfg.Now()
+	maps.Copy(s.counts, next)
+	for p := range next {
+		s.active[p.Template] = now
+	}
+	if s.quotas != nil {
+		for p, q := range s.quotaNext {
+			s.quotas[p] = q
+			s.active[p.Template] = now
+		}
+	}
+	s.pos = end
+}
+
+// quotaMirror is the mirror as the rebalancing rule reads it (quota.Mirror).
+type quotaMirror struct{ s *Sink }
+
+func (m quotaMirror) Buckets() map[int64][]quota.Channel {
+	s := m.s
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[int64][]quota.Channel{}
+	for p, q := range s.quotas {
+		c := s.countsOf(p)
+		c.Name, c.Quota, c.Claimed = p.Channel, q.Quota, q.Claimed
+		out[p.Template] = append(out[p.Template], c)
+	}
+	return out
+}
+
+func (m quotaMirror) Counts(template int64, channel string) quota.Channel {
+	m.s.mu.RLock()
+	defer m.s.mu.RUnlock()
+	return m.s.countsOf(inventory.Pair{Template: template, Channel: channel})
+}
+
+// countsOf is a bucket's derived counts; the caller holds s.mu.
+func (s *Sink) countsOf(p inventory.Pair) quota.Channel {
+	var c quota.Channel
+	if n := s.counts[p]; n != nil {
+		c.Held, c.Used, c.Expired, c.Returned, c.Released = n.Held, n.Used, n.Expired, n.Returned, n.Released
+	}
+	return c
+}
