@@ -114,6 +114,10 @@ func TestEventsOfADeadDispatcherGoOutWithinTheLease(t *testing.T) {
 	took := time.Since(died)
 	t.Logf("the dead dispatcher's events were delivered %s after it died (lease %s)", took.Round(time.Millisecond), a.cfg.Lease)
 	assert.Less(t, took, a.cfg.Lease+5*time.Second)
+	// the receiver answers before B records the delivery: stopping B in
+	// between hands the event back (sent again later, same id) — wait
+	require.Eventually(t, func() bool { return statusCounts(t, db)[statusDelivered] == 5 },
+		30*time.Second, 10*time.Millisecond, "B did not record the deliveries")
 	stopB()
 	require.NoError(t, <-doneB)
 
