@@ -67,6 +67,22 @@ type QuotaChange struct {
 	SoldOut bool
 }
 
+// TemplateChange is a template row's budget as of one binlog row change:
+// the after image of an INSERT or of an UPDATE that changed the budget (or
+// the id), the before image with Deleted=true for a DELETE (or for the old
+// id of an UPDATE that changed it). Known is false for a NULL budget (the
+// template has none); PrevQuota and PrevKnown are the budget the before
+// image held (PrevKnown false for an INSERT). Only a legacy mapping without
+// channel quotas subscribes the template table.
+type TemplateChange struct {
+	Template          int64
+	Quota             int64
+	Known             bool
+	PrevQuota         int64
+	PrevKnown         bool
+	Inserted, Deleted bool
+}
+
 // Batch is what the tailer hands to a Handler: the decoded rows of one or
 // more whole transactions, in binlog order. A batch always ends at a
 // transaction end, and End is the position just after that commit: resuming
@@ -79,6 +95,7 @@ type Batch struct {
 	Redemptions []Redemption
 	Flows       []Flow
 	Quotas      []QuotaChange
+	Templates   []TemplateChange
 	Rows        int // decoded row changes of the source tables (an UPDATE counts once)
 	Txns        int // transactions that contributed at least one row
 	End         Position
@@ -102,10 +119,12 @@ func (b *Batch) reset() {
 	clear(b.Redemptions)
 	clear(b.Flows)
 	clear(b.Quotas)
+	clear(b.Templates)
 	b.Transitions = b.Transitions[:0]
 	b.Redemptions = b.Redemptions[:0]
 	b.Flows = b.Flows[:0]
 	b.Quotas = b.Quotas[:0]
+	b.Templates = b.Templates[:0]
 	b.Rows, b.Txns = 0, 0
 	b.End = Position{}
 	b.EventTime = time.Time{}
@@ -118,6 +137,7 @@ func (b *Batch) appendTx(tx *Batch) {
 	b.Redemptions = append(b.Redemptions, tx.Redemptions...)
 	b.Flows = append(b.Flows, tx.Flows...)
 	b.Quotas = append(b.Quotas, tx.Quotas...)
+	b.Templates = append(b.Templates, tx.Templates...)
 	b.Rows += tx.Rows
 	b.Txns++
 }

@@ -142,6 +142,8 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		l.id, l.coupon, l.kind, l.seq = find("id", f.ID), find("coupon", f.Coupon), find("kind", f.Kind), find("seq", f.Seq)
 		l.template, l.channel = find("template", f.Template), find("channel", f.Channel)
 		l.from, l.to, l.fromCol, l.toCol = find("from", f.From), find("to", f.To), f.From, f.To
+	case kindTemplate:
+		l.id, l.quota = find("id", d.m.Template.ID), find("total_quota", d.m.Template.TotalQuota)
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
@@ -187,6 +189,8 @@ func (d *decoder) decode(e *gocanal.RowsEvent, b *Batch) (int, error) {
 		err = d.quota(l, e.Action, e.Rows, b)
 	case kindFlow:
 		err = d.flow(l, e.Action, e.Rows, b)
+	case kindTemplate:
+		err = d.template(l, e.Action, e.Rows, b)
 	}
 	if err != nil {
 		return 0, err

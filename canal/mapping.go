@@ -58,9 +58,12 @@ type RedemptionLogTable struct {
 	Channel  string `yaml:"channel"`
 }
 
-// TemplateTable maps the campaign table. It is read by query
-// (inventory.Source.TemplateQuotas), never subscribed: couponlink writes cached counts into
-// it, and subscribing would feed them back.
+// TemplateTable maps the campaign table. The cdc reads its budgets by query
+// at start (inventory.Source.TemplateQuotas); a legacy mapping without
+// channel quotas also subscribes it, so that a budget changed later is
+// followed from the binlog (TemplateChange). The reference schema's
+// template table is never subscribed: its quotas live in channel_quota,
+// and couponlink writes cached counts into it, which would feed back.
 type TemplateTable struct {
 	Table      string `yaml:"table"`
 	ID         string `yaml:"id"`
@@ -206,7 +209,7 @@ func (m *Mapping) specs() []tableSpec {
 			{"to", f.To, true}}})
 	}
 	t := m.Template
-	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, cols: []colRef{
+	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, source: m.followsBudgets(), cols: []colRef{
 		{"id", t.ID, true}, {"total_quota", t.TotalQuota, true}, {"issued", t.Issued, false}, {"used", t.Used, false}}})
 	return s
 }
@@ -303,9 +306,14 @@ func (m *Mapping) qualified(table string) string {
 	return sch + "." + tbl
 }
 
+// followsBudgets reports whether the template table is subscribed: only a
+// legacy mapping without channel quotas judges over-issue against the
+// template's budget.
+func (m *Mapping) followsBudgets() bool { return !m.reference && m.ChannelQuota == nil }
+
 // SourceTables lists the subscribed tables as schema.table: user_coupon,
-// redemption_log, and channel_quota and inventory_flow when mapped. The
-// template table is never subscribed.
+// redemption_log, channel_quota and inventory_flow when mapped, and the
+// template table of a legacy mapping without channel quotas.
 func (m *Mapping) SourceTables() []string {
 	var out []string
 	for _, s := range m.specs() {

@@ -162,8 +162,9 @@ func (s *Source) Quotas(ctx context.Context, q Querier, templates ...int64) (map
 }
 
 // TemplateQuotas reads the total quota of the given templates from the
-// template table (by query: the table is not subscribed). Unknown ids are
-// absent from the result.
+// template table, by query. Unknown ids, and templates whose budget is
+// NULL (no known budget: nothing to judge over-issue against), are absent
+// from the result.
 func (s *Source) TemplateQuotas(ctx context.Context, q Querier, ids []int64) (map[int64]int64, error) {
 	t := s.m.Template
 	out := make(map[int64]int64, len(ids))
@@ -171,11 +172,14 @@ func (s *Source) TemplateQuotas(ctx context.Context, q Querier, ids []int64) (ma
 		query := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(t.ID), quoteIdent(t.TotalQuota),
 			s.table(t.Table), quoteIdent(t.ID), sqltx.Placeholders(len(part)))
 		return sqltx.EachRow(ctx, q, query, sqltx.Int64Args(part), func(rows *sql.Rows) error {
-			var id, quota int64
+			var id int64
+			var quota sql.NullInt64
 			if err := rows.Scan(&id, &quota); err != nil {
 				return err
 			}
-			out[id] = quota
+			if quota.Valid {
+				out[id] = quota.Int64
+			}
 			return nil
 		})
 	})

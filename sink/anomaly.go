@@ -141,30 +141,7 @@ func (s *Sink) overIssued(next map[inventory.Pair]*inventory.Counts) []Anomaly {
 		}
 		return out
 	}
-	for tpl, quota := range s.tplQuota {
-		var before, after int64
-		touched := false
-		for p, c := range s.counts {
-			if p.Template == tpl {
-				before += c.Taken()
-			}
-		}
-		for p, c := range next {
-			if p.Template == tpl {
-				touched = true
-				after += c.Taken()
-				if old := s.counts[p]; old != nil {
-					after -= old.Taken()
-				}
-			}
-		}
-		after += before
-		if touched && after > quota && before <= quota {
-			out = append(out, Anomaly{Kind: AnomalyOverIssue, Template: tpl,
-				Detail: fmt.Sprintf("template %d holds %d coupons (held+used+frozen) over its quota of %d", tpl, after, quota)})
-		}
-	}
-	return out
+	return s.overBudget(next)
 }
 
 func insertAnomalies(ctx context.Context, tx *sql.Tx, as []Anomaly, b *canal.Batch) error {

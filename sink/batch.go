@@ -34,6 +34,7 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 		next[p] = &c
 	}
 	if s.quotas == nil {
+		s.tplNext = budgetChanges(b)
 		if err := s.learnTemplates(ctx, d); err != nil {
 			return err
 		}
@@ -220,6 +221,18 @@ func (s *Sink) observe(b *canal.Batch, anomalies []Anomaly, start time.Time) {
 	add("channel_quota", "insert", qins)
 	add("channel_quota", "update", len(b.Quotas)-qins-qdel)
 	add("channel_quota", "delete", qdel)
+	var tins, tdel int
+	for i := range b.Templates {
+		switch {
+		case b.Templates[i].Inserted:
+			tins++
+		case b.Templates[i].Deleted:
+			tdel++
+		}
+	}
+	add("template", "insert", tins)
+	add("template", "update", len(b.Templates)-tins-tdel)
+	add("template", "delete", tdel)
 	s.m.batchRows.Observe(float64(b.Rows))
 	if !b.EventTime.IsZero() {
 		s.m.lag.Set(max(0, s.cfg.Now().Sub(b.EventTime).Seconds()))

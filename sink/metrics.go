@@ -196,7 +196,7 @@ func (s *Sink) overIssuedNow() int {
 		taken[p.Template] += c.Taken()
 	}
 	for tpl, t := range taken {
-		if q, ok := s.tplQuota[tpl]; ok && t > q {
+		if q := s.tplQuota[tpl]; q.known && t > q.quota {
 			n++
 		}
 	}

@@ -1,8 +1,6 @@
 package sink
 
 import (
-	"context"
-	"fmt"
 	"maps"
 
 	"github.com/couponlink/couponlink/canal"
@@ -26,41 +24,6 @@ func (s *Sink) setMirror(counts map[inventory.Pair]*inventory.Counts, quotas map
 	}
 }
 
-func (s *Sink) loadTemplateQuotas(ctx context.Context) error {
-	ids := templatesIn(s.counts)
-	q, err := s.src.TemplateQuotas(ctx, s.db, ids)
-	if err != nil {
-		return fmt.Errorf("read template quotas: %w", err)
-	}
-	s.mu.Lock() // the metrics collector reads it
-	s.tplQuota = q
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *Sink) learnTemplates(ctx context.Context, d inventory.Deltas) error {
-	var unknown []int64
-	for p := range d {
-		if _, ok := s.tplQuota[p.Template]; !ok {
-			unknown = append(unknown, p.Template)
-		}
-	}
-	if len(unknown) == 0 {
-		return nil
-	}
-	q, err := s.src.TemplateQuotas(ctx, s.db, unknown)
-	if err != nil {
-		return fmt.Errorf("read template quotas: %w", err)
-	}
-	s.mu.Lock() // the metrics collector reads it
-	defer s.mu.Unlock()
-	if s.tplQuota == nil {
-		s.tplQuota = map[int64]int64{}
-	}
-	maps.Copy(s.tplQuota, q)
-	return nil
-}
-
 func (s *Sink) nextQuota(p inventory.Pair) (inventory.Quota, bool) {
 	if q, ok := s.quotaNext[p]; ok {
 		return q, true
@@ -82,6 +45,9 @@ func (s *Sink) commitMirror(next map[inventory.Pair]*inventory.Counts, end canal
 			s.quotas[p] = q
 			s.active[p.Template] = now
 		}
+	}
+	for tpl, c := range s.tplNext {
+		s.setBudget(tpl, c.after)
 	}
 	s.pos = end
 }

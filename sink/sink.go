@@ -39,13 +39,14 @@ type Sink struct {
 	mu       sync.RWMutex                         // guards the mirror below for the metrics collector
 	counts   map[inventory.Pair]*inventory.Counts // inventory_counter at pos
 	quotas   map[inventory.Pair]inventory.Quota   // channel_quota at pos (nil without channel quotas)
-	tplQuota map[int64]int64                      // template quotas (without channel quotas)
+	tplQuota map[int64]budget                     // template budgets (without channel quotas); see budget.go
 	active   map[int64]time.Time
 
 	pending      map[int64][]pendingUse             // coupon -> its moves into USED awaiting a redemption row
 	npending     int                                // entries in pending, bounded by MaxPending
 	pendingDirty map[redemptionKey]bool             // pending checks changed since the last commit (saved with the next one)
 	quotaNext    map[inventory.Pair]inventory.Quota // the batch's quota changes, before commit
+	tplNext      map[int64]budgetChange             // the batch's template budget changes, before commit
 
 	lastCorrection int64          // newest correction_log id the mirror has seen
 	releasePolicy  map[int64]bool // template -> its expiry policy is release (immutable once created)
