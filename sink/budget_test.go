@@ -42,44 +42,62 @@ func (l *legacyEnv) assertOverIssue(c *cdcenv.CDC, anomalies, gauge int, msg str
 	require.EqualValues(l.T, gauge, over, msg)
 }
 
-// A legacy template's budget is followed from the binlog: a top-up is in
-// force from its binlog point (no false over-issue), a cut below what is
-// taken is flagged once where it crosses, and a cut made while the cdc is
-// stopped is judged on replay against the budget before it (the binlog's
-// before image), not against the fresh read of the restart.
-func TestLegacyBudgetFollowed(t *testing.T) {
-	l := newLegacyEnv(t)
-	l.exec(`INSERT INTO ` + l.tq("t_coupon_tpl") + ` (id, budget) VALUES (1, 10), (2, 100)`)
-	l.issue(1, 10)
+// startBudget starts the cdc on a legacy template 1 with a budget and
+// coupons taken from it (and a template 2 with room to spare).
+func (l *legacyEnv) startBudget(budget, taken int) *cdcenv.CDC {
+	l.T.Helper()
+	l.exec(`INSERT INTO `+l.tq("t_coupon_tpl")+` (id, budget) VALUES (1, ?), (2, 100)`, budget)
+	l.issue(1, taken)
 	c := l.StartCDC(l.mapping())
-	l.assertOverIssue(c, 0, 0, "10 coupons, budget 10")
+	l.assertOverIssue(c, 0, 0, "within budget at start")
+	return c
+}
 
-	l.setBudget(1, 20) // the shop's admin tops the campaign up
+// A top-up in the shop's admin is in force from its binlog point: no false
+// over-issue, before or after a restart of the cdc.
+func TestLegacyBudgetTopUp(t *testing.T) {
+	l := newLegacyEnv(t)
+	c := l.startBudget(10, 10)
+	l.setBudget(1, 20)
 	l.issue(1, 1)
 	l.assertOverIssue(c, 0, 0, "11 coupons within the topped-up budget of 20")
+	c.Stop(t)
+	c = l.StartCDC(l.mapping()) // the budget read at start is the one the binlog gave
+	l.issue(1, 9)
+	l.assertOverIssue(c, 0, 0, "20 coupons, budget 20, after a restart")
+	l.issue(1, 1)
+	l.assertOverIssue(c, 1, 1, "21 coupons over the budget of 20")
+}
 
+// A cut below what is taken is flagged once, where it crosses; a further
+// coupon or cut while over is nothing new; a top-up clears the gauge.
+func TestLegacyBudgetCut(t *testing.T) {
+	l := newLegacyEnv(t)
+	c := l.startBudget(20, 11)
 	l.setBudget(1, 5)
 	l.assertOverIssue(c, 1, 1, "a cut to 5 below the 11 taken: one crossing")
-	l.issue(1, 1)
-	l.setBudget(1, 6)
-	l.assertOverIssue(c, 1, 1, "still over: nothing new")
 	var detail string
 	require.NoError(t, l.DB.QueryRow(`SELECT detail FROM cdc_anomaly WHERE template_id = 1`).Scan(&detail))
 	require.Contains(t, detail, "over its quota of 5")
-
+	l.issue(1, 1)
+	l.setBudget(1, 6)
+	l.assertOverIssue(c, 1, 1, "still over: nothing new")
 	l.setBudget(1, 20)
 	l.assertOverIssue(c, 1, 0, "topped up again")
-	c.Stop(t)
-	c = l.StartCDC(l.mapping()) // the budget read at start is the one the binlog gave
-	l.issue(1, 8)
-	l.assertOverIssue(c, 1, 0, "20 coupons, budget 20, after a restart")
+}
 
+// A cut made while the cdc is stopped is judged on replay against the
+// budget before it (the binlog's before image), not against the budget
+// the restart reads fresh.
+func TestLegacyBudgetCutWhileStopped(t *testing.T) {
+	l := newLegacyEnv(t)
+	c := l.startBudget(20, 20)
 	c.Stop(t)
-	l.setBudget(1, 15) // cut while the cdc is down, then one more coupon
+	l.setBudget(1, 15)
 	l.issue(1, 1)
-	l.issue(2, 1) // another template's batch, judged against its own budget
+	l.issue(2, 1) // another template, judged against its own budget
 	c = l.StartCDC(l.mapping())
-	l.assertOverIssue(c, 2, 1, "the cut made while stopped is one crossing on replay")
+	l.assertOverIssue(c, 1, 1, "the cut made while stopped is one crossing on replay")
 }
 
 // A NULL budget means the template has none: the cdc neither stalls nor
