@@ -23,6 +23,7 @@ func TestTailerLegacySchema(t *testing.T) {
 		require.NoError(t, err, q)
 	}
 	createLegacyTables(t, ctx, exec)
+	exec("ALTER TABLE t_coupon_tpl MODIFY budget BIGINT NULL")
 	m, err := LoadMapping([]byte(strings.Replace(legacyYAML, "schema: legacydb", "schema: "+dbName, 1)))
 	require.NoError(t, err)
 	cfg := testConfig(t, dsn)
@@ -43,7 +44,12 @@ func TestTailerLegacySchema(t *testing.T) {
 		"INSERT INTO t_writeoff (coupon_id, order_no) VALUES (1, 'o1')")
 	w.tx("UPDATE t_user_coupon SET state = 3 WHERE id = 1") // USED → RETURNED (code 3)
 	w.tx("UPDATE t_user_coupon SET state = 9 WHERE id = 2") // AVAILABLE → RETURNED (code 9)
-	w.tx("UPDATE t_coupon_tpl SET budget = 5")              // not subscribed (no row anyway)
+	// the template table is followed (no channel quotas): budget changes only
+	w.tx("INSERT INTO t_coupon_tpl (id, budget) VALUES (9, 10)")
+	w.tx("UPDATE t_coupon_tpl SET budget = 20 WHERE id = 9") // a top-up
+	w.tx("UPDATE t_coupon_tpl SET budget = NULL WHERE id = 9")
+	w.tx("UPDATE t_coupon_tpl SET id = 8 WHERE id = 9")
+	w.tx("DELETE FROM t_coupon_tpl WHERE id = 8")
 	beforeAlter, err := CurrentPosition(ctx, db)
 	require.NoError(t, err)
 	c.waitEnd(t, beforeAlter, errc) // everything before the ALTER is decoded
@@ -72,6 +78,17 @@ func TestTailerLegacySchema(t *testing.T) {
 	require.Len(t, rs, 1)
 	require.Equal(t, Redemption{ID: 1, Coupon: 1, Channel: "legacy", Order: "o1", At: rs[0].At}, rs[0])
 	require.Empty(t, qs)
+	var tpls []TemplateChange
+	for _, b := range batches {
+		tpls = append(tpls, b.Templates...)
+	}
+	require.Equal(t, []TemplateChange{
+		{Template: 9, Quota: 10, Known: true, Inserted: true},
+		{Template: 9, Quota: 20, Known: true, PrevQuota: 10, PrevKnown: true},
+		{Template: 9, PrevQuota: 20, PrevKnown: true},
+		{Template: 9, Deleted: true}, {Template: 8, Inserted: true},
+		{Template: 8, Deleted: true},
+	}, tpls)
 
 	// Replaying the rows written before the ALTER is refused.
 	tl, err := New(cfg)

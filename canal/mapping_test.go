@@ -26,7 +26,8 @@ func TestLoadMapping(t *testing.T) {
 	require.Equal(t, "legacydb", m.Schema)
 	require.Equal(t, "state", m.UserCoupon.Status)
 	require.Nil(t, m.ChannelQuota)
-	require.Equal(t, []string{"legacydb.t_user_coupon", "legacydb.t_writeoff"}, m.SourceTables())
+	require.Equal(t, []string{"legacydb.t_user_coupon", "legacydb.t_writeoff", "legacydb.t_coupon_tpl"}, m.SourceTables(),
+		"without channel quotas the template table is followed for its budgets")
 	require.Equal(t, []int64{3, 9}, m.Codes(coupon.Returned))
 	require.False(t, m.Reference(), "a loaded mapping names a legacy schema")
 
@@ -39,7 +40,12 @@ func TestLoadMapping(t *testing.T) {
 
 	q, err := LoadMapping([]byte(strings.Replace(legacyYAML, "table: t_writeoff", "table: other.t_writeoff", 1)))
 	require.NoError(t, err)
-	require.Equal(t, []string{"legacydb.t_user_coupon", "other.t_writeoff"}, q.SourceTables())
+	require.Equal(t, []string{"legacydb.t_user_coupon", "other.t_writeoff", "legacydb.t_coupon_tpl"}, q.SourceTables())
+
+	cq, err := LoadMapping([]byte(legacyYAML + "channel_quota: {table: t_quota, template: tpl_id, channel: ch, quota: quota, claimed: claimed}\n"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"legacydb.t_user_coupon", "legacydb.t_writeoff", "legacydb.t_quota"}, cq.SourceTables(),
+		"with channel quotas the template's budget is not judged: not followed")
 }
 
 func TestLoadMappingErrors(t *testing.T) {

@@ -34,6 +34,7 @@ func (c *collector) ApplyBatch(_ context.Context, b *Batch) error {
 	cp.Redemptions = slices.Clone(b.Redemptions)
 	cp.Flows = slices.Clone(b.Flows)
 	cp.Quotas = slices.Clone(b.Quotas)
+	cp.Templates = slices.Clone(b.Templates)
 	c.mu.Lock()
 	c.batches = append(c.batches, cp)
 	c.mu.Unlock()
