@@ -209,30 +209,22 @@ func (s *Sink) observe(b *canal.Batch, anomalies []Anomaly, start time.Time) {
 	add("redemption_log", "insert", len(b.Redemptions)-rdel)
 	add("redemption_log", "delete", rdel)
 	add("inventory_flow", "insert", len(b.Flows))
-	var qins, qdel int
-	for i := range b.Quotas {
-		switch {
-		case b.Quotas[i].Inserted:
-			qins++
-		case b.Quotas[i].Deleted:
-			qdel++
+	rowKinds := func(table string, n int, kind func(i int) (ins, del bool)) {
+		var ins, del int
+		for i := range n {
+			switch in, de := kind(i); {
+			case in:
+				ins++
+			case de:
+				del++
+			}
 		}
+		add(table, "insert", ins)
+		add(table, "update", n-ins-del)
+		add(table, "delete", del)
 	}
-	add("channel_quota", "insert", qins)
-	add("channel_quota", "update", len(b.Quotas)-qins-qdel)
-	add("channel_quota", "delete", qdel)
-	var tins, tdel int
-	for i := range b.Templates {
-		switch {
-		case b.Templates[i].Inserted:
-			tins++
-		case b.Templates[i].Deleted:
-			tdel++
-		}
-	}
-	add("template", "insert", tins)
-	add("template", "update", len(b.Templates)-tins-tdel)
-	add("template", "delete", tdel)
+	rowKinds("channel_quota", len(b.Quotas), func(i int) (bool, bool) { return b.Quotas[i].Inserted, b.Quotas[i].Deleted })
+	rowKinds("template", len(b.Templates), func(i int) (bool, bool) { return b.Templates[i].Inserted, b.Templates[i].Deleted })
 	s.m.batchRows.Observe(float64(b.Rows))
 	if !b.EventTime.IsZero() {
 		s.m.lag.Set(max(0, s.cfg.Now().Sub(b.EventTime).Seconds()))
