@@ -1,6 +1,7 @@
 package canal
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/couponlink/couponlink/coupon"
@@ -81,6 +82,10 @@ type Undecodable struct {
 	Key    string // the row's primary key value
 	Column string
 	Value  string // "NULL" or the code
+}
+
+func (u Undecodable) String() string {
+	return fmt.Sprintf("%s row %s: %s is %s, which the mapping cannot decode; counted nowhere", u.Table, u.Key, u.Column, u.Value)
 }
 
 // Batch is what the tailer hands to a Handler: the decoded rows of one or

@@ -204,8 +204,11 @@ func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Tim
 		}
 		for _, row := range rows {
 			st, tpl, ok, err := d.couponImage(l, row, rec)
-			if err != nil || !ok {
+			if err != nil {
 				return err
+			}
+			if !ok {
+				continue
 			}
 			id, err := intCol(l, row, l.id, "id")
 			if err != nil {

@@ -160,6 +160,8 @@ func TestDecodeUndecodable(t *testing.T) {
 			[]Undecodable{{Table: "db.user_coupon", Key: "7", Column: "status", Value: "NULL"}}},
 		{"NULL template", ev(ucTable, gocanal.InsertAction, uc(7, nil, "app", int8(1), nil)), nil,
 			[]Undecodable{{Table: "db.user_coupon", Key: "7", Column: "template_id", Value: "NULL"}}},
+		{"an undecodable row among valid ones", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", nil, nil), uc(8, int64(3), "app", int8(1), nil)),
+			[]Transition{{Coupon: 8, Template: 3, Channel: "app", To: A, PrevTemplate: 3, PrevChannel: "app", At: testAt}}, []Undecodable{{Table: "db.user_coupon", Key: "7", Column: "status", Value: "NULL"}}},
 		{"deleted undecodable row", ev(ucTable, gocanal.DeleteAction, uc(7, int64(3), "app", nil, nil)), nil, nil},
 		{"update into NULL leaves", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(1), nil), uc(7, int64(3), "app", nil, nil)),
 			[]Transition{{Coupon: 7, Template: 3, Channel: "app", From: A, PrevTemplate: 3, PrevChannel: "app", At: testAt, Undecodable: true}},
@@ -172,7 +174,7 @@ func TestDecodeUndecodable(t *testing.T) {
 			var b Batch
 			n, err := refDecoder().decode(c.ev, &b)
 			require.NoError(t, err)
-			require.Equal(t, 1, n)
+			require.Equal(t, len(c.ev.Rows)/map[bool]int{true: 2, false: 1}[c.ev.Action == gocanal.UpdateAction], n)
 			require.Equal(t, c.want, b.Transitions)
 			require.Equal(t, c.bad, b.Undecodable)
 		})

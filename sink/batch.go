@@ -22,6 +22,9 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 	if b.Empty() {
 		return s.idle(ctx, b)
 	}
+	if s.cfg.Strict && len(b.Undecodable) > 0 {
+		return fmt.Errorf("%w: %s (strict)", ErrUndecodableRow, b.Undecodable[0])
+	}
 	d := inventory.FromBatch(b)
 	s.quotaNext = quotaChanges(b)
 	next := make(map[inventory.Pair]*inventory.Counts, len(d))

@@ -171,6 +171,10 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (tim
 	return ran(), err
 }
 
+// ErrUndecodableRow stops a strict cdc (Config.Strict) at a row the mapping
+// cannot decode.
+var ErrUndecodableRow = errors.New("a source row the mapping cannot decode")
+
 var errLeaderLost = errors.New("the leader lock's connection failed; giving the lock up")
 
 // checkError is a failed check of the mapping and the server's binlog
@@ -188,6 +192,8 @@ func fatal(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, ErrUndecodableRow):
+		return fmt.Errorf("%w\nfix the row or the mapping's status codes, or start the cdc without -strict (the row is then an undecodable_row anomaly, counted nowhere)", err)
 	case errors.Is(err, canal.ErrBinlogPurged), errors.Is(err, canal.ErrSchemaChanged):
 		return fmt.Errorf("%w\nthe binlog the checkpoint needs cannot be replayed; run `couponlink cdc --rebuild` to recount from a snapshot", err)
 	case anyError(err, isAccessDenied):
