@@ -38,10 +38,10 @@ func TestLegacyUndecodableRows(t *testing.T) {
 	require.Equal(t, l.legacyTruth(), l.Counters(), "bootstrap")
 
 	exec(`INSERT INTO ` + uc + ` (tpl_id, source, state, uid) VALUES (1, 'app', 0, 'e'), (1, 'app', NULL, 'f'), (1, 'app', 5, 'g'), (1, 'h5', 0, 'h')`) // 2
-	exec(`UPDATE ` + uc + ` SET state = NULL WHERE uid = 'a'`) // 1: leaves the counted set
-	exec(`UPDATE ` + uc + ` SET state = 0 WHERE uid = 'c'`)    // enters it
-	exec(`DELETE FROM ` + uc + ` WHERE uid = 'g'`)             // nothing was counted
-	exec(`INSERT INTO ` + wo + ` (coupon_id, order_no) VALUES (NULL, 'o1')`) // 1
+	exec(`UPDATE ` + uc + ` SET state = NULL WHERE uid = 'a'`)                                                                                          // 1: leaves the counted set
+	exec(`UPDATE ` + uc + ` SET state = 0 WHERE uid = 'c'`)                                                                                             // enters it
+	exec(`DELETE FROM ` + uc + ` WHERE uid = 'g'`)                                                                                                      // nothing was counted
+	exec(`INSERT INTO ` + wo + ` (coupon_id, order_no) VALUES (NULL, 'o1')`)                                                                            // 1
 	l.WaitCheckpoint()
 	require.Equal(t, l.legacyTruth(), l.Counters(), "counters differ from the truth that skips undecodable rows")
 	require.Equal(t, map[string]int{sink.AnomalyUndecodableRow: 4}, l.anomalies())
