@@ -59,6 +59,7 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 	clear(s.pendingDirty)
 	s.m.releases.Add(float64(len(applied)))
 	s.commitMirror(next, b.End)
+	s.progressed(b.End, b.EventTime)
 	s.observe(b, all, start)
 	if s.redis != nil {
 		s.syncRedis(ctx, s.touchedTemplates(b, templates))
@@ -126,7 +127,6 @@ func (s *Sink) commitBatch(ctx context.Context, b *canal.Batch, d inventory.Delt
 // idle handles a heartbeat: save a moved position, run due checks, and
 // keep Redis whole.
 func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
-	s.m.lag.Set(0)
 	due := len(s.pending) > 0
 	if b.End != s.pos || due {
 		s.quotaNext = nil
@@ -155,10 +155,12 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 			}
 			clear(s.pendingDirty)
 			s.pos = b.End
+			s.progressed(b.End, b.EventTime)
 			s.countAnomalies(anomalies)
 		}
 		s.m.pendingChecks.Set(float64(s.npending))
 	}
+	s.m.lag.Set(0) // caught up: the heartbeat came because nothing was left to read
 	if s.redis != nil {
 		s.syncRedis(ctx, nil)
 	}

@@ -92,7 +92,7 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// database closes only when all have returned
 	g, gctx := errgroup.WithContext(ctx)
 	if *o.metricsAddr != "" {
-		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, log)
+		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, d.Stalled, log)
 		if err != nil {
 			return err
 		}
@@ -141,7 +141,7 @@ func (o *cdcSettings) daemon(db *sql.DB, rdb redis.UniversalClient, reg promethe
 	if err != nil {
 		return nil, err
 	}
-	return &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: *o.rebuild}, nil
+	return &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: *o.rebuild, StallAfter: *o.stallAfter}, nil
 }
 
 // dispatcher is the webhook dispatcher, or nil without -webhook-url.
