@@ -32,7 +32,7 @@ type Sink struct {
 	epoch int64
 	pos   canal.Position
 	prog  atomic.Pointer[progress] // the saved checkpoint, for the stall watch (nil: not leading)
-	redis *stock // the Redis writer; not safe for concurrent use (guarded by work)
+	redis *stock                   // the Redis writer; not safe for concurrent use (guarded by work)
 
 	// work is held by ApplyBatch for a batch and by a chore for a pass:
 	// they read and change the mirror, pending and the Redis writer.
