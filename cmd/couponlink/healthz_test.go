@@ -27,13 +27,7 @@ func TestOpsHealthzHidesAddress(t *testing.T) {
 	log, logs := testenv.Logger()
 	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", nil, log)
 	require.NoError(t, err)
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- ops.Run(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		require.NoError(t, <-served)
-	})
+	serveOps(t, ops)
 	m := regexp.MustCompile(`msg="metrics listening" addr=(\S+)`).FindStringSubmatch(logs())
 	require.NotNil(t, m, "log: %s", logs())
 
@@ -53,6 +47,17 @@ func TestOpsHealthzHidesAddress(t *testing.T) {
 	assert.Contains(t, logs(), mysqlAddr, "the address is logged")
 	assert.Equal(t, 1, strings.Count(logs(), "MySQL does not answer"), "logged once per failed check")
 	assert.Equal(t, 1, strings.Count(logs(), "status: cannot read"), "logged once per failed request")
+}
+
+// serveOps runs ops until the test ends.
+func serveOps(t *testing.T, ops *opsServer) {
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- ops.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		require.NoError(t, <-served)
+	})
 }
 
 // A malformed -allowed-origins stops the api before it opens anything.
@@ -102,13 +107,7 @@ func TestOpsHealthzStalled(t *testing.T) {
 	}
 	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", health, log)
 	require.NoError(t, err)
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- ops.Run(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		require.NoError(t, <-served)
-	})
+	serveOps(t, ops)
 	get := func() (int, string) {
 		res, err := http.Get("http://" + ops.ln.Addr().String() + "/healthz")
 		require.NoError(t, err)
