@@ -1,6 +1,7 @@
 package canal
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/couponlink/couponlink/coupon"
@@ -21,6 +22,10 @@ type Transition struct {
 	From, To     coupon.Status
 	PrevTemplate int64
 	PrevChannel  string
+	// Undecodable marks an UPDATE whose other image the mapping cannot
+	// decode (see Undecodable): the coupon enters or leaves the counted set
+	// without being inserted or deleted.
+	Undecodable bool
 	// Order is the after image's order column, or the before image's when
 	// the after image has none (a refund that clears it); "" for NULL or
 	// when the mapping names no order column.
@@ -83,6 +88,22 @@ type TemplateChange struct {
 	Inserted, Deleted bool
 }
 
+// Undecodable is a source row change the mapping cannot decode: a NULL or
+// unmapped status code, or a NULL id a record needs. It is counted nowhere:
+// an UPDATE from a decodable image to an undecodable one is decoded as the
+// coupon leaving the counted set (a Transition to None with Undecodable
+// set), the reverse as it entering, like the snapshot that skips such rows.
+type Undecodable struct {
+	Table  string // schema.table
+	Key    string // the row's primary key value
+	Column string
+	Value  string // "NULL" or the code
+}
+
+func (u Undecodable) String() string {
+	return fmt.Sprintf("%s row %s: %s is %s, which the mapping cannot decode; counted nowhere", u.Table, u.Key, u.Column, u.Value)
+}
+
 // Batch is what the tailer hands to a Handler: the decoded rows of one or
 // more whole transactions, in binlog order. A batch always ends at a
 // transaction end, and End is the position just after that commit: resuming
@@ -96,6 +117,7 @@ type Batch struct {
 	Flows       []Flow
 	Quotas      []QuotaChange
 	Templates   []TemplateChange
+	Undecodable []Undecodable
 	Rows        int // decoded row changes of the source tables (an UPDATE counts once)
 	Txns        int // transactions that contributed at least one row
 	End         Position
@@ -120,6 +142,8 @@ func (b *Batch) reset() {
 	clear(b.Flows)
 	clear(b.Quotas)
 	clear(b.Templates)
+	clear(b.Undecodable)
+	b.Undecodable = b.Undecodable[:0]
 	b.Transitions = b.Transitions[:0]
 	b.Redemptions = b.Redemptions[:0]
 	b.Flows = b.Flows[:0]
@@ -138,6 +162,7 @@ func (b *Batch) appendTx(tx *Batch) {
 	b.Flows = append(b.Flows, tx.Flows...)
 	b.Quotas = append(b.Quotas, tx.Quotas...)
 	b.Templates = append(b.Templates, tx.Templates...)
+	b.Undecodable = append(b.Undecodable, tx.Undecodable...)
 	b.Rows += tx.Rows
 	b.Txns++
 }

@@ -2,6 +2,7 @@ package canal
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -201,16 +202,19 @@ func (d *decoder) decode(e *gocanal.RowsEvent, b *Batch) (int, error) {
 
 func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Time, b *Batch) error {
 	if action != gocanal.UpdateAction {
+		rec := b
+		if action == gocanal.DeleteAction {
+			rec = nil // an undecodable row deleted: nothing was counted, nothing to say
+		}
 		for _, row := range rows {
+			st, tpl, ok, err := d.couponImage(l, row, rec)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
 			id, err := intCol(l, row, l.id, "id")
-			if err != nil {
-				return err
-			}
-			st, err := d.status(l, row, l.status, l.statusCol)
-			if err != nil {
-				return err
-			}
-			tpl, err := intCol(l, row, l.template, "template")
 			if err != nil {
 				return err
 			}
@@ -228,24 +232,21 @@ func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Tim
 	}
 	for i := 0; i+1 < len(rows); i += 2 {
 		before, after := rows[i], rows[i+1]
-		from, err := d.status(l, before, l.status, l.statusCol)
+		// an undecodable image is out of the counted set: the other one
+		// enters or leaves it (both out: nothing to count)
+		from, tplB, okB, err := d.couponImage(l, before, nil)
 		if err != nil {
 			return err
 		}
-		to, err := d.status(l, after, l.status, l.statusCol)
+		to, tplA, okA, err := d.couponImage(l, after, b)
 		if err != nil {
 			return err
 		}
-		tplB, err := intCol(l, before, l.template, "template")
-		if err != nil {
-			return err
-		}
-		tplA, err := intCol(l, after, l.template, "template")
-		if err != nil {
-			return err
+		if !okB && !okA {
+			continue
 		}
 		chB, chA := d.channel(before, l.channel), d.channel(after, l.channel)
-		if from == to && tplB == tplA && chB == chA {
+		if okB && okA && from == to && tplB == tplA && chB == chA {
 			continue
 		}
 		id, err := intCol(l, after, l.id, "id")
@@ -256,10 +257,44 @@ func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Tim
 		if order == "" {
 			order = strCol(before, l.order)
 		}
-		b.Transitions = append(b.Transitions, Transition{Coupon: id, Template: tplA, Channel: chA, From: from, To: to,
-			PrevTemplate: tplB, PrevChannel: chB, Order: order, At: at})
+		t := Transition{Coupon: id, Template: tplA, Channel: chA, From: from, To: to,
+			PrevTemplate: tplB, PrevChannel: chB, Order: order, At: at, Undecodable: !okB || !okA}
+		if !okB {
+			t.PrevTemplate, t.PrevChannel = tplA, chA
+		} else if !okA {
+			t.Template, t.Channel = tplB, chB
+		}
+		b.Transitions = append(b.Transitions, t)
 	}
 	return nil
+}
+
+// couponImage decodes a user coupon image's status and template. ok false:
+// the mapping cannot decode it; it is recorded in b unless b is nil.
+func (d *decoder) couponImage(l *layout, row []any, b *Batch) (st coupon.Status, tpl int64, ok bool, err error) {
+	st, bad, err := d.status(l, row, l.status, l.statusCol)
+	if err != nil {
+		return st, 0, false, err
+	}
+	if bad != "" {
+		d.undecodable(l, row, l.statusCol, bad, b)
+		return st, 0, false, nil
+	}
+	if tpl, ok, err = requiredInt(l, row, l.template, "template"); err != nil {
+		return coupon.None, 0, false, err
+	}
+	if !ok {
+		d.undecodable(l, row, d.m.UserCoupon.Template, "NULL", b)
+		return coupon.None, 0, false, nil
+	}
+	return st, tpl, true, nil
+}
+
+// undecodable records an image the mapping cannot decode in b (unless nil).
+func (d *decoder) undecodable(l *layout, row []any, col, value string, b *Batch) {
+	if b != nil {
+		b.Undecodable = append(b.Undecodable, Undecodable{Table: l.name, Key: strCol(row, l.id), Column: col, Value: value})
+	}
 }
 
 func (d *decoder) redemption(l *layout, action string, rows [][]any, at time.Time, b *Batch) error {
@@ -271,9 +306,13 @@ func (d *decoder) redemption(l *layout, action string, rows [][]any, at time.Tim
 		if err != nil {
 			return err
 		}
-		cp, err := intCol(l, row, l.coupon, "coupon")
+		cp, ok, err := requiredInt(l, row, l.coupon, "coupon")
 		if err != nil {
 			return err
+		}
+		if !ok {
+			d.undecodable(l, row, d.m.RedemptionLog.Coupon, "NULL", b)
+			continue
 		}
 		tpl, err := intCol(l, row, l.template, "template")
 		if err != nil {
@@ -341,8 +380,13 @@ func (d *decoder) flow(l *layout, action string, rows [][]any, b *Batch) error {
 		if f.ID, err = intCol(l, row, l.id, "id"); err != nil {
 			return err
 		}
-		if f.Coupon, err = intCol(l, row, l.coupon, "coupon"); err != nil {
+		var ok bool
+		if f.Coupon, ok, err = requiredInt(l, row, l.coupon, "coupon"); err != nil {
 			return err
+		}
+		if !ok {
+			d.undecodable(l, row, d.m.InventoryFlow.Coupon, "NULL", b)
+			continue
 		}
 		f.Kind = strCol(row, l.kind)
 		if f.Seq, err = intCol(l, row, l.seq, "seq"); err != nil {
@@ -352,48 +396,49 @@ func (d *decoder) flow(l *layout, action string, rows [][]any, b *Batch) error {
 			return err
 		}
 		f.Channel = strCol(row, l.channel)
-		if f.From, err = d.flowStatus(l, row, l.from, l.fromCol); err != nil {
+		var badFrom, badTo string
+		if f.From, badFrom, err = d.flowStatus(l, row, l.from, l.fromCol); err != nil {
 			return err
 		}
-		if f.To, err = d.flowStatus(l, row, l.to, l.toCol); err != nil {
+		if f.To, badTo, err = d.flowStatus(l, row, l.to, l.toCol); err != nil {
 			return err
+		}
+		if badFrom != "" || badTo != "" {
+			col, v := l.fromCol, badFrom
+			if badFrom == "" {
+				col, v = l.toCol, badTo
+			}
+			d.undecodable(l, row, col, v, b)
+			continue
 		}
 		b.Flows = append(b.Flows, f)
 	}
 	return nil
 }
 
-// status maps the stored code in row[i] to its state.
-func (d *decoder) status(l *layout, row []any, i int, col string) (coupon.Status, error) {
+// status maps the stored code in row[i] to its state. bad is the stored
+// value ("NULL" or the code) when the mapping names no state for it.
+func (d *decoder) status(l *layout, row []any, i int, col string) (st coupon.Status, bad string, err error) {
 	code, null, err := asInt(row[i])
 	if err != nil {
-		return coupon.None, fmt.Errorf("decode %s.%s: %w", l.name, col, err)
+		return coupon.None, "", fmt.Errorf("decode %s.%s: %w", l.name, col, err)
 	}
 	if null {
-		return coupon.None, fmt.Errorf("status in %s.%s is NULL", l.name, col)
+		return coupon.None, "NULL", nil
 	}
 	if st, ok := d.lookup(code); ok {
-		return st, nil
+		return st, "", nil
 	}
-	return coupon.None, fmt.Errorf("status code %d in %s.%s is not in the mapping", code, l.name, col)
+	return coupon.None, strconv.FormatInt(code, 10), nil
 }
 
 // flowStatus is status, with an unmapped 0 or NULL meaning none.
-func (d *decoder) flowStatus(l *layout, row []any, i int, col string) (coupon.Status, error) {
-	code, null, err := asInt(row[i])
-	if err != nil {
-		return coupon.None, fmt.Errorf("decode %s.%s: %w", l.name, col, err)
+func (d *decoder) flowStatus(l *layout, row []any, i int, col string) (coupon.Status, string, error) {
+	st, bad, err := d.status(l, row, i, col)
+	if bad == "NULL" || bad == "0" {
+		return coupon.None, "", nil
 	}
-	if null {
-		return coupon.None, nil
-	}
-	if st, ok := d.lookup(code); ok {
-		return st, nil
-	}
-	if code == 0 {
-		return coupon.None, nil
-	}
-	return coupon.None, fmt.Errorf("status code %d in %s.%s is not in the mapping", code, l.name, col)
+	return st, bad, err
 }
 
 func (d *decoder) lookup(code int64) (coupon.Status, bool) {
@@ -424,6 +469,19 @@ func intCol(l *layout, row []any, i int, key string) (int64, error) {
 		return 0, fmt.Errorf("decode %s (%s column): %w", l.name, key, err)
 	}
 	return n, nil
+}
+
+// requiredInt reads an integer column a record needs; ok is false when it
+// is NULL (an unmapped column is 0, ok).
+func requiredInt(l *layout, row []any, i int, key string) (n int64, ok bool, err error) {
+	if i < 0 {
+		return 0, true, nil
+	}
+	n, null, err := asInt(row[i])
+	if err != nil {
+		return 0, false, fmt.Errorf("decode %s (%s column): %w", l.name, key, err)
+	}
+	return n, !null, nil
 }
 
 // strCol reads a string column; an unmapped column or NULL is "".

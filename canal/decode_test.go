@@ -126,9 +126,6 @@ func TestDecodeErrors(t *testing.T) {
 		name, want string
 		ev         *gocanal.RowsEvent
 	}{
-		{"unmapped status code", "status code 7 in db.user_coupon.status is not in the mapping",
-			ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", int8(7), nil))},
-		{"NULL status", "status in db.user_coupon.status is NULL", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", nil, nil))},
 		{"status not a number", `db.user_coupon.status: want an integer, got "x"`, ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", "x", nil))},
 		{"template is a time", "db.user_coupon (template column): want an integer, got the time", ev(ucTable, gocanal.InsertAction, uc(7, testAt, "app", int8(1), nil))},
 		{"row shorter than the table", "a row event has 2 columns but the table has 12 now", ev(ucTable, gocanal.InsertAction, []any{int64(1), int64(2)})},
@@ -145,6 +142,43 @@ func TestDecodeErrors(t *testing.T) {
 	var b Batch
 	_, err := refDecoder().decode(ev(ucTable, gocanal.InsertAction, []any{int64(1)}), &b)
 	require.ErrorIs(t, err, ErrSchemaChanged)
+}
+
+// TestDecodeUndecodable: a row the mapping cannot decode is recorded, not
+// an error; an UPDATE into (out of) it leaves (enters) the counted set.
+func TestDecodeUndecodable(t *testing.T) {
+	A := coupon.Available
+	cases := []struct {
+		name string
+		ev   *gocanal.RowsEvent
+		want []Transition
+		bad  []Undecodable
+	}{
+		{"unmapped status code", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", int8(7), nil)), nil,
+			[]Undecodable{{Table: "db.user_coupon", Key: "7", Column: "status", Value: "7"}}},
+		{"NULL status", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", nil, nil)), nil,
+			[]Undecodable{{Table: "db.user_coupon", Key: "7", Column: "status", Value: "NULL"}}},
+		{"NULL template", ev(ucTable, gocanal.InsertAction, uc(7, nil, "app", int8(1), nil)), nil,
+			[]Undecodable{{Table: "db.user_coupon", Key: "7", Column: "template_id", Value: "NULL"}}},
+		{"an undecodable row among valid ones", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", nil, nil), uc(8, int64(3), "app", int8(1), nil)),
+			[]Transition{{Coupon: 8, Template: 3, Channel: "app", To: A, PrevTemplate: 3, PrevChannel: "app", At: testAt}}, []Undecodable{{Table: "db.user_coupon", Key: "7", Column: "status", Value: "NULL"}}},
+		{"deleted undecodable row", ev(ucTable, gocanal.DeleteAction, uc(7, int64(3), "app", nil, nil)), nil, nil},
+		{"update into NULL leaves", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(1), nil), uc(7, int64(3), "app", nil, nil)),
+			[]Transition{{Coupon: 7, Template: 3, Channel: "app", From: A, PrevTemplate: 3, PrevChannel: "app", At: testAt, Undecodable: true}},
+			[]Undecodable{{Table: "db.user_coupon", Key: "7", Column: "status", Value: "NULL"}}},
+		{"update out of NULL enters", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", nil, nil), uc(7, int64(3), "app", int8(1), nil)),
+			[]Transition{{Coupon: 7, Template: 3, Channel: "app", To: A, PrevTemplate: 3, PrevChannel: "app", At: testAt, Undecodable: true}}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var b Batch
+			n, err := refDecoder().decode(c.ev, &b)
+			require.NoError(t, err)
+			require.Equal(t, len(c.ev.Rows)/map[bool]int{true: 2, false: 1}[c.ev.Action == gocanal.UpdateAction], n)
+			require.Equal(t, c.want, b.Transitions)
+			require.Equal(t, c.bad, b.Undecodable)
+		})
+	}
 }
 
 func TestDecodeLegacyMapping(t *testing.T) {
@@ -169,8 +203,11 @@ func TestDecodeLegacyMapping(t *testing.T) {
 	}, b.Transitions)
 	require.Equal(t, 4, b.Rows)
 
+	b = Batch{}
 	_, err = d.decode(ev(uct, gocanal.InsertAction, row(int8(7), nil)), &b)
-	require.EqualError(t, err, "status code 7 in legacydb.t_user_coupon.state is not in the mapping")
+	require.NoError(t, err)
+	require.Empty(t, b.Transitions)
+	require.Equal(t, []Undecodable{{Table: "legacydb.t_user_coupon", Key: "5", Column: "state", Value: "7"}}, b.Undecodable)
 
 	wo := table("legacydb", "t_writeoff", "id", "coupon_id", "order_no", "created")
 	b = Batch{}

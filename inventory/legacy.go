@@ -81,16 +81,17 @@ func (s *Source) legacyTruth(ctx context.Context, tx *sql.Tx, ids []int64, out m
 	query := fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s WHERE %s IN (%s) GROUP BY 1, 2", quoteIdent(uc.Template),
 		quoteIdent(uc.Status), s.table(uc.Table), quoteIdent(uc.Template), sqltx.Placeholders(len(ids)))
 	err := sqltx.EachRow(ctx, tx, query, sqltx.Int64Args(ids), func(rows *sql.Rows) error {
-		var id, code, n int64
+		var id, n int64
+		var code sql.NullInt64
 		if err := rows.Scan(&id, &code, &n); err != nil {
 			return err
 		}
 		v, ok := out[id]
-		if !ok {
-			return nil
+		if _, mapped := s.status[code.Int64]; !ok || !code.Valid || !mapped {
+			return nil // an undecodable coupon is counted nowhere, as the cdc does
 		}
 		v.Truth[0] += n
-		if usedCodes[code] {
+		if usedCodes[code.Int64] {
 			v.Truth[1] += n
 		}
 		out[id] = v

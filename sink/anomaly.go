@@ -18,11 +18,15 @@ const (
 	AnomalyUsedWithoutRedemption = "used_without_redemption"
 	AnomalyDuplicateRedemption   = "duplicate_redemption"
 	AnomalyOverIssue             = "over_issue"
+	// AnomalyUndecodableRow is a source row the mapping cannot decode (a
+	// NULL or unmapped status code, a NULL id a record needs): counted
+	// nowhere, like the snapshot that skips it (see canal.Undecodable).
+	AnomalyUndecodableRow = "undecodable_row"
 )
 
 // AnomalyKinds lists every kind, for metrics and reports.
 var AnomalyKinds = []string{AnomalyIllegalTransition, AnomalyDeletedCoupon, AnomalyUsedWithoutRedemption,
-	AnomalyDuplicateRedemption, AnomalyOverIssue}
+	AnomalyDuplicateRedemption, AnomalyOverIssue, AnomalyUndecodableRow}
 
 // Anomaly is one thing seen in the binlog that a correct coupon system
 // does not do. The counters still mirror the table.
@@ -40,6 +44,8 @@ type Anomaly struct {
 func judgeTransition(t *canal.Transition) (Anomaly, bool) {
 	a := Anomaly{Coupon: t.Coupon, Template: t.Template, Channel: t.Channel, From: t.From, To: t.To, Order: t.Order}
 	switch {
+	case t.Undecodable:
+		return a, false // entering or leaving the counted set: the undecodable_row anomaly says why
 	case t.From != coupon.None && t.To != coupon.None && (t.Template != t.PrevTemplate || t.Channel != t.PrevChannel):
 		// a move is illegal whatever the status does
 		a.Kind = AnomalyIllegalTransition
@@ -72,6 +78,7 @@ func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[inventory.Pai
 			s.settlePending(r.Coupon, r.Order)
 		}
 	}
+	out = append(out, undecodable(b)...)
 	var check []int64
 	uses := map[int64][]Anomaly{}
 	for i := range b.Transitions {
@@ -79,7 +86,7 @@ func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[inventory.Pai
 		if a, bad := judgeTransition(t); bad {
 			out = append(out, a)
 		}
-		if t.To == coupon.Used && t.From != coupon.Used {
+		if t.To == coupon.Used && t.From != coupon.Used && !t.Undecodable {
 			a := Anomaly{Kind: AnomalyUsedWithoutRedemption, Coupon: t.Coupon, Template: t.Template, Channel: t.Channel,
 				From: t.From, To: t.To, Order: t.Order}
 			if hasOrder(redeemedHere[t.Coupon], t.Order) {
@@ -111,6 +118,16 @@ func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[inventory.Pai
 	}
 	out = append(out, due...)
 	return append(out, s.overIssued(next)...), nil
+}
+
+// undecodable is an undecodable_row anomaly per row the mapping could not
+// decode.
+func undecodable(b *canal.Batch) []Anomaly {
+	out := make([]Anomaly, 0, len(b.Undecodable))
+	for _, u := range b.Undecodable {
+		out = append(out, Anomaly{Kind: AnomalyUndecodableRow, Detail: u.String()})
+	}
+	return out
 }
 
 func hasOrder(orders []string, order string) bool {

@@ -22,6 +22,9 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 	if b.Empty() {
 		return s.idle(ctx, b)
 	}
+	if s.cfg.Strict && len(b.Undecodable) > 0 {
+		return fmt.Errorf("%w: %s (strict)", ErrUndecodableRow, b.Undecodable[0])
+	}
 	d := inventory.FromBatch(b)
 	s.quotaNext = quotaChanges(b)
 	next := make(map[inventory.Pair]*inventory.Counts, len(d))
@@ -57,6 +60,7 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 	clear(s.pendingDirty)
 	s.m.releases.Add(float64(len(applied)))
 	s.commitMirror(next, b.End)
+	s.progressed(b.End, b.EventTime)
 	s.observe(b, all, start)
 	if s.redis != nil {
 		s.syncRedis(ctx, s.touchedTemplates(b, templates))
@@ -124,7 +128,6 @@ func (s *Sink) commitBatch(ctx context.Context, b *canal.Batch, d inventory.Delt
 // idle handles a heartbeat: save a moved position, run due checks, and
 // keep Redis whole.
 func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
-	s.m.lag.Set(0)
 	due := len(s.pending) > 0
 	if b.End != s.pos || due {
 		s.quotaNext = nil
@@ -153,10 +156,12 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 			}
 			clear(s.pendingDirty)
 			s.pos = b.End
+			s.progressed(b.End, b.EventTime)
 			s.countAnomalies(anomalies)
 		}
 		s.m.pendingChecks.Set(float64(s.npending))
 	}
+	s.m.lag.Set(0) // caught up: the heartbeat came because nothing was left to read
 	if s.redis != nil {
 		s.syncRedis(ctx, nil)
 	}

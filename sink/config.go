@@ -45,6 +45,11 @@ type Config struct {
 	RedisMode inventory.RedisMode   // owner (default when the mapping has channel quotas), corrector, off
 	Keys      inventory.Keys        // Redis key names; default prefix "couponlink:"
 
+	// Strict stops the cdc (ErrUndecodableRow, which the daemon does not
+	// retry) at a row the mapping cannot decode, instead of recording an
+	// undecodable_row anomaly and going on.
+	Strict bool
+
 	// RedemptionGrace is how long a coupon may be USED before its
 	// redemption row must exist. Default 30 s.
 	RedemptionGrace time.Duration

@@ -15,6 +15,7 @@ import (
 type metrics struct {
 	events         *prometheus.CounterVec
 	lag            prometheus.Gauge
+	stalled        prometheus.Gauge
 	batchDuration  prometheus.Histogram
 	batchRows      prometheus.Histogram
 	checkpointTime prometheus.Gauge
@@ -41,7 +42,10 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "couponlink_cdc_events_total", Help: "Row changes of the source tables applied, by table and kind (insert, update, delete).",
 		}, []string{"table", "kind"}),
 		lag: f.NewGauge(prometheus.GaugeOpts{
-			Name: "couponlink_cdc_lag_seconds", Help: "Now minus the binlog time of the last applied event; ~0 when caught up (heartbeat).",
+			Name: "couponlink_cdc_lag_seconds", Help: "Now minus the binlog time of the last applied event; ~0 when caught up (heartbeat); growing while the cdc is stalled.",
+		}),
+		stalled: f.NewGauge(prometheus.GaugeOpts{
+			Name: "couponlink_cdc_stalled", Help: "1 while the saved checkpoint is behind the server's binlog end and has not moved for -stall-after.",
 		}),
 		batchDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "couponlink_cdc_batch_duration_seconds", Help: "Time to apply one batch: counters + checkpoint transaction and Redis.",

@@ -70,6 +70,7 @@ couponlink_anomalies_total{kind="deleted_coupon"} 0
 couponlink_anomalies_total{kind="duplicate_redemption"} 0
 couponlink_anomalies_total{kind="illegal_transition"} 0
 couponlink_anomalies_total{kind="over_issue"} 0
+couponlink_anomalies_total{kind="undecodable_row"} 0
 couponlink_anomalies_total{kind="used_without_redemption"} 0
 # HELP couponlink_cdc_leader 1 while this cdc holds the leader lock and applies the binlog.
 # TYPE couponlink_cdc_leader gauge

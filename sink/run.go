@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,21 @@ type Daemon struct {
 	RetryWait, MaxRetryWait time.Duration
 	// OnStart, when set, is called with each position the tailer starts from.
 	OnStart func(canal.Position)
+	// StallAfter is how long the checkpoint may stay behind the server's
+	// binlog end without moving before it is a stall (see stall.go);
+	// default 30 s. StallCheckEvery is how often that is looked at;
+	// default StallAfter/4, at most 5 s.
+	StallAfter, StallCheckEvery time.Duration
+
+	watch atomic.Pointer[stallWatch]
+}
+
+// Stalled returns what the stall is while the cdc is stalled, else nil.
+func (d *Daemon) Stalled() error {
+	if w := d.watch.Load(); w != nil {
+		return w.err()
+	}
+	return nil
 }
 
 // Run runs until ctx ends (then it returns nil). It returns an error only
@@ -54,6 +70,19 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.MaxRetryWait = 30 * time.Second
 	}
 	d.MaxRetryWait = max(d.MaxRetryWait, d.RetryWait)
+	if d.StallAfter <= 0 {
+		d.StallAfter = 30 * time.Second
+	}
+	if d.StallCheckEvery <= 0 {
+		d.StallCheckEvery = min(d.StallAfter/4, 5*time.Second)
+	}
+	w := &stallWatch{s: s, after: d.StallAfter, every: d.StallCheckEvery}
+	d.watch.Store(w)
+	wctx, stopWatch := context.WithCancel(ctx)
+	var watching sync.WaitGroup
+	watching.Go(func() { w.run(wctx) })
+	defer watching.Wait()
+	defer stopWatch()
 	var leader *Leader
 	giveUp := func() {
 		if leader != nil {
@@ -61,6 +90,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			leader = nil
 		}
 		s.m.leader.Set(0)
+		s.noProgress()
 	}
 	defer giveUp()
 	rebuild, wait := d.Rebuild, d.RetryWait
@@ -171,6 +201,10 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (tim
 	return ran(), err
 }
 
+// ErrUndecodableRow stops a strict cdc (Config.Strict) at a row the mapping
+// cannot decode.
+var ErrUndecodableRow = errors.New("a source row the mapping cannot decode")
+
 var errLeaderLost = errors.New("the leader lock's connection failed; giving the lock up")
 
 // checkError is a failed check of the mapping and the server's binlog
@@ -188,6 +222,8 @@ func fatal(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, ErrUndecodableRow):
+		return fmt.Errorf("%w\nfix the row or the mapping's status codes, or start the cdc without -strict (the row is then an undecodable_row anomaly, counted nowhere)", err)
 	case errors.Is(err, canal.ErrBinlogPurged), errors.Is(err, canal.ErrSchemaChanged):
 		return fmt.Errorf("%w\nthe binlog the checkpoint needs cannot be replayed; run `couponlink cdc --rebuild` to recount from a snapshot", err)
 	case anyError(err, isAccessDenied):

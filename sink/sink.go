@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
@@ -30,7 +31,8 @@ type Sink struct {
 	m     *metrics
 	epoch int64
 	pos   canal.Position
-	redis *stock // the Redis writer; not safe for concurrent use (guarded by work)
+	prog  atomic.Pointer[progress] // the saved checkpoint, for the stall watch (nil: not leading)
+	redis *stock                   // the Redis writer; not safe for concurrent use (guarded by work)
 
 	// work is held by ApplyBatch for a batch and by a chore for a pass:
 	// they read and change the mirror, pending and the Redis writer.
@@ -126,6 +128,7 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 	if s.redis != nil {
 		s.syncRedis(ctx, nil)
 	}
+	s.progressed(s.pos, cp.EventTime.Time)
 	return s.pos, nil
 }
 

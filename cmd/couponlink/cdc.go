@@ -26,7 +26,8 @@ type cdcSettings struct {
 	dsn, mapping, redisAddr, redisMode, prefix, metricsAddr, name, hookURL *string
 	serverID, batchRows, hookAttempts, hookPending                         *int
 	batchWait, grace, releaseEvery, rebalanceEvery                         *time.Duration
-	rebuild                                                                *bool
+	rebuild, strict                                                        *bool
+	stallAfter                                                             *time.Duration
 	policy                                                                 func() quota.Policy
 	hookSecret                                                             func() string
 	level                                                                  *slog.Level
@@ -46,6 +47,8 @@ func cdcFlags(f *flags) *cdcSettings {
 		batchWait:      f.duration("batch-wait", "COUPONLINK_CDC_BATCH_WAIT", 0, "if positive, a batch waits up to this long after its first row for more (fewer, larger batches; more lag); 0: applied as soon as the sink is free"),
 		grace:          f.duration("redemption-grace", "COUPONLINK_REDEMPTION_GRACE", 30*time.Second, "how long a USED coupon may wait for its redemption row before it is an anomaly"),
 		rebuild:        f.bool("rebuild", "COUPONLINK_CDC_REBUILD", false, "rebuild the counters from a consistent snapshot, then stream from its position"),
+		strict:         f.bool("strict", "COUPONLINK_CDC_STRICT", false, "stop (no retry) at a source row the mapping cannot decode (NULL or unmapped status, NULL id) instead of recording an undecodable_row anomaly and going on"),
+		stallAfter:     f.duration("stall-after", "COUPONLINK_CDC_STALL_AFTER", 30*time.Second, "the checkpoint behind the server's binlog end and not moving for this long is a stall: /healthz answers 503 and couponlink_cdc_stalled is 1"),
 		releaseEvery:   f.duration("release-every", "COUPONLINK_RELEASE_EVERY", 10*time.Second, "how often expired coupons whose release cooldown is over are looked for"),
 		rebalanceEvery: f.duration("rebalance-every", "COUPONLINK_REBALANCE_EVERY", 30*time.Second, "how often the channel-quota rebalancing rule runs"),
 		policy:         quotaDefaultFlags(f),
@@ -89,7 +92,7 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// database closes only when all have returned
 	g, gctx := errgroup.WithContext(ctx)
 	if *o.metricsAddr != "" {
-		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, log)
+		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, d.Stalled, log)
 		if err != nil {
 			return err
 		}
@@ -119,7 +122,7 @@ func (o *cdcSettings) daemon(db *sql.DB, rdb redis.UniversalClient, reg promethe
 	}
 	scfg := sink.Config{DB: db, Mode: sink.ModeReference, Mapping: canal.DefaultMapping(), Name: *o.name, Redis: rdb, RedisMode: redisMode,
 		Keys: inventory.Keys{Prefix: *o.prefix}, RedemptionGrace: *o.grace, Logger: log, Registerer: reg, ReleaseEvery: *o.releaseEvery,
-		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hookURL != ""}
+		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hookURL != "", Strict: *o.strict}
 	if err := scfg.QuotaDefaults.Validate(); err != nil {
 		return nil, fmt.Errorf("default quota policy (-quota-* flags): %w", err)
 	}
@@ -138,7 +141,7 @@ func (o *cdcSettings) daemon(db *sql.DB, rdb redis.UniversalClient, reg promethe
 	if err != nil {
 		return nil, err
 	}
-	return &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: *o.rebuild}, nil
+	return &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: *o.rebuild, StallAfter: *o.stallAfter}, nil
 }
 
 // dispatcher is the webhook dispatcher, or nil without -webhook-url.

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,15 +25,9 @@ import (
 func TestOpsHealthzHidesAddress(t *testing.T) {
 	db, mysqlAddr := testenv.UnreachableMySQL(t)
 	log, logs := testenv.Logger()
-	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", log)
+	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", nil, log)
 	require.NoError(t, err)
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- ops.Run(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		require.NoError(t, <-served)
-	})
+	serveOps(t, ops)
 	m := regexp.MustCompile(`msg="metrics listening" addr=(\S+)`).FindStringSubmatch(logs())
 	require.NotNil(t, m, "log: %s", logs())
 
@@ -51,6 +47,17 @@ func TestOpsHealthzHidesAddress(t *testing.T) {
 	assert.Contains(t, logs(), mysqlAddr, "the address is logged")
 	assert.Equal(t, 1, strings.Count(logs(), "MySQL does not answer"), "logged once per failed check")
 	assert.Equal(t, 1, strings.Count(logs(), "status: cannot read"), "logged once per failed request")
+}
+
+// serveOps runs ops until the test ends.
+func serveOps(t *testing.T, ops *opsServer) {
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- ops.Run(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		require.NoError(t, <-served)
+	})
 }
 
 // A malformed -allowed-origins stops the api before it opens anything.
@@ -73,7 +80,7 @@ func TestAPIAllowedOriginsFlag(t *testing.T) {
 func TestOpsServeFailureIsReturned(t *testing.T) {
 	db, _ := testenv.UnreachableMySQL(t)
 	log, _ := testenv.Logger()
-	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", log)
+	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", nil, log)
 	require.NoError(t, err)
 	served := make(chan error, 1)
 	go func() { served <- ops.Run(context.Background()) }()
@@ -84,4 +91,41 @@ func TestOpsServeFailureIsReturned(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return when serving failed")
 	}
+}
+
+// A stalled cdc's /healthz answers 503, saying so without the details (in
+// the log), and 200 again once it advances.
+func TestOpsHealthzStalled(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	log, logs := testenv.Logger()
+	var stalled atomic.Pointer[error]
+	health := func() error {
+		if e := stalled.Load(); e != nil {
+			return *e
+		}
+		return nil
+	}
+	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", health, log)
+	require.NoError(t, err)
+	serveOps(t, ops)
+	get := func() (int, string) {
+		res, err := http.Get("http://" + ops.ln.Addr().String() + "/healthz")
+		require.NoError(t, err)
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, res.Body.Close())
+		require.NoError(t, err)
+		return res.StatusCode, string(body)
+	}
+	code, _ := get()
+	require.Equal(t, http.StatusOK, code)
+	e := errors.New("the checkpoint mysql-bin.000001:4 has not moved for 1m0s")
+	stalled.Store(&e)
+	code, body := get()
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "the cdc is stalled")
+	assert.NotContains(t, body, "mysql-bin")
+	assert.Contains(t, logs(), "mysql-bin.000001:4 has not moved", "the log has the details")
+	stalled.Store(nil)
+	code, _ = get()
+	require.Equal(t, http.StatusOK, code)
 }

@@ -24,8 +24,9 @@ type opsServer struct {
 }
 
 // listenOps listens on addr, so that a taken address fails the command
-// before anything starts; Run serves.
-func listenOps(addr string, reg *prometheus.Registry, db *sql.DB, name string, log *slog.Logger) (*opsServer, error) {
+// before anything starts; Run serves. stalled, when not nil, fails /healthz
+// while it returns an error (the cdc's sink.Daemon.Stalled).
+func listenOps(addr string, reg *prometheus.Registry, db *sql.DB, name string, stalled func() error, log *slog.Logger) (*opsServer, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -33,6 +34,13 @@ func listenOps(addr string, reg *prometheus.Registry, db *sql.DB, name string, l
 			log.Warn("healthz: MySQL does not answer", "err", err) // the answer is unauthenticated: no address in it
 			http.Error(w, "MySQL does not answer; the reason is in the log", http.StatusServiceUnavailable)
 			return
+		}
+		if stalled != nil {
+			if err := stalled(); err != nil {
+				log.Warn("healthz: the cdc is stalled", "err", err)
+				http.Error(w, "the cdc is stalled: its checkpoint is behind the server's binlog and not moving; the reason is in the log", http.StatusServiceUnavailable)
+				return
+			}
 		}
 		fmt.Fprintln(w, "ok")
 	})

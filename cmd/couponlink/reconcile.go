@@ -159,7 +159,7 @@ func reconcileOnce(ctx context.Context, r *reconcile.Reconciler, stdout, stderr 
 func (o *reconcileSettings) daemon(ctx context.Context, r *reconcile.Reconciler, reg *prometheus.Registry, db *sql.DB, log *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
 	if *o.metricsAddr != "" {
-		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, log)
+		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, nil, log)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
+	"github.com/couponlink/couponlink/sink"
 )
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -64,7 +65,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	sort.Strings(kinds)
 	fmt.Fprintf(w, "anomalies\t%d\n", total)
 	for _, k := range kinds {
-		fmt.Fprintf(w, "  %s\t%d\n", k, st.Anomalies[k])
+		note := ""
+		if k == sink.AnomalyUndecodableRow {
+			note = " (rows the mapping cannot decode, counted nowhere: table, key and column in cdc_anomaly.detail)"
+		}
+		fmt.Fprintf(w, "  %s\t%d%s\n", k, st.Anomalies[k], note)
 	}
 	hooks := fmt.Sprintf("%d pending, %d delivered, %d dropped", st.Webhooks["pending"], st.Webhooks["delivered"], st.Webhooks["dropped"])
 	if st.Webhooks["pending"] > 0 {
