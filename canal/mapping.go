@@ -21,7 +21,7 @@ import (
 type Mapping struct {
 	Schema        string              `yaml:"schema"`
 	UserCoupon    UserCouponTable     `yaml:"user_coupon"`
-	Status        map[string][]int64  `yaml:"status"` // AVAILABLE, USED, EXPIRED, RETURNED → stored codes
+	Status        map[string][]int64  `yaml:"status"` // AVAILABLE, USED, EXPIRED, optional RETURNED → stored codes
 	RedemptionLog RedemptionLogTable  `yaml:"redemption_log"`
 	Template      TemplateTable       `yaml:"template"`
 	ChannelQuota  *ChannelQuotaTable  `yaml:"channel_quota,omitempty"`  // optional
@@ -214,9 +214,15 @@ func (m *Mapping) specs() []tableSpec {
 	return s
 }
 
+// requiredStatuses are the states every mapping names codes for. RETURNED
+// is optional: a shop without voids or refund-recycles (e.g. codes 0 unused,
+// 1 used, 2 expired) leaves it out, and its returned counters stay 0. A
+// stored code the mapping does not name is still an undecodable_row.
+var requiredStatuses = []coupon.Status{coupon.Available, coupon.Used, coupon.Expired}
+
 // Validate checks the mapping on its own, without a server: required
 // tables and columns, status names, every code mapped at most once and the
-// four states present. Check verifies it against a server.
+// required states present. Check verifies it against a server.
 func (m *Mapping) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("mapping: "+format, args...)) }
@@ -248,7 +254,7 @@ func (m *Mapping) Validate() error {
 		seen[q] = s.key
 	}
 	if len(m.Status) == 0 {
-		bad("status is required: the stored codes of AVAILABLE, USED, EXPIRED and RETURNED")
+		bad("status is required: the stored codes of AVAILABLE, USED and EXPIRED (and RETURNED if the shop has it)")
 	}
 	owner := map[int64]string{}
 	names := make([]string, 0, len(m.Status))
@@ -263,7 +269,7 @@ func (m *Mapping) Validate() error {
 			continue
 		}
 		if len(m.Status[name]) == 0 {
-			bad("status.%s lists no code", name)
+			bad("status.%s lists no code (leave an optional state out instead)", name)
 		}
 		for _, code := range m.Status[name] {
 			if prev, ok := owner[code]; ok {
@@ -273,9 +279,9 @@ func (m *Mapping) Validate() error {
 			owner[code] = name
 		}
 	}
-	for _, st := range coupon.Statuses {
+	for _, st := range requiredStatuses {
 		if _, ok := m.Status[st.String()]; !ok {
-			bad("status.%s is missing: every one of AVAILABLE, USED, EXPIRED, RETURNED needs its codes", st)
+			bad("status.%s is missing: AVAILABLE, USED and EXPIRED each need their codes (only RETURNED is optional)", st)
 		}
 	}
 	return errors.Join(errs...)

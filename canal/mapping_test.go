@@ -31,6 +31,11 @@ func TestLoadMapping(t *testing.T) {
 	require.Equal(t, []int64{3, 9}, m.Codes(coupon.Returned))
 	require.False(t, m.Reference(), "a loaded mapping names a legacy schema")
 
+	r, err := LoadMapping([]byte(strings.Replace(legacyYAML, ", RETURNED: [3, 9]", "", 1)))
+	require.NoError(t, err, "a shop without voids maps no RETURNED code")
+	require.Empty(t, r.Codes(coupon.Returned))
+	require.Equal(t, []int64{2}, r.Codes(coupon.Expired))
+
 	d := DefaultMapping()
 	require.NoError(t, d.Validate())
 	require.True(t, d.Reference())
@@ -57,6 +62,9 @@ func TestLoadMappingErrors(t *testing.T) {
 		{"missing redemption table", strings.Replace(legacyYAML, "table: t_writeoff, ", "", 1), "redemption_log.table is required"},
 		{"code mapped twice", strings.Replace(legacyYAML, "EXPIRED: [2]", "EXPIRED: [1]", 1), "status code 1 is mapped twice (EXPIRED and USED)"},
 		{"state missing", strings.Replace(legacyYAML, "EXPIRED: [2], ", "", 1), "status.EXPIRED is missing"},
+		{"USED missing", strings.Replace(legacyYAML, "USED: [1], ", "", 1),
+			"status.USED is missing: AVAILABLE, USED and EXPIRED each need their codes (only RETURNED is optional)"},
+		{"RETURNED without codes", strings.Replace(legacyYAML, "RETURNED: [3, 9]", "RETURNED: []", 1), "status.RETURNED lists no code"},
 		{"unknown state", strings.Replace(legacyYAML, "EXPIRED: [2]", "EXPIRED: [2], LOST: [5]", 1), `unknown state "LOST"`},
 		{"state without codes", strings.Replace(legacyYAML, "EXPIRED: [2]", "EXPIRED: []", 1), "status.EXPIRED lists no code"},
 		{"template subscribed", strings.Replace(legacyYAML, "t_coupon_tpl", "t_writeoff", 1), "redemption_log.table and template.table both name legacydb.t_writeoff"},

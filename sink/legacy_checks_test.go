@@ -23,7 +23,7 @@ import (
 // mappingFile writes the legacy mapping for `couponlink cdc -mapping`.
 func (l *legacyEnv) mappingFile() string {
 	path := filepath.Join(l.T.TempDir(), "legacy.yaml")
-	require.NoError(l.T, os.WriteFile(path, []byte(strings.ReplaceAll(legacyMappingYAML, "LEGACY", l.schema)), 0o600))
+	require.NoError(l.T, os.WriteFile(path, []byte(strings.ReplaceAll(l.yaml, "LEGACY", l.schema)), 0o600))
 	return path
 }
 

@@ -38,6 +38,8 @@ type legacyEnv struct {
 	*env
 	schema string
 	tq     func(string) string // qualifies a legacy table name
+	yaml   string              // its mapping, LEGACY standing for schema: legacyMappingYAML by default
+	codes  map[coupon.Status][]int
 }
 
 func newLegacyEnv(t *testing.T) *legacyEnv {
@@ -46,7 +48,8 @@ func newLegacyEnv(t *testing.T) *legacyEnv {
 	_, err := e.DB.Exec("CREATE DATABASE `" + schema + "`")
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = e.DB.Exec("DROP DATABASE IF EXISTS `" + schema + "`") })
-	l := &legacyEnv{env: e, schema: schema, tq: func(tbl string) string { return "`" + schema + "`.`" + tbl + "`" }}
+	l := &legacyEnv{env: e, schema: schema, tq: func(tbl string) string { return "`" + schema + "`.`" + tbl + "`" },
+		yaml: legacyMappingYAML, codes: legacyCodes}
 	for _, q := range []string{
 		`CREATE TABLE ` + l.tq("t_coupon_tpl") + ` (id BIGINT NOT NULL PRIMARY KEY, budget BIGINT NOT NULL, title VARCHAR(64) NOT NULL DEFAULT '')`,
 		`CREATE TABLE ` + l.tq("t_user_coupon") + ` (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, tpl_id BIGINT NOT NULL,
@@ -62,17 +65,18 @@ func newLegacyEnv(t *testing.T) *legacyEnv {
 }
 
 func (l *legacyEnv) mapping() *canal.Mapping {
-	m, err := canal.LoadMapping([]byte(strings.ReplaceAll(legacyMappingYAML, "LEGACY", l.schema)))
+	m, err := canal.LoadMapping([]byte(strings.ReplaceAll(l.yaml, "LEGACY", l.schema)))
 	require.NoError(l.T, err)
 	return m
 }
 
 // legacyTruth counts t_user_coupon per (tpl_id, source) and state, with
-// the legacy codes; a NULL or unmapped state is skipped, as the cdc does.
+// the legacy codes (l.codes); a NULL or unmapped state is skipped, as the
+// cdc does.
 func (l *legacyEnv) legacyTruth() map[inventory.Pair]inventory.Counts {
 	l.T.Helper()
 	state := map[int]coupon.Status{}
-	for st, codes := range legacyCodes {
+	for st, codes := range l.codes {
 		for _, c := range codes {
 			state[c] = st
 		}
