@@ -33,23 +33,14 @@ func TestLegacyWithoutReturned(t *testing.T) {
 	l.WaitCheckpoint()
 	require.Equal(t, l.legacyTruth(), l.Counters(), "bootstrap")
 
+	var claimed []int64
 	for i := range 30 {
-		l.exec(`INSERT INTO `+uc+` (tpl_id, source, state, uid) VALUES (?, ?, 0, ?)`, 1+i%2, []any{"app", "h5", nil}[i%3], fmt.Sprint("u", i))
-	}
-	ids := func(uid string) []int64 {
-		rows, err := l.DB.Query(`SELECT id FROM `+uc+` WHERE uid LIKE ? ORDER BY id`, uid)
+		res, err := l.DB.Exec(`INSERT INTO `+uc+` (tpl_id, source, state, uid) VALUES (?, ?, 0, ?)`, 1+i%2, []any{"app", "h5", nil}[i%3], fmt.Sprint("u", i))
 		require.NoError(t, err)
-		defer rows.Close()
-		var out []int64
-		for rows.Next() {
-			var id int64
-			require.NoError(t, rows.Scan(&id))
-			out = append(out, id)
-		}
-		require.NoError(t, rows.Err())
-		return out
+		id, err := res.LastInsertId()
+		require.NoError(t, err)
+		claimed = append(claimed, id)
 	}
-	claimed := ids("u%")
 	for i, id := range claimed[:10] { // used, with the write-off row in the same transaction
 		require.NoError(t, l.redeem(id, fmt.Sprint("o", i), 0, true))
 	}
