@@ -338,14 +338,31 @@ func (d *decoder) quota(l *layout, action string, rows [][]any, b *Batch) error 
 		q.Claimed, err = intCol(l, row, l.claimed, "claimed")
 		return q, err
 	}
+	return images(action, rows, image, func(q QuotaChange) {
+		q.Inserted, q.Deleted = action == gocanal.InsertAction, action == gocanal.DeleteAction
+		b.Quotas = append(b.Quotas, q)
+	}, func(before, after QuotaChange) {
+		switch {
+		case before.Template != after.Template || before.Channel != after.Channel:
+			before.Deleted = true
+			b.Quotas = append(b.Quotas, before, after)
+		case before.Quota != after.Quota || before.Claimed != after.Claimed:
+			after.SoldOut = before.Claimed < before.Quota && after.Quota > 0 && after.Claimed >= after.Quota
+			b.Quotas = append(b.Quotas, after)
+		}
+	})
+}
+
+// images decodes every image of a rows event with image: one by one for an
+// INSERT or a DELETE (one), in (before, after) pairs for an UPDATE (pair).
+func images[T any](action string, rows [][]any, image func([]any) (T, error), one func(T), pair func(before, after T)) error {
 	if action != gocanal.UpdateAction {
 		for _, row := range rows {
-			q, err := image(row)
+			v, err := image(row)
 			if err != nil {
 				return err
 			}
-			q.Inserted, q.Deleted = action == gocanal.InsertAction, action == gocanal.DeleteAction
-			b.Quotas = append(b.Quotas, q)
+			one(v)
 		}
 		return nil
 	}
@@ -358,14 +375,7 @@ func (d *decoder) quota(l *layout, action string, rows [][]any, b *Batch) error 
 		if err != nil {
 			return err
 		}
-		switch {
-		case before.Template != after.Template || before.Channel != after.Channel:
-			before.Deleted = true
-			b.Quotas = append(b.Quotas, before, after)
-		case before.Quota != after.Quota || before.Claimed != after.Claimed:
-			after.SoldOut = before.Claimed < before.Quota && after.Quota > 0 && after.Claimed >= after.Quota
-			b.Quotas = append(b.Quotas, after)
-		}
+		pair(before, after)
 	}
 	return nil
 }

@@ -23,30 +23,14 @@ func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) err
 		t.Quota, t.Known = q, !null
 		return t, nil
 	}
-	if action != gocanal.UpdateAction {
-		for _, row := range rows {
-			t, err := image(row)
-			if err != nil {
-				return err
-			}
-			if action == gocanal.DeleteAction {
-				t.Deleted, t.PrevQuota, t.PrevKnown = true, t.Quota, t.Known
-			} else {
-				t.Inserted = true
-			}
-			b.Templates = append(b.Templates, t)
+	return images(action, rows, image, func(t TemplateChange) {
+		if action == gocanal.DeleteAction {
+			t.Deleted, t.PrevQuota, t.PrevKnown = true, t.Quota, t.Known
+		} else {
+			t.Inserted = true
 		}
-		return nil
-	}
-	for i := 0; i+1 < len(rows); i += 2 {
-		before, err := image(rows[i])
-		if err != nil {
-			return err
-		}
-		after, err := image(rows[i+1])
-		if err != nil {
-			return err
-		}
+		b.Templates = append(b.Templates, t)
+	}, func(before, after TemplateChange) {
 		switch {
 		case before.Template != after.Template:
 			before.Deleted, before.PrevQuota, before.PrevKnown = true, before.Quota, before.Known
@@ -56,6 +40,5 @@ func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) err
 			after.PrevQuota, after.PrevKnown = before.Quota, before.Known
 			b.Templates = append(b.Templates, after)
 		}
-	}
-	return nil
+	})
 }
