@@ -103,18 +103,7 @@ func (l *legacy) tx(fn func(*sql.Tx)) {
 // own reads the legacy template table: budget, issued, used.
 func (l *legacy) own() map[int64][3]int64 {
 	l.T.Helper()
-	rows, err := l.DB.QueryContext(l.Ctx, `SELECT id, budget, issued, used FROM t_coupon_tpl`)
-	require.NoError(l.T, err)
-	defer rows.Close()
-	out := map[int64][3]int64{}
-	for rows.Next() {
-		var id int64
-		var v [3]int64
-		require.NoError(l.T, rows.Scan(&id, &v[0], &v[1], &v[2]))
-		out[id] = v
-	}
-	require.NoError(l.T, rows.Err())
-	return out
+	return l.Triples(`SELECT id, budget, issued, used FROM t_coupon_tpl`)
 }
 
 func (l *legacy) key(tpl int64) string { return fmt.Sprintf("%slg:stock:%d", l.Keys.Prefix, tpl) }

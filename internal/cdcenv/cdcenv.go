@@ -99,7 +99,13 @@ func (e *Env) CounterRows() map[inventory.Pair]inventory.Counts {
 // issued, used, expired.
 func (e *Env) TemplateCaches() map[int64][3]int64 {
 	e.T.Helper()
-	rows, err := e.DB.Query(`SELECT id, issued_count, used_count, expired_count FROM coupon_template`)
+	return e.Triples(`SELECT id, issued_count, used_count, expired_count FROM coupon_template`)
+}
+
+// Triples reads the rows (id, a, b, c) of query as id -> [a, b, c].
+func (e *Env) Triples(query string) map[int64][3]int64 {
+	e.T.Helper()
+	rows, err := e.DB.QueryContext(e.Ctx, query)
 	require.NoError(e.T, err)
 	defer rows.Close()
 	out := map[int64][3]int64{}
