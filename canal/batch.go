@@ -30,6 +30,9 @@ type Transition struct {
 	// the after image has none (a refund that clears it); "" for NULL or
 	// when the mapping names no order column.
 	Order string
+	// User is the user column of the after image (the before image's for a
+	// DELETE); "" for NULL or when the mapping names no user column.
+	User string
 	// At is the binlog event's timestamp (second precision).
 	At time.Time
 }

@@ -34,6 +34,7 @@ type layout struct {
 	ncols int
 
 	id, template, channel, status, order int
+	user                                 int
 	coupon, kind, seq, from, to          int
 	quota, claimed                       int
 	statusCol, fromCol, toCol            string
@@ -104,7 +105,7 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		return nil, fmt.Errorf("decode: rows of %s, which the mapping does not subscribe", name)
 	}
 	l := &layout{table: kind, name: name, ncols: len(t.Columns),
-		id: -1, template: -1, channel: -1, status: -1, order: -1,
+		id: -1, template: -1, channel: -1, status: -1, order: -1, user: -1,
 		coupon: -1, kind: -1, seq: -1, from: -1, to: -1, quota: -1, claimed: -1}
 	var spec tableSpec
 	for _, s := range d.m.specs() {
@@ -130,6 +131,7 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		u := d.m.UserCoupon
 		l.id, l.template, l.channel = find("id", u.ID), find("template", u.Template), find("channel", u.Channel)
 		l.status, l.order, l.statusCol = find("status", u.Status), find("order", u.Order), u.Status
+		l.user = find("user", u.User)
 	case kindRedemption:
 		r := d.m.RedemptionLog
 		l.id, l.coupon, l.order = find("id", r.ID), find("coupon", r.Coupon), find("order", r.Order)
@@ -220,7 +222,7 @@ func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Tim
 			}
 			ch := d.channel(row, l.channel)
 			t := Transition{Coupon: id, Template: tpl, Channel: ch, PrevTemplate: tpl, PrevChannel: ch,
-				Order: strCol(row, l.order), At: at}
+				Order: strCol(row, l.order), User: strCol(row, l.user), At: at}
 			if action == gocanal.InsertAction {
 				t.To = st
 			} else {
@@ -258,7 +260,7 @@ func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Tim
 			order = strCol(before, l.order)
 		}
 		t := Transition{Coupon: id, Template: tplA, Channel: chA, From: from, To: to,
-			PrevTemplate: tplB, PrevChannel: chB, Order: order, At: at, Undecodable: !okB || !okA}
+			PrevTemplate: tplB, PrevChannel: chB, Order: order, User: strCol(after, l.user), At: at, Undecodable: !okB || !okA}
 		if !okB {
 			t.PrevTemplate, t.PrevChannel = tplA, chA
 		} else if !okA {

@@ -19,10 +19,14 @@ import (
 // from YAML with LoadMapping. Table names may be written schema.table; an
 // unqualified name lives in Schema (default: the database of the DSN).
 type Mapping struct {
-	Schema        string              `yaml:"schema"`
-	UserCoupon    UserCouponTable     `yaml:"user_coupon"`
-	Status        map[string][]int64  `yaml:"status"` // AVAILABLE, USED, EXPIRED, optional RETURNED → stored codes
-	RedemptionLog RedemptionLogTable  `yaml:"redemption_log"`
+	Schema        string             `yaml:"schema"`
+	UserCoupon    UserCouponTable    `yaml:"user_coupon"`
+	Status        map[string][]int64 `yaml:"status"`         // AVAILABLE, USED, EXPIRED, optional RETURNED → stored codes
+	RedemptionLog RedemptionLogTable `yaml:"redemption_log"` // the write-off table (evidence: table)
+	// Evidence says what proves a coupon's use (see Evidence); empty means
+	// table, the per-coupon write-off table of redemption_log.
+	Evidence      Evidence            `yaml:"redemption_evidence"`
+	Orders        *OrderTable         `yaml:"orders,omitempty"` // evidence order_table: the shop's order table
 	Template      TemplateTable       `yaml:"template"`
 	ChannelQuota  *ChannelQuotaTable  `yaml:"channel_quota,omitempty"`  // optional
 	InventoryFlow *InventoryFlowTable `yaml:"inventory_flow,omitempty"` // optional
@@ -30,6 +34,9 @@ type Mapping struct {
 	// DefaultChannel is the channel of every coupon when user_coupon has no
 	// channel column (and of a NULL channel).
 	DefaultChannel string `yaml:"default_channel"`
+	// ChannelLabels names the stored channel values for people (status,
+	// the API's views), e.g. {"0": "back office", "1": "self-service"}.
+	ChannelLabels map[string]string `yaml:"channel_labels,omitempty"`
 
 	reference bool // made by DefaultMapping: couponlink's own tables
 }
@@ -45,6 +52,40 @@ type UserCouponTable struct {
 	Order     string `yaml:"order"`
 	User      string `yaml:"user"`
 	ExpiresAt string `yaml:"expires_at"`
+}
+
+// Evidence is what proves that a coupon moving into USED was really used.
+type Evidence string
+
+// The kinds of redemption evidence a shop may have.
+const (
+	// EvidenceTable: a write-off table keyed per coupon (redemption_log).
+	// A USED coupon with no row of its order is used_without_redemption;
+	// two rows of one (coupon, order) are a duplicate_redemption.
+	EvidenceTable Evidence = "table"
+	// EvidenceCouponOrder: the order columns on the coupon row
+	// (user_coupon.order). A coupon that becomes USED with a NULL order is
+	// used_without_redemption; a USED coupon whose order changes while it
+	// stays USED was spent twice (double_spend).
+	EvidenceCouponOrder Evidence = "coupon_order"
+	// EvidenceOrderTable: an order table carrying the template and the user
+	// (orders), not the coupon. Per (template, user), fewer orders than
+	// USED coupons is used_without_redemption, more is double_spend.
+	EvidenceOrderTable Evidence = "order_table"
+	// EvidenceNone: the USED transition itself is the only evidence; the
+	// missing write-off and double spend checks are off.
+	EvidenceNone Evidence = "none"
+)
+
+// OrderTable maps a shop's order table that names the template a coupon
+// of which it used, and the user, but not the coupon. Order (the order
+// number, for messages) is optional.
+type OrderTable struct {
+	Table    string `yaml:"table"`
+	ID       string `yaml:"id"`
+	Template string `yaml:"template"`
+	User     string `yaml:"user"`
+	Order    string `yaml:"order"`
 }
 
 // RedemptionLogTable maps the redemption ledger. Order, Template and
@@ -73,6 +114,21 @@ type TemplateTable struct {
 	// writes a legacy table).
 	Issued string `yaml:"issued"`
 	Used   string `yaml:"used"`
+	// Name is the campaign's name, for people (status, the API's views).
+	Name string `yaml:"name"`
+	// Remaining is the shop's own remaining-stock column (its claim guard,
+	// e.g. count = count - 1 WHERE count > 0), which must equal
+	// total_quota minus the coupons taken: the reconciler reports a
+	// difference as stock_column_drift.
+	Remaining string `yaml:"remaining"`
+	// PerUserLimit is how many coupons of the template one user may hold
+	// (0 or NULL: no limit); with user_coupon.user, a coupon beyond it is
+	// per_user_limit_exceeded.
+	PerUserLimit string `yaml:"per_user_limit"`
+	// EndTime is the campaign's end: its AVAILABLE coupons count as expired
+	// after it, and a coupon used or restored after it is
+	// used_after_expiry. For shops that never write an expired status.
+	EndTime string `yaml:"end_time"`
 }
 
 // RedisKeys names a legacy front end's Redis stock keys, which the
@@ -167,6 +223,7 @@ const (
 	kindQuota
 	kindFlow
 	kindTemplate
+	kindOrder
 )
 
 // colRef is one mapped column: the YAML key that names it and the name.
@@ -193,9 +250,17 @@ func (m *Mapping) specs() []tableSpec {
 			{"id", u.ID, true}, {"template", u.Template, true}, {"channel", u.Channel, false},
 			{"status", u.Status, true}, {"order", u.Order, false}, {"user", u.User, false},
 			{"expires_at", u.ExpiresAt, false}}},
-		{key: "redemption_log", kind: kindRedemption, table: r.Table, source: true, cols: []colRef{
+	}
+	switch m.RedemptionEvidence() {
+	case EvidenceTable:
+		s = append(s, tableSpec{key: "redemption_log", kind: kindRedemption, table: r.Table, source: true, cols: []colRef{
 			{"id", r.ID, true}, {"coupon", r.Coupon, true}, {"order", r.Order, false},
-			{"template", r.Template, false}, {"channel", r.Channel, false}}},
+			{"template", r.Template, false}, {"channel", r.Channel, false}}})
+	case EvidenceOrderTable:
+		if o := m.Orders; o != nil {
+			s = append(s, tableSpec{key: "orders", kind: kindOrder, table: o.Table, source: true, cols: []colRef{
+				{"id", o.ID, true}, {"template", o.Template, true}, {"user", o.User, true}, {"order", o.Order, false}}})
+		}
 	}
 	if q := m.ChannelQuota; q != nil {
 		s = append(s, tableSpec{key: "channel_quota", kind: kindQuota, table: q.Table, source: true, cols: []colRef{
@@ -209,8 +274,10 @@ func (m *Mapping) specs() []tableSpec {
 			{"to", f.To, true}}})
 	}
 	t := m.Template
-	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, source: m.followsBudgets(), cols: []colRef{
-		{"id", t.ID, true}, {"total_quota", t.TotalQuota, true}, {"issued", t.Issued, false}, {"used", t.Used, false}}})
+	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, source: m.followsTemplates(), cols: []colRef{
+		{"id", t.ID, true}, {"total_quota", t.TotalQuota, true}, {"issued", t.Issued, false}, {"used", t.Used, false},
+		{"name", t.Name, false}, {"remaining", t.Remaining, false}, {"per_user_limit", t.PerUserLimit, false},
+		{"end_time", t.EndTime, false}}})
 	return s
 }
 
@@ -279,12 +346,59 @@ func (m *Mapping) Validate() error {
 			owner[code] = name
 		}
 	}
+	errs = append(errs, m.validateEvidence()...)
+	if m.Template.PerUserLimit != "" && m.UserCoupon.User == "" {
+		bad("template.per_user_limit needs user_coupon.user: the limit is per user")
+	}
 	for _, st := range requiredStatuses {
 		if _, ok := m.Status[st.String()]; !ok {
 			bad("status.%s is missing: AVAILABLE, USED and EXPIRED each need their codes (only RETURNED is optional)", st)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RedemptionEvidence is the mapping's evidence of a use: Evidence, or
+// table when it names none.
+func (m *Mapping) RedemptionEvidence() Evidence {
+	if m.Evidence == "" {
+		return EvidenceTable
+	}
+	return m.Evidence
+}
+
+// validateEvidence checks that the evidence named and the tables and
+// columns given agree.
+func (m *Mapping) validateEvidence() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("mapping: "+format, args...)) }
+	ev := m.RedemptionEvidence()
+	hasLog := m.RedemptionLog != (RedemptionLogTable{})
+	switch ev {
+	case EvidenceTable:
+		if m.Orders != nil {
+			bad("orders is mapped but redemption_evidence is table; set redemption_evidence: order_table to use it")
+		}
+	case EvidenceCouponOrder, EvidenceOrderTable, EvidenceNone:
+		if hasLog {
+			bad("redemption_log is mapped but redemption_evidence is %s; leave redemption_log out, or set redemption_evidence: table", ev)
+		}
+		if ev == EvidenceCouponOrder && m.UserCoupon.Order == "" {
+			bad("redemption_evidence coupon_order needs user_coupon.order: the coupon row's order column")
+		}
+		if ev == EvidenceOrderTable && m.Orders == nil {
+			bad("redemption_evidence order_table needs orders: the order table with its template and user columns")
+		}
+		if ev == EvidenceOrderTable && m.UserCoupon.User == "" {
+			bad("redemption_evidence order_table needs user_coupon.user: orders are matched to coupons by (template, user)")
+		}
+		if ev != EvidenceOrderTable && m.Orders != nil {
+			bad("orders is mapped but redemption_evidence is %s; set redemption_evidence: order_table to use it", ev)
+		}
+	default:
+		bad("redemption_evidence %q is unknown (want table, coupon_order, order_table or none)", ev)
+	}
+	return errs
 }
 
 func validIdent(s string) bool {
@@ -312,10 +426,15 @@ func (m *Mapping) qualified(table string) string {
 	return sch + "." + tbl
 }
 
-// followsBudgets reports whether the template table is subscribed: only a
-// legacy mapping without channel quotas judges over-issue against the
-// template's budget.
+// followsBudgets reports whether over-issue is judged against the
+// template's budget: only a legacy mapping without channel quotas does.
 func (m *Mapping) followsBudgets() bool { return !m.reference && m.ChannelQuota == nil }
+
+// followsTemplates reports whether the template table is subscribed: a
+// legacy mapping that follows its budgets, per-user limits or end times.
+func (m *Mapping) followsTemplates() bool {
+	return m.followsBudgets() || (!m.reference && (m.Template.PerUserLimit != "" || m.Template.EndTime != ""))
+}
 
 // SourceTables lists the subscribed tables as schema.table: user_coupon,
 // redemption_log, channel_quota and inventory_flow when mapped, and the

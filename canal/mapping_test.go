@@ -127,3 +127,59 @@ func TestMappingCheck(t *testing.T) {
 	m.Schema = ""
 	require.NoError(t, m.Check(ctx, db))
 }
+
+func TestLoadMappingEvidence(t *testing.T) {
+	noLog := strings.Replace(legacyYAML, "redemption_log: {table: t_writeoff, id: id, coupon: coupon_id, order: order_no}\n", "", 1)
+	orders := "orders: {table: t_order, id: id, template: tpl_id, user: uid}\n"
+	ok := []struct {
+		name, yaml string
+		want       Evidence
+		tables     []string
+	}{
+		{"default is the write-off table", legacyYAML, EvidenceTable,
+			[]string{"legacydb.t_user_coupon", "legacydb.t_writeoff", "legacydb.t_coupon_tpl"}},
+		{"order columns on the coupon row", noLog + "redemption_evidence: coupon_order\n", EvidenceCouponOrder,
+			[]string{"legacydb.t_user_coupon", "legacydb.t_coupon_tpl"}},
+		{"order table by (template, user)", noLog + "redemption_evidence: order_table\n" + orders, EvidenceOrderTable,
+			[]string{"legacydb.t_user_coupon", "legacydb.t_order", "legacydb.t_coupon_tpl"}},
+		{"no evidence", noLog + "redemption_evidence: none\n", EvidenceNone,
+			[]string{"legacydb.t_user_coupon", "legacydb.t_coupon_tpl"}},
+	}
+	for _, c := range ok {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := LoadMapping([]byte(c.yaml))
+			require.NoError(t, err)
+			require.Equal(t, c.want, m.RedemptionEvidence())
+			require.Equal(t, c.tables, m.SourceTables())
+		})
+	}
+	bad := []struct{ name, yaml, want string }{
+		{"unknown evidence", legacyYAML + "redemption_evidence: receipts\n", `redemption_evidence "receipts" is unknown`},
+		{"table without a log", noLog, "redemption_log.table is required"},
+		{"log with another evidence", legacyYAML + "redemption_evidence: none\n", "redemption_log is mapped but redemption_evidence is none"},
+		{"coupon_order without the column", strings.Replace(noLog, "order: order_no, ", "", 1) + "redemption_evidence: coupon_order\n",
+			"redemption_evidence coupon_order needs user_coupon.order"},
+		{"order_table without orders", noLog + "redemption_evidence: order_table\n", "redemption_evidence order_table needs orders"},
+		{"order_table without a user", strings.Replace(noLog, "user: uid, ", "", 1) + "redemption_evidence: order_table\n" + orders,
+			"redemption_evidence order_table needs user_coupon.user"},
+		{"orders without order_table", legacyYAML + orders, "orders is mapped but redemption_evidence is table"},
+		{"orders missing a column", noLog + "redemption_evidence: order_table\norders: {table: t_order, id: id, template: tpl_id}\n",
+			"orders.user is required"},
+		{"per-user limit without a user", strings.NewReplacer("user: uid, ", "", "total_quota: budget", "total_quota: budget, per_user_limit: per_limit").Replace(legacyYAML),
+			"template.per_user_limit needs user_coupon.user"},
+	}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := LoadMapping([]byte(c.yaml))
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+
+	tl, err := LoadMapping([]byte(legacyYAML + "channel_quota: {table: t_quota, template: tpl_id, channel: ch, quota: quota, claimed: claimed}\n"))
+	require.NoError(t, err)
+	require.NotContains(t, tl.SourceTables(), "legacydb.t_coupon_tpl")
+	tl, err = LoadMapping([]byte(strings.Replace(legacyYAML, "total_quota: budget", "total_quota: budget, end_time: end_at", 1) +
+		"channel_quota: {table: t_quota, template: tpl_id, channel: ch, quota: quota, claimed: claimed}\n"))
+	require.NoError(t, err)
+	require.Contains(t, tl.SourceTables(), "legacydb.t_coupon_tpl", "an end time is followed from the binlog even with channel quotas")
+}
