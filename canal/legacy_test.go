@@ -1,6 +1,7 @@
 package canal
 
 import (
+	"fmt"
 	"context"
 	"strings"
 	"testing"
@@ -64,7 +65,8 @@ func TestTailerLegacySchema(t *testing.T) {
 	require.NoError(t, stop())
 
 	tr := func(id int64, from, to coupon.Status, order string) Transition {
-		return Transition{Coupon: id, Template: 9, Channel: "legacy", From: from, To: to, PrevTemplate: 9, PrevChannel: "legacy", Order: order}
+		return Transition{Coupon: id, Template: 9, Channel: "legacy", From: from, To: to, PrevTemplate: 9, PrevChannel: "legacy", Order: order,
+			User: fmt.Sprintf("u%d", id)}
 	}
 	ts, rs, qs := allOf(batches)
 	require.Equal(t, []Transition{

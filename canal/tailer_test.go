@@ -186,7 +186,11 @@ func TestTailerEndToEnd(t *testing.T) {
 
 	// Transitions, exactly and in order.
 	tr := func(id int64, ch string, from, to coupon.Status, order string) Transition {
-		return Transition{Coupon: id, Template: 3, Channel: ch, From: from, To: to, PrevTemplate: 3, PrevChannel: ch, Order: order}
+		user := fmt.Sprintf("u%d", id)
+		if id > 3 {
+			user = fmt.Sprintf("b%d", id-4)
+		}
+		return Transition{Coupon: id, Template: 3, Channel: ch, From: from, To: to, PrevTemplate: 3, PrevChannel: ch, Order: order, User: user}
 	}
 	want := []Transition{
 		tr(1, "app", coupon.None, coupon.Available, ""), tr(2, "app", coupon.None, coupon.Available, ""), tr(3, "web", coupon.None, coupon.Available, ""),
@@ -373,7 +377,7 @@ func TestTailerResumesBrokenConnection(t *testing.T) {
 
 	ts, _, _ := allOf(batches)
 	tr := func(id int64, from, to coupon.Status) Transition {
-		return Transition{Coupon: id, Template: 3, Channel: "app", From: from, To: to, PrevTemplate: 3, PrevChannel: "app"}
+		return Transition{Coupon: id, Template: 3, Channel: "app", From: from, To: to, PrevTemplate: 3, PrevChannel: "app", User: fmt.Sprintf("u%d", id)}
 	}
 	require.Equal(t, []Transition{
 		tr(1, coupon.None, coupon.Available), tr(2, coupon.None, coupon.Available),

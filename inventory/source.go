@@ -157,34 +157,6 @@ func (s *Source) Quotas(ctx context.Context, q Querier, templates ...int64) (map
 	return out, nil
 }
 
-// TemplateQuotas reads the total quota of the given templates from the
-// template table, by query. Unknown ids, and templates whose budget is
-// NULL (no known budget: nothing to judge over-issue against), are absent
-// from the result.
-func (s *Source) TemplateQuotas(ctx context.Context, q Querier, ids []int64) (map[int64]int64, error) {
-	t := s.m.Template
-	out := make(map[int64]int64, len(ids))
-	err := inChunks(ids, 500, func(part []int64) error {
-		query := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(t.ID), quoteIdent(t.TotalQuota),
-			s.table(t.Table), quoteIdent(t.ID), sqltx.Placeholders(len(part)))
-		return sqltx.EachRow(ctx, q, query, sqltx.Int64Args(part), func(rows *sql.Rows) error {
-			var id int64
-			var quota sql.NullInt64
-			if err := rows.Scan(&id, &quota); err != nil {
-				return err
-			}
-			if quota.Valid {
-				out[id] = quota.Int64
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read template quotas from %s: %w", s.named(t.Table), err)
-	}
-	return out, nil
-}
-
 // inChunks calls fn with the ids, at most n at a time.
 func inChunks(ids []int64, n int, fn func([]int64) error) error {
 	for start := 0; start < len(ids); start += n {

@@ -22,11 +22,22 @@ const (
 	// NULL or unmapped status code, a NULL id a record needs): counted
 	// nowhere, like the snapshot that skips it (see canal.Undecodable).
 	AnomalyUndecodableRow = "undecodable_row"
+	// AnomalyDoubleSpend is one coupon spent on two orders: a USED coupon's
+	// order changed while it stayed USED (evidence coupon_order), or more
+	// orders of a (template, user) than USED coupons (order_table).
+	AnomalyDoubleSpend = "double_spend"
+	// AnomalyPerUserLimitExceeded is a coupon a user received beyond the
+	// template's per-user limit in force at that point of the binlog.
+	AnomalyPerUserLimitExceeded = "per_user_limit_exceeded"
+	// AnomalyUsedAfterExpiry is a coupon used, or restored to AVAILABLE,
+	// after its template's end time (mapping template.end_time).
+	AnomalyUsedAfterExpiry = "used_after_expiry"
 )
 
 // AnomalyKinds lists every kind, for metrics and reports.
 var AnomalyKinds = []string{AnomalyIllegalTransition, AnomalyDeletedCoupon, AnomalyUsedWithoutRedemption,
-	AnomalyDuplicateRedemption, AnomalyOverIssue, AnomalyUndecodableRow}
+	AnomalyDuplicateRedemption, AnomalyOverIssue, AnomalyUndecodableRow, AnomalyDoubleSpend,
+	AnomalyPerUserLimitExceeded, AnomalyUsedAfterExpiry}
 
 // Anomaly is one thing seen in the binlog that a correct coupon system
 // does not do. The counters still mirror the table.

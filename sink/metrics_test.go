@@ -67,10 +67,13 @@ couponlink_over_issued 0
 # HELP couponlink_anomalies_total Anomalies seen in the binlog, by kind.
 # TYPE couponlink_anomalies_total counter
 couponlink_anomalies_total{kind="deleted_coupon"} 0
+couponlink_anomalies_total{kind="double_spend"} 0
 couponlink_anomalies_total{kind="duplicate_redemption"} 0
 couponlink_anomalies_total{kind="illegal_transition"} 0
 couponlink_anomalies_total{kind="over_issue"} 0
+couponlink_anomalies_total{kind="per_user_limit_exceeded"} 0
 couponlink_anomalies_total{kind="undecodable_row"} 0
+couponlink_anomalies_total{kind="used_after_expiry"} 0
 couponlink_anomalies_total{kind="used_without_redemption"} 0
 # HELP couponlink_cdc_leader 1 while this cdc holds the leader lock and applies the binlog.
 # TYPE couponlink_cdc_leader gauge

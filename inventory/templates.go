@@ -1,0 +1,98 @@
+package inventory
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
+)
+
+// TemplateInfo is a template row as the mapping reads it: its budget and,
+// where the mapping names the columns, its name, the shop's own remaining
+// stock, its per-user limit and its end time.
+type TemplateInfo struct {
+	ID   int64
+	Name string
+	// Budget is total_quota; HasBudget is false when it is NULL.
+	Budget    int64
+	HasBudget bool
+	// Remaining is the shop's remaining-stock column; nil when the mapping
+	// names none or it is NULL.
+	Remaining *int64
+	// PerUserLimit is 0 when the template has none (unmapped, NULL or 0).
+	PerUserLimit int64
+	// EndTime is zero when the template has none (unmapped or NULL).
+	EndTime time.Time
+}
+
+// Ended reports whether the template's campaign had ended at t.
+func (t TemplateInfo) Ended(at time.Time) bool { return !t.EndTime.IsZero() && at.After(t.EndTime) }
+
+// Templates reads the template rows of ids (all of them when ids is nil)
+// from the template table, by query. Unknown ids are absent.
+func (s *Source) Templates(ctx context.Context, q Querier, ids []int64) (map[int64]TemplateInfo, error) {
+	t := s.m.Template
+	col := func(c string) string {
+		if c == "" {
+			return "NULL"
+		}
+		return quoteIdent(c)
+	}
+	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), col(t.Name),
+		col(t.Remaining), col(t.PerUserLimit), col(t.EndTime), s.table(t.Table))
+	out := make(map[int64]TemplateInfo, len(ids))
+	scan := func(rows *sql.Rows) error {
+		var v TemplateInfo
+		var budget, remaining, limit sql.NullInt64
+		var name sql.NullString
+		var end sql.NullTime
+		if err := rows.Scan(&v.ID, &budget, &name, &remaining, &limit, &end); err != nil {
+			return err
+		}
+		v.Name, v.Budget, v.HasBudget, v.PerUserLimit = name.String, budget.Int64, budget.Valid, max(limit.Int64, 0)
+		if remaining.Valid {
+			v.Remaining = &remaining.Int64
+		}
+		if end.Valid {
+			v.EndTime = end.Time.UTC()
+		}
+		out[v.ID] = v
+		return nil
+	}
+	var err error
+	if ids == nil {
+		err = sqltx.EachRow(ctx, q, base+" ORDER BY 1", nil, scan)
+	} else {
+		err = inChunks(ids, 500, func(part []int64) error {
+			query := fmt.Sprintf("%s WHERE %s IN (%s)", base, quoteIdent(t.ID), sqltx.Placeholders(len(part)))
+			return sqltx.EachRow(ctx, q, query, sqltx.Int64Args(part), scan)
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read templates from %s: %w", s.named(t.Table), err)
+	}
+	return out, nil
+}
+
+// TemplateQuotas reads the total quota of the given templates from the
+// template table, by query. Unknown ids, and templates whose budget is
+// NULL (no known budget: nothing to judge over-issue against), are absent
+// from the result.
+func (s *Source) TemplateQuotas(ctx context.Context, q Querier, ids []int64) (map[int64]int64, error) {
+	if len(ids) == 0 {
+		return map[int64]int64{}, nil
+	}
+	info, err := s.Templates(ctx, q, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]int64, len(info))
+	for id, v := range info {
+		if v.HasBudget {
+			out[id] = v.Budget
+		}
+	}
+	return out, nil
+}
