@@ -8,12 +8,12 @@ import (
 )
 
 // Transition is one change of a user coupon's status or of its
-// (template, channel) keys, decoded from a user_coupon row change.
+// (template, channel) keys or user, decoded from a user_coupon row change.
 //
 // An INSERT has From = None, a DELETE has To = None. An UPDATE is emitted only
-// when the status or the (template, channel) pair changed; PrevTemplate and
-// PrevChannel carry the before image's keys (equal to Template and Channel
-// when those did not move). Illegal transitions are decoded as they are:
+// when the status, the (template, channel) pair or the user changed;
+// PrevTemplate, PrevChannel and PrevUser carry the before image's keys
+// (equal to Template, Channel and User when those did not move). Illegal transitions are decoded as they are:
 // judging them is the sink's job.
 type Transition struct {
 	Coupon       int64
@@ -32,7 +32,8 @@ type Transition struct {
 	Order string
 	// User is the user column of the after image (the before image's for a
 	// DELETE); "" for NULL or when the mapping names no user column.
-	User string
+	// PrevUser is the before image's (User for an INSERT or a DELETE).
+	User, PrevUser string
 	// At is the binlog event's timestamp (second precision).
 	At time.Time
 }
@@ -75,20 +76,27 @@ type QuotaChange struct {
 	SoldOut bool
 }
 
-// TemplateChange is a template row's budget as of one binlog row change:
-// the after image of an INSERT or of an UPDATE that changed the budget (or
-// the id), the before image with Deleted=true for a DELETE (or for the old
-// id of an UPDATE that changed it). Known is false for a NULL budget (the
-// template has none); PrevQuota and PrevKnown are the budget the before
-// image held (PrevKnown false for an INSERT). Only a legacy mapping without
-// channel quotas subscribes the template table.
+// TemplateChange is a template row as of one binlog row change: its
+// budget and, where the mapping names them, its per-user limit and end
+// time. It is the after image of an INSERT or of an UPDATE that changed
+// one of those (or the id), the before image with Deleted=true for a
+// DELETE (or for the old id of an UPDATE that changed it). Known is false
+// for a NULL budget (the template has none); the Prev fields are what the
+// before image held (zero for an INSERT). Only a legacy mapping that
+// follows budgets, per-user limits or end times subscribes the template
+// table (see Mapping.FollowsTemplates).
 type TemplateChange struct {
 	Template          int64
 	Quota             int64
 	Known             bool
 	PrevQuota         int64
 	PrevKnown         bool
+	Limit, PrevLimit  int64     // per-user limit; 0: none (NULL, 0, negative or unmapped)
+	End, PrevEnd      time.Time // end time (UTC); zero: none (NULL, a zero date or unmapped)
 	Inserted, Deleted bool
+	// Index is how many of the batch's Transitions come before the change
+	// in binlog order: it is in force from Transitions[Index] on.
+	Index int
 }
 
 // Undecodable is a source row change the mapping cannot decode: a NULL or
@@ -160,11 +168,15 @@ func (b *Batch) reset() {
 
 // appendTx appends the rows of one committed transaction.
 func (b *Batch) appendTx(tx *Batch) {
+	n, before := len(b.Templates), len(b.Transitions)
+	b.Templates = append(b.Templates, tx.Templates...)
+	for i := n; i < len(b.Templates); i++ {
+		b.Templates[i].Index += before
+	}
 	b.Transitions = append(b.Transitions, tx.Transitions...)
 	b.Redemptions = append(b.Redemptions, tx.Redemptions...)
 	b.Flows = append(b.Flows, tx.Flows...)
 	b.Quotas = append(b.Quotas, tx.Quotas...)
-	b.Templates = append(b.Templates, tx.Templates...)
 	b.Undecodable = append(b.Undecodable, tx.Undecodable...)
 	b.Rows += tx.Rows
 	b.Txns++

@@ -37,6 +37,7 @@ type layout struct {
 	user                                 int
 	coupon, kind, seq, from, to          int
 	quota, claimed                       int
+	limit, end                           int
 	statusCol, fromCol, toCol            string
 }
 
@@ -106,7 +107,7 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 	}
 	l := &layout{table: kind, name: name, ncols: len(t.Columns),
 		id: -1, template: -1, channel: -1, status: -1, order: -1, user: -1,
-		coupon: -1, kind: -1, seq: -1, from: -1, to: -1, quota: -1, claimed: -1}
+		coupon: -1, kind: -1, seq: -1, from: -1, to: -1, quota: -1, claimed: -1, limit: -1, end: -1}
 	var spec tableSpec
 	for _, s := range d.m.specs() {
 		if s.source && s.kind == kind {
@@ -146,7 +147,9 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		l.template, l.channel = find("template", f.Template), find("channel", f.Channel)
 		l.from, l.to, l.fromCol, l.toCol = find("from", f.From), find("to", f.To), f.From, f.To
 	case kindTemplate:
-		l.id, l.quota = find("id", d.m.Template.ID), find("total_quota", d.m.Template.TotalQuota)
+		t := d.m.Template
+		l.id, l.quota = find("id", t.ID), find("total_quota", t.TotalQuota)
+		l.limit, l.end = find("per_user_limit", t.PerUserLimit), find("end_time", t.EndTime)
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
@@ -220,9 +223,9 @@ func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Tim
 			if err != nil {
 				return err
 			}
-			ch := d.channel(row, l.channel)
+			ch, user := d.channel(row, l.channel), strCol(row, l.user)
 			t := Transition{Coupon: id, Template: tpl, Channel: ch, PrevTemplate: tpl, PrevChannel: ch,
-				Order: strCol(row, l.order), User: strCol(row, l.user), At: at}
+				Order: strCol(row, l.order), User: user, PrevUser: user, At: at}
 			if action == gocanal.InsertAction {
 				t.To = st
 			} else {
@@ -248,7 +251,8 @@ func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Tim
 			continue
 		}
 		chB, chA := d.channel(before, l.channel), d.channel(after, l.channel)
-		if okB && okA && from == to && tplB == tplA && chB == chA {
+		userB, userA := strCol(before, l.user), strCol(after, l.user)
+		if okB && okA && from == to && tplB == tplA && chB == chA && userB == userA {
 			continue
 		}
 		id, err := intCol(l, after, l.id, "id")
@@ -260,9 +264,9 @@ func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Tim
 			order = strCol(before, l.order)
 		}
 		t := Transition{Coupon: id, Template: tplA, Channel: chA, From: from, To: to,
-			PrevTemplate: tplB, PrevChannel: chB, Order: order, User: strCol(after, l.user), At: at, Undecodable: !okB || !okA}
+			PrevTemplate: tplB, PrevChannel: chB, Order: order, User: userA, PrevUser: userB, At: at, Undecodable: !okB || !okA}
 		if !okB {
-			t.PrevTemplate, t.PrevChannel = tplA, chA
+			t.PrevTemplate, t.PrevChannel, t.PrevUser = tplA, chA, userA
 		} else if !okA {
 			t.Template, t.Channel = tplB, chB
 		}
@@ -467,39 +471,6 @@ func (d *decoder) lookup(code int64) (coupon.Status, bool) {
 func (d *decoder) channel(row []any, i int) string {
 	if i < 0 || row[i] == nil {
 		return d.defChan
-	}
-	return asString(row[i])
-}
-
-// intCol reads an integer column; an unmapped column or NULL is 0.
-func intCol(l *layout, row []any, i int, key string) (int64, error) {
-	if i < 0 {
-		return 0, nil
-	}
-	n, _, err := asInt(row[i])
-	if err != nil {
-		return 0, fmt.Errorf("decode %s (%s column): %w", l.name, key, err)
-	}
-	return n, nil
-}
-
-// requiredInt reads an integer column a record needs; ok is false when it
-// is NULL (an unmapped column is 0, ok).
-func requiredInt(l *layout, row []any, i int, key string) (n int64, ok bool, err error) {
-	if i < 0 {
-		return 0, true, nil
-	}
-	n, null, err := asInt(row[i])
-	if err != nil {
-		return 0, false, fmt.Errorf("decode %s (%s column): %w", l.name, key, err)
-	}
-	return n, !null, nil
-}
-
-// strCol reads a string column; an unmapped column or NULL is "".
-func strCol(row []any, i int) string {
-	if i < 0 {
-		return ""
 	}
 	return asString(row[i])
 }

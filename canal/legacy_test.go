@@ -1,8 +1,8 @@
 package canal
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -66,7 +66,7 @@ func TestTailerLegacySchema(t *testing.T) {
 
 	tr := func(id int64, from, to coupon.Status, order string) Transition {
 		return Transition{Coupon: id, Template: 9, Channel: "legacy", From: from, To: to, PrevTemplate: 9, PrevChannel: "legacy", Order: order,
-			User: fmt.Sprintf("u%d", id)}
+			User: fmt.Sprintf("u%d", id), PrevUser: fmt.Sprintf("u%d", id)}
 	}
 	ts, rs, qs := allOf(batches)
 	require.Equal(t, []Transition{

@@ -6,12 +6,19 @@ import (
 	gocanal "github.com/go-mysql-org/go-mysql/canal"
 )
 
-// template decodes the rows of a subscribed template table into budget
-// changes. An UPDATE that changes neither the id nor the budget (a shop's
-// remaining-stock column moving on each claim) is not emitted.
+// FollowsTemplates reports whether the template table is subscribed, so
+// that its budgets, per-user limits and end times are followed from the
+// binlog (TemplateChange): a legacy mapping without channel quotas, or
+// one that names the per-user limit or the end time.
+func (m *Mapping) FollowsTemplates() bool { return m.followsTemplates() }
+
+// template decodes the rows of a subscribed template table into template
+// changes. An UPDATE that changes none of the id, the budget, the per-user
+// limit and the end time (a shop's remaining-stock column moving on each
+// claim) is not emitted.
 func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) error {
 	image := func(row []any) (TemplateChange, error) {
-		var t TemplateChange
+		t := TemplateChange{Index: len(b.Transitions)}
 		var err error
 		if t.Template, err = intCol(l, row, l.id, "id"); err != nil {
 			return t, err
@@ -21,11 +28,21 @@ func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) err
 			return t, fmt.Errorf("decode %s (total_quota column): %w", l.name, err)
 		}
 		t.Quota, t.Known = q, !null
+		if t.Limit, err = intCol(l, row, l.limit, "per_user_limit"); err != nil {
+			return t, err
+		}
+		t.Limit = max(t.Limit, 0)
+		if l.end >= 0 {
+			if t.End, err = asTime(row[l.end]); err != nil {
+				return t, fmt.Errorf("decode %s (end_time column): %w", l.name, err)
+			}
+		}
 		return t, nil
 	}
 	return images(action, rows, image, func(t TemplateChange) {
 		if action == gocanal.DeleteAction {
-			t.Deleted, t.PrevQuota, t.PrevKnown = true, t.Quota, t.Known
+			t.Deleted = true
+			t.keepAsPrev()
 		} else {
 			t.Inserted = true
 		}
@@ -33,12 +50,19 @@ func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) err
 	}, func(before, after TemplateChange) {
 		switch {
 		case before.Template != after.Template:
-			before.Deleted, before.PrevQuota, before.PrevKnown = true, before.Quota, before.Known
+			before.Deleted = true
+			before.keepAsPrev()
 			after.Inserted = true
 			b.Templates = append(b.Templates, before, after)
-		case before.Quota != after.Quota || before.Known != after.Known:
-			after.PrevQuota, after.PrevKnown = before.Quota, before.Known
+		case before.Quota != after.Quota || before.Known != after.Known || before.Limit != after.Limit || !before.End.Equal(after.End):
+			after.PrevQuota, after.PrevKnown, after.PrevLimit, after.PrevEnd = before.Quota, before.Known, before.Limit, before.End
 			b.Templates = append(b.Templates, after)
 		}
 	})
+}
+
+// keepAsPrev makes an image's values its Prev values too: a deleted row's
+// before image is what the template held until then.
+func (t *TemplateChange) keepAsPrev() {
+	t.PrevQuota, t.PrevKnown, t.PrevLimit, t.PrevEnd = t.Quota, t.Known, t.Limit, t.End
 }

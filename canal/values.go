@@ -80,6 +80,37 @@ func parseInt(s string) (int64, bool, error) {
 	return 0, false, fmt.Errorf("want an integer, got %q", s)
 }
 
+// asTime normalises a DATETIME, TIMESTAMP or DATE value to a UTC time;
+// NULL and a zero date are the zero time. go-mysql gives a time.Time
+// (DATETIME as its wall clock in UTC, like the driver with loc=UTC), or a
+// string for a zero date, a date before 1970 or a dump's rows.
+func asTime(v any) (time.Time, error) {
+	switch x := v.(type) {
+	case nil:
+		return time.Time{}, nil
+	case time.Time:
+		return x.UTC(), nil
+	case []byte:
+		return parseTime(string(x))
+	case string:
+		return parseTime(x)
+	}
+	return time.Time{}, fmt.Errorf("want a time, got %T %v", v, v)
+}
+
+func parseTime(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "0000-00-00") {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{"2006-01-02 15:04:05.999999999", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("want a time, got %q", s)
+}
+
 // asString normalises a value to a string; NULL is "".
 func asString(v any) string {
 	switch x := v.(type) {
@@ -113,4 +144,37 @@ func asString(v any) string {
 		return x.String()
 	}
 	return fmt.Sprint(v)
+}
+
+// intCol reads an integer column; an unmapped column or NULL is 0.
+func intCol(l *layout, row []any, i int, key string) (int64, error) {
+	if i < 0 {
+		return 0, nil
+	}
+	n, _, err := asInt(row[i])
+	if err != nil {
+		return 0, fmt.Errorf("decode %s (%s column): %w", l.name, key, err)
+	}
+	return n, nil
+}
+
+// requiredInt reads an integer column a record needs; ok is false when it
+// is NULL (an unmapped column is 0, ok).
+func requiredInt(l *layout, row []any, i int, key string) (n int64, ok bool, err error) {
+	if i < 0 {
+		return 0, true, nil
+	}
+	n, null, err := asInt(row[i])
+	if err != nil {
+		return 0, false, fmt.Errorf("decode %s (%s column): %w", l.name, key, err)
+	}
+	return n, !null, nil
+}
+
+// strCol reads a string column; an unmapped column or NULL is "".
+func strCol(row []any, i int) string {
+	if i < 0 {
+		return ""
+	}
+	return asString(row[i])
 }

@@ -10,20 +10,26 @@ import (
 )
 
 // LegacyCounts are a legacy template's own issued and used counts (nil:
-// not mapped) and the truth they must equal: its coupons, and those USED.
+// not mapped) and the truth they must equal: its coupons, and those USED;
+// and its budget (nil: NULL) and remaining-stock column (nil: not mapped,
+// or NULL), which must equal the budget minus Taken: its coupons held,
+// used or frozen (counted minus released).
 type LegacyCounts struct {
 	Own   [2]*int64
 	Truth [2]int64
+
+	Budget, Remaining *int64
+	Taken             int64
 }
 
-// LegacyCounts reads a legacy template table's own issued/used counts
-// together with the coupons they count, in one consistent snapshot of its
-// own: the legacy application writes both at once, and its counts read
-// outside the truth's snapshot would show its later writes as drift. Nil
-// when the mapping names neither count.
+// LegacyCounts reads a legacy template table's own issued/used counts and
+// remaining stock with its budget, together with the coupons they count,
+// in one consistent snapshot of its own: the legacy application writes
+// them at once, and its counts read outside the truth's snapshot would
+// show its later writes as drift. Nil when the mapping names none of them.
 func (s *Source) LegacyCounts(ctx context.Context, db *sql.DB, ids []int64) (map[int64]LegacyCounts, error) {
 	t := s.m.Template
-	if (t.Issued == "" && t.Used == "") || len(ids) == 0 {
+	if (t.Issued == "" && t.Used == "" && t.Remaining == "") || len(ids) == 0 {
 		return nil, nil
 	}
 	var out map[int64]LegacyCounts
@@ -32,12 +38,15 @@ func (s *Source) LegacyCounts(ctx context.Context, db *sql.DB, ids []int64) (map
 		if out, err = s.legacyOwn(ctx, tx, ids); err != nil {
 			return err
 		}
-		return s.legacyTruth(ctx, tx, ids, out)
+		if err := s.legacyTruth(ctx, tx, ids, out); err != nil {
+			return err
+		}
+		return s.legacyReleased(ctx, tx, ids, out)
 	})
 	return out, err
 }
 
-// legacyOwn reads the templates' own counts.
+// legacyOwn reads the templates' own counts, budget and remaining stock.
 func (s *Source) legacyOwn(ctx context.Context, tx *sql.Tx, ids []int64) (map[int64]LegacyCounts, error) {
 	t := s.m.Template
 	col := func(c string) string {
@@ -46,22 +55,17 @@ func (s *Source) legacyOwn(ctx context.Context, tx *sql.Tx, ids []int64) (map[in
 		}
 		return quoteIdent(c)
 	}
-	query := fmt.Sprintf("SELECT %s, %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(t.ID), col(t.Issued), col(t.Used),
-		s.table(t.Table), quoteIdent(t.ID), sqltx.Placeholders(len(ids)))
+	query := fmt.Sprintf("SELECT %s, %s, %s, %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(t.ID), col(t.Issued), col(t.Used),
+		quoteIdent(t.TotalQuota), col(t.Remaining), s.table(t.Table), quoteIdent(t.ID), sqltx.Placeholders(len(ids)))
 	out := map[int64]LegacyCounts{}
 	err := sqltx.EachRow(ctx, tx, query, sqltx.Int64Args(ids), func(rows *sql.Rows) error {
 		var id int64
-		var issued, used sql.NullInt64
-		if err := rows.Scan(&id, &issued, &used); err != nil {
+		var issued, used, budget, remaining sql.NullInt64
+		if err := rows.Scan(&id, &issued, &used, &budget, &remaining); err != nil {
 			return err
 		}
 		var v LegacyCounts
-		if issued.Valid {
-			v.Own[0] = &issued.Int64
-		}
-		if used.Valid {
-			v.Own[1] = &used.Int64
-		}
+		v.Own[0], v.Own[1], v.Budget, v.Remaining = nullable(issued), nullable(used), nullable(budget), nullable(remaining)
 		out[id] = v
 		return nil
 	})
@@ -69,6 +73,73 @@ func (s *Source) legacyOwn(ctx context.Context, tx *sql.Tx, ids []int64) (map[in
 		return nil, fmt.Errorf("read %s's own counts: %w", t.Table, err)
 	}
 	return out, nil
+}
+
+func nullable(v sql.NullInt64) *int64 {
+	if !v.Valid {
+		return nil
+	}
+	return &v.Int64
+}
+
+// legacyReleased sets Taken: the coupons counted minus the releases of
+// inventory_flow (when the mapping has it).
+func (s *Source) legacyReleased(ctx context.Context, tx *sql.Tx, ids []int64, out map[int64]LegacyCounts) error {
+	for id, v := range out {
+		v.Taken = v.Truth[0]
+		out[id] = v
+	}
+	f := s.m.InventoryFlow
+	if f == nil {
+		return nil
+	}
+	query := fmt.Sprintf("SELECT %s, COUNT(*) FROM %s WHERE %s = ? AND %s IN (%s) GROUP BY 1", quoteIdent(f.Template), s.table(f.Table),
+		quoteIdent(f.Kind), quoteIdent(f.Template), sqltx.Placeholders(len(ids)))
+	err := sqltx.EachRow(ctx, tx, query, append([]any{coupon.FlowRelease}, sqltx.Int64Args(ids)...), func(rows *sql.Rows) error {
+		var id, n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return err
+		}
+		if v, ok := out[id]; ok {
+			v.Taken -= n
+			out[id] = v
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("count releases in %s for the legacy counts: %w", f.Table, err)
+	}
+	return nil
+}
+
+// UserClaims counts, in q's snapshot, the coupons of each (template, user)
+// that the cdc counts (a mapped status, a template and a user: a NULL or
+// empty user is nobody's), by the user's bytes as the binlog carries them,
+// and calls fn for each.
+func (s *Source) UserClaims(ctx context.Context, q Querier, fn func(template int64, user string, coupons int64) error) error {
+	uc := s.m.UserCoupon
+	codes := make([]int64, 0, len(s.status))
+	for c := range s.status {
+		codes = append(codes, c)
+	}
+	query := fmt.Sprintf("SELECT %s, CAST(%s AS BINARY), COUNT(*) FROM %s WHERE %s IS NOT NULL AND %s IS NOT NULL AND %s IN (%s) GROUP BY 1, 2",
+		quoteIdent(uc.Template), quoteIdent(uc.User), s.table(uc.Table), quoteIdent(uc.Template), quoteIdent(uc.User),
+		quoteIdent(uc.Status), sqltx.Placeholders(len(codes)))
+	err := sqltx.EachRow(ctx, q, query, sqltx.Int64Args(codes), func(rows *sql.Rows) error {
+		var tpl, n int64
+		var user []byte
+		if err := rows.Scan(&tpl, &user, &n); err != nil {
+			return err
+		}
+		if len(user) == 0 {
+			return nil
+		}
+		return fn(tpl, string(user), n)
+	})
+	if err != nil {
+		return fmt.Errorf("count coupons per user in %s: %w", uc.Table, err)
+	}
+	return nil
 }
 
 // legacyTruth counts the coupons of the templates in out, and those USED.

@@ -85,9 +85,18 @@ func TestSourceOnALegacySchema(t *testing.T) {
 
 	own, err := src.LegacyCounts(ctx, db, []int64{1, 2})
 	require.NoError(t, err)
-	four := int64(4)
+	four, hundred, budget2 := int64(4), int64(100), int64(250)
 	require.Equal(t, map[int64]inventory.LegacyCounts{
-		1: {Own: [2]*int64{&four, nil}, Truth: [2]int64{3, 1}},
-		2: {Truth: [2]int64{1, 1}},
+		1: {Own: [2]*int64{&four, nil}, Truth: [2]int64{3, 1}, Budget: &hundred, Taken: 3},
+		2: {Truth: [2]int64{1, 1}, Budget: &budget2, Taken: 1},
 	}, own)
+
+	// coupons per (template, user): an unmapped state and an empty user count nowhere
+	exec(`INSERT INTO t_user_coupon (id, uid, tpl_id, state, expire_time) VALUES (5, 'u1', 1, 0, NOW()), (6, 'u1', 1, 7, NOW()), (7, '', 1, 0, NOW())`)
+	claims := map[string]int64{}
+	require.NoError(t, src.UserClaims(ctx, db, func(tpl int64, u string, n int64) error {
+		claims[fmt.Sprintf("%d/%s", tpl, u)] = n
+		return nil
+	}))
+	require.Equal(t, map[string]int64{"1/u1": 2, "1/u2": 1, "1/u3": 1, "2/u4": 1}, claims)
 }

@@ -209,8 +209,12 @@ func compareQuotaTotals(quotas map[inventory.Pair]inventory.Quota, totals map[in
 	return out
 }
 
+// reasonStockDrift starts the reason of a legacy remaining-stock column
+// that is not its budget minus what is taken.
+const reasonStockDrift = "stock_column_drift: "
+
 // compareLegacy checks a legacy template's budget against the truth, and
-// its own counts against the truth read with them.
+// its own counts and remaining stock against the truth read with them.
 func compareLegacy(truth map[inventory.Pair]*inventory.Counts, budgets map[int64]int64, own map[int64]inventory.LegacyCounts) []Difference {
 	sum := map[int64]inventory.Counts{}
 	for p, c := range truth {
@@ -242,6 +246,12 @@ func compareLegacy(truth map[inventory.Pair]*inventory.Counts, budgets map[int64
 					Expected: o.Truth[i], Found: ptr(*o.Own[i]), Action: ActionNeedsReview,
 					Reason: "the legacy template's own count differs from its coupons; couponlink never writes a legacy table"})
 			}
+		}
+		if o.Remaining != nil && o.Budget != nil && *o.Remaining != *o.Budget-o.Taken {
+			out = append(out, Difference{Store: StoreLegacy, Target: fmt.Sprintf("%d/remaining", id), Template: id, Field: "remaining",
+				Expected: *o.Budget - o.Taken, Found: ptr(*o.Remaining), Action: ActionNeedsReview,
+				Reason: reasonStockDrift + "the template's remaining-stock column differs from its budget minus the coupons taken (held + used + frozen), " +
+					"read in one snapshot; the shop's claim guard is off; couponlink never writes a legacy table"})
 		}
 	}
 	return out

@@ -128,6 +128,7 @@ func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[inventory.Pai
 		return nil, err
 	}
 	out = append(out, due...)
+	out = append(out, s.usedAfterExpiry(b)...)
 	return append(out, s.overIssued(next)...), nil
 }
 

@@ -36,8 +36,8 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 		c.Add(*delta)
 		next[p] = &c
 	}
-	if s.quotas == nil {
-		s.tplNext = budgetChanges(b)
+	if s.followsTemplates() {
+		s.tplNext = templateChanges(b)
 		if err := s.learnTemplates(ctx, d); err != nil {
 			return err
 		}
@@ -58,6 +58,7 @@ func (s *Sink) ApplyBatch(ctx context.Context, b *canal.Batch) error {
 		return fmt.Errorf("apply batch ending at %s: %w", b.End, err)
 	}
 	clear(s.pendingDirty)
+	clear(s.tplDirty)
 	s.m.releases.Add(float64(len(applied)))
 	s.commitMirror(next, b.End)
 	s.progressed(b.End, b.EventTime)
@@ -102,11 +103,18 @@ func (s *Sink) commitBatch(ctx context.Context, b *canal.Batch, d inventory.Delt
 		if err != nil {
 			return err
 		}
-		all = append(anomalies[:len(anomalies):len(anomalies)], dups...)
+		over, err := s.countClaims(ctx, tx, b)
+		if err != nil {
+			return err
+		}
+		all = append(append(anomalies[:len(anomalies):len(anomalies)], dups...), over...)
 		if err := insertAnomalies(ctx, tx, all, b); err != nil {
 			return err
 		}
 		if err := s.savePending(ctx, tx); err != nil {
+			return err
+		}
+		if err := s.saveTemplates(ctx, tx); err != nil {
 			return err
 		}
 		if s.cfg.Releases {

@@ -26,19 +26,19 @@ func (s *Sink) bootstrap(ctx context.Context) (inventory.Snapshot, error) {
 		if snap, err = s.src.Count(ctx, stx, pos); err != nil {
 			return err
 		}
-		overs, err := s.overIssuedAt(ctx, snap)
-		if err != nil {
-			return err
-		}
-		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
-			found = overs
-			if s.checksDuplicates() {
-				dups, err := s.seedRedemptionKeys(ctx, stx, tx)
-				if err != nil {
-					return err
-				}
-				found = append(overs[:len(overs):len(overs)], dups...)
+		var infos map[int64]inventory.TemplateInfo
+		if s.followsTemplates() {
+			if infos, err = s.src.Templates(ctx, stx, nil); err != nil {
+				return err
 			}
+		}
+		overs := s.overIssuedAt(snap, infos)
+		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
+			seeded, err := s.seedChecks(ctx, stx, tx, snap, infos)
+			if err != nil {
+				return err
+			}
+			found = append(overs[:len(overs):len(overs)], seeded...)
 			return s.writeBootstrap(ctx, tx, snap, found)
 		})
 	})
@@ -100,10 +100,38 @@ func (s *Sink) writeBootstrap(ctx context.Context, tx *sql.Tx, snap inventory.Sn
 	return nil
 }
 
+// seedChecks rewrites, in tx, the durable state of the checks from the
+// snapshot stx (redemption keys, template rules, coupons per user), and
+// returns the anomalies found in it that the state did not hold yet.
+func (s *Sink) seedChecks(ctx context.Context, stx, tx *sql.Tx, snap inventory.Snapshot, infos map[int64]inventory.TemplateInfo) ([]Anomaly, error) {
+	var found []Anomaly
+	if s.checksDuplicates() {
+		dups, err := s.seedRedemptionKeys(ctx, stx, tx)
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, dups...)
+	}
+	if s.followsTemplates() {
+		if err := s.seedTemplates(ctx, tx, snap, infos); err != nil {
+			return nil, err
+		}
+	}
+	if s.checksUserLimits() {
+		over, err := s.seedUserClaims(ctx, stx, tx, infos)
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, over...)
+	}
+	return found, nil
+}
+
 // overIssuedAt finds the pairs (or, without channel quotas, templates)
-// over their quota at a bootstrap's snapshot: one over_issue anomaly each,
-// per bootstrap. The batches flag only the crossings they see.
-func (s *Sink) overIssuedAt(ctx context.Context, snap inventory.Snapshot) ([]Anomaly, error) {
+// over their quota at a bootstrap's snapshot (infos: its template rows):
+// one over_issue anomaly each, per bootstrap. The batches flag only the
+// crossings they see.
+func (s *Sink) overIssuedAt(snap inventory.Snapshot, infos map[int64]inventory.TemplateInfo) []Anomaly {
 	const found = "found at the snapshot of a bootstrap: "
 	var out []Anomaly
 	if snap.Quotas != nil {
@@ -119,24 +147,19 @@ func (s *Sink) overIssuedAt(ctx context.Context, snap inventory.Snapshot) ([]Ano
 					Detail: fmt.Sprintf(found+"template %d channel %q holds %d coupons (held+used+frozen) over a quota of %d", p.Template, p.Channel, c.Taken(), q.Quota)})
 			}
 		}
-		return out, nil
+		return out
 	}
 	taken := map[int64]int64{}
 	for p, c := range snap.Counts {
 		taken[p.Template] += c.Taken()
 	}
-	templates := templatesIn(snap.Counts)
-	quotas, err := s.src.TemplateQuotas(ctx, s.db, templates)
-	if err != nil {
-		return nil, fmt.Errorf("read template quotas: %w", err)
-	}
-	for _, tpl := range templates {
-		if q, ok := quotas[tpl]; ok && taken[tpl] > q {
+	for _, tpl := range templatesIn(snap.Counts) {
+		if v := infos[tpl]; v.HasBudget && taken[tpl] > v.Budget {
 			out = append(out, Anomaly{Kind: AnomalyOverIssue, Template: tpl,
-				Detail: fmt.Sprintf(found+"template %d holds %d coupons (held+used+frozen) over its quota of %d", tpl, taken[tpl], q)})
+				Detail: fmt.Sprintf(found+"template %d holds %d coupons (held+used+frozen) over its quota of %d", tpl, taken[tpl], v.Budget)})
 		}
 	}
-	return out, nil
+	return out
 }
 
 // templatesOf lists the templates of the pairs, sorted, once each.

@@ -200,7 +200,7 @@ func (s *Sink) overIssuedNow() int {
 		taken[p.Template] += c.Taken()
 	}
 	for tpl, t := range taken {
-		if q := s.tplQuota[tpl]; q.known && t > q.quota {
+		if v := s.tpl[tpl]; v.HasBudget && t > v.Budget {
 			n++
 		}
 	}

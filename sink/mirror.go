@@ -47,7 +47,7 @@ func (s *Sink) commitMirror(next map[inventory.Pair]*inventory.Counts, end canal
 		}
 	}
 	for tpl, c := range s.tplNext {
-		s.setBudget(tpl, c.after)
+		s.setTemplate(tpl, c.after)
 	}
 	s.pos = end
 }

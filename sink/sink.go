@@ -38,17 +38,18 @@ type Sink struct {
 	// they read and change the mirror, pending and the Redis writer.
 	work sync.Mutex
 
-	mu       sync.RWMutex                         // guards the mirror below for the metrics collector
-	counts   map[inventory.Pair]*inventory.Counts // inventory_counter at pos
-	quotas   map[inventory.Pair]inventory.Quota   // channel_quota at pos (nil without channel quotas)
-	tplQuota map[int64]budget                     // template budgets (without channel quotas); see budget.go
-	active   map[int64]time.Time
+	mu     sync.RWMutex                         // guards the mirror below for the metrics collector
+	counts map[inventory.Pair]*inventory.Counts // inventory_counter at pos
+	quotas map[inventory.Pair]inventory.Quota   // channel_quota at pos (nil without channel quotas)
+	tpl    map[int64]inventory.TemplateInfo     // template rules at pos (a mapping that follows templates); see templates.go
+	active map[int64]time.Time
 
 	pending      map[int64][]pendingUse             // coupon -> its moves into USED awaiting a redemption row
 	npending     int                                // entries in pending, bounded by MaxPending
 	pendingDirty map[redemptionKey]bool             // pending checks changed since the last commit (saved with the next one)
 	quotaNext    map[inventory.Pair]inventory.Quota // the batch's quota changes, before commit
-	tplNext      map[int64]budgetChange             // the batch's template budget changes, before commit
+	tplNext      map[int64]tplChange                // the batch's template changes, before commit
+	tplDirty     map[int64]bool                     // templates read from the template table, saved with the next batch
 
 	lastCorrection int64          // newest correction_log id the mirror has seen
 	releasePolicy  map[int64]bool // template -> its expiry policy is release (immutable once created)
@@ -120,8 +121,8 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 			s.log.Info("default quota policy published (templates without an override follow it)", "policy", s.cfg.QuotaDefaults)
 		}
 	}
-	if s.quotas == nil {
-		if err := s.loadTemplateQuotas(ctx); err != nil {
+	if s.followsTemplates() {
+		if err := s.loadTemplates(ctx); err != nil {
 			return canal.Position{}, err
 		}
 	}

@@ -1,0 +1,48 @@
+package sink
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
+)
+
+// checksEndTimes says whether coupons used after their campaign's end are
+// looked for (template.end_time mapped).
+func (s *Sink) checksEndTimes() bool {
+	return !s.cfg.Mapping.Reference() && s.cfg.Mapping.Template.EndTime != ""
+}
+
+// usedAfterExpiry finds the batch's coupons that moved into USED, or were
+// restored to AVAILABLE from USED, RETURNED or EXPIRED, after their
+// template's end time in force at that point of the binlog (judged by
+// TemplateInfo.Ended at the event's time): a shop that never writes an
+// expired status still must not take a coupon of an ended campaign.
+func (s *Sink) usedAfterExpiry(b *canal.Batch) []Anomaly {
+	if !s.checksEndTimes() {
+		return nil
+	}
+	var out []Anomaly
+	cur := s.tplCursor(b)
+	for i := range b.Transitions {
+		t := &b.Transitions[i]
+		used := t.To == coupon.Used && t.From != coupon.Used
+		restored := t.To == coupon.Available && (t.From == coupon.Used || t.From == coupon.Returned || t.From == coupon.Expired)
+		if t.Undecodable || (!used && !restored) {
+			continue
+		}
+		info := cur.at(i, t.Template)
+		if !info.Ended(t.At) {
+			continue
+		}
+		what := "used"
+		if restored {
+			what = "restored to AVAILABLE"
+		}
+		out = append(out, Anomaly{Kind: AnomalyUsedAfterExpiry, Coupon: t.Coupon, Template: t.Template, Channel: t.Channel,
+			From: t.From, To: t.To, Order: t.Order, Detail: fmt.Sprintf("coupon %d was %s at %s, after its template %d ended at %s",
+				t.Coupon, what, t.At.UTC().Format(time.DateTime), t.Template, info.EndTime.Format(time.DateTime))})
+	}
+	return out
+}

@@ -1,0 +1,248 @@
+package sink
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory"
+)
+
+// The per_user_limit_exceeded check (template.per_user_limit and
+// user_coupon.user mapped): cdc_user_claim counts each user's coupons of
+// each template as the binlog shows them, in binlog order, never by a
+// query on the live table (its rows may not be visible yet, and it is
+// ahead of the binlog point being judged). A coupon entering a user's
+// set (inserted, decodable again, or moved to the user or the template)
+// counts +1, one leaving it (deleted, undecodable, moved away) −1. A
+// coupon that enters while the user already holds the template's limit
+// in force at that point or more is one anomaly. The counts are written
+// in the batch's transaction with the checkpoint (a replay neither loses
+// nor repeats an anomaly) and seeded by a bootstrap from its snapshot.
+
+// claimKey is one user's coupons of one template.
+type claimKey struct {
+	template int64
+	user     string
+}
+
+// checksUserLimits says whether per-user limits are judged.
+func (s *Sink) checksUserLimits() bool {
+	m := s.cfg.Mapping
+	return !m.Reference() && m.Template.PerUserLimit != "" && m.UserCoupon.User != ""
+}
+
+// claimMoves are the keys a transition leaves and enters; ok false for a
+// side it has not (no state, or no user).
+func claimMoves(t *canal.Transition) (from claimKey, leaves bool, to claimKey, enters bool) {
+	from, to = claimKey{t.PrevTemplate, t.PrevUser}, claimKey{t.Template, t.User}
+	leaves, enters = t.From != coupon.None && from.user != "", t.To != coupon.None && to.user != ""
+	if leaves && enters && from == to {
+		return from, false, to, false // a change of state inside the user's set
+	}
+	return from, leaves, to, enters
+}
+
+// countClaims counts the batch's coupons into cdc_user_claim, in tx, in
+// binlog order, and returns a per_user_limit_exceeded anomaly per coupon
+// that entered a user's set at or over the limit in force at that point.
+func (s *Sink) countClaims(ctx context.Context, tx *sql.Tx, b *canal.Batch) ([]Anomaly, error) {
+	if !s.checksUserLimits() {
+		return nil, nil
+	}
+	keys := map[claimKey]bool{}
+	for i := range b.Transitions {
+		from, leaves, to, enters := claimMoves(&b.Transitions[i])
+		if leaves {
+			keys[from] = true
+		}
+		if enters {
+			keys[to] = true
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	counts, err := s.claimCounts(ctx, tx, keys)
+	if err != nil {
+		return nil, err
+	}
+	stored := make(map[claimKey]bool, len(counts))
+	for k := range counts {
+		stored[k] = true
+	}
+	var out []Anomaly
+	cur := s.tplCursor(b)
+	for i := range b.Transitions {
+		t := &b.Transitions[i]
+		from, leaves, to, enters := claimMoves(t)
+		if leaves {
+			counts[from] = max(counts[from]-1, 0)
+		}
+		if !enters {
+			continue
+		}
+		if limit := cur.at(i, to.template).PerUserLimit; limit > 0 && counts[to] >= limit {
+			out = append(out, Anomaly{Kind: AnomalyPerUserLimitExceeded, Coupon: t.Coupon, Template: t.Template, Channel: t.Channel,
+				From: t.From, To: t.To, Order: t.Order, Detail: fmt.Sprintf("user %q received coupon %d of template %d holding %d already; the per-user limit is %d",
+					to.user, t.Coupon, to.template, counts[to], limit)})
+		}
+		counts[to]++
+	}
+	return out, s.writeClaims(ctx, tx, counts, stored)
+}
+
+// writeClaims writes the keys' counts, in tx: a row for each above 0, none
+// for each at 0 (deleting those that were stored).
+func (s *Sink) writeClaims(ctx context.Context, tx *sql.Tx, counts map[claimKey]int64, stored map[claimKey]bool) error {
+	ins := &rowInserter{tx: tx, what: "count coupons per user", cols: 4,
+		head: "INSERT INTO cdc_user_claim (name, template_id, user_id, coupons) VALUES ", tail: " ON DUPLICATE KEY UPDATE coupons = VALUES(coupons)"}
+	var del []claimKey
+	for k, n := range counts {
+		switch {
+		case n > 0:
+			if err := ins.add(ctx, s.cfg.Name, k.template, k.user, n); err != nil {
+				return err
+			}
+		case stored[k]:
+			del = append(del, k)
+		}
+	}
+	if err := ins.flush(ctx); err != nil {
+		return err
+	}
+	for start := 0; start < len(del); start += 500 {
+		chunk := del[start:min(start+500, len(del))]
+		where, args := claimWhere(s.cfg.Name, chunk)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM cdc_user_claim WHERE `+where, args...); err != nil {
+			return fmt.Errorf("count coupons per user: %w", err)
+		}
+	}
+	return nil
+}
+
+// claimCounts reads the stored counts of keys, locked.
+func (s *Sink) claimCounts(ctx context.Context, tx *sql.Tx, keys map[claimKey]bool) (map[claimKey]int64, error) {
+	list := make([]claimKey, 0, len(keys))
+	for k := range keys {
+		list = append(list, k)
+	}
+	out := make(map[claimKey]int64, len(list))
+	for start := 0; start < len(list); start += 500 {
+		where, args := claimWhere(s.cfg.Name, list[start:min(start+500, len(list))])
+		rows, err := tx.QueryContext(ctx, `SELECT template_id, user_id, coupons FROM cdc_user_claim WHERE `+where+` FOR UPDATE`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("read coupons per user: %w", err)
+		}
+		for rows.Next() {
+			var k claimKey
+			var n int64
+			if err := rows.Scan(&k.template, &k.user, &n); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("read coupons per user: %w", err)
+			}
+			out[k] = n
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("read coupons per user: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// claimWhere selects the rows of keys by their primary key: an OR of
+// equalities, which the range optimizer turns into one point per key.
+func claimWhere(name string, keys []claimKey) (string, []any) {
+	args := make([]any, 0, 1+2*len(keys))
+	args = append(args, name)
+	for _, k := range keys {
+		args = append(args, k.template, k.user)
+	}
+	return "name = ? AND (" + strings.TrimSuffix(strings.Repeat("(template_id = ? AND user_id = ?) OR ", len(keys)), " OR ") + ")", args
+}
+
+// seedUserClaims is a bootstrap's part: it rewrites the checkpoint's
+// counts in tx from the coupons of the snapshot stx, and returns a
+// per_user_limit_exceeded anomaly per coupon of a (template, user) beyond
+// the template's limit at the snapshot (infos) that the counts did not
+// hold yet: on a first start, every excess already in the table; on a
+// rebuild, the excess of the binlog it skipped.
+func (s *Sink) seedUserClaims(ctx context.Context, stx, tx *sql.Tx, infos map[int64]inventory.TemplateInfo) ([]Anomaly, error) {
+	over := map[claimKey]int64{}
+	err := s.src.UserClaims(ctx, stx, func(tpl int64, user string, n int64) error {
+		if l := infos[tpl].PerUserLimit; l > 0 && n > l {
+			over[claimKey{tpl, user}] = n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	old, err := s.claimCounts(ctx, tx, keysOf(over))
+	if err != nil {
+		return nil, err
+	}
+	var out []Anomaly
+	for k, n := range over {
+		limit := infos[k.template].PerUserLimit
+		for i := max(old[k], limit); i < n; i++ {
+			out = append(out, Anomaly{Kind: AnomalyPerUserLimitExceeded, Template: k.template,
+				Detail: fmt.Sprintf("found at the snapshot of a bootstrap: user %q holds %d coupons of template %d; the per-user limit is %d",
+					k.user, n, k.template, limit)})
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM cdc_user_claim WHERE name = ?", s.cfg.Name); err != nil {
+		return nil, fmt.Errorf("clear coupons per user: %w", err)
+	}
+	ins := &rowInserter{tx: tx, what: "write coupons per user", cols: 4, head: "INSERT INTO cdc_user_claim (name, template_id, user_id, coupons) VALUES "}
+	err = s.src.UserClaims(ctx, stx, func(tpl int64, user string, n int64) error {
+		return ins.add(ctx, s.cfg.Name, tpl, user, n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, ins.flush(ctx)
+}
+
+// rowInserter inserts rows of cols values in tx, a thousand rows per
+// statement: head (INSERT INTO ... VALUES), the rows, tail.
+type rowInserter struct {
+	tx               *sql.Tx
+	head, tail, what string
+	cols             int
+	args             []any
+}
+
+func (w *rowInserter) add(ctx context.Context, values ...any) error {
+	w.args = append(w.args, values...)
+	if len(w.args) >= 1000*w.cols {
+		return w.flush(ctx)
+	}
+	return nil
+}
+
+// flush inserts the rows added since the last flush.
+func (w *rowInserter) flush(ctx context.Context) error {
+	if len(w.args) == 0 {
+		return nil
+	}
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", w.cols), ", ") + "), "
+	_, err := w.tx.ExecContext(ctx, w.head+strings.TrimSuffix(strings.Repeat(row, len(w.args)/w.cols), ", ")+w.tail, w.args...)
+	w.args = w.args[:0]
+	if err != nil {
+		return fmt.Errorf("%s: %w", w.what, err)
+	}
+	return nil
+}
+
+func keysOf[V any](m map[claimKey]V) map[claimKey]bool {
+	out := make(map[claimKey]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
