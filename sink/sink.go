@@ -165,6 +165,9 @@ func (s *Sink) startFromCheckpoint(ctx context.Context, cp inventory.Checkpoint)
 	}
 	s.setMirror(counts, quotas)
 	s.pos = cp.Pos
+	if err := s.warnUnseededClaims(ctx); err != nil {
+		return err
+	}
 	s.log.Info("resuming from checkpoint", "position", cp.Pos.String(), "epoch", s.epoch, "pairs", len(counts))
 	return nil
 }

@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -33,6 +34,28 @@ type claimKey struct {
 func (s *Sink) checksUserLimits() bool {
 	m := s.cfg.Mapping
 	return !m.Reference() && m.Template.PerUserLimit != "" && m.UserCoupon.User != ""
+}
+
+// warnUnseededClaims says, at a start from a checkpoint, when per-user
+// limits are judged but no coupon per user is counted while the counters
+// hold coupons: a checkpoint made before the mapping named the limit (or
+// before migration 0007). Counting from an arbitrary point would not be
+// exact; a rebuild counts them all at its snapshot.
+func (s *Sink) warnUnseededClaims(ctx context.Context) error {
+	if !s.checksUserLimits() || len(s.counts) == 0 {
+		return nil
+	}
+	var one int
+	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM cdc_user_claim WHERE name = ? LIMIT 1`, s.cfg.Name).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		s.log.Warn("per-user limits are judged but no coupon per user is counted yet (a checkpoint from before template.per_user_limit was mapped?): "+
+			"users are counted from here on; run couponlink cdc -rebuild once to count the coupons they already hold", "checkpoint", s.cfg.Name)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read coupons per user: %w", err)
+	}
+	return nil
 }
 
 // claimMoves are the keys a transition leaves and enters; ok false for a
