@@ -17,10 +17,10 @@ import (
 // when those did not move). Illegal transitions are decoded as they are:
 // judging them is the sink's job.
 type Transition struct {
-	Coupon       int64
-	Template     int64
-	Channel      string
-	From, To     coupon.Status
+	Coupon   int64
+	Template int64
+	Channel  string
+	From, To coupon.Status
 	// FromCode and ToCode are the status codes as the source stored them
 	// in the before and after images, which From and To name in
 	// couponlink's states (a legacy shop's 0 is AVAILABLE, couponlink's 1).
