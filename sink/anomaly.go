@@ -228,8 +228,24 @@ func (s *Sink) storedCode(st coupon.Status, code sql.NullInt64) sql.NullInt64 {
 	return sql.NullInt64{}
 }
 
+// change is the anomaly's states with the source's codes, as its row
+// has them: "AVAILABLE(0) -> USED(1)"; "" for an anomaly of no coupon
+// transition.
+func (s *Sink) change(a Anomaly) string {
+	from, to := stateName(a.From), stateName(a.To)
+	fromCode, toCode := s.storedCode(a.From, a.FromCode), s.storedCode(a.To, a.ToCode)
+	if !from.Valid && !to.Valid && !fromCode.Valid && !toCode.Valid {
+		return ""
+	}
+	return canal.StateText(from.String, fromCode) + " -> " + canal.StateText(to.String, toCode)
+}
+
+// stateName is st's name, NULL for none.
 func stateName(st coupon.Status) sql.NullString {
-	return sql.NullString{String: st.String(), Valid: st != coupon.None}
+	if st == coupon.None {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: st.String(), Valid: true}
 }
 
 func nullInt(v int64) sql.NullInt64   { return sql.NullInt64{Int64: v, Valid: v != 0} }

@@ -243,6 +243,6 @@ func (s *Sink) countAnomalies(as []Anomaly) {
 	for _, a := range as {
 		s.m.anomalies.WithLabelValues(a.Kind).Inc()
 		s.log.Warn("anomaly", "kind", a.Kind, "coupon", a.Coupon, "template", a.Template, "channel", a.Channel,
-			"from", a.From.String(), "to", a.To.String(), "order", a.Order, "position", s.pos.String(), "detail", a.Detail)
+			"from", a.From.String(), "to", a.To.String(), "change", s.change(a), "order", a.Order, "position", s.pos.String(), "detail", a.Detail)
 	}
 }
