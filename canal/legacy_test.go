@@ -1,28 +1,21 @@
 package canal
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
-	"github.com/couponlink/couponlink/internal/testenv"
 )
 
 // A legacy schema with its own names and codes (RETURNED has two), no
 // channel column, and an ALTER of the coupon table while it is tailed.
 func TestTailerLegacySchema(t *testing.T) {
 	ctx := context.Background()
-	db, dsn := testenv.MySQL(t)
-	var dbName string
-	require.NoError(t, db.QueryRow("SELECT DATABASE()").Scan(&dbName))
-	exec := func(q string) {
-		_, err := db.ExecContext(ctx, q)
-		require.NoError(t, err, q)
-	}
+	db, dsn, dbName, exec := testDatabase(t)
 	createLegacyTables(t, ctx, exec)
 	exec("ALTER TABLE t_coupon_tpl MODIFY budget BIGINT NULL")
 	m, err := LoadMapping([]byte(strings.Replace(legacyYAML, "schema: legacydb", "schema: "+dbName, 1)))

@@ -12,6 +12,19 @@ import (
 	"github.com/couponlink/couponlink/internal/testenv"
 )
 
+// testDatabase is a fresh migrated database (testenv.MySQL), its name, and
+// a statement runner on it.
+func testDatabase(t *testing.T) (db *sql.DB, dsn, name string, exec func(q string)) {
+	t.Helper()
+	db, dsn = testenv.MySQL(t)
+	require.NoError(t, db.QueryRow("SELECT DATABASE()").Scan(&name))
+	return db, dsn, name, func(q string) {
+		t.Helper()
+		_, err := db.Exec(q)
+		require.NoError(t, err, q)
+	}
+}
+
 // states is the mapping's checks as name → state.
 func states(m *Mapping) map[string]string {
 	out := map[string]string{}
@@ -115,13 +128,7 @@ default_channel: "0"
 // the wrong type as an error.
 func TestMappingInspect(t *testing.T) {
 	ctx := context.Background()
-	db, _ := testenv.MySQL(t)
-	var dbName string
-	require.NoError(t, db.QueryRow("SELECT DATABASE()").Scan(&dbName))
-	exec := func(q string) {
-		_, err := db.ExecContext(ctx, q)
-		require.NoError(t, err, q)
-	}
+	db, _, dbName, exec := testDatabase(t)
 	inspectShop(t, exec)
 	m, err := LoadMapping([]byte(inspectYAML))
 	require.NoError(t, err)
