@@ -1,6 +1,7 @@
 package canal
 
 import (
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -16,12 +17,18 @@ import (
 // when those did not move). Illegal transitions are decoded as they are:
 // judging them is the sink's job.
 type Transition struct {
-	Coupon       int64
-	Template     int64
-	Channel      string
-	From, To     coupon.Status
-	PrevTemplate int64
-	PrevChannel  string
+	Coupon   int64
+	Template int64
+	Channel  string
+	From, To coupon.Status
+	// FromCode and ToCode are the status codes as the source stored them
+	// in the before and after images, which From and To name in
+	// couponlink's states (a legacy shop's 0 is AVAILABLE, couponlink's 1).
+	// Invalid for NULL and where there is no image (the From of an INSERT,
+	// the To of a DELETE); an unmapped code is kept beside a None state.
+	FromCode, ToCode sql.NullInt64
+	PrevTemplate     int64
+	PrevChannel      string
 	// Undecodable marks an UPDATE whose other image the mapping cannot
 	// decode (see Undecodable): the coupon enters or leaves the counted set
 	// without being inserted or deleted.
@@ -35,6 +42,34 @@ type Transition struct {
 	User string
 	// At is the binlog event's timestamp (second precision).
 	At time.Time
+}
+
+// Change is the transition's states with the codes the source stored,
+// as anomalies show it: "AVAILABLE(0) -> USED(1)".
+func (t *Transition) Change() string {
+	return StateText(stateName(t.From), t.FromCode) + " -> " + StateText(stateName(t.To), t.ToCode)
+}
+
+// StateText shows a state (its name, "" for none) with the code the
+// source stored for it: "USED(1)"; the name alone when the code is not
+// known, "none" for neither, "unmapped(7)" for a code without a state.
+func StateText(state string, code sql.NullInt64) string {
+	switch {
+	case state == "" && !code.Valid:
+		return "none"
+	case state == "":
+		state = "unmapped"
+	case !code.Valid:
+		return state
+	}
+	return fmt.Sprintf("%s(%d)", state, code.Int64)
+}
+
+func stateName(s coupon.Status) string {
+	if s == coupon.None {
+		return ""
+	}
+	return s.String()
 }
 
 // Redemption is one redemption_log row inserted (or deleted, Deleted=true).

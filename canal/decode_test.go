@@ -1,6 +1,7 @@
 package canal
 
 import (
+	"database/sql"
 	"testing"
 	"time"
 
@@ -50,6 +51,18 @@ func refDecoder() *decoder {
 	return newDecoder(m)
 }
 
+// code is a status code as the source stored it.
+func code(c int64) sql.NullInt64 { return sql.NullInt64{Int64: c, Valid: true} }
+
+// refCode is a state's code in the reference schema (its number); none
+// for None.
+func refCode(s coupon.Status) sql.NullInt64 {
+	if s == coupon.None {
+		return sql.NullInt64{}
+	}
+	return code(int64(s))
+}
+
 type decimalLike string
 
 func (d decimalLike) String() string { return string(d) }
@@ -63,7 +76,8 @@ func TestDecodeUserCoupon(t *testing.T) {
 		R = coupon.Returned
 	)
 	tr := func(id, tpl int64, ch string, from, to coupon.Status, order string) Transition {
-		return Transition{Coupon: id, Template: tpl, Channel: ch, From: from, To: to, PrevTemplate: tpl, PrevChannel: ch, Order: order, User: "u1", At: testAt}
+		return Transition{Coupon: id, Template: tpl, Channel: ch, From: from, To: to, FromCode: refCode(from), ToCode: refCode(to),
+			PrevTemplate: tpl, PrevChannel: ch, Order: order, User: "u1", At: testAt}
 	}
 	upd := func(from, to any) *gocanal.RowsEvent {
 		return ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", from, "o1"), uc(7, int64(3), "app", to, "o1"))
@@ -90,9 +104,9 @@ func TestDecodeUserCoupon(t *testing.T) {
 			[]Transition{tr(7, 3, "app", U, N, "o1")}, 1},
 		{"update without status or key change", upd(int8(1), int8(1)), nil, 1},
 		{"template move", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(1), nil), uc(7, int64(4), "app", int8(1), nil)),
-			[]Transition{{Coupon: 7, Template: 4, Channel: "app", From: A, To: A, PrevTemplate: 3, PrevChannel: "app", User: "u1", At: testAt}}, 1},
+			[]Transition{{Coupon: 7, Template: 4, Channel: "app", From: A, To: A, FromCode: code(1), ToCode: code(1), PrevTemplate: 3, PrevChannel: "app", User: "u1", At: testAt}}, 1},
 		{"channel move with status change", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(1), nil), uc(7, int64(3), "web", int8(2), "o2")),
-			[]Transition{{Coupon: 7, Template: 3, Channel: "web", From: A, To: U, PrevTemplate: 3, PrevChannel: "app", Order: "o2", User: "u1", At: testAt}}, 1},
+			[]Transition{{Coupon: 7, Template: 3, Channel: "web", From: A, To: U, FromCode: code(1), ToCode: code(2), PrevTemplate: 3, PrevChannel: "app", Order: "o2", User: "u1", At: testAt}}, 1},
 		{"order cleared by a refund keeps the before order", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(2), "o9"), uc(7, int64(3), "app", int8(1), nil)),
 			[]Transition{tr(7, 3, "app", U, A, "o9")}, 1},
 		{"two updates in one event, one silent", ev(ucTable, gocanal.UpdateAction,
@@ -161,13 +175,15 @@ func TestDecodeUndecodable(t *testing.T) {
 		{"NULL template", ev(ucTable, gocanal.InsertAction, uc(7, nil, "app", int8(1), nil)), nil,
 			[]Undecodable{{Table: "db.user_coupon", Key: "7", Column: "template_id", Value: "NULL"}}},
 		{"an undecodable row among valid ones", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", nil, nil), uc(8, int64(3), "app", int8(1), nil)),
-			[]Transition{{Coupon: 8, Template: 3, Channel: "app", To: A, PrevTemplate: 3, PrevChannel: "app", User: "u1", At: testAt}}, []Undecodable{{Table: "db.user_coupon", Key: "7", Column: "status", Value: "NULL"}}},
+			[]Transition{{Coupon: 8, Template: 3, Channel: "app", To: A, ToCode: code(1), PrevTemplate: 3, PrevChannel: "app", User: "u1", At: testAt}}, []Undecodable{{Table: "db.user_coupon", Key: "7", Column: "status", Value: "NULL"}}},
 		{"deleted undecodable row", ev(ucTable, gocanal.DeleteAction, uc(7, int64(3), "app", nil, nil)), nil, nil},
 		{"update into NULL leaves", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(1), nil), uc(7, int64(3), "app", nil, nil)),
-			[]Transition{{Coupon: 7, Template: 3, Channel: "app", From: A, PrevTemplate: 3, PrevChannel: "app", User: "u1", At: testAt, Undecodable: true}},
+			[]Transition{{Coupon: 7, Template: 3, Channel: "app", From: A, FromCode: code(1), PrevTemplate: 3, PrevChannel: "app", User: "u1", At: testAt, Undecodable: true}},
 			[]Undecodable{{Table: "db.user_coupon", Key: "7", Column: "status", Value: "NULL"}}},
 		{"update out of NULL enters", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", nil, nil), uc(7, int64(3), "app", int8(1), nil)),
-			[]Transition{{Coupon: 7, Template: 3, Channel: "app", To: A, PrevTemplate: 3, PrevChannel: "app", User: "u1", At: testAt, Undecodable: true}}, nil},
+			[]Transition{{Coupon: 7, Template: 3, Channel: "app", To: A, ToCode: code(1), PrevTemplate: 3, PrevChannel: "app", User: "u1", At: testAt, Undecodable: true}}, nil},
+		{"update out of an unmapped code keeps it", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(7), nil), uc(7, int64(3), "app", int8(1), nil)),
+			[]Transition{{Coupon: 7, Template: 3, Channel: "app", To: A, FromCode: code(7), ToCode: code(1), PrevTemplate: 3, PrevChannel: "app", User: "u1", At: testAt, Undecodable: true}}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -197,9 +213,11 @@ func TestDecodeLegacyMapping(t *testing.T) {
 	_, err = d.decode(ev(uct, gocanal.UpdateAction, row(int8(3), "o1"), row(int8(9), "o1")), &b) // same state, no transition
 	require.NoError(t, err)
 	require.Equal(t, []Transition{
-		{Coupon: 5, Template: 9, Channel: "legacy", To: coupon.Available, PrevTemplate: 9, PrevChannel: "legacy", User: "u", At: testAt},
-		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Used, To: coupon.Returned, PrevTemplate: 9, PrevChannel: "legacy", Order: "o1", User: "u", At: testAt},
-		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Used, To: coupon.Returned, PrevTemplate: 9, PrevChannel: "legacy", Order: "o1", User: "u", At: testAt},
+		{Coupon: 5, Template: 9, Channel: "legacy", To: coupon.Available, ToCode: code(0), PrevTemplate: 9, PrevChannel: "legacy", User: "u", At: testAt},
+		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Used, To: coupon.Returned, FromCode: code(1), ToCode: code(3), PrevTemplate: 9, PrevChannel: "legacy",
+			Order: "o1", User: "u", At: testAt},
+		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Used, To: coupon.Returned, FromCode: code(1), ToCode: code(9), PrevTemplate: 9, PrevChannel: "legacy",
+			Order: "o1", User: "u", At: testAt},
 	}, b.Transitions)
 	require.Equal(t, 4, b.Rows)
 
@@ -276,7 +294,7 @@ func TestDecodeRelocatesColumnsAfterDDL(t *testing.T) {
 	moved := table("db", "user_coupon", "status", "id", "extra", "template_id", "channel", "order_id", "user_id")
 	_, err = d.decode(ev(moved, gocanal.InsertAction, []any{int8(2), int64(2), "x", int64(4), "web", "o2", "u2"}), &b)
 	require.NoError(t, err)
-	require.Equal(t, Transition{Coupon: 2, Template: 4, Channel: "web", To: coupon.Used, PrevTemplate: 4, PrevChannel: "web", Order: "o2", User: "u2", At: testAt}, b.Transitions[1])
+	require.Equal(t, Transition{Coupon: 2, Template: 4, Channel: "web", To: coupon.Used, ToCode: code(2), PrevTemplate: 4, PrevChannel: "web", Order: "o2", User: "u2", At: testAt}, b.Transitions[1])
 
 	gone := table("db", "user_coupon", "id", "template_id", "channel", "order_id", "user_id")
 	_, err = d.decode(ev(gone, gocanal.InsertAction, []any{int64(2), int64(4), "web", "o2", "u2"}), &b)

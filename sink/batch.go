@@ -103,7 +103,7 @@ func (s *Sink) commitBatch(ctx context.Context, b *canal.Batch, d inventory.Delt
 			return err
 		}
 		all = append(anomalies[:len(anomalies):len(anomalies)], dups...)
-		if err := insertAnomalies(ctx, tx, all, b); err != nil {
+		if err := s.insertAnomalies(ctx, tx, all, b); err != nil {
 			return err
 		}
 		if err := s.savePending(ctx, tx); err != nil {
@@ -140,7 +140,7 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 		}
 		if b.End != s.pos || len(anomalies) > 0 || len(s.pendingDirty) > 0 {
 			err := sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
-				if err := insertAnomalies(ctx, tx, anomalies, b); err != nil {
+				if err := s.insertAnomalies(ctx, tx, anomalies, b); err != nil {
 					return err
 				}
 				if err := s.savePending(ctx, tx); err != nil {
@@ -243,6 +243,6 @@ func (s *Sink) countAnomalies(as []Anomaly) {
 	for _, a := range as {
 		s.m.anomalies.WithLabelValues(a.Kind).Inc()
 		s.log.Warn("anomaly", "kind", a.Kind, "coupon", a.Coupon, "template", a.Template, "channel", a.Channel,
-			"from", a.From.String(), "to", a.To.String(), "order", a.Order, "position", s.pos.String(), "detail", a.Detail)
+			"from", a.From.String(), "to", a.To.String(), "change", s.change(a), "order", a.Order, "position", s.pos.String(), "detail", a.Detail)
 	}
 }

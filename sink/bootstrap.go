@@ -82,7 +82,7 @@ func (s *Sink) writeBootstrap(ctx context.Context, tx *sql.Tx, snap inventory.Sn
 		}
 	}
 	at := &canal.Batch{End: snap.Pos}
-	if err := insertAnomalies(ctx, tx, anomalies, at); err != nil {
+	if err := s.insertAnomalies(ctx, tx, anomalies, at); err != nil {
 		return err
 	}
 	if err := s.enqueue(ctx, tx, s.batchEvents(at, nil, anomalies)); err != nil {
