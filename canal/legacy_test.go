@@ -1,8 +1,8 @@
 package canal
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -65,8 +65,13 @@ func TestTailerLegacySchema(t *testing.T) {
 	require.NoError(t, stop())
 
 	tr := func(id int64, from, to coupon.Status, order string) Transition {
+		prev := order // the before image's order: none before the redemption
+		if from == coupon.Available {
+			prev = ""
+		}
+		user := fmt.Sprintf("u%d", id)
 		return Transition{Coupon: id, Template: 9, Channel: "legacy", From: from, To: to, PrevTemplate: 9, PrevChannel: "legacy", Order: order,
-			User: fmt.Sprintf("u%d", id)}
+			PrevOrder: prev, User: user, PrevUser: user}
 	}
 	ts, rs, qs := allOf(batches)
 	require.Equal(t, []Transition{
