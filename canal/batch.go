@@ -69,6 +69,10 @@ type OrderRow struct {
 	Order    string    // the mapping's order column (e.g. the order number); "" when unmapped or NULL
 	At       time.Time // binlog event timestamp
 	Deleted  bool
+	// After is how many of the batch's Transitions precede the row in the
+	// binlog: it places the orders among the uses, whose counts are
+	// compared as they go.
+	After int
 }
 
 // Flow is one inserted inventory_flow row: a reverse or corrective movement.
@@ -190,7 +194,10 @@ func (b *Batch) appendTx(tx *Batch) {
 	b.Flows = append(b.Flows, tx.Flows...)
 	b.Quotas = append(b.Quotas, tx.Quotas...)
 	b.Templates = append(b.Templates, tx.Templates...)
-	b.Orders = append(b.Orders, tx.Orders...)
+	for _, o := range tx.Orders {
+		o.After += len(b.Transitions) - len(tx.Transitions) // the tx's Transitions are appended already
+		b.Orders = append(b.Orders, o)
+	}
 	b.Undecodable = append(b.Undecodable, tx.Undecodable...)
 	b.Rows += tx.Rows
 	b.Txns++

@@ -417,6 +417,28 @@ func TestDecodeOrderTable(t *testing.T) {
 	require.Empty(t, b.Transitions)
 	require.Empty(t, b.Undecodable)
 
+	// After places each order among the uses, across the transactions of a batch
+	used := func(id int64) *gocanal.RowsEvent {
+		return ev(evUC, gocanal.UpdateAction, []any{id, int64(3), "u1", int8(0), nil}, []any{id, int64(3), "u1", int8(1), nil})
+	}
+	var tx1, tx2, all Batch
+	for _, step := range []struct {
+		tx *Batch
+		ev *gocanal.RowsEvent
+	}{{&tx1, used(1)}, {&tx1, ev(evOrder, gocanal.InsertAction, row(6, "u1", int64(3)))},
+		{&tx2, used(2)}, {&tx2, used(3)}, {&tx2, ev(evOrder, gocanal.InsertAction, row(7, "u1", int64(3)), row(8, "u1", int64(3)))}, {&tx2, used(4)}} {
+		_, err := d.decode(step.ev, step.tx)
+		require.NoError(t, err)
+	}
+	all.appendTx(&tx1)
+	all.appendTx(&tx2)
+	var after []int
+	for _, o := range all.Orders {
+		after = append(after, o.After)
+	}
+	require.Len(t, all.Transitions, 4)
+	require.Equal(t, []int{1, 3, 3}, after, "order 6 follows coupon 1; orders 7 and 8 follow coupon 3, before coupon 4")
+
 	// the order table is subscribed only for order_table
 	require.Contains(t, evidenceDecoder(t, "order_table").sources, "shop.t_order")
 	require.NotContains(t, evidenceDecoder(t, "none").sources, "shop.t_order")

@@ -13,7 +13,8 @@ import (
 func (d *decoder) orders(l *layout, action string, rows [][]any, at time.Time, b *Batch) error {
 	image := func(row []any) (OrderRow, error) {
 		tpl, err := intCol(l, row, l.template, "template") // NULL is 0: no coupon
-		return OrderRow{ID: strCol(row, l.id), Template: tpl, User: strCol(row, l.user), Order: strCol(row, l.order), At: at}, err
+		return OrderRow{ID: strCol(row, l.id), Template: tpl, User: strCol(row, l.user), Order: strCol(row, l.order), At: at,
+			After: len(b.Transitions)}, err
 	}
 	add := func(o OrderRow, deleted bool) {
 		if o.Template != 0 {
