@@ -19,8 +19,9 @@ import (
 // cdc_order_key (migration 0006), written in the batch's transaction with
 // the checkpoint, so that a replay after a crash neither loses nor repeats
 // an anomaly: one row per key whose counts differ (the difference, what of
-// it was reported, and when it is due). A key whose difference a batch
-// changes is due a grace after that batch (the shop may write the order
+// it was reported, and when it is due). A batch's uses and orders move the
+// differences in binlog order (canal.OrderRow.After). A key whose
+// difference a batch changes is due a grace after that batch (the shop may write the order
 // and the coupon in separate transactions, in either order); when due, each
 // unit not reported yet is one anomaly: a USED coupon more than orders is
 // used_without_redemption, an order more than USED coupons is double_spend.

@@ -122,13 +122,14 @@ func TestEvidenceOrderTable(t *testing.T) {
 	l.requireAnomalies(want, "the differences at the first start's snapshot")
 
 	// one by one, with the cdc running
-	e1, f1, g1, h1 := s.coupon(1, "E"), s.coupon(1, "F"), s.coupon(2, "G"), s.coupon(1, "H")
+	e1, f1, g1, h1, l1 := s.coupon(1, "E"), s.coupon(1, "F"), s.coupon(2, "G"), s.coupon(1, "H"), s.coupon(2, "L")
 	s.must(s.tx(s.use(e1), s.order(1, "E", "se1"))) // the order in the coupon's transaction
 	s.must(s.tx(s.use(f1)))                         // in a later one
 	s.must(s.tx(s.order(1, "F", "sf1")))
 	s.must(s.tx(s.order(2, "G", "sg1"))) // in an earlier one
 	s.must(s.tx(s.use(g1)))
 	s.must(s.tx(s.use(h1)))                // never: used without an order
+	s.must(s.tx(s.use(l1)))                // nor this one
 	s.must(s.tx(s.order(2, "I", "si1")))   // an order of a coupon never used
 	s.must(s.tx(s.order(nil, "Z", "sz1"))) // an order without a coupon
 	j1, k1, m1 := s.coupon(1, "J"), s.coupon(1, "K"), s.coupon(1, "M")
@@ -139,17 +140,19 @@ func TestEvidenceOrderTable(t *testing.T) {
 	s.must(s.tx(s.use(m1), s.order(1, "M", "sm1"))) // the order moves to another member: M lacks one, N has one too many
 	s.must(s.tx([]any{`UPDATE ` + ord + ` SET uid = 'N' WHERE order_sn = 'sm1'`}))
 	s.must(s.tx([]any{`UPDATE ` + ord + ` SET amount = 1 WHERE order_sn = 'se1'`})) // no key changes
-	want = append(want, uwr(h1, 1), ds(0, 2, "si1"), uwr(m1, 1), ds(0, 1, "sm1"))
+	want = append(want, uwr(h1, 1), uwr(l1, 2), ds(0, 2, "si1"), uwr(m1, 1), ds(0, 1, "sm1"))
 	s.waitDecided(p)
 	l.requireAnomalies(want, "one by one")
 
 	// H's order arrives late: no anomaly; a use with its order neither; a
-	// use without one is new
+	// use without one is new. L's the same in one transaction: the orders
+	// count where they are among the uses.
 	s.must(s.tx(s.order(1, "H", "sh1")))
-	h2, h3 := s.coupon(1, "H"), s.coupon(1, "H")
+	h2, h3, l2, l3 := s.coupon(1, "H"), s.coupon(1, "H"), s.coupon(2, "L"), s.coupon(2, "L")
 	s.must(s.tx(s.use(h2), s.order(1, "H", "sh2")))
 	s.must(s.tx(s.use(h3)))
-	want = append(want, uwr(h3, 1))
+	s.must(s.tx(s.order(2, "L", "sl1"), s.use(l2), s.order(2, "L", "sl2"), s.use(l3)))
+	want = append(want, uwr(h3, 1), uwr(l3, 2))
 	s.waitDecided(p)
 	l.requireAnomalies(want, "after a late order")
 
