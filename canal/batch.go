@@ -11,11 +11,15 @@ import (
 // Transition is one change of a user coupon's status or of its
 // (template, channel) keys, decoded from a user_coupon row change.
 //
-// An INSERT has From = None, a DELETE has To = None. An UPDATE is emitted only
-// when the status or the (template, channel) pair changed; PrevTemplate and
-// PrevChannel carry the before image's keys (equal to Template and Channel
-// when those did not move). Illegal transitions are decoded as they are:
-// judging them is the sink's job.
+// An INSERT has From = None, a DELETE has To = None. An UPDATE is emitted
+// when the status or the (template, channel) pair changed, and, when the
+// mapping's evidence looks at them (coupon_order, order_table), when a
+// coupon USED in both images changed its order or user column (From = To =
+// USED: no counter moves, the sink judges it). PrevTemplate, PrevChannel,
+// PrevOrder and PrevUser carry the before image's values (equal to the
+// after image's for an INSERT or a DELETE, or when they did not change).
+// Illegal transitions are decoded as they are: judging them is the sink's
+// job.
 type Transition struct {
 	Coupon   int64
 	Template int64
@@ -34,12 +38,15 @@ type Transition struct {
 	// without being inserted or deleted.
 	Undecodable bool
 	// Order is the after image's order column, or the before image's when
-	// the after image has none (a refund that clears it); "" for NULL or
-	// when the mapping names no order column.
-	Order string
+	// the after image has none and is not USED (a refund that clears it);
+	// "" for NULL or when the mapping names no order column. A move into
+	// USED always carries the after image's: its own evidence.
+	Order     string
+	PrevOrder string
 	// User is the user column of the after image (the before image's for a
 	// DELETE); "" for NULL or when the mapping names no user column.
-	User string
+	User     string
+	PrevUser string
 	// At is the binlog event's timestamp (second precision).
 	At time.Time
 }
@@ -82,6 +89,25 @@ type Redemption struct {
 	Order    string
 	At       time.Time // binlog event timestamp
 	Deleted  bool
+}
+
+// OrderRow is one row of a shop's order table (evidence order_table)
+// inserted, or deleted (Deleted=true): an order that used a coupon of
+// Template, by User. An order whose template column is NULL or 0 used no
+// coupon and is not emitted; an UPDATE that changes the template or the
+// user is the before image deleted and the after image inserted, other
+// updates are not emitted.
+type OrderRow struct {
+	ID       string // the primary key, for messages
+	Template int64
+	User     string    // "" for NULL
+	Order    string    // the mapping's order column (e.g. the order number); "" when unmapped or NULL
+	At       time.Time // binlog event timestamp
+	Deleted  bool
+	// After is how many of the batch's Transitions precede the row in the
+	// binlog: it places the orders among the uses, whose counts are
+	// compared as they go.
+	After int
 }
 
 // Flow is one inserted inventory_flow row: a reverse or corrective movement.
@@ -155,6 +181,7 @@ type Batch struct {
 	Flows       []Flow
 	Quotas      []QuotaChange
 	Templates   []TemplateChange
+	Orders      []OrderRow
 	Undecodable []Undecodable
 	Rows        int // decoded row changes of the source tables (an UPDATE counts once)
 	Txns        int // transactions that contributed at least one row
@@ -180,6 +207,7 @@ func (b *Batch) reset() {
 	clear(b.Flows)
 	clear(b.Quotas)
 	clear(b.Templates)
+	clear(b.Orders)
 	clear(b.Undecodable)
 	b.Undecodable = b.Undecodable[:0]
 	b.Transitions = b.Transitions[:0]
@@ -187,6 +215,7 @@ func (b *Batch) reset() {
 	b.Flows = b.Flows[:0]
 	b.Quotas = b.Quotas[:0]
 	b.Templates = b.Templates[:0]
+	b.Orders = b.Orders[:0]
 	b.Rows, b.Txns = 0, 0
 	b.End = Position{}
 	b.EventTime = time.Time{}
@@ -200,6 +229,10 @@ func (b *Batch) appendTx(tx *Batch) {
 	b.Flows = append(b.Flows, tx.Flows...)
 	b.Quotas = append(b.Quotas, tx.Quotas...)
 	b.Templates = append(b.Templates, tx.Templates...)
+	for _, o := range tx.Orders {
+		o.After += len(b.Transitions) - len(tx.Transitions) // the tx's Transitions are appended already
+		b.Orders = append(b.Orders, o)
+	}
 	b.Undecodable = append(b.Undecodable, tx.Undecodable...)
 	b.Rows += tx.Rows
 	b.Txns++

@@ -21,6 +21,9 @@ type decoder struct {
 	sources  map[string]tableKind // schema.table → kind
 	codes    [256]coupon.Status   // stored code 0..255 → state (None = unmapped)
 	bigCodes map[int64]coupon.Status
+	// watchUsed: the evidence judges a USED coupon's order or user column
+	// changing while it stays USED, so such an UPDATE is emitted
+	watchUsed bool
 
 	layouts    map[*schema.Table]*layout
 	lastTable  *schema.Table
@@ -42,6 +45,8 @@ type layout struct {
 
 func newDecoder(m *Mapping) *decoder {
 	d := &decoder{m: m, defChan: m.DefaultChannel, sources: map[string]tableKind{}, layouts: map[*schema.Table]*layout{}}
+	ev := m.RedemptionEvidence()
+	d.watchUsed = ev == EvidenceCouponOrder || ev == EvidenceOrderTable
 	for _, s := range m.specs() {
 		if s.source {
 			d.sources[m.qualified(s.table)] = s.kind
@@ -147,6 +152,9 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		l.from, l.to, l.fromCol, l.toCol = find("from", f.From), find("to", f.To), f.From, f.To
 	case kindTemplate:
 		l.id, l.quota = find("id", d.m.Template.ID), find("total_quota", d.m.Template.TotalQuota)
+	case kindOrder:
+		o := d.m.Orders
+		l.id, l.template, l.user, l.order = find("id", o.ID), find("template", o.Template), find("user", o.User), find("order", o.Order)
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
@@ -194,6 +202,8 @@ func (d *decoder) decode(e *gocanal.RowsEvent, b *Batch) (int, error) {
 		err = d.flow(l, e.Action, e.Rows, b)
 	case kindTemplate:
 		err = d.template(l, e.Action, e.Rows, b)
+	case kindOrder:
+		err = d.orders(l, e.Action, e.Rows, at, b)
 	}
 	if err != nil {
 		return 0, err
@@ -377,39 +387,6 @@ func (d *decoder) lookup(code int64) (coupon.Status, bool) {
 func (d *decoder) channel(row []any, i int) string {
 	if i < 0 || row[i] == nil {
 		return d.defChan
-	}
-	return asString(row[i])
-}
-
-// intCol reads an integer column; an unmapped column or NULL is 0.
-func intCol(l *layout, row []any, i int, key string) (int64, error) {
-	if i < 0 {
-		return 0, nil
-	}
-	n, _, err := asInt(row[i])
-	if err != nil {
-		return 0, fmt.Errorf("decode %s (%s column): %w", l.name, key, err)
-	}
-	return n, nil
-}
-
-// requiredInt reads an integer column a record needs; ok is false when it
-// is NULL (an unmapped column is 0, ok).
-func requiredInt(l *layout, row []any, i int, key string) (n int64, ok bool, err error) {
-	if i < 0 {
-		return 0, true, nil
-	}
-	n, null, err := asInt(row[i])
-	if err != nil {
-		return 0, false, fmt.Errorf("decode %s (%s column): %w", l.name, key, err)
-	}
-	return n, !null, nil
-}
-
-// strCol reads a string column; an unmapped column or NULL is "".
-func strCol(row []any, i int) string {
-	if i < 0 {
-		return ""
 	}
 	return asString(row[i])
 }

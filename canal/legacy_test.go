@@ -60,8 +60,13 @@ func TestTailerLegacySchema(t *testing.T) {
 	// the shop's codes, as stored: RETURNED is 3 but for coupon 2 (9)
 	legacyCode := map[coupon.Status]int64{coupon.Available: 0, coupon.Used: 1, coupon.Expired: 2, coupon.Returned: 3}
 	tr := func(id int64, from, to coupon.Status, order string) Transition {
+		prev := order // the before image's order: none before the redemption
+		if from == coupon.Available {
+			prev = ""
+		}
+		user := fmt.Sprintf("u%d", id)
 		t := Transition{Coupon: id, Template: 9, Channel: "legacy", From: from, To: to, PrevTemplate: 9, PrevChannel: "legacy", Order: order,
-			User: fmt.Sprintf("u%d", id)}
+			PrevOrder: prev, User: user, PrevUser: user}
 		if from != coupon.None {
 			t.FromCode = code(legacyCode[from])
 		}

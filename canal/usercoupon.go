@@ -36,9 +36,9 @@ func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Tim
 			if err != nil {
 				return err
 			}
-			ch := d.channel(row, l.channel)
+			ch, order, user := d.channel(row, l.channel), strCol(row, l.order), strCol(row, l.user)
 			t := Transition{Coupon: id, Template: img.tpl, Channel: ch, PrevTemplate: img.tpl, PrevChannel: ch,
-				Order: strCol(row, l.order), User: strCol(row, l.user), At: at}
+				Order: order, PrevOrder: order, User: user, PrevUser: user, At: at}
 			if action == gocanal.InsertAction {
 				t.To, t.ToCode = img.st, img.code
 			} else {
@@ -64,19 +64,23 @@ func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Tim
 			continue
 		}
 		chB, chA := d.channel(before, l.channel), d.channel(after, l.channel)
-		if okB && okA && from.st == to.st && from.tpl == to.tpl && chB == chA {
+		orderB, orderA := strCol(before, l.order), strCol(after, l.order)
+		userB, userA := strCol(before, l.user), strCol(after, l.user)
+		if okB && okA && from.st == to.st && from.tpl == to.tpl && chB == chA &&
+			(!d.watchUsed || from.st != coupon.Used || (orderB == orderA && userB == userA)) {
 			continue
 		}
 		id, err := intCol(l, after, l.id, "id")
 		if err != nil {
 			return err
 		}
-		order := strCol(after, l.order)
-		if order == "" {
-			order = strCol(before, l.order)
+		order := orderA
+		if order == "" && to.st != coupon.Used {
+			order = orderB // a refund that clears it; a move into USED carries its own
 		}
 		t := Transition{Coupon: id, Template: to.tpl, Channel: chA, From: from.st, To: to.st, FromCode: from.code, ToCode: to.code,
-			PrevTemplate: from.tpl, PrevChannel: chB, Order: order, User: strCol(after, l.user), At: at, Undecodable: !okB || !okA}
+			PrevTemplate: from.tpl, PrevChannel: chB, Order: order, PrevOrder: orderB, User: userA, PrevUser: userB, At: at,
+			Undecodable: !okB || !okA}
 		if !okB {
 			t.PrevTemplate, t.PrevChannel = to.tpl, chA
 		} else if !okA {

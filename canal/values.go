@@ -114,3 +114,36 @@ func asString(v any) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// intCol reads an integer column; an unmapped column or NULL is 0.
+func intCol(l *layout, row []any, i int, key string) (int64, error) {
+	if i < 0 {
+		return 0, nil
+	}
+	n, _, err := asInt(row[i])
+	if err != nil {
+		return 0, fmt.Errorf("decode %s (%s column): %w", l.name, key, err)
+	}
+	return n, nil
+}
+
+// requiredInt reads an integer column a record needs; ok is false when it
+// is NULL (an unmapped column is 0, ok).
+func requiredInt(l *layout, row []any, i int, key string) (n int64, ok bool, err error) {
+	if i < 0 {
+		return 0, true, nil
+	}
+	n, null, err := asInt(row[i])
+	if err != nil {
+		return 0, false, fmt.Errorf("decode %s (%s column): %w", l.name, key, err)
+	}
+	return n, !null, nil
+}
+
+// strCol reads a string column; an unmapped column or NULL is "".
+func strCol(row []any, i int) string {
+	if i < 0 {
+		return ""
+	}
+	return asString(row[i])
+}

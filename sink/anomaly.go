@@ -56,10 +56,16 @@ type Anomaly struct {
 	Detail           string
 }
 
+// anomalyAt is an anomaly of the coupon change t (its Kind unset): its
+// coupon, place, states, the shop's codes and order.
+func anomalyAt(t *canal.Transition) Anomaly {
+	return Anomaly{Coupon: t.Coupon, Template: t.Template, Channel: t.Channel, From: t.From, To: t.To,
+		FromCode: t.FromCode, ToCode: t.ToCode, Order: t.Order}
+}
+
 // judgeTransition says whether one decoded change is an anomaly.
 func judgeTransition(t *canal.Transition) (Anomaly, bool) {
-	a := Anomaly{Coupon: t.Coupon, Template: t.Template, Channel: t.Channel, From: t.From, To: t.To,
-		FromCode: t.FromCode, ToCode: t.ToCode, Order: t.Order}
+	a := anomalyAt(t)
 	switch {
 	case t.Undecodable:
 		return a, false // entering or leaving the counted set: the undecodable_row anomaly says why
@@ -84,56 +90,20 @@ func judgeTransition(t *canal.Transition) (Anomaly, bool) {
 }
 
 // judge finds the anomalies of a batch, given the counters and quotas it
-// leaves behind (next) and those before it (s.counts).
+// leaves behind (next) and those before it (s.counts). The order_table
+// evidence is judged in the batch's transaction (countOrderKeys).
 func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[inventory.Pair]*inventory.Counts) ([]Anomaly, error) {
-	var out []Anomaly
-	redeemedHere := map[int64][]string{}
-	for i := range b.Redemptions {
-		r := &b.Redemptions[i]
-		if !r.Deleted {
-			redeemedHere[r.Coupon] = append(redeemedHere[r.Coupon], r.Order)
-			s.settlePending(r.Coupon, r.Order)
-		}
-	}
-	out = append(out, undecodable(b)...)
-	var check []int64
-	uses := map[int64][]Anomaly{}
+	out := undecodable(b)
 	for i := range b.Transitions {
-		t := &b.Transitions[i]
-		if a, bad := judgeTransition(t); bad {
+		if a, bad := judgeTransition(&b.Transitions[i]); bad {
 			out = append(out, a)
 		}
-		if t.To == coupon.Used && t.From != coupon.Used && !t.Undecodable {
-			a := Anomaly{Kind: AnomalyUsedWithoutRedemption, Coupon: t.Coupon, Template: t.Template, Channel: t.Channel,
-				From: t.From, To: t.To, Order: t.Order}
-			if hasOrder(redeemedHere[t.Coupon], t.Order) {
-				continue
-			}
-			if _, seen := uses[t.Coupon]; !seen {
-				check = append(check, t.Coupon)
-			}
-			uses[t.Coupon] = append(uses[t.Coupon], a)
-		}
 	}
-	if len(check) > 0 {
-		found, err := s.src.Redeemed(ctx, s.db, check)
-		if err != nil {
-			return nil, err
-		}
-		deadline := s.cfg.Now().Add(s.cfg.RedemptionGrace)
-		for _, c := range check {
-			for _, a := range uses[c] {
-				if !hasOrder(found[c], a.Order) {
-					s.addPending(a, deadline)
-				}
-			}
-		}
-	}
-	due, err := s.duePending(ctx)
+	uses, err := s.judgeUses(ctx, b)
 	if err != nil {
 		return nil, err
 	}
-	out = append(out, due...)
+	out = append(out, uses...)
 	return append(out, s.overIssued(next)...), nil
 }
 

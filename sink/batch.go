@@ -86,7 +86,8 @@ func quotaChanges(b *canal.Batch) map[inventory.Pair]inventory.Quota {
 }
 
 // commitBatch writes the batch in one transaction: counters, template
-// counts, anomalies (with the duplicates it finds), pending checks,
+// counts, anomalies (with the duplicates and the order keys' it finds),
+// pending checks and order keys,
 // releases, webhook events and the checkpoint. It returns the releases it
 // applied and every anomaly.
 func (s *Sink) commitBatch(ctx context.Context, b *canal.Batch, d inventory.Deltas, pairs []inventory.Pair, templates []int64,
@@ -102,7 +103,11 @@ func (s *Sink) commitBatch(ctx context.Context, b *canal.Batch, d inventory.Delt
 		if err != nil {
 			return err
 		}
-		all = append(anomalies[:len(anomalies):len(anomalies)], dups...)
+		orders, err := s.countOrderKeys(ctx, tx, b)
+		if err != nil {
+			return err
+		}
+		all = append(append(anomalies[:len(anomalies):len(anomalies)], dups...), orders...)
 		if err := s.insertAnomalies(ctx, tx, all, b); err != nil {
 			return err
 		}
@@ -129,7 +134,8 @@ func (s *Sink) commitBatch(ctx context.Context, b *canal.Batch, d inventory.Delt
 // keep Redis whole.
 func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 	due := len(s.pending) > 0
-	if b.End != s.pos || due {
+	orders := s.orderKeysDue()
+	if b.End != s.pos || due || orders {
 		s.quotaNext = nil
 		var anomalies []Anomaly
 		if due {
@@ -138,8 +144,13 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 				return err
 			}
 		}
-		if b.End != s.pos || len(anomalies) > 0 || len(s.pendingDirty) > 0 {
+		if b.End != s.pos || len(anomalies) > 0 || len(s.pendingDirty) > 0 || orders {
 			err := sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
+				more, err := s.countOrderKeys(ctx, tx, b) // the batch is empty: it decides the due keys
+				if err != nil {
+					return err
+				}
+				anomalies = append(anomalies, more...)
 				if err := s.insertAnomalies(ctx, tx, anomalies, b); err != nil {
 					return err
 				}
@@ -159,7 +170,7 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 			s.progressed(b.End, b.EventTime)
 			s.countAnomalies(anomalies)
 		}
-		s.m.pendingChecks.Set(float64(s.npending))
+		s.m.pendingChecks.Set(float64(s.npending + s.orderPending))
 	}
 	s.m.lag.Set(0) // caught up: the heartbeat came because nothing was left to read
 	if s.redis != nil {
@@ -230,13 +241,14 @@ func (s *Sink) observe(b *canal.Batch, anomalies []Anomaly, start time.Time) {
 	}
 	rowKinds("channel_quota", len(b.Quotas), func(i int) (bool, bool) { return b.Quotas[i].Inserted, b.Quotas[i].Deleted })
 	rowKinds("template", len(b.Templates), func(i int) (bool, bool) { return b.Templates[i].Inserted, b.Templates[i].Deleted })
+	rowKinds("orders", len(b.Orders), func(i int) (bool, bool) { return !b.Orders[i].Deleted, b.Orders[i].Deleted })
 	s.m.batchRows.Observe(float64(b.Rows))
 	if !b.EventTime.IsZero() {
 		s.m.lag.Set(max(0, s.cfg.Now().Sub(b.EventTime).Seconds()))
 		s.m.checkpointTime.Set(float64(b.EventTime.Unix()))
 	}
 	s.countAnomalies(anomalies)
-	s.m.pendingChecks.Set(float64(s.npending))
+	s.m.pendingChecks.Set(float64(s.npending + s.orderPending))
 }
 
 func (s *Sink) countAnomalies(as []Anomaly) {

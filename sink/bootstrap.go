@@ -13,7 +13,7 @@ import (
 )
 
 // bootstrap replaces the counters (and the duplicate check's redemption
-// keys) with the truth of a fresh snapshot, records the anomalies found in
+// keys, the order check's keys) with the truth of a fresh snapshot, records the anomalies found in
 // it, and sets the checkpoint to the snapshot's position, in one
 // transaction, while the snapshot is open.
 func (s *Sink) bootstrap(ctx context.Context) (inventory.Snapshot, error) {
@@ -38,6 +38,11 @@ func (s *Sink) bootstrap(ctx context.Context) (inventory.Snapshot, error) {
 					return err
 				}
 				found = append(overs[:len(overs):len(overs)], dups...)
+			}
+			if s.checksOrders() {
+				if err := s.seedOrderKeys(ctx, stx, tx); err != nil {
+					return err
+				}
 			}
 			return s.writeBootstrap(ctx, tx, snap, found)
 		})
