@@ -1,6 +1,7 @@
 package canal
 
 import (
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -10,32 +11,73 @@ import (
 // Transition is one change of a user coupon's status or of its
 // (template, channel) keys or user, decoded from a user_coupon row change.
 //
-// An INSERT has From = None, a DELETE has To = None. An UPDATE is emitted only
-// when the status, the (template, channel) pair or the user changed;
-// PrevTemplate, PrevChannel and PrevUser carry the before image's keys
-// (equal to Template, Channel and User when those did not move). Illegal transitions are decoded as they are:
-// judging them is the sink's job.
+// An INSERT has From = None, a DELETE has To = None. An UPDATE is emitted
+// when the status or the (template, channel) pair changed; when the
+// mapping's evidence looks at them (coupon_order, order_table), when a
+// coupon USED in both images changed its order or user column (From = To =
+// USED: no counter moves, the sink judges it); and when per-user limits are
+// judged, when the user column changed (From = To). PrevTemplate,
+// PrevChannel, PrevOrder and PrevUser carry the before image's values
+// (equal to the after image's for an INSERT or a DELETE, or when they did
+// not change). Illegal transitions are decoded as they are: judging them
+// is the sink's job.
 type Transition struct {
-	Coupon       int64
-	Template     int64
-	Channel      string
-	From, To     coupon.Status
-	PrevTemplate int64
-	PrevChannel  string
+	Coupon   int64
+	Template int64
+	Channel  string
+	From, To coupon.Status
+	// FromCode and ToCode are the status codes as the source stored them
+	// in the before and after images, which From and To name in
+	// couponlink's states (a legacy shop's 0 is AVAILABLE, couponlink's 1).
+	// Invalid for NULL and where there is no image (the From of an INSERT,
+	// the To of a DELETE); an unmapped code is kept beside a None state.
+	FromCode, ToCode sql.NullInt64
+	PrevTemplate     int64
+	PrevChannel      string
 	// Undecodable marks an UPDATE whose other image the mapping cannot
 	// decode (see Undecodable): the coupon enters or leaves the counted set
 	// without being inserted or deleted.
 	Undecodable bool
 	// Order is the after image's order column, or the before image's when
-	// the after image has none (a refund that clears it); "" for NULL or
-	// when the mapping names no order column.
-	Order string
+	// the after image has none and is not USED (a refund that clears it);
+	// "" for NULL or when the mapping names no order column. A move into
+	// USED always carries the after image's: its own evidence.
+	Order     string
+	PrevOrder string
 	// User is the user column of the after image (the before image's for a
 	// DELETE); "" for NULL or when the mapping names no user column.
-	// PrevUser is the before image's (User for an INSERT or a DELETE).
-	User, PrevUser string
+	User     string
+	PrevUser string
 	// At is the binlog event's timestamp (second precision).
 	At time.Time
+}
+
+// Change is the transition's states with the codes the source stored,
+// as anomalies show it: "AVAILABLE(0) -> USED(1)".
+func (t *Transition) Change() string {
+	return StateText(stateName(t.From), t.FromCode) + " -> " + StateText(stateName(t.To), t.ToCode)
+}
+
+// StateText shows a state (its name, "" for none) with the code the
+// source stored for it: "USED(1)"; the name alone when the code is not
+// known, "none" for neither, "unmapped(7)" for a code without a state.
+func StateText(state string, code sql.NullInt64) string {
+	switch {
+	case state == "" && !code.Valid:
+		return "none"
+	case state == "":
+		state = "unmapped"
+	case !code.Valid:
+		return state
+	}
+	return fmt.Sprintf("%s(%d)", state, code.Int64)
+}
+
+func stateName(s coupon.Status) string {
+	if s == coupon.None {
+		return ""
+	}
+	return s.String()
 }
 
 // Redemption is one redemption_log row inserted (or deleted, Deleted=true).
@@ -48,6 +90,25 @@ type Redemption struct {
 	Order    string
 	At       time.Time // binlog event timestamp
 	Deleted  bool
+}
+
+// OrderRow is one row of a shop's order table (evidence order_table)
+// inserted, or deleted (Deleted=true): an order that used a coupon of
+// Template, by User. An order whose template column is NULL or 0 used no
+// coupon and is not emitted; an UPDATE that changes the template or the
+// user is the before image deleted and the after image inserted, other
+// updates are not emitted.
+type OrderRow struct {
+	ID       string // the primary key, for messages
+	Template int64
+	User     string    // "" for NULL
+	Order    string    // the mapping's order column (e.g. the order number); "" when unmapped or NULL
+	At       time.Time // binlog event timestamp
+	Deleted  bool
+	// After is how many of the batch's Transitions precede the row in the
+	// binlog: it places the orders among the uses, whose counts are
+	// compared as they go.
+	After int
 }
 
 // Flow is one inserted inventory_flow row: a reverse or corrective movement.
@@ -94,9 +155,9 @@ type TemplateChange struct {
 	Limit, PrevLimit  int64     // per-user limit; 0: none (NULL, 0, negative or unmapped)
 	End, PrevEnd      time.Time // end time (UTC); zero: none (NULL, a zero date or unmapped)
 	Inserted, Deleted bool
-	// Index is how many of the batch's Transitions come before the change
-	// in binlog order: it is in force from Transitions[Index] on.
-	Index int
+	// After is how many of the batch's Transitions precede the change in
+	// the binlog: it is in force from Transitions[After] on.
+	After int
 }
 
 // Undecodable is a source row change the mapping cannot decode: a NULL or
@@ -128,6 +189,7 @@ type Batch struct {
 	Flows       []Flow
 	Quotas      []QuotaChange
 	Templates   []TemplateChange
+	Orders      []OrderRow
 	Undecodable []Undecodable
 	Rows        int // decoded row changes of the source tables (an UPDATE counts once)
 	Txns        int // transactions that contributed at least one row
@@ -153,6 +215,7 @@ func (b *Batch) reset() {
 	clear(b.Flows)
 	clear(b.Quotas)
 	clear(b.Templates)
+	clear(b.Orders)
 	clear(b.Undecodable)
 	b.Undecodable = b.Undecodable[:0]
 	b.Transitions = b.Transitions[:0]
@@ -160,6 +223,7 @@ func (b *Batch) reset() {
 	b.Flows = b.Flows[:0]
 	b.Quotas = b.Quotas[:0]
 	b.Templates = b.Templates[:0]
+	b.Orders = b.Orders[:0]
 	b.Rows, b.Txns = 0, 0
 	b.End = Position{}
 	b.EventTime = time.Time{}
@@ -168,15 +232,19 @@ func (b *Batch) reset() {
 
 // appendTx appends the rows of one committed transaction.
 func (b *Batch) appendTx(tx *Batch) {
-	n, before := len(b.Templates), len(b.Transitions)
-	b.Templates = append(b.Templates, tx.Templates...)
-	for i := n; i < len(b.Templates); i++ {
-		b.Templates[i].Index += before
-	}
 	b.Transitions = append(b.Transitions, tx.Transitions...)
 	b.Redemptions = append(b.Redemptions, tx.Redemptions...)
 	b.Flows = append(b.Flows, tx.Flows...)
 	b.Quotas = append(b.Quotas, tx.Quotas...)
+	before := len(b.Transitions) - len(tx.Transitions) // the tx's Transitions are appended already
+	for _, t := range tx.Templates {
+		t.After += before
+		b.Templates = append(b.Templates, t)
+	}
+	for _, o := range tx.Orders {
+		o.After += before
+		b.Orders = append(b.Orders, o)
+	}
 	b.Undecodable = append(b.Undecodable, tx.Undecodable...)
 	b.Rows += tx.Rows
 	b.Txns++

@@ -21,6 +21,12 @@ type decoder struct {
 	sources  map[string]tableKind // schema.table → kind
 	codes    [256]coupon.Status   // stored code 0..255 → state (None = unmapped)
 	bigCodes map[int64]coupon.Status
+	// watchUsed: the evidence judges a USED coupon's order or user column
+	// changing while it stays USED, so such an UPDATE is emitted
+	watchUsed bool
+	// watchUsers: per-user limits are judged, so a coupon given to another
+	// user is emitted whatever its state
+	watchUsers bool
 
 	layouts    map[*schema.Table]*layout
 	lastTable  *schema.Table
@@ -43,6 +49,9 @@ type layout struct {
 
 func newDecoder(m *Mapping) *decoder {
 	d := &decoder{m: m, defChan: m.DefaultChannel, sources: map[string]tableKind{}, layouts: map[*schema.Table]*layout{}}
+	ev := m.RedemptionEvidence()
+	d.watchUsed = ev == EvidenceCouponOrder || ev == EvidenceOrderTable
+	d.watchUsers = !m.reference && m.Template.PerUserLimit != "" && m.UserCoupon.User != ""
 	for _, s := range m.specs() {
 		if s.source {
 			d.sources[m.qualified(s.table)] = s.kind
@@ -150,6 +159,9 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		t := d.m.Template
 		l.id, l.quota = find("id", t.ID), find("total_quota", t.TotalQuota)
 		l.limit, l.end = find("per_user_limit", t.PerUserLimit), find("end_time", t.EndTime)
+	case kindOrder:
+		o := d.m.Orders
+		l.id, l.template, l.user, l.order = find("id", o.ID), find("template", o.Template), find("user", o.User), find("order", o.Order)
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
@@ -197,103 +209,14 @@ func (d *decoder) decode(e *gocanal.RowsEvent, b *Batch) (int, error) {
 		err = d.flow(l, e.Action, e.Rows, b)
 	case kindTemplate:
 		err = d.template(l, e.Action, e.Rows, b)
+	case kindOrder:
+		err = d.orders(l, e.Action, e.Rows, at, b)
 	}
 	if err != nil {
 		return 0, err
 	}
 	b.Rows += n
 	return n, nil
-}
-
-func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Time, b *Batch) error {
-	if action != gocanal.UpdateAction {
-		rec := b
-		if action == gocanal.DeleteAction {
-			rec = nil // an undecodable row deleted: nothing was counted, nothing to say
-		}
-		for _, row := range rows {
-			st, tpl, ok, err := d.couponImage(l, row, rec)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				continue
-			}
-			id, err := intCol(l, row, l.id, "id")
-			if err != nil {
-				return err
-			}
-			ch, user := d.channel(row, l.channel), strCol(row, l.user)
-			t := Transition{Coupon: id, Template: tpl, Channel: ch, PrevTemplate: tpl, PrevChannel: ch,
-				Order: strCol(row, l.order), User: user, PrevUser: user, At: at}
-			if action == gocanal.InsertAction {
-				t.To = st
-			} else {
-				t.From = st
-			}
-			b.Transitions = append(b.Transitions, t)
-		}
-		return nil
-	}
-	for i := 0; i+1 < len(rows); i += 2 {
-		before, after := rows[i], rows[i+1]
-		// an undecodable image is out of the counted set: the other one
-		// enters or leaves it (both out: nothing to count)
-		from, tplB, okB, err := d.couponImage(l, before, nil)
-		if err != nil {
-			return err
-		}
-		to, tplA, okA, err := d.couponImage(l, after, b)
-		if err != nil {
-			return err
-		}
-		if !okB && !okA {
-			continue
-		}
-		chB, chA := d.channel(before, l.channel), d.channel(after, l.channel)
-		userB, userA := strCol(before, l.user), strCol(after, l.user)
-		if okB && okA && from == to && tplB == tplA && chB == chA && userB == userA {
-			continue
-		}
-		id, err := intCol(l, after, l.id, "id")
-		if err != nil {
-			return err
-		}
-		order := strCol(after, l.order)
-		if order == "" {
-			order = strCol(before, l.order)
-		}
-		t := Transition{Coupon: id, Template: tplA, Channel: chA, From: from, To: to,
-			PrevTemplate: tplB, PrevChannel: chB, Order: order, User: userA, PrevUser: userB, At: at, Undecodable: !okB || !okA}
-		if !okB {
-			t.PrevTemplate, t.PrevChannel, t.PrevUser = tplA, chA, userA
-		} else if !okA {
-			t.Template, t.Channel = tplB, chB
-		}
-		b.Transitions = append(b.Transitions, t)
-	}
-	return nil
-}
-
-// couponImage decodes a user coupon image's status and template. ok false:
-// the mapping cannot decode it; it is recorded in b unless b is nil.
-func (d *decoder) couponImage(l *layout, row []any, b *Batch) (st coupon.Status, tpl int64, ok bool, err error) {
-	st, bad, err := d.status(l, row, l.status, l.statusCol)
-	if err != nil {
-		return st, 0, false, err
-	}
-	if bad != "" {
-		d.undecodable(l, row, l.statusCol, bad, b)
-		return st, 0, false, nil
-	}
-	if tpl, ok, err = requiredInt(l, row, l.template, "template"); err != nil {
-		return coupon.None, 0, false, err
-	}
-	if !ok {
-		d.undecodable(l, row, d.m.UserCoupon.Template, "NULL", b)
-		return coupon.None, 0, false, nil
-	}
-	return st, tpl, true, nil
 }
 
 // undecodable records an image the mapping cannot decode in b (unless nil).

@@ -1,6 +1,8 @@
 package canal
 
 import (
+	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
@@ -50,6 +52,18 @@ func refDecoder() *decoder {
 	return newDecoder(m)
 }
 
+// code is a status code as the source stored it.
+func code(c int64) sql.NullInt64 { return sql.NullInt64{Int64: c, Valid: true} }
+
+// refCode is a state's code in the reference schema (its number); none
+// for None.
+func refCode(s coupon.Status) sql.NullInt64 {
+	if s == coupon.None {
+		return sql.NullInt64{}
+	}
+	return code(int64(s))
+}
+
 type decimalLike string
 
 func (d decimalLike) String() string { return string(d) }
@@ -63,8 +77,11 @@ func TestDecodeUserCoupon(t *testing.T) {
 		R = coupon.Returned
 	)
 	tr := func(id, tpl int64, ch string, from, to coupon.Status, order string) Transition {
-		return Transition{Coupon: id, Template: tpl, Channel: ch, From: from, To: to, PrevTemplate: tpl, PrevChannel: ch, Order: order, User: "u1", PrevUser: "u1", At: testAt}
+		return Transition{Coupon: id, Template: tpl, Channel: ch, From: from, To: to, FromCode: refCode(from), ToCode: refCode(to),
+			PrevTemplate: tpl, PrevChannel: ch, Order: order, PrevOrder: order, User: "u1", PrevUser: "u1", At: testAt}
 	}
+	// prevOrder is t with the before image's order
+	prevOrder := func(t Transition, order string) Transition { t.PrevOrder = order; return t }
 	upd := func(from, to any) *gocanal.RowsEvent {
 		return ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", from, "o1"), uc(7, int64(3), "app", to, "o1"))
 	}
@@ -90,15 +107,15 @@ func TestDecodeUserCoupon(t *testing.T) {
 			[]Transition{tr(7, 3, "app", U, N, "o1")}, 1},
 		{"update without status or key change", upd(int8(1), int8(1)), nil, 1},
 		{"template move", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(1), nil), uc(7, int64(4), "app", int8(1), nil)),
-			[]Transition{{Coupon: 7, Template: 4, Channel: "app", From: A, To: A, PrevTemplate: 3, PrevChannel: "app", User: "u1", PrevUser: "u1", At: testAt}}, 1},
+			[]Transition{{Coupon: 7, Template: 4, Channel: "app", From: A, To: A, FromCode: code(1), ToCode: code(1), PrevTemplate: 3, PrevChannel: "app", User: "u1", PrevUser: "u1", At: testAt}}, 1},
 		{"channel move with status change", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(1), nil), uc(7, int64(3), "web", int8(2), "o2")),
-			[]Transition{{Coupon: 7, Template: 3, Channel: "web", From: A, To: U, PrevTemplate: 3, PrevChannel: "app", Order: "o2", User: "u1", PrevUser: "u1", At: testAt}}, 1},
+			[]Transition{{Coupon: 7, Template: 3, Channel: "web", From: A, To: U, FromCode: code(1), ToCode: code(2), PrevTemplate: 3, PrevChannel: "app", Order: "o2", User: "u1", PrevUser: "u1", At: testAt}}, 1},
 		{"order cleared by a refund keeps the before order", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(2), "o9"), uc(7, int64(3), "app", int8(1), nil)),
 			[]Transition{tr(7, 3, "app", U, A, "o9")}, 1},
 		{"two updates in one event, one silent", ev(ucTable, gocanal.UpdateAction,
 			uc(7, int64(3), "app", int8(1), nil), uc(7, int64(3), "app", int8(1), nil),
 			uc(8, int64(3), "app", int8(1), nil), uc(8, int64(3), "app", int8(2), "o8")),
-			[]Transition{tr(8, 3, "app", A, U, "o8")}, 2},
+			[]Transition{prevOrder(tr(8, 3, "app", A, U, "o8"), "")}, 2},
 		// value types (BINLOG-NOTES #5)
 		{"int16 status, uint64 template", ev(ucTable, gocanal.InsertAction, uc(7, uint64(3), "app", int16(1), nil)), []Transition{tr(7, 3, "app", N, A, "")}, 1},
 		{"int32 status, int32 template", ev(ucTable, gocanal.InsertAction, uc(7, int32(3), "app", int32(1), nil)), []Transition{tr(7, 3, "app", N, A, "")}, 1},
@@ -161,13 +178,15 @@ func TestDecodeUndecodable(t *testing.T) {
 		{"NULL template", ev(ucTable, gocanal.InsertAction, uc(7, nil, "app", int8(1), nil)), nil,
 			[]Undecodable{{Table: "db.user_coupon", Key: "7", Column: "template_id", Value: "NULL"}}},
 		{"an undecodable row among valid ones", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", nil, nil), uc(8, int64(3), "app", int8(1), nil)),
-			[]Transition{{Coupon: 8, Template: 3, Channel: "app", To: A, PrevTemplate: 3, PrevChannel: "app", User: "u1", PrevUser: "u1", At: testAt}}, []Undecodable{{Table: "db.user_coupon", Key: "7", Column: "status", Value: "NULL"}}},
+			[]Transition{{Coupon: 8, Template: 3, Channel: "app", To: A, ToCode: code(1), PrevTemplate: 3, PrevChannel: "app", User: "u1", PrevUser: "u1", At: testAt}}, []Undecodable{{Table: "db.user_coupon", Key: "7", Column: "status", Value: "NULL"}}},
 		{"deleted undecodable row", ev(ucTable, gocanal.DeleteAction, uc(7, int64(3), "app", nil, nil)), nil, nil},
 		{"update into NULL leaves", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(1), nil), uc(7, int64(3), "app", nil, nil)),
-			[]Transition{{Coupon: 7, Template: 3, Channel: "app", From: A, PrevTemplate: 3, PrevChannel: "app", User: "u1", PrevUser: "u1", At: testAt, Undecodable: true}},
+			[]Transition{{Coupon: 7, Template: 3, Channel: "app", From: A, FromCode: code(1), PrevTemplate: 3, PrevChannel: "app", User: "u1", PrevUser: "u1", At: testAt, Undecodable: true}},
 			[]Undecodable{{Table: "db.user_coupon", Key: "7", Column: "status", Value: "NULL"}}},
 		{"update out of NULL enters", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", nil, nil), uc(7, int64(3), "app", int8(1), nil)),
-			[]Transition{{Coupon: 7, Template: 3, Channel: "app", To: A, PrevTemplate: 3, PrevChannel: "app", User: "u1", PrevUser: "u1", At: testAt, Undecodable: true}}, nil},
+			[]Transition{{Coupon: 7, Template: 3, Channel: "app", To: A, ToCode: code(1), PrevTemplate: 3, PrevChannel: "app", User: "u1", PrevUser: "u1", At: testAt, Undecodable: true}}, nil},
+		{"update out of an unmapped code keeps it", ev(ucTable, gocanal.UpdateAction, uc(7, int64(3), "app", int8(7), nil), uc(7, int64(3), "app", int8(1), nil)),
+			[]Transition{{Coupon: 7, Template: 3, Channel: "app", To: A, FromCode: code(7), ToCode: code(1), PrevTemplate: 3, PrevChannel: "app", User: "u1", PrevUser: "u1", At: testAt, Undecodable: true}}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -197,9 +216,11 @@ func TestDecodeLegacyMapping(t *testing.T) {
 	_, err = d.decode(ev(uct, gocanal.UpdateAction, row(int8(3), "o1"), row(int8(9), "o1")), &b) // same state, no transition
 	require.NoError(t, err)
 	require.Equal(t, []Transition{
-		{Coupon: 5, Template: 9, Channel: "legacy", To: coupon.Available, PrevTemplate: 9, PrevChannel: "legacy", User: "u", PrevUser: "u", At: testAt},
-		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Used, To: coupon.Returned, PrevTemplate: 9, PrevChannel: "legacy", Order: "o1", User: "u", PrevUser: "u", At: testAt},
-		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Used, To: coupon.Returned, PrevTemplate: 9, PrevChannel: "legacy", Order: "o1", User: "u", PrevUser: "u", At: testAt},
+		{Coupon: 5, Template: 9, Channel: "legacy", To: coupon.Available, ToCode: code(0), PrevTemplate: 9, PrevChannel: "legacy", User: "u", PrevUser: "u", At: testAt},
+		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Used, To: coupon.Returned, FromCode: code(1), ToCode: code(3), PrevTemplate: 9, PrevChannel: "legacy",
+			Order: "o1", PrevOrder: "o1", User: "u", PrevUser: "u", At: testAt},
+		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Used, To: coupon.Returned, FromCode: code(1), ToCode: code(9), PrevTemplate: 9, PrevChannel: "legacy",
+			Order: "o1", PrevOrder: "o1", User: "u", PrevUser: "u", At: testAt},
 	}, b.Transitions)
 	require.Equal(t, 4, b.Rows)
 
@@ -276,7 +297,7 @@ func TestDecodeRelocatesColumnsAfterDDL(t *testing.T) {
 	moved := table("db", "user_coupon", "status", "id", "extra", "template_id", "channel", "order_id", "user_id")
 	_, err = d.decode(ev(moved, gocanal.InsertAction, []any{int8(2), int64(2), "x", int64(4), "web", "o2", "u2"}), &b)
 	require.NoError(t, err)
-	require.Equal(t, Transition{Coupon: 2, Template: 4, Channel: "web", To: coupon.Used, PrevTemplate: 4, PrevChannel: "web", Order: "o2", User: "u2", PrevUser: "u2", At: testAt}, b.Transitions[1])
+	require.Equal(t, Transition{Coupon: 2, Template: 4, Channel: "web", To: coupon.Used, ToCode: code(2), PrevTemplate: 4, PrevChannel: "web", Order: "o2", PrevOrder: "o2", User: "u2", PrevUser: "u2", At: testAt}, b.Transitions[1])
 
 	gone := table("db", "user_coupon", "id", "template_id", "channel", "order_id", "user_id")
 	_, err = d.decode(ev(gone, gocanal.InsertAction, []any{int64(2), int64(4), "web", "o2", "u2"}), &b)
@@ -302,4 +323,139 @@ func TestAsInt(t *testing.T) {
 	require.Equal(t, "-3", asString(int32(-3)))
 	require.Equal(t, "18446744073709551615", asString(uint64(1<<64-1)))
 	require.Equal(t, "", asString(nil))
+}
+
+// evidenceDecoder decodes a shop whose coupon row carries its order and
+// user (t_uc) and, for order_table, whose order table names the template
+// and the user of a use (t_order, template NULL for an order without one).
+func evidenceDecoder(t *testing.T, evidence string) *decoder {
+	y := `schema: shop
+user_coupon: {table: t_uc, id: id, template: tpl, status: st, order: order_sn, user: uid}
+status: {AVAILABLE: [0], USED: [1], EXPIRED: [2]}
+template: {table: t_tpl, id: id, total_quota: budget}
+default_channel: default
+redemption_evidence: ` + evidence + "\n"
+	if evidence == "table" {
+		y += "redemption_log: {table: t_writeoff, id: id, coupon: coupon_id, order: order_sn}\n"
+	}
+	if evidence == "order_table" {
+		y += "orders: {table: t_order, id: id, template: coupon_tpl, user: member, order: sn}\n"
+	}
+	m, err := LoadMapping([]byte(y))
+	require.NoError(t, err)
+	return newDecoder(m)
+}
+
+var (
+	evUC    = table("shop", "t_uc", "id", "tpl", "uid", "st", "order_sn")
+	evOrder = table("shop", "t_order", "id", "sn", "member", "coupon_tpl", "total")
+)
+
+// A coupon that stays USED while its order or user column changes is
+// emitted (From = To = USED, no counter moves) when the evidence looks at
+// those columns, with the before image's order and user; a move into USED
+// carries the after image's order, never the before image's.
+func TestDecodeUsedCouponChanges(t *testing.T) {
+	U, A := coupon.Used, coupon.Available
+	row := func(st int8, order any, user string) []any { return []any{int64(7), int64(3), user, st, order} }
+	upd := func(before, after []any) *gocanal.RowsEvent { return ev(evUC, gocanal.UpdateAction, before, after) }
+	tr := func(from, to coupon.Status, order, prevOrder, user, prevUser string) Transition {
+		shopCode := map[coupon.Status]int64{A: 0, U: 1} // the mapping's codes
+		return Transition{Coupon: 7, Template: 3, Channel: "default", From: from, To: to, FromCode: code(shopCode[from]),
+			ToCode: code(shopCode[to]), PrevTemplate: 3, PrevChannel: "default", Order: order, PrevOrder: prevOrder, User: user,
+			PrevUser: prevUser, At: testAt}
+	}
+	cases := []struct {
+		name     string
+		evidence string
+		ev       *gocanal.RowsEvent
+		want     []Transition
+	}{
+		{"order changes while USED", "coupon_order", upd(row(1, "o1", "u"), row(1, "o2", "u")), []Transition{tr(U, U, "o2", "o1", "u", "u")}},
+		{"order set on a USED coupon", "coupon_order", upd(row(1, nil, "u"), row(1, "o2", "u")), []Transition{tr(U, U, "o2", "", "u", "u")}},
+		{"user changes while USED", "order_table", upd(row(1, "o1", "u"), row(1, "o1", "v")), []Transition{tr(U, U, "o1", "o1", "v", "u")}},
+		{"nothing the evidence reads changes", "coupon_order", upd(row(1, "o1", "u"), row(1, "o1", "u")), nil},
+		{"order changes while AVAILABLE", "coupon_order", upd(row(0, "o1", "u"), row(0, "o2", "u")), nil},
+		{"order changes while USED, evidence table", "table", upd(row(1, "o1", "u"), row(1, "o2", "u")), nil},
+		{"order changes while USED, evidence none", "none", upd(row(1, "o1", "u"), row(1, "o2", "u")), nil},
+		{"into USED without an order keeps none", "coupon_order", upd(row(0, "old", "u"), row(1, nil, "u")), []Transition{tr(A, U, "", "old", "u", "u")}},
+		{"a refund that clears the order keeps the before order", "coupon_order", upd(row(1, "o1", "u"), row(0, nil, "u")), []Transition{tr(U, A, "o1", "o1", "u", "u")}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var b Batch
+			n, err := evidenceDecoder(t, c.evidence).decode(c.ev, &b)
+			require.NoError(t, err)
+			require.Equal(t, 1, n)
+			require.Equal(t, c.want, b.Transitions)
+		})
+	}
+}
+
+// The order table of evidence order_table: inserts and deletes of orders
+// that used a coupon; an UPDATE that moves an order to another (template,
+// user) is a delete and an insert; other updates, and orders without a
+// template (NULL or 0), are not emitted.
+func TestDecodeOrderTable(t *testing.T) {
+	row := func(id int64, member any, tpl any) []any { return []any{id, fmt.Sprint("sn", id), member, tpl, "9.90"} }
+	o := func(id int64, tpl int64, user string, deleted bool) OrderRow {
+		return OrderRow{ID: fmt.Sprint(id), Template: tpl, User: user, Order: fmt.Sprint("sn", id), At: testAt, Deleted: deleted}
+	}
+	steps := []*gocanal.RowsEvent{
+		ev(evOrder, gocanal.InsertAction, row(1, "u1", int64(3)), row(2, "u1", nil), row(3, int64(42), uint64(4)), row(4, "u2", int64(0))),
+		ev(evOrder, gocanal.UpdateAction, row(1, "u1", int64(3)), []any{int64(1), "sn1", "u1", int64(3), "0.00"}), // the total: ignored
+		ev(evOrder, gocanal.UpdateAction, row(1, "u1", int64(3)), row(1, "u1", int64(5))),                         // another template
+		ev(evOrder, gocanal.UpdateAction, row(3, int64(42), int64(4)), row(3, int64(43), int64(4))),               // another user
+		ev(evOrder, gocanal.UpdateAction, row(2, "u1", nil), row(2, "u1", int64(6))),                              // a template set later
+		ev(evOrder, gocanal.UpdateAction, row(1, "u1", int64(5)), row(1, "u1", nil)),                              // cleared: a cancel
+		ev(evOrder, gocanal.DeleteAction, row(3, int64(43), int64(4)), row(4, "u2", nil)),
+		ev(evOrder, gocanal.InsertAction, row(5, nil, int64(3))), // a NULL user is ""
+	}
+	d := evidenceDecoder(t, "order_table")
+	var b Batch
+	rows := 0
+	for _, e := range steps {
+		n, err := d.decode(e, &b)
+		require.NoError(t, err)
+		rows += n
+	}
+	require.Equal(t, []OrderRow{
+		o(1, 3, "u1", false), o(3, 4, "42", false),
+		o(1, 3, "u1", true), o(1, 5, "u1", false),
+		o(3, 4, "42", true), o(3, 4, "43", false),
+		o(2, 6, "u1", false),
+		o(1, 5, "u1", true),
+		o(3, 4, "43", true),
+		o(5, 3, "", false),
+	}, b.Orders)
+	require.Equal(t, rows, b.Rows)
+	require.Equal(t, 12, b.Rows, "every row change of the order table counts, emitted or not")
+	require.Empty(t, b.Transitions)
+	require.Empty(t, b.Undecodable)
+
+	// After places each order among the uses, across the transactions of a batch
+	used := func(id int64) *gocanal.RowsEvent {
+		return ev(evUC, gocanal.UpdateAction, []any{id, int64(3), "u1", int8(0), nil}, []any{id, int64(3), "u1", int8(1), nil})
+	}
+	var tx1, tx2, all Batch
+	for _, step := range []struct {
+		tx *Batch
+		ev *gocanal.RowsEvent
+	}{{&tx1, used(1)}, {&tx1, ev(evOrder, gocanal.InsertAction, row(6, "u1", int64(3)))},
+		{&tx2, used(2)}, {&tx2, used(3)}, {&tx2, ev(evOrder, gocanal.InsertAction, row(7, "u1", int64(3)), row(8, "u1", int64(3)))}, {&tx2, used(4)}} {
+		_, err := d.decode(step.ev, step.tx)
+		require.NoError(t, err)
+	}
+	all.appendTx(&tx1)
+	all.appendTx(&tx2)
+	var after []int
+	for _, o := range all.Orders {
+		after = append(after, o.After)
+	}
+	require.Len(t, all.Transitions, 4)
+	require.Equal(t, []int{1, 3, 3}, after, "order 6 follows coupon 1; orders 7 and 8 follow coupon 3, before coupon 4")
+
+	// the order table is subscribed only for order_table
+	require.Contains(t, evidenceDecoder(t, "order_table").sources, "shop.t_order")
+	require.NotContains(t, evidenceDecoder(t, "none").sources, "shop.t_order")
 }

@@ -9,20 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
-	"github.com/couponlink/couponlink/internal/testenv"
 )
 
 // A legacy schema with its own names and codes (RETURNED has two), no
 // channel column, and an ALTER of the coupon table while it is tailed.
 func TestTailerLegacySchema(t *testing.T) {
 	ctx := context.Background()
-	db, dsn := testenv.MySQL(t)
-	var dbName string
-	require.NoError(t, db.QueryRow("SELECT DATABASE()").Scan(&dbName))
-	exec := func(q string) {
-		_, err := db.ExecContext(ctx, q)
-		require.NoError(t, err, q)
-	}
+	db, dsn, dbName, exec := testDatabase(t)
 	createLegacyTables(t, ctx, exec)
 	exec("ALTER TABLE t_coupon_tpl MODIFY budget BIGINT NULL")
 	m, err := LoadMapping([]byte(strings.Replace(legacyYAML, "schema: legacydb", "schema: "+dbName, 1)))
@@ -64,9 +57,26 @@ func TestTailerLegacySchema(t *testing.T) {
 	batches := c.waitEnd(t, target, errc)
 	require.NoError(t, stop())
 
+	// the shop's codes, as stored: RETURNED is 3 but for coupon 2 (9)
+	legacyCode := map[coupon.Status]int64{coupon.Available: 0, coupon.Used: 1, coupon.Expired: 2, coupon.Returned: 3}
 	tr := func(id int64, from, to coupon.Status, order string) Transition {
-		return Transition{Coupon: id, Template: 9, Channel: "legacy", From: from, To: to, PrevTemplate: 9, PrevChannel: "legacy", Order: order,
-			User: fmt.Sprintf("u%d", id), PrevUser: fmt.Sprintf("u%d", id)}
+		prev := order // the before image's order: none before the redemption
+		if from == coupon.Available {
+			prev = ""
+		}
+		user := fmt.Sprintf("u%d", id)
+		t := Transition{Coupon: id, Template: 9, Channel: "legacy", From: from, To: to, PrevTemplate: 9, PrevChannel: "legacy", Order: order,
+			PrevOrder: prev, User: user, PrevUser: user}
+		if from != coupon.None {
+			t.FromCode = code(legacyCode[from])
+		}
+		if to != coupon.None {
+			t.ToCode = code(legacyCode[to])
+		}
+		if id == 2 && to == coupon.Returned {
+			t.ToCode = code(9)
+		}
+		return t
 	}
 	ts, rs, qs := allOf(batches)
 	require.Equal(t, []Transition{

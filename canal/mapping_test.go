@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
-	"github.com/couponlink/couponlink/internal/testenv"
 )
 
 const legacyYAML = `
@@ -91,13 +90,7 @@ func createLegacyTables(t *testing.T, ctx context.Context, exec func(string)) {
 
 func TestMappingCheck(t *testing.T) {
 	ctx := context.Background()
-	db, _ := testenv.MySQL(t)
-	var dbName string
-	require.NoError(t, db.QueryRow("SELECT DATABASE()").Scan(&dbName))
-	exec := func(q string) {
-		_, err := db.ExecContext(ctx, q)
-		require.NoError(t, err, q)
-	}
+	db, _, dbName, exec := testDatabase(t)
 
 	// The reference mapping fits the migrated database.
 	require.NoError(t, DefaultMapping().Check(ctx, db))

@@ -190,7 +190,12 @@ func TestTailerEndToEnd(t *testing.T) {
 		if id > 3 {
 			user = fmt.Sprintf("b%d", id-4)
 		}
-		return Transition{Coupon: id, Template: 3, Channel: ch, From: from, To: to, PrevTemplate: 3, PrevChannel: ch, Order: order, User: user, PrevUser: user}
+		prev := order // the before image's order: none before the redemption
+		if from == coupon.Available {
+			prev = ""
+		}
+		return Transition{Coupon: id, Template: 3, Channel: ch, From: from, To: to, FromCode: refCode(from), ToCode: refCode(to),
+			PrevTemplate: 3, PrevChannel: ch, Order: order, PrevOrder: prev, User: user, PrevUser: user}
 	}
 	want := []Transition{
 		tr(1, "app", coupon.None, coupon.Available, ""), tr(2, "app", coupon.None, coupon.Available, ""), tr(3, "web", coupon.None, coupon.Available, ""),
@@ -377,7 +382,9 @@ func TestTailerResumesBrokenConnection(t *testing.T) {
 
 	ts, _, _ := allOf(batches)
 	tr := func(id int64, from, to coupon.Status) Transition {
-		return Transition{Coupon: id, Template: 3, Channel: "app", From: from, To: to, PrevTemplate: 3, PrevChannel: "app", User: fmt.Sprintf("u%d", id), PrevUser: fmt.Sprintf("u%d", id)}
+		user := fmt.Sprintf("u%d", id)
+		return Transition{Coupon: id, Template: 3, Channel: "app", From: from, To: to, FromCode: refCode(from), ToCode: refCode(to),
+			PrevTemplate: 3, PrevChannel: "app", User: user, PrevUser: user}
 	}
 	require.Equal(t, []Transition{
 		tr(1, coupon.None, coupon.Available), tr(2, coupon.None, coupon.Available),

@@ -18,7 +18,7 @@ func (m *Mapping) FollowsTemplates() bool { return m.followsTemplates() }
 // claim) is not emitted.
 func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) error {
 	image := func(row []any) (TemplateChange, error) {
-		t := TemplateChange{Index: len(b.Transitions)}
+		t := TemplateChange{After: len(b.Transitions)}
 		var err error
 		if t.Template, err = intCol(l, row, l.id, "id"); err != nil {
 			return t, err

@@ -65,9 +65,9 @@ func TestDecodeTemplateLimitAndEnd(t *testing.T) {
 	require.ErrorContains(t, err, "legacydb.t_coupon_tpl (end_time column): want a time, got int64")
 }
 
-// A template change's Index places it among the batch's transitions, in
+// A template change's After places it among the batch's transitions, in
 // binlog order, across the transactions a batch joins.
-func TestDecodeTemplateIndex(t *testing.T) {
+func TestDecodeTemplateAfter(t *testing.T) {
 	d := limitDecoder(t)
 	tpl := table("legacydb", "t_coupon_tpl", "id", "title", "budget", "stock", "per_member", "ends")
 	uct := table("legacydb", "t_user_coupon", "id", "uid", "tpl_id", "state", "order_no", "expire_time")
@@ -92,7 +92,7 @@ func TestDecodeTemplateIndex(t *testing.T) {
 	}
 	var idx []int
 	for _, c := range batch.Templates {
-		idx = append(idx, c.Index)
+		idx = append(idx, c.After)
 	}
 	require.Equal(t, []int{1, 2, 4}, idx)
 	require.Len(t, batch.Transitions, 4)
@@ -114,9 +114,9 @@ func TestDecodeUserMove(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, []Transition{
-		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Available, To: coupon.Available, PrevTemplate: 9, PrevChannel: "legacy",
-			User: "u2", PrevUser: "u1", At: testAt},
-		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Available, PrevTemplate: 9, PrevChannel: "legacy",
-			PrevUser: "u2", At: testAt, Undecodable: true},
+		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Available, To: coupon.Available, FromCode: code(0), ToCode: code(0),
+			PrevTemplate: 9, PrevChannel: "legacy", User: "u2", PrevUser: "u1", At: testAt},
+		{Coupon: 5, Template: 9, Channel: "legacy", From: coupon.Available, FromCode: code(0), ToCode: code(7),
+			PrevTemplate: 9, PrevChannel: "legacy", PrevUser: "u2", At: testAt, Undecodable: true},
 	}, b.Transitions)
 }

@@ -114,16 +114,16 @@ func (s *Source) legacyReleased(ctx context.Context, tx *sql.Tx, ids []int64, ou
 
 // UserClaims counts, in q's snapshot, the coupons of each (template, user)
 // that the cdc counts (a mapped status, a template and a user: a NULL or
-// empty user is nobody's), by the user's bytes as the binlog carries them,
-// and calls fn for each.
+// empty user is nobody's), by the user's bytes as the binlog carries them
+// cut to MaxOrderKey, and calls fn for each.
 func (s *Source) UserClaims(ctx context.Context, q Querier, fn func(template int64, user string, coupons int64) error) error {
 	uc := s.m.UserCoupon
 	codes := make([]int64, 0, len(s.status))
 	for c := range s.status {
 		codes = append(codes, c)
 	}
-	query := fmt.Sprintf("SELECT %s, CAST(%s AS BINARY), COUNT(*) FROM %s WHERE %s IS NOT NULL AND %s IS NOT NULL AND %s IN (%s) GROUP BY 1, 2",
-		quoteIdent(uc.Template), quoteIdent(uc.User), s.table(uc.Table), quoteIdent(uc.Template), quoteIdent(uc.User),
+	query := fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s WHERE %s IS NOT NULL AND %s IS NOT NULL AND %s IN (%s) GROUP BY 1, 2",
+		quoteIdent(uc.Template), orderKeyUser(uc.User), s.table(uc.Table), quoteIdent(uc.Template), quoteIdent(uc.User),
 		quoteIdent(uc.Status), sqltx.Placeholders(len(codes)))
 	err := sqltx.EachRow(ctx, q, query, sqltx.Int64Args(codes), func(rows *sql.Rows) error {
 		var tpl, n int64

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
@@ -13,6 +15,9 @@ import (
 // Redeemed returns, for the given coupons, the orders of their redemption
 // rows ("" when the mapping names no order column).
 func (s *Source) Redeemed(ctx context.Context, q Querier, coupons []int64) (map[int64][]string, error) {
+	if err := s.redemptionTable(); err != nil {
+		return nil, err
+	}
 	rl := s.m.RedemptionLog
 	order := "''"
 	if rl.Order != "" {
@@ -71,6 +76,9 @@ func (s *Source) PairsOf(ctx context.Context, q Querier, coupons []int64) (map[i
 // order as bytes, "" when it is NULL or not mapped — and hands each to
 // fn; with duplicatesOnly, only those with more than one row.
 func (s *Source) RedemptionKeys(ctx context.Context, q Querier, duplicatesOnly bool, fn func(coupon int64, order string, rows int64) error) error {
+	if err := s.redemptionTable(); err != nil {
+		return err
+	}
 	rl := s.m.RedemptionLog
 	order := "''"
 	if rl.Order != "" {
@@ -88,4 +96,79 @@ func (s *Source) RedemptionKeys(ctx context.Context, q Querier, duplicatesOnly b
 		}
 		return fn(c, o, n)
 	})
+}
+
+// redemptionTable refuses a lookup in the redemption table of a mapping
+// whose evidence is not a write-off table: it has none (the callers skip
+// those checks; this says so if one does not).
+func (s *Source) redemptionTable() error {
+	if ev := s.m.RedemptionEvidence(); ev != canal.EvidenceTable {
+		return fmt.Errorf("the mapping's redemption evidence is %s: there is no redemption table to look in", ev)
+	}
+	return nil
+}
+
+// MaxOrderKey is the longest user id or order number the order_table
+// check keeps (VARBINARY(255) in cdc_order_key), in bytes; the cdc cuts
+// what the binlog gives it to the same length.
+const MaxOrderKey = 255
+
+// orderKeyUser is a user column as the order_table check keys it.
+func orderKeyUser(col string) string {
+	return fmt.Sprintf("LEFT(COALESCE(CAST(%s AS BINARY), ''), %d)", quoteIdent(col), MaxOrderKey)
+}
+
+// LastUsedCoupon returns the highest id among the USED coupons of
+// template whose user column is user (as the order_table check keys it);
+// 0 when it has none.
+func (s *Source) LastUsedCoupon(ctx context.Context, q Querier, template int64, user string) (int64, error) {
+	uc := s.m.UserCoupon
+	codes := s.m.Codes(coupon.Used)
+	query := fmt.Sprintf("SELECT COALESCE(MAX(%s), 0) FROM %s WHERE %s = ? AND %s IN (%s) AND %s = ?", quoteIdent(uc.ID), s.table(uc.Table),
+		quoteIdent(uc.Template), quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), orderKeyUser(uc.User))
+	var id int64
+	err := sqltx.EachRow(ctx, q, query, append(append([]any{template}, sqltx.Int64Args(codes)...), []byte(user)), func(rows *sql.Rows) error {
+		return rows.Scan(&id)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("look up the last USED coupon in %s: %w", s.named(uc.Table), err)
+	}
+	return id, nil
+}
+
+// OrderKeyDifferences hands fn, in q's snapshot, each (template, user)
+// whose USED coupons and orders differ (evidence order_table): the counts
+// and the highest id among its USED coupons (0: none). The user is the
+// bytes of its column ("" for NULL) cut to MaxOrderKey, like the cdc's;
+// coupons with a NULL template and orders without one (NULL or 0) are
+// left out, as the cdc leaves them.
+func (s *Source) OrderKeyDifferences(ctx context.Context, q Querier, fn func(template int64, user string, used, orders, lastCoupon int64) error) error {
+	o := s.m.Orders
+	if o == nil || s.m.RedemptionEvidence() != canal.EvidenceOrderTable {
+		return fmt.Errorf("the mapping's redemption evidence is %s: there is no order table", s.m.RedemptionEvidence())
+	}
+	uc := s.m.UserCoupon
+	codes := s.m.Codes(coupon.Used)
+	user := orderKeyUser
+	query := fmt.Sprintf(`SELECT tpl, usr, SUM(used), SUM(orders), COALESCE(MAX(coupon), 0) FROM (
+		SELECT %s AS tpl, %s AS usr, COUNT(*) AS used, 0 AS orders, MAX(%s) AS coupon FROM %s
+			WHERE %s IN (%s) AND %s IS NOT NULL GROUP BY 1, 2
+		UNION ALL
+		SELECT %s, %s, 0, COUNT(*), NULL FROM %s WHERE %s IS NOT NULL AND %s <> 0 GROUP BY 1, 2
+		) k GROUP BY tpl, usr HAVING SUM(used) <> SUM(orders)`,
+		quoteIdent(uc.Template), user(uc.User), quoteIdent(uc.ID), s.table(uc.Table),
+		quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), quoteIdent(uc.Template),
+		quoteIdent(o.Template), user(o.User), s.table(o.Table), quoteIdent(o.Template), quoteIdent(o.Template))
+	err := sqltx.EachRow(ctx, q, query, sqltx.Int64Args(codes), func(rows *sql.Rows) error {
+		var tpl, used, orders, last int64
+		var usr []byte
+		if err := rows.Scan(&tpl, &usr, &used, &orders, &last); err != nil {
+			return err
+		}
+		return fn(tpl, string(usr), used, orders, last)
+	})
+	if err != nil {
+		return fmt.Errorf("compare the USED coupons of %s with the orders of %s: %w", s.named(uc.Table), s.named(o.Table), err)
+	}
+	return nil
 }

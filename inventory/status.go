@@ -4,11 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
-	"github.com/couponlink/couponlink/internal/sqltx"
+	"github.com/couponlink/couponlink/inventory/view"
 )
 
 // Status is where a cdc stands, read from MySQL: what `couponlink status` prints.
@@ -18,7 +19,13 @@ type Status struct {
 	Server     canal.Position // the server's binlog end now
 	Now        time.Time
 	Anomalies  map[string]int64
-	Pairs      []PairStatus
+	// Recent are the latest anomalies, newest first (at most RecentAnomalies).
+	Recent []Anomaly
+	Pairs  []PairStatus
+	// Templates are a legacy mapping's templates that have counters, as
+	// the shop's template table has them (name, budget, remaining stock,
+	// end time), beside their counters; nil for the reference schema.
+	Templates []view.Template
 	// Webhooks counts the outbox's events by status (pending, delivered,
 	// dropped); OldestPending is when the oldest pending one was written.
 	Webhooks      map[string]int64
@@ -26,11 +33,16 @@ type Status struct {
 }
 
 // PairStatus is one channel bucket: its derived counters and, when known
-// (HasQuota), its quota and claimed.
+// (HasQuota), its quota and claimed. With a legacy mapping, Label is the
+// channel's label (channel_labels), and the AVAILABLE coupons of a
+// template whose campaign has ended (its end_time) are counted in Expired,
+// not Held: PastEnd says how many (see view.Template).
 type PairStatus struct {
 	Pair
 	Counts
 	HasQuota bool
+	Label    string
+	PastEnd  int64
 }
 
 // Lag is how far the checkpoint's last event is behind now. When the
@@ -45,8 +57,16 @@ func (s Status) Lag() time.Duration {
 	return s.Now.Sub(s.Checkpoint.EventTime.Time)
 }
 
-// ReadStatus reads the checkpoint, the anomaly counts and the counters.
+// ReadStatus reads the checkpoint, the anomaly counts and the counters,
+// with the reference schema's channel quotas.
 func ReadStatus(ctx context.Context, db *sql.DB, name string) (Status, error) {
+	return ReadMappedStatus(ctx, db, name, nil)
+}
+
+// ReadMappedStatus is ReadStatus for the schema of mapping m (nil: the
+// reference schema): the quotas of its channel buckets and, for a legacy
+// mapping, its templates (Status.Templates) and its channel labels.
+func ReadMappedStatus(ctx context.Context, db *sql.DB, name string, m *canal.Mapping) (Status, error) {
 	st := Status{Now: time.Now().UTC(), Anomalies: map[string]int64{}, Webhooks: map[string]int64{}}
 	var err error
 	if st.Checkpoint, st.Found, err = LoadCheckpoint(ctx, db, name); err != nil {
@@ -55,17 +75,8 @@ func ReadStatus(ctx context.Context, db *sql.DB, name string) (Status, error) {
 	if st.Server, err = canal.CurrentPosition(ctx, db); err != nil {
 		return st, err
 	}
-	err = sqltx.EachRow(ctx, db, `SELECT kind, COUNT(*) FROM cdc_anomaly GROUP BY kind`, nil, func(rows *sql.Rows) error {
-		var k string
-		var n int64
-		if err := rows.Scan(&k, &n); err != nil {
-			return err
-		}
-		st.Anomalies[k] = n
-		return nil
-	})
-	if err != nil {
-		return st, fmt.Errorf("count anomalies: %w", err)
+	if err := readAnomalies(ctx, db, &st); err != nil {
+		return st, err
 	}
 	if err := readOutbox(ctx, db, &st); err != nil {
 		return st, err
@@ -74,30 +85,50 @@ func ReadStatus(ctx context.Context, db *sql.DB, name string) (Status, error) {
 	if err != nil {
 		return st, err
 	}
-	quotas := map[Pair]Quota{}
-	var scanErr error
-	// a legacy deployment may have no channel_quota rows (nor table): a failed query is no error
-	_ = sqltx.EachRow(ctx, db, `SELECT template_id, channel, quota, claimed FROM channel_quota`, nil, func(rows *sql.Rows) error {
-		var p Pair
-		var q Quota
-		if scanErr = rows.Scan(&p.Template, &p.Channel, &q.Quota, &q.Claimed); scanErr != nil {
-			return scanErr
+	legacy := m != nil && !m.Reference()
+	if m == nil {
+		m = canal.DefaultMapping()
+	}
+	src := NewSource(m)
+	quotas, err := src.Quotas(ctx, db)
+	if err != nil && legacy {
+		return st, err
+	} // the reference schema's channel_quota: a deployment without it shows none, as before
+	ended := map[int64]bool{}
+	if legacy {
+		if st.Templates, err = src.TemplateViews(ctx, db, templatesOf(counts), counts, quotas); err != nil {
+			return st, err
 		}
-		quotas[p] = q
-		return nil
-	})
-	if scanErr != nil {
-		return st, scanErr
+		for _, t := range st.Templates {
+			ended[t.ID] = t.Ended
+		}
 	}
 	for p, c := range counts {
-		ps := PairStatus{Pair: p, Counts: *c}
+		ps := PairStatus{Pair: p, Counts: *c, Label: src.ChannelLabel(p.Channel)}
 		if q, ok := quotas[p]; ok {
 			ps.Quota, ps.Claimed, ps.HasQuota = q.Quota, q.Claimed, true
+		}
+		if ended[p.Template] {
+			ps.Counts, ps.PastEnd = view.PastEnd(ps.Counts)
 		}
 		st.Pairs = append(st.Pairs, ps)
 	}
 	sort.Slice(st.Pairs, func(i, j int) bool { return st.Pairs[i].Pair.Less(st.Pairs[j].Pair) })
 	return st, nil
+}
+
+// templatesOf is the templates of the pairs, in order.
+func templatesOf(counts map[Pair]*Counts) []int64 {
+	seen := map[int64]bool{}
+	var out []int64
+	for p := range counts {
+		if !seen[p.Template] {
+			seen[p.Template] = true
+			out = append(out, p.Template)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // readOutbox counts the webhook outbox by status.

@@ -180,12 +180,17 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 			}
 		}
 		rep.Differences = append(rep.Differences, compareQuotaTotals(snap.Quotas, totals)...)
-	} else {
+	}
+	if !r.cfg.Mapping.Reference() {
 		own, err := r.src.LegacyCounts(ctx, r.db, templateIDs(snap))
 		if err != nil {
 			return ms, nil, err
 		}
-		rep.Differences = append(rep.Differences, compareLegacy(snap.Counts, budgets, own)...)
+		judged := budgets
+		if snap.Quotas != nil {
+			judged = nil // over-issue is judged per channel bucket
+		}
+		rep.Differences = append(rep.Differences, compareLegacy(snap.Counts, judged, own)...)
 	}
 
 	if err := r.counters(ctx, rep, snap); err != nil {

@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
+	"github.com/couponlink/couponlink/sink"
 )
 
 // newStockLegacy is the legacy schema whose template table also has the
@@ -113,4 +115,32 @@ func guardedClaim(db *sql.DB) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// With channel quotas too (the shop keeps per-channel buckets beside its
+// template's stock column), the stock column is compared the same way;
+// over-issue stays judged per bucket.
+func TestLegacyStockColumnDriftWithChannelQuotas(t *testing.T) {
+	t.Parallel()
+	l := newStockLegacy(t)
+	l.exec("CREATE TABLE t_quota (tpl_id INT NOT NULL, ch VARCHAR(32) NOT NULL, quota BIGINT NOT NULL, claimed BIGINT NOT NULL, PRIMARY KEY (tpl_id, ch))")
+	m, err := canal.LoadMapping([]byte(strings.Replace(fmt.Sprintf(legacyYAML, l.DBName), "used: used}", "used: used, remaining: stock}", 1) +
+		"channel_quota: {table: t_quota, template: tpl_id, channel: ch, quota: quota, claimed: claimed}\n"))
+	require.NoError(t, err)
+	require.NoError(t, m.Check(l.Ctx, l.DB))
+	l.m = m
+	l.exec(`INSERT INTO t_coupon_tpl (id, budget, stock) VALUES (1, 100, 100)`)
+	l.exec(`INSERT INTO t_quota VALUES (1, 'legacy', 100, 0)`)
+	l.StartCDC(l.m, func(cfg *sink.Config, _ *sink.Daemon) { cfg.RedisMode = inventory.RedisOff })
+	l.claimGuarded(1, 6)
+	l.exec(`UPDATE t_quota SET claimed = 6 WHERE tpl_id = 1`)
+	l.WaitCheckpoint()
+	r := l.reconciler(func(c *reconcile.Config) { c.RedisMode = inventory.RedisOff })
+	rep := l.pass(r)
+	require.Equal(t, "clean", rep.Status, "%v", diffs(rep.Differences))
+
+	l.exec(`UPDATE t_coupon_tpl SET stock = stock + 1 WHERE id = 1`) // an increment the claims do not explain
+	l.WaitCheckpoint()
+	rep = l.pass(r)
+	require.Equal(t, []string{"legacy 1/remaining 94 95 needs_review"}, diffs(rep.Differences))
 }

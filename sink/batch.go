@@ -87,7 +87,8 @@ func quotaChanges(b *canal.Batch) map[inventory.Pair]inventory.Quota {
 }
 
 // commitBatch writes the batch in one transaction: counters, template
-// counts, anomalies (with the duplicates it finds), pending checks,
+// counts, anomalies (with the duplicates and the order keys' it finds),
+// pending checks and order keys,
 // releases, webhook events and the checkpoint. It returns the releases it
 // applied and every anomaly.
 func (s *Sink) commitBatch(ctx context.Context, b *canal.Batch, d inventory.Deltas, pairs []inventory.Pair, templates []int64,
@@ -103,12 +104,16 @@ func (s *Sink) commitBatch(ctx context.Context, b *canal.Batch, d inventory.Delt
 		if err != nil {
 			return err
 		}
+		orders, err := s.countOrderKeys(ctx, tx, b)
+		if err != nil {
+			return err
+		}
 		over, err := s.countClaims(ctx, tx, b)
 		if err != nil {
 			return err
 		}
-		all = append(append(anomalies[:len(anomalies):len(anomalies)], dups...), over...)
-		if err := insertAnomalies(ctx, tx, all, b); err != nil {
+		all = append(append(append(anomalies[:len(anomalies):len(anomalies)], dups...), orders...), over...)
+		if err := s.insertAnomalies(ctx, tx, all, b); err != nil {
 			return err
 		}
 		if err := s.savePending(ctx, tx); err != nil {
@@ -137,7 +142,8 @@ func (s *Sink) commitBatch(ctx context.Context, b *canal.Batch, d inventory.Delt
 // keep Redis whole.
 func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 	due := len(s.pending) > 0
-	if b.End != s.pos || due {
+	orders := s.orderKeysDue()
+	if b.End != s.pos || due || orders {
 		s.quotaNext = nil
 		var anomalies []Anomaly
 		if due {
@@ -146,9 +152,14 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 				return err
 			}
 		}
-		if b.End != s.pos || len(anomalies) > 0 || len(s.pendingDirty) > 0 {
+		if b.End != s.pos || len(anomalies) > 0 || len(s.pendingDirty) > 0 || orders {
 			err := sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
-				if err := insertAnomalies(ctx, tx, anomalies, b); err != nil {
+				more, err := s.countOrderKeys(ctx, tx, b) // the batch is empty: it decides the due keys
+				if err != nil {
+					return err
+				}
+				anomalies = append(anomalies, more...)
+				if err := s.insertAnomalies(ctx, tx, anomalies, b); err != nil {
 					return err
 				}
 				if err := s.savePending(ctx, tx); err != nil {
@@ -167,7 +178,7 @@ func (s *Sink) idle(ctx context.Context, b *canal.Batch) error {
 			s.progressed(b.End, b.EventTime)
 			s.countAnomalies(anomalies)
 		}
-		s.m.pendingChecks.Set(float64(s.npending))
+		s.m.pendingChecks.Set(float64(s.npending + s.orderPending))
 	}
 	s.m.lag.Set(0) // caught up: the heartbeat came because nothing was left to read
 	if s.redis != nil {
@@ -238,19 +249,20 @@ func (s *Sink) observe(b *canal.Batch, anomalies []Anomaly, start time.Time) {
 	}
 	rowKinds("channel_quota", len(b.Quotas), func(i int) (bool, bool) { return b.Quotas[i].Inserted, b.Quotas[i].Deleted })
 	rowKinds("template", len(b.Templates), func(i int) (bool, bool) { return b.Templates[i].Inserted, b.Templates[i].Deleted })
+	rowKinds("orders", len(b.Orders), func(i int) (bool, bool) { return !b.Orders[i].Deleted, b.Orders[i].Deleted })
 	s.m.batchRows.Observe(float64(b.Rows))
 	if !b.EventTime.IsZero() {
 		s.m.lag.Set(max(0, s.cfg.Now().Sub(b.EventTime).Seconds()))
 		s.m.checkpointTime.Set(float64(b.EventTime.Unix()))
 	}
 	s.countAnomalies(anomalies)
-	s.m.pendingChecks.Set(float64(s.npending))
+	s.m.pendingChecks.Set(float64(s.npending + s.orderPending))
 }
 
 func (s *Sink) countAnomalies(as []Anomaly) {
 	for _, a := range as {
 		s.m.anomalies.WithLabelValues(a.Kind).Inc()
 		s.log.Warn("anomaly", "kind", a.Kind, "coupon", a.Coupon, "template", a.Template, "channel", a.Channel,
-			"from", a.From.String(), "to", a.To.String(), "order", a.Order, "position", s.pos.String(), "detail", a.Detail)
+			"from", a.From.String(), "to", a.To.String(), "change", s.change(a), "order", a.Order, "position", s.pos.String(), "detail", a.Detail)
 	}
 }

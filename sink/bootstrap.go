@@ -12,9 +12,9 @@ import (
 	"github.com/couponlink/couponlink/inventory"
 )
 
-// bootstrap replaces the counters (and the duplicate check's redemption
-// keys) with the truth of a fresh snapshot, records the anomalies found in
-// it, and sets the checkpoint to the snapshot's position, in one
+// bootstrap replaces the counters (and the checks' durable state, see
+// seedChecks) with the truth of a fresh snapshot, records the anomalies
+// found in it, and sets the checkpoint to the snapshot's position, in one
 // transaction, while the snapshot is open.
 func (s *Sink) bootstrap(ctx context.Context) (inventory.Snapshot, error) {
 	start := time.Now()
@@ -82,7 +82,7 @@ func (s *Sink) writeBootstrap(ctx context.Context, tx *sql.Tx, snap inventory.Sn
 		}
 	}
 	at := &canal.Batch{End: snap.Pos}
-	if err := insertAnomalies(ctx, tx, anomalies, at); err != nil {
+	if err := s.insertAnomalies(ctx, tx, anomalies, at); err != nil {
 		return err
 	}
 	if err := s.enqueue(ctx, tx, s.batchEvents(at, nil, anomalies)); err != nil {
@@ -101,7 +101,8 @@ func (s *Sink) writeBootstrap(ctx context.Context, tx *sql.Tx, snap inventory.Sn
 }
 
 // seedChecks rewrites, in tx, the durable state of the checks from the
-// snapshot stx (redemption keys, template rules, coupons per user), and
+// snapshot stx (redemption keys, order keys, template rules, coupons per
+// user), and
 // returns the anomalies found in it that the state did not hold yet.
 func (s *Sink) seedChecks(ctx context.Context, stx, tx *sql.Tx, snap inventory.Snapshot, infos map[int64]inventory.TemplateInfo) ([]Anomaly, error) {
 	var found []Anomaly
@@ -111,6 +112,11 @@ func (s *Sink) seedChecks(ctx context.Context, stx, tx *sql.Tx, snap inventory.S
 			return nil, err
 		}
 		found = append(found, dups...)
+	}
+	if s.checksOrders() {
+		if err := s.seedOrderKeys(ctx, stx, tx); err != nil {
+			return nil, err
+		}
 	}
 	if s.followsTemplates() {
 		if err := s.seedTemplates(ctx, tx, snap, infos); err != nil {

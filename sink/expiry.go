@@ -40,9 +40,11 @@ func (s *Sink) usedAfterExpiry(b *canal.Batch) []Anomaly {
 		if restored {
 			what = "restored to AVAILABLE"
 		}
-		out = append(out, Anomaly{Kind: AnomalyUsedAfterExpiry, Coupon: t.Coupon, Template: t.Template, Channel: t.Channel,
-			From: t.From, To: t.To, Order: t.Order, Detail: fmt.Sprintf("coupon %d was %s at %s, after its template %d ended at %s",
-				t.Coupon, what, t.At.UTC().Format(time.DateTime), t.Template, info.EndTime.Format(time.DateTime))})
+		a := anomalyAt(t)
+		a.Kind = AnomalyUsedAfterExpiry
+		a.Detail = fmt.Sprintf("coupon %d was %s at %s, after its template %d ended at %s (%s)",
+			t.Coupon, what, t.At.UTC().Format(time.DateTime), t.Template, info.EndTime.Format(time.DateTime), t.Change())
+		out = append(out, a)
 	}
 	return out
 }

@@ -48,7 +48,7 @@ func (l *legacyEnv) setState(id int64, code int) {
 func (l *legacyEnv) expiryRows() []string {
 	l.T.Helper()
 	var out []string
-	for _, r := range l.anomalyRows(sink.AnomalyUsedAfterExpiry) {
+	for _, r := range l.detailRows(sink.AnomalyUsedAfterExpiry) {
 		var c, tpl int64
 		_, err := fmt.Sscanf(r, "%d %d", &c, &tpl)
 		require.NoError(l.T, err)

@@ -71,7 +71,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "couponlink_redis_rebuilds_total", Help: "Full rebuilds of the Redis stock keys (after a flush, a restart or an outage).",
 		}),
 		pendingChecks: f.NewGauge(prometheus.GaugeOpts{
-			Name: "couponlink_cdc_pending_redemption_checks", Help: "Coupons that became USED and whose redemption row is awaited within the grace period.",
+			Name: "couponlink_cdc_pending_redemption_checks", Help: "Checks of redemption evidence awaiting the grace period: coupons that became USED whose redemption row is awaited, and (evidence order_table) users whose USED coupons and orders of a template differ.",
 		}),
 		pendingDropped: f.NewCounter(prometheus.CounterOpts{
 			Name: "couponlink_cdc_pending_redemption_checks_dropped_total", Help: "USED coupons not checked for a redemption row because the pending list was full.",

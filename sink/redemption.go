@@ -43,6 +43,50 @@ type pendingUse struct {
 	moves    int
 }
 
+// judgeRedemptions is the evidence table's part of judge: the batch's
+// redemption rows settle pending checks, and its moves into USED without
+// a redemption row of their order (in the batch or the table) start one;
+// the checks whose grace ended are decided.
+func (s *Sink) judgeRedemptions(ctx context.Context, b *canal.Batch) ([]Anomaly, error) {
+	redeemedHere := map[int64][]string{}
+	for i := range b.Redemptions {
+		r := &b.Redemptions[i]
+		if !r.Deleted {
+			redeemedHere[r.Coupon] = append(redeemedHere[r.Coupon], r.Order)
+			s.settlePending(r.Coupon, r.Order)
+		}
+	}
+	var check []int64
+	uses := map[int64][]Anomaly{}
+	for i := range b.Transitions {
+		t := &b.Transitions[i]
+		if t.To != coupon.Used || t.From == coupon.Used || t.Undecodable || hasOrder(redeemedHere[t.Coupon], t.Order) {
+			continue
+		}
+		if _, seen := uses[t.Coupon]; !seen {
+			check = append(check, t.Coupon)
+		}
+		a := anomalyAt(t)
+		a.Kind = AnomalyUsedWithoutRedemption
+		uses[t.Coupon] = append(uses[t.Coupon], a)
+	}
+	if len(check) > 0 {
+		found, err := s.src.Redeemed(ctx, s.db, check)
+		if err != nil {
+			return nil, err
+		}
+		deadline := s.cfg.Now().Add(s.cfg.RedemptionGrace)
+		for _, c := range check {
+			for _, a := range uses[c] {
+				if !hasOrder(found[c], a.Order) {
+					s.addPending(a, deadline)
+				}
+			}
+		}
+	}
+	return s.duePending(ctx)
+}
+
 // addPending starts the check of a move into USED.
 func (s *Sink) addPending(a Anomaly, deadline time.Time) {
 	c := a.Coupon
@@ -162,7 +206,7 @@ func (s *Sink) savePending(ctx context.Context, tx *sql.Tx) error {
 			return fmt.Errorf("save pending redemption checks: %w", err)
 		}
 	}
-	return s.deleteKeys(ctx, tx, "cdc_pending_redemption", del)
+	return deleteKeys(ctx, tx, s.cfg.Name, "cdc_pending_redemption", redemptionCols, del)
 }
 
 // loadPending replaces the pending checks with those saved with the
@@ -198,10 +242,11 @@ type redemptionKey struct {
 }
 
 // checksDuplicates says whether duplicate redemption rows are looked for:
-// the redemption table has no unique key on (order, coupon) and the
-// mapping names its order column.
+// the evidence is a redemption table, it has no unique key on (order,
+// coupon) and the mapping names its order column.
 func (s *Sink) checksDuplicates() bool {
-	return !s.cfg.RedemptionUnique && s.cfg.Mapping.RedemptionLog.Order != ""
+	m := s.cfg.Mapping
+	return m.RedemptionEvidence() == canal.EvidenceTable && !s.cfg.RedemptionUnique && m.RedemptionLog.Order != ""
 }
 
 // countRedemptions counts the batch's redemption rows into
@@ -264,32 +309,52 @@ func (s *Sink) countRedemptions(ctx context.Context, tx *sql.Tx, b *canal.Batch)
 			return nil, fmt.Errorf("count redemption rows: %w", err)
 		}
 	}
-	if err := s.deleteKeys(ctx, tx, "cdc_redemption_key", del); err != nil {
+	if err := deleteKeys(ctx, tx, s.cfg.Name, "cdc_redemption_key", redemptionCols, del); err != nil {
 		return nil, err
 	}
 	return out, s.placeCoupons(ctx, tx, b, out)
 }
 
-// deleteKeys deletes the checkpoint's rows of the keys from table
-// (cdc_pending_redemption or cdc_redemption_key), in tx.
-func (s *Sink) deleteKeys(ctx context.Context, tx *sql.Tx, table string, keys []redemptionKey) error {
+// idKey is the key of a row of the cdc's check tables beside the
+// checkpoint's name: an id and a string (a coupon and an order, a template
+// and a user).
+type idKey interface {
+	comparable
+	parts() (int64, string)
+}
+
+func (k redemptionKey) parts() (int64, string) { return k.coupon, k.order }
+
+// keysWhere is the condition that picks the rows of keys by their columns
+// (the id's, the string's), and its arguments: the id list gives the
+// primary key's range, the pairs pick the rows.
+func keysWhere[K idKey](cols [2]string, keys []K) (string, []any) {
+	ids := make([]any, len(keys))
+	pairs := make([]any, 0, 2*len(keys))
+	for i, k := range keys {
+		id, str := k.parts()
+		ids[i] = id
+		pairs = append(pairs, id, str)
+	}
+	return cols[0] + ` IN (` + sqltx.Placeholders(len(keys)) + `) AND (` + cols[0] + `, ` + cols[1] + `) IN (` +
+		strings.TrimSuffix(strings.Repeat("(?, ?), ", len(keys)), ", ") + `)`, append(ids, pairs...)
+}
+
+// deleteKeys deletes the checkpoint's (name) rows of the keys from table
+// (cdc_pending_redemption, cdc_redemption_key, cdc_order_key), whose key
+// columns are cols, in tx.
+func deleteKeys[K idKey](ctx context.Context, tx *sql.Tx, name, table string, cols [2]string, keys []K) error {
 	for start := 0; start < len(keys); start += 500 {
-		chunk := keys[start:min(start+500, len(keys))]
-		coupons := make([]any, len(chunk))
-		pairs := make([]any, 0, 2*len(chunk))
-		for i, k := range chunk {
-			coupons[i] = k.coupon
-			pairs = append(pairs, k.coupon, k.order)
-		}
-		// the coupon list gives the primary key's range; the pairs pick the rows
-		q := `DELETE FROM ` + table + ` WHERE name = ? AND user_coupon_id IN (` + sqltx.Placeholders(len(chunk)) +
-			`) AND (user_coupon_id, order_id) IN (` + strings.TrimSuffix(strings.Repeat("(?, ?), ", len(chunk)), ", ") + `)`
-		if _, err := tx.ExecContext(ctx, q, append(append([]any{s.cfg.Name}, coupons...), pairs...)...); err != nil {
+		where, args := keysWhere(cols, keys[start:min(start+500, len(keys))])
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE name = ? AND `+where, append([]any{name}, args...)...); err != nil {
 			return fmt.Errorf("delete from %s: %w", table, err)
 		}
 	}
 	return nil
 }
+
+// redemptionCols are the key columns of the redemption check tables.
+var redemptionCols = [2]string{"user_coupon_id", "order_id"}
 
 // redemptionCounts reads the stored counts of the coupons' keys, locked.
 func (s *Sink) redemptionCounts(ctx context.Context, tx *sql.Tx, coupons []int64) (map[redemptionKey]int64, error) {

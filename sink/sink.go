@@ -47,6 +47,8 @@ type Sink struct {
 	pending      map[int64][]pendingUse             // coupon -> its moves into USED awaiting a redemption row
 	npending     int                                // entries in pending, bounded by MaxPending
 	pendingDirty map[redemptionKey]bool             // pending checks changed since the last commit (saved with the next one)
+	orderNext    time.Time                          // the earliest deadline of an order key (zero: none); see orders.go
+	orderPending int                                // order keys with a deadline
 	quotaNext    map[inventory.Pair]inventory.Quota // the batch's quota changes, before commit
 	tplNext      map[int64]tplChange                // the batch's template changes, before commit
 	tplDirty     map[int64]bool                     // templates read from the template table, saved with the next batch
@@ -107,6 +109,9 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 		return canal.Position{}, err
 	}
 	if err := s.loadPending(ctx); err != nil {
+		return canal.Position{}, err
+	}
+	if err := s.loadOrderNext(ctx, s.db); err != nil {
 		return canal.Position{}, err
 	}
 	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM correction_log`).Scan(&s.lastCorrection); err != nil {

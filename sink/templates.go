@@ -21,7 +21,7 @@ import (
 // snapshot) is read from the template table when a batch first touches
 // it. Inside a batch, a cursor (tplCursor) gives the rules in force at
 // each transition: the batch's template changes apply from their place
-// among its transitions (TemplateChange.Index) on.
+// among its transitions (TemplateChange.After) on.
 //
 // A template with no row, a NULL budget, no per-user limit or no end time
 // has none of them: nothing is judged against what it lacks.
@@ -83,7 +83,7 @@ func (s *Sink) tplCursor(b *canal.Batch) *tplCursor {
 // at is the rules of tpl in force at the batch's transition i; i never
 // goes down from one call to the next.
 func (c *tplCursor) at(i int, tpl int64) inventory.TemplateInfo {
-	for ; c.next < len(c.changes) && c.changes[c.next].Index <= i; c.next++ {
+	for ; c.next < len(c.changes) && c.changes[c.next].After <= i; c.next++ {
 		tc := &c.changes[c.next]
 		c.now[tc.Template] = infoAfter(tc)
 	}

@@ -61,7 +61,7 @@ func (s *Sink) warnUnseededClaims(ctx context.Context) error {
 // claimMoves are the keys a transition leaves and enters; ok false for a
 // side it has not (no state, or no user).
 func claimMoves(t *canal.Transition) (from claimKey, leaves bool, to claimKey, enters bool) {
-	from, to = claimKey{t.PrevTemplate, t.PrevUser}, claimKey{t.Template, t.User}
+	from, to = claimKey{t.PrevTemplate, cut(t.PrevUser)}, claimKey{t.Template, cut(t.User)}
 	leaves, enters = t.From != coupon.None && from.user != "", t.To != coupon.None && to.user != ""
 	if leaves && enters && from == to {
 		return from, false, to, false // a change of state inside the user's set
@@ -109,9 +109,11 @@ func (s *Sink) countClaims(ctx context.Context, tx *sql.Tx, b *canal.Batch) ([]A
 			continue
 		}
 		if limit := cur.at(i, to.template).PerUserLimit; limit > 0 && counts[to] >= limit {
-			out = append(out, Anomaly{Kind: AnomalyPerUserLimitExceeded, Coupon: t.Coupon, Template: t.Template, Channel: t.Channel,
-				From: t.From, To: t.To, Order: t.Order, Detail: fmt.Sprintf("user %q received coupon %d of template %d holding %d already; the per-user limit is %d",
-					to.user, t.Coupon, to.template, counts[to], limit)})
+			a := anomalyAt(t)
+			a.Kind = AnomalyPerUserLimitExceeded
+			a.Detail = fmt.Sprintf("user %q received coupon %d of template %d holding %d already; the per-user limit is %d",
+				to.user, t.Coupon, to.template, counts[to], limit)
+			out = append(out, a)
 		}
 		counts[to]++
 	}

@@ -53,9 +53,9 @@ func (l *legacyEnv) inTx(fn func(tx *sql.Tx)) {
 	require.NoError(l.T, tx.Commit())
 }
 
-// anomalyRows reads the anomalies of a kind as "coupon template detail",
+// detailRows reads the anomalies of a kind as "coupon template detail",
 // sorted.
-func (l *legacyEnv) anomalyRows(kind string) []string {
+func (l *legacyEnv) detailRows(kind string) []string {
 	l.T.Helper()
 	rows, err := l.DB.Query(`SELECT COALESCE(user_coupon_id, 0), COALESCE(template_id, 0), detail FROM cdc_anomaly WHERE kind = ?`, kind)
 	require.NoError(l.T, err)
@@ -123,7 +123,7 @@ func TestLegacyPerUserLimit(t *testing.T) {
 	}
 	c := start(false)
 	atStart := `0 1 found at the snapshot of a bootstrap: user "pre" holds 4 coupons of template 1; the per-user limit is 2`
-	require.Equal(t, []string{atStart, atStart}, l.anomalyRows(sink.AnomalyPerUserLimitExceeded))
+	require.Equal(t, []string{atStart, atStart}, l.detailRows(sink.AnomalyPerUserLimitExceeded))
 
 	// ten users claim five coupons each of template 1, concurrently; and of template 2
 	var wg sync.WaitGroup
@@ -139,7 +139,7 @@ func TestLegacyPerUserLimit(t *testing.T) {
 	l.WaitCheckpoint()
 	per := map[string][]string{}
 	concurrent := map[string]bool{atStart: true}
-	for _, r := range l.anomalyRows(sink.AnomalyPerUserLimitExceeded) {
+	for _, r := range l.detailRows(sink.AnomalyPerUserLimitExceeded) {
 		if r == atStart {
 			continue
 		}
@@ -164,7 +164,7 @@ func TestLegacyPerUserLimit(t *testing.T) {
 	}
 	later := func() []string { // the anomalies after the concurrent claims
 		var out []string
-		for _, r := range l.anomalyRows(sink.AnomalyPerUserLimitExceeded) {
+		for _, r := range l.detailRows(sink.AnomalyPerUserLimitExceeded) {
 			if !concurrent[r] || r == atStart {
 				out = append(out, r)
 			}

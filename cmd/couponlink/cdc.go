@@ -80,7 +80,11 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		rdb = redis.NewClient(&redis.Options{Addr: *o.redisAddr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
 		defer rdb.Close()
 	}
-	d, err := o.daemon(db, rdb, reg, base)
+	m, err := readMapping(*o.mapping)
+	if err != nil {
+		return err
+	}
+	d, err := o.daemon(db, m, rdb, reg, base)
 	if err != nil {
 		return err
 	}
@@ -92,7 +96,7 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// database closes only when all have returned
 	g, gctx := errgroup.WithContext(ctx)
 	if *o.metricsAddr != "" {
-		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, d.Stalled, log)
+		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, m, d.Stalled, log)
 		if err != nil {
 			return err
 		}
@@ -114,8 +118,9 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return g.Wait()
 }
 
-// daemon is the sink, with its chores, and the tailer feeding it.
-func (o *cdcSettings) daemon(db *sql.DB, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*sink.Daemon, error) {
+// daemon is the sink, with its chores, and the tailer feeding it; m is
+// the legacy mapping (nil: the reference schema).
+func (o *cdcSettings) daemon(db *sql.DB, m *canal.Mapping, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*sink.Daemon, error) {
 	redisMode, err := inventory.ParseRedisMode(*o.redisMode)
 	if err != nil {
 		return nil, fmt.Errorf("-redis-mode: %w", err)
@@ -126,11 +131,8 @@ func (o *cdcSettings) daemon(db *sql.DB, rdb redis.UniversalClient, reg promethe
 	if err := scfg.QuotaDefaults.Validate(); err != nil {
 		return nil, fmt.Errorf("default quota policy (-quota-* flags): %w", err)
 	}
-	if *o.mapping != "" {
-		if scfg.Mapping, err = canal.ReadMappingFile(*o.mapping); err != nil {
-			return nil, err
-		}
-		scfg.Mode = sink.ModeLegacy
+	if m != nil {
+		scfg.Mapping, scfg.Mode = m, sink.ModeLegacy
 	}
 	tcfg, err := tailerConfig(*o.dsn, *o.serverID, *o.name)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,27 +35,8 @@ func TestCDCStatusRouteAndComponents(t *testing.T) {
 	}
 	claim("u1") // counted by the bootstrap
 
-	var logs testenv.Output
-	ctx, stop := context.WithCancel(context.Background())
-	exit := make(chan int, 1)
-	go func() {
-		exit <- runContext(ctx, []string{"cdc", "-dsn", dsn, "-redis", "", "-metrics-addr", "127.0.0.1:0", "-log-level", "debug"}, io.Discard, &logs)
-	}()
-	stopped := false
-	stopCDC := func() int {
-		if stopped {
-			return 0
-		}
-		stopped = true
-		stop()
-		return <-exit
-	}
-	t.Cleanup(func() { stopCDC() })
-	listening := regexp.MustCompile(`msg="metrics listening".* addr=(\S+)`)
-	cdctest.WaitFor(t, 30*time.Second, "the cdc tails the binlog", func() bool {
-		return strings.Contains(logs.String(), "tailing the binlog") && listening.MatchString(logs.String())
-	})
-	statusURL := "http://" + listening.FindStringSubmatch(logs.String())[1] + "/status"
+	c := startCDC(t, "-dsn", dsn, "-redis", "", "-log-level", "debug")
+	statusURL := c.url + "/status"
 
 	get := func() map[string]any {
 		t.Helper()
@@ -89,13 +71,49 @@ func TestCDCStatusRouteAndComponents(t *testing.T) {
 	assert.Equal(t, []any{map[string]any{"template": float64(tpl), "channel": "app", "quota": 60.0, "claimable": 48.0,
 		"held": 2.0, "used": 0.0, "expired": 0.0, "returned": 0.0, "released": 0.0, "frozen": 0.0}}, served["pairs"])
 
-	require.Equal(t, 0, stopCDC(), logs.String())
-	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	require.Equal(t, 0, c.stop(), c.logs.String())
+	lines := strings.Split(strings.TrimSpace(c.logs.String()), "\n")
 	for _, l := range lines {
 		assert.Equal(t, 1, strings.Count(l, " component="), "a log line needs one component: %s", l)
 	}
 	for msg, component := range map[string]string{"metrics listening": "cdc", "leader lock taken": "leader",
 		"tailing the binlog": "cdc", "cdc stopped": "cdc"} {
-		assert.Regexp(t, `msg="`+msg+`".* component=`+component+`( |$)`, logs.String())
+		assert.Regexp(t, `msg="`+msg+`".* component=`+component+`( |$)`, c.logs.String())
 	}
+}
+
+// runningCDC is a cdc run in this process by startCDC.
+type runningCDC struct {
+	logs testenv.Output
+	url  string // http://host:port of its ops server
+	stop func() int
+}
+
+// startCDC runs `couponlink cdc` with args (and its ops server on a free
+// port) until the test ends or stop is called, and waits until it tails
+// the binlog. stop returns its exit code.
+func startCDC(t *testing.T, args ...string) *runningCDC {
+	t.Helper()
+	c := &runningCDC{}
+	ctx, cancel := context.WithCancel(context.Background())
+	exit := make(chan int, 1)
+	go func() {
+		exit <- runContext(ctx, append([]string{"cdc", "-metrics-addr", "127.0.0.1:0"}, args...), io.Discard, &c.logs)
+	}()
+	var once sync.Once
+	code := 0
+	c.stop = func() int {
+		once.Do(func() {
+			cancel()
+			code = <-exit
+		})
+		return code
+	}
+	t.Cleanup(func() { c.stop() })
+	listening := regexp.MustCompile(`msg="metrics listening".* addr=(\S+)`)
+	cdctest.WaitFor(t, 30*time.Second, "the cdc tails the binlog", func() bool {
+		return strings.Contains(c.logs.String(), "tailing the binlog") && listening.MatchString(c.logs.String())
+	})
+	c.url = "http://" + listening.FindStringSubmatch(c.logs.String())[1]
+	return c
 }

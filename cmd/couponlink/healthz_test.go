@@ -25,7 +25,7 @@ import (
 func TestOpsHealthzHidesAddress(t *testing.T) {
 	db, mysqlAddr := testenv.UnreachableMySQL(t)
 	log, logs := testenv.Logger()
-	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", nil, log)
+	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", nil, nil, log)
 	require.NoError(t, err)
 	serveOps(t, ops)
 	m := regexp.MustCompile(`msg="metrics listening" addr=(\S+)`).FindStringSubmatch(logs())
@@ -80,7 +80,7 @@ func TestAPIAllowedOriginsFlag(t *testing.T) {
 func TestOpsServeFailureIsReturned(t *testing.T) {
 	db, _ := testenv.UnreachableMySQL(t)
 	log, _ := testenv.Logger()
-	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", nil, log)
+	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", nil, nil, log)
 	require.NoError(t, err)
 	served := make(chan error, 1)
 	go func() { served <- ops.Run(context.Background()) }()
@@ -105,7 +105,7 @@ func TestOpsHealthzStalled(t *testing.T) {
 		}
 		return nil
 	}
-	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", health, log)
+	ops, err := listenOps("127.0.0.1:0", prometheus.NewRegistry(), db, "default", nil, health, log)
 	require.NoError(t, err)
 	serveOps(t, ops)
 	get := func() (int, string) {

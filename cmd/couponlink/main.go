@@ -28,6 +28,7 @@ func commands() []command {
 		{"reconcile", "prove counters and Redis equal the truth; fix what is safe; record every pass", runReconcile},
 		{"status", "print where the cdc stands: checkpoint, lag, anomalies, inventory; -template: its channels", runStatus},
 		{"quota", "show, set, reset and audit a template's quota rebalancing policy (quota policy ...)", runQuota},
+		{"mapping", "check a legacy mapping against the live schema: roles, types, NULLs, indexes, checks on and off (mapping check)", runMapping},
 	}
 }
 

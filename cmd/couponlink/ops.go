@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/couponlink/couponlink/canal"
 )
 
 // opsServer serves /metrics, /healthz and /status (the checkpoint name's
@@ -24,9 +26,12 @@ type opsServer struct {
 }
 
 // listenOps listens on addr, so that a taken address fails the command
-// before anything starts; Run serves. stalled, when not nil, fails /healthz
-// while it returns an error (the cdc's sink.Daemon.Stalled).
-func listenOps(addr string, reg *prometheus.Registry, db *sql.DB, name string, stalled func() error, log *slog.Logger) (*opsServer, error) {
+// before anything starts; Run serves. m is the legacy mapping /status
+// shows the templates of (nil: the reference schema). stalled, when not
+// nil, fails /healthz while it returns an error (the cdc's
+// sink.Daemon.Stalled).
+func listenOps(addr string, reg *prometheus.Registry, db *sql.DB, name string, m *canal.Mapping, stalled func() error,
+	log *slog.Logger) (*opsServer, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -46,7 +51,7 @@ func listenOps(addr string, reg *prometheus.Registry, db *sql.DB, name string, s
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		var buf bytes.Buffer
-		if err := writeStatusJSON(r.Context(), &buf, db, name); err != nil {
+		if err := writeStatusJSON(r.Context(), &buf, db, name, m); err != nil {
 			log.Warn("status: cannot read the cdc's status", "err", err)
 			http.Error(w, "the status cannot be read now; the reason is in the log", http.StatusServiceUnavailable)
 			return

@@ -16,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
 )
@@ -119,10 +118,8 @@ func (o *reconcileSettings) reconciler(db *sql.DB, reg prometheus.Registerer, lo
 	}
 	fix := !*o.noFix
 	cfg.AutoFix = &fix
-	if *o.mapping != "" {
-		if cfg.Mapping, err = canal.ReadMappingFile(*o.mapping); err != nil {
-			return nil, nil, err
-		}
+	if cfg.Mapping, err = readMapping(*o.mapping); err != nil {
+		return nil, nil, err
 	}
 	closeRedis := func() {}
 	if *o.redisAddr != "" {
@@ -159,7 +156,11 @@ func reconcileOnce(ctx context.Context, r *reconcile.Reconciler, stdout, stderr 
 func (o *reconcileSettings) daemon(ctx context.Context, r *reconcile.Reconciler, reg *prometheus.Registry, db *sql.DB, log *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
 	if *o.metricsAddr != "" {
-		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, nil, log)
+		m, err := readMapping(*o.mapping) // read and checked before, by reconciler
+		if err != nil {
+			return err
+		}
+		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, m, nil, log)
 		if err != nil {
 			return err
 		}

@@ -9,18 +9,28 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/inventory"
+	"github.com/couponlink/couponlink/inventory/view"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/sink"
 )
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("status", "Prints where the cdc stands: checkpoint, lag, events applied, anomalies, and per template and channel the derived states. With -template, prints that template's channels instead: quota, claims, counts, redemption rate and last quota transfer.", stderr)
+	f := newFlags("status", "Prints where the cdc stands: checkpoint, lag, events applied, anomalies, and per template and channel the derived states. "+
+		"With -mapping (a legacy schema), also each template's name, budget, remaining stock, claimable and end time, and the channels' labels. "+
+		"With -template, prints that template's channels instead: quota, claims, counts, redemption rate and last quota transfer "+
+		"(for a legacy template: its row in the shop's template table and its channels' counts).", stderr)
 	dsn := f.dsn()
 	name := f.string("name", "COUPONLINK_CDC_NAME", "default", "checkpoint name")
+	mappingFile := f.string("mapping", "COUPONLINK_MAPPING", "", "YAML mapping of the legacy schema the cdc reads (default: the reference schema)")
 	template := f.Int64("template", 0, "print the channels of this template")
 	asJSON := f.bool("json", "", false, "print as JSON: the status (what GET /status of the cdc's ops server answers), or with -template the channels")
 	if err := f.parse(args); err != nil {
+		return err
+	}
+	m, err := readMapping(*mappingFile)
+	if err != nil {
 		return err
 	}
 	db, err := openMySQL(*dsn, 2)
@@ -29,12 +39,15 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer db.Close()
 	if *template > 0 {
+		if m != nil {
+			return reportDomain(stderr, "status", printLegacyTemplate(ctx, db, m, *template, *asJSON, stdout))
+		}
 		return reportDomain(stderr, "status", printChannels(ctx, db, *template, *asJSON, stdout))
 	}
 	if *asJSON {
-		return writeStatusJSON(ctx, stdout, db, *name)
+		return writeStatusJSON(ctx, stdout, db, *name, m)
 	}
-	st, err := inventory.ReadStatus(ctx, db, *name)
+	st, err := inventory.ReadMappedStatus(ctx, db, *name, m)
 	if err != nil {
 		return err
 	}
@@ -42,6 +55,26 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "no checkpoint %q yet: the cdc has not run against this database\n", *name)
 		return nil
 	}
+	printCheckpoint(stdout, st)
+	fmt.Fprintln(stdout)
+	if err := printPairs(stdout, st); err != nil {
+		return err
+	}
+	return printLegacyTemplates(stdout, st.Templates)
+}
+
+// readMapping loads a legacy mapping file; nil for none (the reference
+// schema).
+func readMapping(path string) (*canal.Mapping, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return canal.ReadMappingFile(path)
+}
+
+// printCheckpoint prints where the cdc stands, its anomalies and the
+// webhook outbox.
+func printCheckpoint(stdout io.Writer, st inventory.Status) {
 	cp := st.Checkpoint
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "checkpoint\t%s\n", cp.Pos)
@@ -77,16 +110,20 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(w, "webhook outbox\t%s\n", hooks)
 	w.Flush()
-	fmt.Fprintln(stdout)
-	w = tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
+	printRecentAnomalies(stdout, st.Recent)
+}
+
+// printPairs prints the derived states per template and channel.
+func printPairs(stdout io.Writer, st inventory.Status) error {
+	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "template\tchannel\tquota\tclaimable\theld\tused\texpired\treturned\treleased\tfrozen\t")
 	for _, p := range st.Pairs {
 		quota, claimable := "-", "-"
 		if p.HasQuota {
 			quota, claimable = fmt.Sprint(p.Quota), fmt.Sprint(p.Claimable())
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.Template, p.Channel, quota, claimable,
-			p.Held, p.Used, p.Expired, p.Returned, p.Released, p.Frozen())
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t\n", p.Template, view.Labelled(p.Channel, p.Label), quota, claimable,
+			p.Held, p.Used, expiredText(p.Expired, p.PastEnd), p.Returned, p.Released, p.Frozen())
 	}
 	return w.Flush()
 }

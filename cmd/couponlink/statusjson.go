@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/inventory/view"
 )
@@ -27,8 +28,30 @@ type statusJSON struct {
 	Batches        int64            `json:"batches"`
 	BootstrappedAt *time.Time       `json:"bootstrapped_at,omitempty"`
 	Anomalies      map[string]int64 `json:"anomalies"`
+	Recent         []anomalyJSON    `json:"recent_anomalies,omitempty"` // newest first
 	Webhooks       webhooksJSON     `json:"webhooks"`
 	Pairs          []pairJSON       `json:"pairs"`
+	// Templates are a legacy mapping's templates (see view.Template).
+	Templates []view.Template `json:"templates,omitempty"`
+}
+
+// anomalyJSON is one of the latest anomalies: couponlink's states and the
+// codes the source stored, and both together as "change" ("AVAILABLE(0)
+// -> USED(1)").
+type anomalyJSON struct {
+	ID        int64     `json:"id"`
+	Kind      string    `json:"kind"`
+	Coupon    int64     `json:"coupon,omitempty"`
+	Template  int64     `json:"template,omitempty"`
+	Channel   string    `json:"channel,omitempty"`
+	FromState string    `json:"from_state,omitempty"`
+	ToState   string    `json:"to_state,omitempty"`
+	FromCode  *int64    `json:"from_code,omitempty"`
+	ToCode    *int64    `json:"to_code,omitempty"`
+	Change    string    `json:"change,omitempty"`
+	Order     string    `json:"order,omitempty"`
+	Detail    string    `json:"detail"`
+	At        time.Time `json:"at"`
 }
 
 type webhooksJSON struct {
@@ -44,14 +67,19 @@ type webhooksJSON struct {
 type pairJSON struct {
 	Template  int64  `json:"template"`
 	Channel   string `json:"channel"`
+	Label     string `json:"label,omitempty"` // the mapping's channel_labels
 	Quota     *int64 `json:"quota,omitempty"`
 	Claimable *int64 `json:"claimable,omitempty"`
 	view.States
+	// PastEnd: AVAILABLE coupons of an ended legacy campaign, counted in
+	// expired, not held (the shop never writes EXPIRED).
+	PastEnd int64 `json:"expired_by_end_time,omitempty"`
 }
 
-// writeStatusJSON writes the named checkpoint's status as indented JSON.
-func writeStatusJSON(ctx context.Context, w io.Writer, db *sql.DB, name string) error {
-	v, err := readStatusJSON(ctx, db, name)
+// writeStatusJSON writes the named checkpoint's status as indented JSON;
+// m is the legacy mapping (nil: the reference schema).
+func writeStatusJSON(ctx context.Context, w io.Writer, db *sql.DB, name string, m *canal.Mapping) error {
+	v, err := readStatusJSON(ctx, db, name, m)
 	if err != nil {
 		return err
 	}
@@ -59,14 +87,14 @@ func writeStatusJSON(ctx context.Context, w io.Writer, db *sql.DB, name string) 
 }
 
 // readStatusJSON reads the named checkpoint's status (inventory.ReadStatus) as JSON.
-func readStatusJSON(ctx context.Context, db *sql.DB, name string) (statusJSON, error) {
-	st, err := inventory.ReadStatus(ctx, db, name)
+func readStatusJSON(ctx context.Context, db *sql.DB, name string, m *canal.Mapping) (statusJSON, error) {
+	st, err := inventory.ReadMappedStatus(ctx, db, name, m)
 	if err != nil {
 		return statusJSON{}, err
 	}
 	cp := st.Checkpoint
 	v := statusJSON{Checkpoint: name, Found: st.Found, ServerPosition: st.Server.String(), LagSeconds: st.Lag().Seconds(),
-		Anomalies: st.Anomalies, Pairs: []pairJSON{},
+		Anomalies: st.Anomalies, Pairs: []pairJSON{}, Templates: st.Templates,
 		Webhooks: webhooksJSON{Pending: st.Webhooks["pending"], Delivered: st.Webhooks["delivered"], Dropped: st.Webhooks["dropped"]}}
 	if st.Webhooks["pending"] > 0 {
 		v.Webhooks.OldestPending = &st.OldestPending
@@ -82,12 +110,24 @@ func readStatusJSON(ctx context.Context, db *sql.DB, name string) (statusJSON, e
 		}
 	}
 	for _, p := range st.Pairs {
-		pj := pairJSON{Template: p.Template, Channel: p.Channel, States: view.StatesOf(p.Counts)}
+		pj := pairJSON{Template: p.Template, Channel: p.Channel, Label: p.Label, States: view.StatesOf(p.Counts), PastEnd: p.PastEnd}
 		if p.HasQuota {
 			q, c := p.Quota, p.Claimable()
 			pj.Quota, pj.Claimable = &q, &c
 		}
 		v.Pairs = append(v.Pairs, pj)
 	}
+	for _, a := range st.Recent {
+		v.Recent = append(v.Recent, anomalyJSON{ID: a.ID, Kind: a.Kind, Coupon: a.Coupon, Template: a.Template, Channel: a.Channel,
+			FromState: a.FromState, ToState: a.ToState, FromCode: codePtr(a.FromCode), ToCode: codePtr(a.ToCode), Change: a.Change(),
+			Order: a.Order, Detail: a.Detail, At: a.At.UTC()})
+	}
 	return v, nil
+}
+
+func codePtr(c sql.NullInt64) *int64 {
+	if !c.Valid {
+		return nil
+	}
+	return &c.Int64
 }

@@ -1,0 +1,138 @@
+package canal
+
+import "fmt"
+
+// CheckState is one of couponlink's checks and whether a mapping lets it
+// run: the data it needs is mapped (On, Detail says against what) or the
+// shop lacks it (off, Detail says why).
+type CheckState struct {
+	Name       string // the anomaly kind, or the reconciler's difference
+	On         bool
+	Reconciler bool // the reconciler checks it, each pass; else the cdc, each batch
+	Detail     string
+}
+
+// State is "on", "off", or "on (reconciler)".
+func (c CheckState) State() string {
+	switch {
+	case !c.On:
+		return "off"
+	case c.Reconciler:
+		return "on (reconciler)"
+	}
+	return "on"
+}
+
+func (c CheckState) String() string {
+	state := c.State()
+	if c.Detail == "" {
+		return c.Name + ": " + state
+	}
+	return fmt.Sprintf("%s: %s — %s", c.Name, state, c.Detail)
+}
+
+// Checks lists the cdc's anomaly checks and the reconciler's checks of a
+// legacy table, each on or off by what the mapping names. It needs no
+// server.
+func (m *Mapping) Checks() []CheckState {
+	on := func(name, format string, args ...any) CheckState {
+		return CheckState{Name: name, On: true, Detail: fmt.Sprintf(format, args...)}
+	}
+	off := func(name, format string, args ...any) CheckState {
+		return CheckState{Name: name, Detail: fmt.Sprintf(format, args...)}
+	}
+	uc := m.UserCoupon
+	cs := []CheckState{
+		on("illegal_transition", "any status change not among the six legal ones, or a coupon moved to another template or channel"),
+		on("deleted_coupon", "a %s row deleted", m.qualified(uc.Table)),
+		on("undecodable_row", "a NULL or unmapped %s, a NULL %s: recorded, counted nowhere (-strict stops instead)", uc.Status, uc.Template),
+	}
+	cs = append(cs, m.evidenceChecks()...)
+	if m.ChannelQuota != nil {
+		cs = append(cs, on("over_issue", "against channel quotas (%s.%s)", m.qualified(m.ChannelQuota.Table), m.ChannelQuota.Quota))
+	} else {
+		cs = append(cs, on("over_issue", "against template budget (%s), followed from the binlog", m.col(m.Template.Table, m.Template.TotalQuota)))
+	}
+	t := m.Template
+	switch {
+	case t.PerUserLimit == "":
+		cs = append(cs, off("per_user_limit_exceeded", "no template.per_user_limit"))
+	case uc.User == "":
+		cs = append(cs, off("per_user_limit_exceeded", "no user_coupon.user"))
+	default:
+		cs = append(cs, on("per_user_limit_exceeded", "%s per %s", m.col(t.Table, t.PerUserLimit), m.col(uc.Table, uc.User)))
+	}
+	if t.EndTime == "" {
+		cs = append(cs, off("used_after_expiry", "no template.end_time"))
+	} else {
+		cs = append(cs, on("used_after_expiry", "a coupon used or restored after %s", m.col(t.Table, t.EndTime)))
+	}
+	return append(cs, m.reconcilerChecks()...)
+}
+
+// reconcilerChecks are what the reconciler compares besides the counters.
+func (m *Mapping) reconcilerChecks() []CheckState {
+	t := m.Template
+	var cs []CheckState
+	add := func(name string, on bool, detail string) {
+		cs = append(cs, CheckState{Name: name, On: on, Reconciler: on, Detail: detail})
+	}
+	if m.reference {
+		add("stock_column_drift", false, "the reference schema has no remaining-stock column")
+		add("template_cache", true, "coupon_template's cached counts against the coupons")
+		add("redis_stock_keys", true, "couponlink's own stock keys (owner mode)")
+		return cs
+	}
+	if t.Remaining == "" {
+		add("stock_column_drift", false, "no template.remaining")
+	} else {
+		add("stock_column_drift", true, m.col(t.Table, t.Remaining)+" against budget − taken")
+	}
+	if t.Issued == "" && t.Used == "" {
+		add("legacy_template_counts", false, "no template.issued or template.used")
+	} else {
+		add("legacy_template_counts", true, "the template's own issued/used counts against its coupons")
+	}
+	if m.Redis == nil {
+		add("redis_stock_keys", false, "no redis keys in the mapping")
+	} else {
+		add("redis_stock_keys", true, "the front end's stock keys, corrected when quiet (corrector mode)")
+	}
+	return cs
+}
+
+// evidenceChecks are the checks of a coupon's use, by the mapping's
+// redemption evidence.
+func (m *Mapping) evidenceChecks() []CheckState {
+	ev := m.RedemptionEvidence()
+	uc := m.UserCoupon
+	var missing, dup, double CheckState
+	missing.Name, dup.Name, double.Name = "used_without_redemption", "duplicate_redemption", "double_spend"
+	switch ev {
+	case EvidenceTable:
+		missing.On, missing.Detail = true, fmt.Sprintf("no write-off row of the coupon's order in %s within -redemption-grace",
+			m.qualified(m.RedemptionLog.Table))
+		dup.On, dup.Detail = true, fmt.Sprintf("two rows of one (coupon, order) in %s", m.qualified(m.RedemptionLog.Table))
+		double.Detail = "redemption_evidence is table: duplicate_redemption instead"
+	case EvidenceCouponOrder:
+		missing.On, missing.Detail = true, fmt.Sprintf("a coupon becoming USED with a NULL %s", m.col(uc.Table, uc.Order))
+		dup.Detail = "redemption_evidence is coupon_order: no write-off table"
+		double.On, double.Detail = true, fmt.Sprintf("a USED coupon whose %s changes", m.col(uc.Table, uc.Order))
+	case EvidenceOrderTable:
+		orders := ""
+		if m.Orders != nil {
+			orders = m.qualified(m.Orders.Table)
+		}
+		missing.On, missing.Detail = true, fmt.Sprintf("fewer orders in %s than USED coupons per (template, user)", orders)
+		dup.Detail = "redemption_evidence is order_table: no write-off table"
+		double.On, double.Detail = true, fmt.Sprintf("more orders in %s than USED coupons per (template, user)", orders)
+	default:
+		reason := fmt.Sprintf("redemption_evidence is %s", ev)
+		missing.Detail = reason + ": the USED transition itself is the evidence"
+		dup.Detail, double.Detail = reason, reason
+	}
+	return []CheckState{missing, dup, double}
+}
+
+// col is schema.table.column of a mapped column.
+func (m *Mapping) col(table, column string) string { return m.qualified(table) + "." + column }

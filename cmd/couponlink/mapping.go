@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/couponlink/couponlink/canal"
+)
+
+const mappingCheckSummary = "check a mapping against the live schema: what each role maps to, column types, NULLs, " +
+	"the indexes the checks need, which checks are on and off; exit 1 on errors"
+
+// runMapping is `couponlink mapping check [flags]`.
+func runMapping(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+		mappingUsage(stdout)
+		return nil
+	}
+	if len(args) == 0 || args[0] != "check" {
+		mappingUsage(stderr)
+		return errUsage
+	}
+	return runMappingCheck(ctx, args[1:], stdout, stderr)
+}
+
+func mappingUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: couponlink mapping check -mapping FILE [flags]    (couponlink mapping check -h lists its flags)")
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  %-6s %s\n", "check", mappingCheckSummary)
+}
+
+func runMappingCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newFlags("mapping check", "Connects to the server of the DSN (as the cdc does) and checks the mapping against its live schema: "+
+		"the tables, columns and binlog settings the cdc checks at start; the mapped columns' types (ids, codes, budgets, limits and "+
+		"counts integer; end times DATETIME or TIMESTAMP); nullable status or template columns (undecodable rows are possible: a warning); "+
+		"the indexes the checks' queries need (missing: a warning with the CREATE INDEX to add). Prints what each role maps to and which "+
+		"checks are on, and which are off because the shop lacks the data. Exit code 1 on errors, 0 with warnings only.", stderr)
+	dsn := f.dsn()
+	path := f.string("mapping", "COUPONLINK_MAPPING", "", "YAML mapping of the legacy schema to check (empty: couponlink's reference schema)")
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	m := canal.DefaultMapping()
+	if *path != "" {
+		var err error
+		if m, err = canal.ReadMappingFile(*path); err != nil {
+			fmt.Fprintf(stdout, "errors\n  - %v\n", err)
+			fmt.Fprintln(stderr, "couponlink mapping check: the mapping is refused (see errors above)")
+			return exitCode(1)
+		}
+	}
+	db, err := openMySQL(*dsn, 2)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("connect to MySQL: %w", err)
+	}
+	r, err := m.Inspect(ctx, db)
+	if err != nil {
+		return err
+	}
+	name := *path
+	if name == "" {
+		name = "the reference schema"
+	}
+	printCheckReport(stdout, name, r)
+	if !r.OK() {
+		fmt.Fprintf(stderr, "couponlink mapping check: %s in %s (see above)\n", plural(len(r.Errors), "error"), name)
+		return exitCode(1)
+	}
+	return nil
+}
+
+// printCheckReport prints the roles, the checks, the warnings and the
+// errors, and a last line that sums them up.
+func printCheckReport(w io.Writer, name string, r *canal.CheckReport) {
+	fmt.Fprintf(w, "mapping %s\n\nroles\n", name)
+	tw := tabwriter.NewWriter(w, 2, 4, 1, ' ', 0)
+	for _, role := range r.Roles {
+		what := "missing"
+		if role.Type != "" {
+			what = role.Type
+			if role.Nullable {
+				what += ", NULL allowed"
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t→ %s\t(%s)\n", role.Role, role.Where(), what)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nchecks (redemption_evidence: %s)\n", r.Evidence)
+	for _, c := range r.Checks {
+		fmt.Fprintf(w, "  %s\n", c)
+	}
+	for _, part := range []struct {
+		title string
+		lines []string
+	}{{"warnings", r.Warnings}, {"errors", r.Errors}} {
+		if len(part.lines) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s\n", part.title)
+		for _, l := range part.lines {
+			fmt.Fprintf(w, "  - %s\n", l)
+		}
+	}
+	fmt.Fprintln(w)
+	switch {
+	case !r.OK():
+		fmt.Fprintf(w, "%s, %s: the cdc would refuse this mapping or misread its columns\n", plural(len(r.Errors), "error"),
+			plural(len(r.Warnings), "warning"))
+	case len(r.Warnings) > 0:
+		fmt.Fprintf(w, "ok, with %s\n", plural(len(r.Warnings), "warning"))
+	default:
+		fmt.Fprintln(w, "ok")
+	}
+}
+
+// plural is "1 error", "2 errors".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -1,0 +1,23 @@
+-- A shop that writes the order onto the coupon row: using a coupon sets
+-- status 1 and order_sn in one UPDATE. No write-off table, no remaining
+-- stock column (the claim guard counts the batch's coupons), no voids or
+-- refunds (no RETURNED code). Channels are short strings.
+CREATE TABLE coupon_batch (
+  batch_id    INT          NOT NULL PRIMARY KEY,
+  batch_name  VARCHAR(100) NOT NULL,
+  total_count INT          NOT NULL,
+  per_limit   INT          NOT NULL DEFAULT 0 COMMENT '0: no limit',
+  end_time    DATETIME     NOT NULL
+) ENGINE=InnoDB;
+
+CREATE TABLE member_coupon (
+  id       BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  batch_id INT         NOT NULL,
+  uid      VARCHAR(32) NOT NULL,
+  get_from VARCHAR(16) NOT NULL COMMENT 'h5, app',
+  status   TINYINT     NOT NULL DEFAULT 0 COMMENT '0 unused, 1 used, 2 expired',
+  order_sn VARCHAR(32) NULL,
+  use_time DATETIME    NULL,
+  KEY idx_batch_uid (batch_id, uid),
+  KEY idx_batch_from_status (batch_id, get_from, status)
+) ENGINE=InnoDB;

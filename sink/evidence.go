@@ -1,0 +1,63 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
+)
+
+// What proves a use depends on the mapping's redemption evidence
+// (canal.Evidence):
+//
+//   - table: a redemption row per coupon and order (redemption.go): a
+//     move into USED without one within the grace is used_without_redemption,
+//     a repeated row a duplicate_redemption.
+//   - coupon_order: the coupon row's own order column. The row image that
+//     moves into USED is the evidence, so it is judged at once: no order is
+//     used_without_redemption; a USED coupon whose order changes to another
+//     while it stays USED was spent twice (double_spend). A refund back to
+//     AVAILABLE and a new use with another order is legal.
+//   - order_table: orders that name the template and the user, not the
+//     coupon; counted per (template, user) against the USED coupons, in the
+//     batch's transaction (orders.go).
+//   - none: the USED transition is its own evidence; nothing is checked
+//     and no redemption table is read.
+
+// judgeUses judges the batch's uses by the mapping's evidence, where it
+// needs no transaction (order_table is judged in it: countOrderKeys).
+func (s *Sink) judgeUses(ctx context.Context, b *canal.Batch) ([]Anomaly, error) {
+	switch s.cfg.Mapping.RedemptionEvidence() {
+	case canal.EvidenceTable:
+		return s.judgeRedemptions(ctx, b)
+	case canal.EvidenceCouponOrder:
+		return judgeCouponOrders(b, s.cfg.Mapping.UserCoupon.Order), nil
+	}
+	return nil, nil
+}
+
+// judgeCouponOrders judges the order column (named column) of the coupon
+// rows that moved into USED, or stayed USED, in the batch.
+func judgeCouponOrders(b *canal.Batch, column string) []Anomaly {
+	var out []Anomaly
+	for i := range b.Transitions {
+		t := &b.Transitions[i]
+		if t.To != coupon.Used || t.Undecodable {
+			continue // an undecodable image is an undecodable_row, judged nowhere else
+		}
+		a := anomalyAt(t)
+		switch {
+		case t.From != coupon.Used && t.Order == "":
+			a.Kind = AnomalyUsedWithoutRedemption
+			a.Detail = fmt.Sprintf("coupon %d became USED with no order in its %s column", t.Coupon, column)
+		case t.From == coupon.Used && t.PrevOrder != "" && t.Order != "" && t.PrevOrder != t.Order:
+			a.Kind = AnomalyDoubleSpend
+			a.Detail = fmt.Sprintf("coupon %d, USED by order %q, was used by order %q without leaving USED", t.Coupon, t.PrevOrder, t.Order)
+		default:
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}

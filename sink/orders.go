@@ -1,0 +1,393 @@
+package sink
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory"
+)
+
+// The order_table evidence: the shop's orders name the template and the
+// user of a use, not the coupon, so uses are proven in number, per
+// (template, user): USED coupons against orders. The state lives in
+// cdc_order_key (migration 0006), written in the batch's transaction with
+// the checkpoint, so that a replay after a crash neither loses nor repeats
+// an anomaly: one row per key whose counts differ (the difference, what of
+// it was reported, and when it is due). A batch's uses and orders move the
+// differences in binlog order (canal.OrderRow.After). A key whose
+// difference a batch changes is due a grace after that batch (the shop may write the order
+// and the coupon in separate transactions, in either order); when due, each
+// unit not reported yet is one anomaly: a USED coupon more than orders is
+// used_without_redemption, an order more than USED coupons is double_spend.
+// What was reported shrinks with the difference: an order that arrives
+// late clears it without an anomaly, and a later difference is new. A
+// bootstrap rewrites the keys from its snapshot. The memory holds only the
+// earliest deadline (orderNext, never later than the true one) and the
+// number of keys with one.
+
+// orderKey is a (template, user) of the order_table check.
+type orderKey struct {
+	template int64
+	user     string
+}
+
+func (k orderKey) parts() (int64, string) { return k.template, k.user }
+
+// orderKeyCols are cdc_order_key's key columns beside the name.
+var orderKeyCols = [2]string{"template_id", "user_id"}
+
+// orderKeyRow is one cdc_order_key row.
+type orderKeyRow struct {
+	orderKey
+	diff           int64 // USED coupons minus orders
+	missing, extra int64 // units of a positive (negative) difference already reported
+	deadline       sql.NullTime
+	coupon         int64  // the last coupon of the key that became USED (0: unknown)
+	order          string // the last order of the key
+}
+
+// unreported is how much of the difference no anomaly reported yet.
+func (r *orderKeyRow) unreported() int64 {
+	return max(r.diff, 0) - r.missing + max(-r.diff, 0) - r.extra
+}
+
+// add moves the difference by delta and shrinks what was reported to the
+// difference there is now: an order that arrives late clears the use it
+// answers, and a difference that grows again is new.
+func (r *orderKeyRow) add(delta int64) {
+	r.diff += delta
+	r.missing = min(r.missing, max(r.diff, 0))
+	r.extra = min(r.extra, max(-r.diff, 0))
+}
+
+// arm sets the deadline (at) when some of the difference is unreported.
+func (r *orderKeyRow) arm(at time.Time) {
+	r.deadline = sql.NullTime{}
+	if r.unreported() > 0 {
+		r.deadline = sql.NullTime{Time: at.UTC(), Valid: true}
+	}
+}
+
+// checksOrders says whether uses are proven by an order table.
+func (s *Sink) checksOrders() bool {
+	return s.cfg.Mapping.RedemptionEvidence() == canal.EvidenceOrderTable
+}
+
+// cut is a user or order value as cdc_order_key keeps it.
+func cut(v string) string { return v[:min(len(v), inventory.MaxOrderKey)] }
+
+// orderStep is one change of a key's difference: a coupon into USED +1,
+// out of it -1 (by its before image's template and user), an order
+// inserted -1, deleted +1; with the coupon or the order that made it.
+type orderStep struct {
+	orderKey
+	delta  int64
+	coupon int64
+	order  string
+}
+
+// orderSteps lists the batch's changes of the keys in binlog order (the
+// orders placed among the uses by OrderRow.After).
+func orderSteps(b *canal.Batch) []orderStep {
+	var out []orderStep
+	next := 0
+	orders := func(upTo int) {
+		for ; next < len(b.Orders) && b.Orders[next].After <= upTo; next++ {
+			o := &b.Orders[next]
+			st := orderStep{orderKey: orderKey{o.Template, cut(o.User)}, delta: -1, order: cut(o.Order)}
+			if st.order == "" {
+				st.order = cut(o.ID)
+			}
+			if o.Deleted {
+				st.delta, st.order = 1, ""
+			}
+			out = append(out, st)
+		}
+	}
+	for i := range b.Transitions {
+		orders(i)
+		t := &b.Transitions[i]
+		from, to := orderKey{t.PrevTemplate, cut(t.PrevUser)}, orderKey{t.Template, cut(t.User)}
+		if t.From == coupon.Used && (t.To != coupon.Used || from != to) {
+			out = append(out, orderStep{orderKey: from, delta: -1})
+		}
+		if t.To == coupon.Used && (t.From != coupon.Used || from != to) {
+			out = append(out, orderStep{orderKey: to, delta: 1, coupon: t.Coupon})
+		}
+	}
+	orders(len(b.Transitions))
+	return out
+}
+
+// countOrderKeys applies the batch's changes to cdc_order_key and decides
+// the keys due, in tx; it returns their anomalies. A key whose difference
+// (or what of it was reported) the batch changed is due a grace from now.
+// With an empty batch it only decides.
+func (s *Sink) countOrderKeys(ctx context.Context, tx *sql.Tx, b *canal.Batch) ([]Anomaly, error) {
+	if !s.checksOrders() {
+		return nil, nil
+	}
+	now := s.cfg.Now()
+	steps := orderSteps(b)
+	if len(steps) > 0 {
+		var keys []orderKey
+		seen := map[orderKey]bool{}
+		for _, st := range steps {
+			if !seen[st.orderKey] {
+				seen[st.orderKey] = true
+				keys = append(keys, st.orderKey)
+			}
+		}
+		rows, err := s.orderKeyRows(ctx, tx, keys)
+		if err != nil {
+			return nil, err
+		}
+		was := map[orderKey]orderKeyRow{}
+		for _, k := range keys {
+			if rows[k] == nil {
+				rows[k] = &orderKeyRow{orderKey: k}
+			}
+			was[k] = *rows[k]
+		}
+		for _, st := range steps {
+			r := rows[st.orderKey]
+			r.add(st.delta)
+			if st.coupon != 0 {
+				r.coupon = st.coupon
+			}
+			if st.order != "" {
+				r.order = st.order
+			}
+		}
+		if err := s.saveOrderKeys(ctx, tx, keys, rows, was, now.Add(s.cfg.RedemptionGrace)); err != nil {
+			return nil, err
+		}
+	}
+	due, decided, err := s.decideOrderKeys(ctx, tx, now)
+	if err != nil || (len(steps) == 0 && !decided) {
+		return due, err
+	}
+	return due, s.loadOrderNext(ctx, tx)
+}
+
+// saveOrderKeys writes the keys whose difference, or what of it was
+// reported, moved from was (armed for deadline), and deletes those that
+// balance again.
+func (s *Sink) saveOrderKeys(ctx context.Context, tx *sql.Tx, keys []orderKey, rows map[orderKey]*orderKeyRow, was map[orderKey]orderKeyRow,
+	deadline time.Time) error {
+	var keep []*orderKeyRow
+	var drop []orderKey
+	for _, k := range keys {
+		r, w := rows[k], was[k]
+		switch {
+		case r.diff == w.diff && r.missing == w.missing && r.extra == w.extra:
+			continue // its deadline stands: nothing it judges changed
+		case r.diff == 0:
+			drop = append(drop, k)
+		default:
+			r.arm(deadline)
+			keep = append(keep, r)
+		}
+	}
+	if err := s.writeOrderKeys(ctx, tx, keep); err != nil {
+		return err
+	}
+	return deleteKeys(ctx, tx, s.cfg.Name, "cdc_order_key", orderKeyCols, drop)
+}
+
+// orderKeyRows reads the stored rows of keys, locked.
+func (s *Sink) orderKeyRows(ctx context.Context, tx *sql.Tx, keys []orderKey) (map[orderKey]*orderKeyRow, error) {
+	out := map[orderKey]*orderKeyRow{}
+	for start := 0; start < len(keys); start += 500 {
+		where, args := keysWhere(orderKeyCols, keys[start:min(start+500, len(keys))])
+		err := s.eachOrderKey(ctx, tx, where+" FOR UPDATE", args, func(r *orderKeyRow) { out[r.orderKey] = r })
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// eachOrderKey hands fn each of the checkpoint's cdc_order_key rows that
+// where (with args) picks.
+func (s *Sink) eachOrderKey(ctx context.Context, q inventory.Querier, where string, args []any, fn func(*orderKeyRow)) error {
+	rows, err := q.QueryContext(ctx, `SELECT template_id, user_id, difference, reported_missing, reported_extra, deadline,
+		COALESCE(last_coupon, 0), COALESCE(last_order, '') FROM cdc_order_key WHERE name = ? AND `+where, append([]any{s.cfg.Name}, args...)...)
+	if err != nil {
+		return fmt.Errorf("read order keys: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r := &orderKeyRow{}
+		var user, order []byte
+		if err := rows.Scan(&r.template, &user, &r.diff, &r.missing, &r.extra, &r.deadline, &r.coupon, &order); err != nil {
+			return fmt.Errorf("read order keys: %w", err)
+		}
+		r.user, r.order = string(user), string(order)
+		fn(r)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read order keys: %w", err)
+	}
+	return nil
+}
+
+// writeOrderKeys stores the rows, in tx.
+func (s *Sink) writeOrderKeys(ctx context.Context, tx *sql.Tx, rows []*orderKeyRow) error {
+	for start := 0; start < len(rows); start += 500 {
+		chunk := rows[start:min(start+500, len(rows))]
+		args := make([]any, 0, 9*len(chunk))
+		for _, r := range chunk {
+			args = append(args, s.cfg.Name, r.template, r.user, r.diff, r.missing, r.extra, r.deadline, nullInt(r.coupon), nullStr(r.order))
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO cdc_order_key (name, template_id, user_id, difference, reported_missing,
+			reported_extra, deadline, last_coupon, last_order) VALUES `+strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?), ", len(chunk)), ", ")+`
+			ON DUPLICATE KEY UPDATE difference = VALUES(difference), reported_missing = VALUES(reported_missing),
+			reported_extra = VALUES(reported_extra), deadline = VALUES(deadline), last_coupon = VALUES(last_coupon),
+			last_order = VALUES(last_order)`, args...)
+		if err != nil {
+			return fmt.Errorf("write order keys: %w", err)
+		}
+	}
+	return nil
+}
+
+// orderKeysDue says whether a key of the order check may be due now.
+func (s *Sink) orderKeysDue() bool {
+	return s.checksOrders() && !s.orderNext.IsZero() && !s.cfg.Now().Before(s.orderNext)
+}
+
+// decideOrderKeys reports the keys whose deadline passed, in tx: one
+// anomaly per unit of their difference not reported yet. decided says
+// whether it looked.
+func (s *Sink) decideOrderKeys(ctx context.Context, tx *sql.Tx, now time.Time) (out []Anomaly, decided bool, err error) {
+	if s.orderNext.IsZero() || now.Before(s.orderNext) {
+		return nil, false, nil
+	}
+	var due []*orderKeyRow
+	if err := s.eachOrderKey(ctx, tx, "deadline <= ? FOR UPDATE", []any{now.UTC()}, func(r *orderKeyRow) { due = append(due, r) }); err != nil {
+		return nil, true, err
+	}
+	for _, r := range due {
+		if r.coupon == 0 && r.unreported() > 0 {
+			// the key balanced in the batch of its last use, which stored no row
+			if r.coupon, err = s.src.LastUsedCoupon(ctx, tx, r.template, r.user); err != nil {
+				return nil, true, err
+			}
+		}
+		out = append(out, s.orderAnomalies(r)...)
+		r.missing, r.extra = max(r.diff, 0), max(-r.diff, 0)
+		r.deadline = sql.NullTime{}
+	}
+	if err := s.writeOrderKeys(ctx, tx, due); err != nil {
+		return nil, true, err
+	}
+	return out, true, s.placeChannels(ctx, tx, out)
+}
+
+// orderAnomalies are the anomalies of a due key's unreported difference.
+func (s *Sink) orderAnomalies(r *orderKeyRow) []Anomaly {
+	var out []Anomaly
+	last := "unknown"
+	if r.coupon != 0 {
+		last = fmt.Sprint(r.coupon)
+	}
+	for range max(r.diff, 0) - r.missing {
+		out = append(out, Anomaly{Kind: AnomalyUsedWithoutRedemption, Coupon: r.coupon, Template: r.template, To: coupon.Used,
+			Detail: fmt.Sprintf("template %d, user %q: %d USED coupons more than orders for %s (the last coupon that became USED: %s)",
+				r.template, r.user, r.diff, s.cfg.RedemptionGrace, last)})
+	}
+	for range max(-r.diff, 0) - r.extra {
+		out = append(out, Anomaly{Kind: AnomalyDoubleSpend, Coupon: r.coupon, Template: r.template, Order: r.order,
+			Detail: fmt.Sprintf("template %d, user %q: %d orders more than USED coupons for %s (the last order: %q; the last coupon that became USED: %s)",
+				r.template, r.user, -r.diff, s.cfg.RedemptionGrace, r.order, last)})
+	}
+	return out
+}
+
+// placeChannels fills in the channel of the anomalies' coupons that still
+// have a row (the template is the key's).
+func (s *Sink) placeChannels(ctx context.Context, q inventory.Querier, as []Anomaly) error {
+	var ask []int64
+	for _, a := range as {
+		if a.Coupon != 0 && !slices.Contains(ask, a.Coupon) {
+			ask = append(ask, a.Coupon)
+		}
+	}
+	if len(ask) == 0 {
+		return nil
+	}
+	found, err := s.src.PairsOf(ctx, q, ask)
+	if err != nil {
+		return err
+	}
+	for i := range as {
+		if p, ok := found[as[i].Coupon]; ok {
+			as[i].Channel = p.Channel
+		}
+	}
+	return nil
+}
+
+// loadOrderNext reads the earliest deadline and the number of keys with
+// one (q: the batch's transaction, or the database at start).
+func (s *Sink) loadOrderNext(ctx context.Context, q inventory.Querier) error {
+	s.orderNext, s.orderPending = time.Time{}, 0
+	if !s.checksOrders() {
+		return nil
+	}
+	rows, err := q.QueryContext(ctx, `SELECT COUNT(deadline), MIN(deadline) FROM cdc_order_key WHERE name = ?`, s.cfg.Name)
+	if err != nil {
+		return fmt.Errorf("read order key deadlines: %w", err)
+	}
+	defer rows.Close()
+	var next sql.NullTime
+	for rows.Next() {
+		if err := rows.Scan(&s.orderPending, &next); err != nil {
+			return fmt.Errorf("read order key deadlines: %w", err)
+		}
+	}
+	s.orderNext = next.Time
+	return rows.Err()
+}
+
+// seedOrderKeys is a bootstrap's part: it rewrites the checkpoint's order
+// keys in tx from the snapshot stx. A difference found there is due a grace
+// from now (the snapshot may fall between a shop's two transactions); what
+// the old keys reported of it is kept, so that a rebuild reports only what
+// the binlog it skips changed.
+func (s *Sink) seedOrderKeys(ctx context.Context, stx, tx *sql.Tx) error {
+	old := map[orderKey]*orderKeyRow{}
+	if err := s.eachOrderKey(ctx, tx, "TRUE FOR UPDATE", nil, func(r *orderKeyRow) { old[r.orderKey] = r }); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM cdc_order_key WHERE name = ?", s.cfg.Name); err != nil {
+		return fmt.Errorf("clear order keys: %w", err)
+	}
+	deadline := s.cfg.Now().Add(s.cfg.RedemptionGrace)
+	var rows []*orderKeyRow
+	err := s.src.OrderKeyDifferences(ctx, stx, func(tpl int64, user string, used, orders, last int64) error {
+		r := &orderKeyRow{orderKey: orderKey{tpl, user}, diff: used - orders, coupon: last}
+		if o := old[r.orderKey]; o != nil {
+			r.missing, r.extra, r.order = o.missing, o.extra, o.order
+		}
+		r.add(0)
+		r.arm(deadline)
+		if rows = append(rows, r); len(rows) == 500 {
+			err := s.writeOrderKeys(ctx, tx, rows)
+			rows = rows[:0]
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.writeOrderKeys(ctx, tx, rows)
+}

@@ -1,0 +1,534 @@
+package sink_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
+	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory"
+	"github.com/couponlink/couponlink/reconcile"
+	"github.com/couponlink/couponlink/sink"
+)
+
+// The three legacy shop layouts of deploy/legacy (README "Legacy
+// schemas"), each attached as it is: its schema.sql and its mapping.yaml,
+// written only by raw SQL the way such a shop's code writes, while the cdc
+// is killed (-9) and restarted. Counters must equal the truth, and the
+// anomalies must be exactly the faults the test injected, kind by kind.
+
+// shopLayout is what the test needs to write a layout like its shop does.
+type shopLayout struct {
+	dir                                   string
+	campaign, cID, cBudget, cLeft, cLimit string // cLeft "" = no remaining-stock column
+	cEnds, cName                          string
+	coupon, uID, uCampaign, uMember       string
+	uChannel, uStatus                     string
+	codes                                 map[coupon.Status]int64
+	undecodable                           string   // a status value the mapping cannot decode
+	channels                              []string // stored channel values
+	// use marks a coupon used with the shop's evidence, in tx.
+	use func(s *shopEnv, tx *sql.Tx, c shopCoupon, order string) error
+	// bareUse marks it used with no evidence (used_without_redemption).
+	bareUse func(s *shopEnv, c shopCoupon)
+	// spendAgain writes evidence of a second use of a used coupon, and
+	// says which anomaly it is.
+	spendAgain func(s *shopEnv, c shopCoupon) string
+}
+
+type shopCoupon struct{ id, campaign, member int64 }
+
+var shopLayouts = []shopLayout{
+	{
+		dir: "writeoff-table", campaign: "campaign", cID: "id", cBudget: "stock_total", cLeft: "stock_left", cLimit: "limit_per_user",
+		cEnds: "ends_at", cName: "title", coupon: "coupon", uID: "id", uCampaign: "campaign_id", uMember: "member_id",
+		uChannel: "source", uStatus: "state", undecodable: "99", channels: []string{"1", "2", "3"},
+		codes: map[coupon.Status]int64{coupon.Available: 10, coupon.Used: 20, coupon.Expired: 30, coupon.Returned: 40},
+		use: func(s *shopEnv, tx *sql.Tx, c shopCoupon, order string) error {
+			if err := s.execTx(tx, "UPDATE coupon SET state = 20, order_no = ? WHERE id = ? AND state = 10", order, c.id); err != nil {
+				return err
+			}
+			return s.execTx(tx, "INSERT INTO coupon_writeoff (coupon_id, order_no, store_id) VALUES (?, ?, 7)", c.id, order)
+		},
+		bareUse: func(s *shopEnv, c shopCoupon) {
+			s.exec("UPDATE coupon SET state = 20, order_no = ? WHERE id = ?", fmt.Sprint("bare", c.id), c.id)
+		},
+		spendAgain: func(s *shopEnv, c shopCoupon) string {
+			s.exec("INSERT INTO coupon_writeoff (coupon_id, order_no, store_id) SELECT id, order_no, 8 FROM coupon WHERE id = ?", c.id)
+			return sink.AnomalyDuplicateRedemption
+		},
+	},
+	{
+		dir: "order-columns", campaign: "coupon_batch", cID: "batch_id", cBudget: "total_count", cLimit: "per_limit",
+		cEnds: "end_time", cName: "batch_name", coupon: "member_coupon", uID: "id", uCampaign: "batch_id", uMember: "uid",
+		uChannel: "get_from", uStatus: "status", undecodable: "7", channels: []string{"h5", "app"},
+		codes: map[coupon.Status]int64{coupon.Available: 0, coupon.Used: 1, coupon.Expired: 2},
+		use: func(s *shopEnv, tx *sql.Tx, c shopCoupon, order string) error {
+			return s.execTx(tx, "UPDATE member_coupon SET status = 1, order_sn = ?, use_time = NOW() WHERE id = ? AND status = 0", order, c.id)
+		},
+		bareUse: func(s *shopEnv, c shopCoupon) {
+			s.exec("UPDATE member_coupon SET status = 1, use_time = NOW() WHERE id = ?", c.id)
+		},
+		spendAgain: func(s *shopEnv, c shopCoupon) string {
+			s.exec("UPDATE member_coupon SET order_sn = CONCAT(order_sn, '-again') WHERE id = ?", c.id)
+			return sink.AnomalyDoubleSpend
+		},
+	},
+	{
+		dir: "no-writeoff", campaign: "promo", cID: "id", cBudget: "publish", cLeft: "remain", cLimit: "per_limit",
+		cEnds: "end_time", cName: "name", coupon: "promo_member", uID: "id", uCampaign: "promo_id", uMember: "member_id",
+		uChannel: "get_type", uStatus: "use_status", undecodable: "NULL", channels: []string{"0", "1"},
+		codes: map[coupon.Status]int64{coupon.Available: 0, coupon.Used: 1, coupon.Expired: 2},
+		use: func(s *shopEnv, tx *sql.Tx, c shopCoupon, order string) error {
+			if err := s.execTx(tx, "UPDATE promo_member SET use_status = 1 WHERE id = ? AND use_status = 0", c.id); err != nil {
+				return err
+			}
+			return s.execTx(tx, "INSERT INTO sales_order (order_sn, member_id, promo_id, amount) VALUES (?, ?, ?, 9.90)", order, c.member, c.campaign)
+		},
+		bareUse: func(s *shopEnv, c shopCoupon) { s.exec("UPDATE promo_member SET use_status = 1 WHERE id = ?", c.id) },
+		spendAgain: func(s *shopEnv, c shopCoupon) string {
+			s.exec("INSERT INTO sales_order (order_sn, member_id, promo_id, amount) VALUES (?, ?, ?, 5.00)", fmt.Sprint("again", c.id), c.member, c.campaign)
+			return sink.AnomalyDoubleSpend
+		},
+	},
+}
+
+// shopEnv is one layout's schema on the test server, beside couponlink's
+// tables, and the anomalies the test caused in it.
+type shopEnv struct {
+	*env
+	shopLayout
+	schema string
+	conn   *sql.DB // the shop's own pool: its database is the shop's schema
+	yaml   string
+	mu     sync.Mutex
+	want   map[string]int
+	nextID atomic.Int64 // campaign ids
+}
+
+func newShopEnv(t *testing.T, l shopLayout) *shopEnv {
+	e := newEnv(t)
+	schema := "shop_" + strings.TrimSuffix(testenv.KeyPrefix(t), ":")
+	_, err := e.DB.Exec("CREATE DATABASE `" + schema + "`")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = e.DB.Exec("DROP DATABASE IF EXISTS `" + schema + "`") })
+	conn, err := sql.Open("mysql", strings.Replace(e.DSN, "/"+e.DBName, "/"+schema, 1))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	s := &shopEnv{env: e, shopLayout: l, schema: schema, conn: conn, want: map[string]int{}}
+	s.nextID.Store(100)
+	ddl, err := os.ReadFile(filepath.Join("..", "deploy", "legacy", l.dir, "schema.sql"))
+	require.NoError(t, err)
+	for _, stmt := range strings.Split(string(ddl), ";\n") {
+		if strings.TrimSpace(stripComments(stmt)) != "" {
+			s.exec(stmt)
+		}
+	}
+	yaml, err := os.ReadFile(filepath.Join("..", "deploy", "legacy", l.dir, "mapping.yaml"))
+	require.NoError(t, err)
+	s.yaml = strings.Replace(string(yaml), "schema: shop", "schema: "+schema, 1)
+	return s
+}
+
+func stripComments(stmt string) string {
+	var out []string
+	for _, line := range strings.Split(stmt, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func (s *shopEnv) mapping() *canal.Mapping {
+	m, err := canal.LoadMapping([]byte(s.yaml))
+	require.NoError(s.T, err)
+	return m
+}
+
+func (s *shopEnv) mappingFile() string {
+	path := filepath.Join(s.T.TempDir(), "mapping.yaml")
+	require.NoError(s.T, os.WriteFile(path, []byte(s.yaml), 0o600))
+	return path
+}
+
+func (s *shopEnv) exec(q string, args ...any) {
+	s.T.Helper()
+	_, err := s.conn.Exec(q, args...)
+	require.NoError(s.T, err, q)
+}
+
+func (s *shopEnv) execTx(tx *sql.Tx, q string, args ...any) error {
+	res, err := tx.Exec(q, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", q, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 && strings.HasPrefix(q, "UPDATE") {
+		return errNoRow
+	}
+	return nil
+}
+
+var errNoRow = fmt.Errorf("no row changed")
+
+// expect adds n anomalies of kind to those the test caused.
+func (s *shopEnv) expect(kind string, n int) {
+	s.mu.Lock()
+	s.want[kind] += n
+	s.mu.Unlock()
+}
+
+func (s *shopEnv) expected() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for k, n := range s.want {
+		if n > 0 {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+// newCampaign adds a campaign (budget, per-member limit 0 = none) that
+// ends in a year.
+func (s *shopEnv) newCampaign(budget, limit int) int64 {
+	id := s.nextID.Add(1)
+	cols := []string{s.cID, s.cName, s.cBudget, s.cLimit, s.cEnds}
+	vals := []any{id, fmt.Sprint("campaign ", id), budget, limit, time.Now().UTC().AddDate(1, 0, 0)}
+	if s.cLeft != "" {
+		cols, vals = append(cols, s.cLeft), append(vals, budget)
+	}
+	s.exec(fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", s.campaign, strings.Join(cols, ", "),
+		strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")), vals...)
+	return id
+}
+
+// claim is the shop's claim: the campaign row locked, the member's limit
+// and the stock checked, the coupon inserted and the stock taken, in one
+// transaction. ok is false when the shop refuses (sold out, limit).
+func (s *shopEnv) claim(campaign, member int64, channel string) (shopCoupon, bool, error) {
+	tx, err := s.conn.Begin()
+	if err != nil {
+		return shopCoupon{}, false, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var budget, limit int64
+	left := "NULL"
+	if s.cLeft != "" {
+		left = s.cLeft
+	}
+	var stock sql.NullInt64
+	err = tx.QueryRow(fmt.Sprintf("SELECT %s, COALESCE(%s, 0), %s FROM %s WHERE %s = ? FOR UPDATE", s.cBudget, s.cLimit, left,
+		s.campaign, s.cID), campaign).Scan(&budget, &limit, &stock)
+	if err != nil {
+		return shopCoupon{}, false, err
+	}
+	var mine, all int64
+	err = tx.QueryRow(fmt.Sprintf("SELECT COUNT(*), COALESCE(SUM(%s = ?), 0) FROM %s WHERE %s = ?", s.uMember, s.coupon, s.uCampaign),
+		member, campaign).Scan(&all, &mine)
+	if err != nil {
+		return shopCoupon{}, false, err
+	}
+	if (limit > 0 && mine >= limit) || (stock.Valid && stock.Int64 <= 0) || (!stock.Valid && all >= budget) {
+		return shopCoupon{}, false, nil
+	}
+	c, err := s.insertCoupon(tx, campaign, member, channel, fmt.Sprint(s.codes[coupon.Available]))
+	if err != nil {
+		return c, false, err
+	}
+	if err := s.takeStock(tx, campaign, 1); err != nil {
+		return c, false, err
+	}
+	return c, true, tx.Commit()
+}
+
+func (s *shopEnv) insertCoupon(tx *sql.Tx, campaign, member int64, channel, status string) (shopCoupon, error) {
+	res, err := tx.Exec(fmt.Sprintf("INSERT INTO %s (%s, %s, %s, %s) VALUES (?, ?, ?, %s)", s.coupon, s.uCampaign, s.uMember,
+		s.uChannel, s.uStatus, status), campaign, member, channel)
+	if err != nil {
+		return shopCoupon{}, err
+	}
+	id, err := res.LastInsertId()
+	return shopCoupon{id: id, campaign: campaign, member: member}, err
+}
+
+// takeStock moves the shop's remaining-stock column by -n, unguarded.
+func (s *shopEnv) takeStock(tx *sql.Tx, campaign int64, n int) error {
+	if s.cLeft == "" {
+		return nil
+	}
+	return s.execTx(tx, fmt.Sprintf("UPDATE %s SET %s = %s - ? WHERE %s = ?", s.campaign, s.cLeft, s.cLeft, s.cID), n, campaign)
+}
+
+// inTx runs fn in a transaction of the shop's pool.
+func (s *shopEnv) inTx(fn func(tx *sql.Tx) error) error {
+	tx, err := s.conn.Begin()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *shopEnv) mustClaim(campaign, member int64) shopCoupon {
+	s.T.Helper()
+	c, ok, err := s.claim(campaign, member, s.channels[0])
+	require.NoError(s.T, err)
+	require.True(s.T, ok, "the shop refused a claim of campaign %d by member %d", campaign, member)
+	return c
+}
+
+func (s *shopEnv) setStatus(c shopCoupon, st coupon.Status) {
+	s.exec(fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ?", s.coupon, s.uStatus, s.uID), s.codes[st], c.id)
+}
+
+// shopFaults are what a shop's bugs, scripts and people do to its tables,
+// once each; stock drift is the reconciler's, not an anomaly, so its
+// campaign is returned.
+func (s *shopEnv) faults(members *atomic.Int64) (overIssued, drifted int64) {
+	s.T.Helper()
+	member := func() int64 { return members.Add(1) }
+	shared := s.newCampaign(100000, 0)
+
+	overIssued = s.newCampaign(3, 0) // the shop's guard held for 3, then a script bypassed it
+	for range 3 {
+		s.mustClaim(overIssued, member())
+	}
+	s.bypassClaim(overIssued, member(), 2)
+	s.expect(sink.AnomalyOverIssue, 1)
+
+	limited := s.newCampaign(100, 2) // a member past the per-member limit of 2
+	m := member()
+	s.mustClaim(limited, m)
+	s.mustClaim(limited, m)
+	s.bypassClaim(limited, m, 1)
+	s.expect(sink.AnomalyPerUserLimitExceeded, 1)
+
+	ending := s.newCampaign(100, 0) // ended by the admin, then a coupon is used anyway
+	late := s.mustClaim(ending, member())
+	s.mustClaim(ending, member()) // stays unused: expired by the end time
+	s.exec(fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ?", s.campaign, s.cEnds, s.cID), time.Now().UTC().Add(-time.Hour), ending)
+	require.NoError(s.T, s.inTx(func(tx *sql.Tx) error { return s.use(s, tx, late, fmt.Sprint("late", late.id)) }))
+	s.expect(sink.AnomalyUsedAfterExpiry, 1)
+
+	c := s.mustClaim(shared, member()) // expired, then un-expired
+	s.setStatus(c, coupon.Expired)
+	s.setStatus(c, coupon.Available)
+	s.expect(sink.AnomalyIllegalTransition, 1)
+
+	c = s.mustClaim(shared, member()) // deleted by a clean-up script that gives the stock back
+	require.NoError(s.T, s.inTx(func(tx *sql.Tx) error {
+		if err := s.execTx(tx, fmt.Sprintf("DELETE FROM %s WHERE %s = ?", s.coupon, s.uID), c.id); err != nil {
+			return err
+		}
+		return s.takeStock(tx, shared, -1)
+	}))
+	s.expect(sink.AnomalyDeletedCoupon, 1)
+
+	s.bareUse(s, s.mustClaim(shared, member())) // used with no evidence
+	s.expect(sink.AnomalyUsedWithoutRedemption, 1)
+
+	c = s.mustClaim(shared, member()) // used, then spent again
+	require.NoError(s.T, s.inTx(func(tx *sql.Tx) error { return s.use(s, tx, c, fmt.Sprint("o", c.id)) }))
+	s.expect(s.spendAgain(s, c), 1)
+
+	require.NoError(s.T, s.inTx(func(tx *sql.Tx) error { // an import with a status the shop has no code for
+		_, err := s.insertCoupon(tx, shared, member(), s.channels[0], s.undecodable)
+		return err
+	}))
+	s.expect(sink.AnomalyUndecodableRow, 1)
+
+	if s.cLeft != "" { // the remaining stock moved by hand
+		drifted = s.newCampaign(50, 0)
+		s.mustClaim(drifted, member())
+		s.exec(fmt.Sprintf("UPDATE %s SET %s = %s - 3 WHERE %s = ?", s.campaign, s.cLeft, s.cLeft, s.cID), drifted)
+	}
+	return overIssued, drifted
+}
+
+// bypassClaim inserts n coupons past the shop's checks, taking the stock
+// unguarded (so that the stock column stays right).
+func (s *shopEnv) bypassClaim(campaign, member int64, n int) {
+	s.T.Helper()
+	require.NoError(s.T, s.inTx(func(tx *sql.Tx) error {
+		for range n {
+			if _, err := s.insertCoupon(tx, campaign, member, s.channels[0], fmt.Sprint(s.codes[coupon.Available])); err != nil {
+				return err
+			}
+		}
+		return s.takeStock(tx, campaign, n)
+	}))
+}
+
+// work is one of the shop's legal users: claims, uses, expiries and (where
+// the shop has them) voids, on the normal campaigns.
+func (s *shopEnv) work(rng *rand.Rand, ops int, campaigns []int64) error {
+	var mine []shopCoupon
+	for range ops {
+		switch r := rng.IntN(10); {
+		case r < 5 || len(mine) == 0:
+			c, ok, err := s.claim(campaigns[rng.IntN(len(campaigns))], 1+rng.Int64N(300), s.channels[rng.IntN(len(s.channels))])
+			if err != nil {
+				return err
+			}
+			if ok {
+				mine = append(mine, c)
+			}
+		default:
+			k := rng.IntN(len(mine))
+			c := mine[k]
+			mine = append(mine[:k], mine[k+1:]...)
+			err := s.inTx(func(tx *sql.Tx) error {
+				if r < 8 {
+					return s.use(s, tx, c, fmt.Sprint("o", c.id))
+				}
+				to := coupon.Expired
+				if _, voids := s.codes[coupon.Returned]; voids && r == 9 {
+					to = coupon.Returned
+				}
+				return s.execTx(tx, fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ? AND %s = ?", s.coupon, s.uStatus, s.uID, s.uStatus),
+					s.codes[to], c.id, s.codes[coupon.Available])
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func TestShopLayouts(t *testing.T) {
+	for _, l := range shopLayouts {
+		t.Run(l.dir, func(t *testing.T) {
+			t.Parallel()
+			testShopLayout(t, l)
+		})
+	}
+}
+
+func testShopLayout(t *testing.T, l shopLayout) {
+	s := newShopEnv(t, l)
+	var members atomic.Int64
+	members.Store(1_000_000)
+	var campaigns []int64
+	for range 4 {
+		campaigns = append(campaigns, s.newCampaign(100000, 3))
+	}
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 13))
+	require.NoError(t, s.work(rng, 100, campaigns), "before the first start")
+
+	runner := newCDCRunner(t, s.env, testenv.RedisAddr(t))
+	runner.args = append(runner.args, "-mapping", s.mappingFile())
+	p := runner.start()
+	s.WaitCheckpoint()
+
+	// a backlog while the cdc is down, faults included
+	_ = p.signal(syscall.SIGKILL)
+	over1, drift1 := s.faults(&members)
+	require.NoError(t, s.work(rng, 100, campaigns))
+	p = runner.start()
+
+	// the shop's users go on while the cdc is killed at random moments;
+	// the faults happen among them
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	var left atomic.Int64
+	left.Store(3)
+	for w := range 3 {
+		r := rand.New(rand.NewPCG(rng.Uint64(), uint64(w)))
+		wg.Go(func() {
+			defer left.Add(-1)
+			if err := s.work(r, 300, campaigns); err != nil {
+				errs <- err
+			}
+		})
+	}
+	over2, drift2 := s.faults(&members)
+	kills := 0
+	for kills < 3 && left.Load() > 0 {
+		start := s.checkpoint().Batches
+		cdctest.WaitFor(t, 60*time.Second, "the restarted cdc applies batches", func() bool {
+			require.False(t, p.exited(), "couponlink cdc exited by itself: %v", p.err)
+			return s.checkpoint().Batches > start || left.Load() == 0
+		})
+		time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond) // the random moment of the kill
+		_ = p.signal(syscall.SIGKILL)
+		kills++
+		p = runner.start()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	t.Logf("%s: %d kills while the shop wrote", l.dir, kills)
+
+	s.WaitCheckpoint()
+	want := s.expected()
+	cdctest.WaitFor(t, 60*time.Second, "every check decided", func() bool { return s.pendingChecks() == 0 })
+	s.WaitCheckpoint()
+	require.Equal(t, want, s.anomalies(), "the anomalies are exactly the faults")
+	s.assertShopTruth()
+	s.assertReconciled([]int64{over1, over2}, []int64{drift1, drift2})
+	require.NoError(t, p.signal(syscall.SIGTERM))
+}
+
+// assertShopTruth checks the counters against the shop's tables, counted
+// through its mapping.
+func (s *shopEnv) assertShopTruth() {
+	s.T.Helper()
+	snap, err := inventory.TakeSnapshot(context.Background(), s.DB, s.mapping())
+	require.NoError(s.T, err)
+	truth := map[inventory.Pair]inventory.Counts{}
+	for p, c := range snap.Counts {
+		truth[p] = *c
+	}
+	require.Equal(s.T, truth, s.Counters())
+}
+
+// assertReconciled runs a reconcile pass: the counters agree, and the
+// differences are exactly the over-issued campaigns and the drifted stock
+// columns.
+func (s *shopEnv) assertReconciled(over, drifted []int64) {
+	s.T.Helper()
+	binlog, err := canal.ConfigFromDSN(s.DSN)
+	require.NoError(s.T, err)
+	r, err := reconcile.New(reconcile.Config{DB: s.DB, Mapping: s.mapping(), Binlog: binlog, Logger: testenv.QuietLogger(),
+		Registerer: prometheus.NewRegistry()})
+	require.NoError(s.T, err)
+	rep, err := r.Pass(s.Ctx)
+	require.NoError(s.T, err)
+	require.True(s.T, rep.CountersCompared, rep.Note)
+	var want, got []string
+	for _, id := range over {
+		want = append(want, fmt.Sprintf("%d/over_issue", id))
+	}
+	for _, id := range drifted {
+		if id != 0 {
+			want = append(want, fmt.Sprintf("%d/remaining", id))
+		}
+	}
+	for _, d := range rep.Differences {
+		got = append(got, d.Target)
+	}
+	require.ElementsMatch(s.T, want, got, rep.Summary())
+}
