@@ -99,10 +99,11 @@ type RedemptionLogTable struct {
 	Channel  string `yaml:"channel"`
 }
 
-// TemplateTable maps the campaign table. The cdc reads its budgets by query
-// at start (inventory.Source.TemplateQuotas); a legacy mapping without
-// channel quotas also subscribes it, so that a budget changed later is
-// followed from the binlog (TemplateChange). The reference schema's
+// TemplateTable maps the campaign table. A legacy mapping without channel
+// quotas, or with a per-user limit or an end time, subscribes it
+// (FollowsTemplates): the cdc reads its rows in a bootstrap's snapshot
+// (inventory.Source.Templates) and follows their budgets, limits and end
+// times from the binlog (TemplateChange). The reference schema's
 // template table is never subscribed: its quotas live in channel_quota,
 // and couponlink writes cached counts into it, which would feed back.
 type TemplateTable struct {
