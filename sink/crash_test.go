@@ -182,3 +182,24 @@ func TestCrashRestartKeepsCountersExact(t *testing.T) {
 	// graceful shutdown: SIGTERM finishes the batch in flight and exits 0
 	require.NoError(t, p.signal(syscall.SIGTERM), "couponlink cdc did not exit cleanly on SIGTERM")
 }
+
+// killWhileWriting kills the running cdc p (-9) and starts it again, up to
+// three times while writers are left: each time once it has applied a
+// batch since the last start, after a random pause. It returns the cdc
+// now running and the number of kills.
+func (r *cdcRunner) killWhileWriting(e *env, p *cdcProcess, left *atomic.Int64, rng *rand.Rand) (*cdcProcess, int) {
+	r.t.Helper()
+	kills := 0
+	for kills < 3 && left.Load() > 0 {
+		start := e.checkpoint().Batches
+		cdctest.WaitFor(r.t, 60*time.Second, "the restarted cdc applies batches", func() bool {
+			require.False(r.t, p.exited(), "couponlink cdc exited by itself: %v", p.err)
+			return e.checkpoint().Batches > start || left.Load() == 0
+		})
+		time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond) // the random moment of the kill
+		_ = p.signal(syscall.SIGKILL)
+		kills++
+		p = r.start()
+	}
+	return p, kills
+}

@@ -153,18 +153,7 @@ func TestLegacyDuplicateRedemptionsExact(t *testing.T) {
 			}
 		})
 	}
-	kills := 0
-	for kills < 3 && left.Load() > 0 {
-		start := l.checkpoint().Batches
-		cdctest.WaitFor(t, 60*time.Second, "the restarted cdc applies batches", func() bool {
-			require.False(t, p.exited(), "couponlink cdc exited by itself: %v", p.err)
-			return l.checkpoint().Batches > start || left.Load() == 0
-		})
-		time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond) // the random moment of the kill
-		_ = p.signal(syscall.SIGKILL)
-		kills++
-		p = runner.start()
-	}
+	p, kills := runner.killWhileWriting(l.env, p, &left, rng)
 	t.Logf("%d kills while the writers ran", kills)
 	require.Positive(t, kills, "no kill while the writers ran: the test proves little")
 	wg.Wait()

@@ -463,18 +463,7 @@ func testShopLayout(t *testing.T, l shopLayout) {
 		})
 	}
 	over2, drift2 := s.faults(&members)
-	kills := 0
-	for kills < 3 && left.Load() > 0 {
-		start := s.checkpoint().Batches
-		cdctest.WaitFor(t, 60*time.Second, "the restarted cdc applies batches", func() bool {
-			require.False(t, p.exited(), "couponlink cdc exited by itself: %v", p.err)
-			return s.checkpoint().Batches > start || left.Load() == 0
-		})
-		time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond) // the random moment of the kill
-		_ = p.signal(syscall.SIGKILL)
-		kills++
-		p = runner.start()
-	}
+	p, kills := runner.killWhileWriting(s.env, p, &left, rng)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
