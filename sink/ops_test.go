@@ -163,6 +163,7 @@ func TestReadStatus(t *testing.T) {
 	w := &claimer{e: e, tpl: e.Template(map[string]int64{"app": 100, "web": 100, "sms": 100}, time.Hour)}
 	w.claim(6)
 	c := e.StartCDC(nil, leaderNamed("status-test"))
+	e.WaitCheckpoint() // bootstrapped: what follows is applied from the binlog, as events
 	w.claim(6)
 	var id int64
 	require.NoError(t, e.DB.QueryRow(`SELECT MAX(id) FROM user_coupon`).Scan(&id))
