@@ -69,8 +69,16 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
+	if s.combiner != nil {
+		return s.claimCombined(ctx, req, rules)
+	}
+	return s.claimOne(ctx, req, rules)
+}
+
+// claimOne is the single path: one claim, one transaction.
+func (s *Store) claimOne(ctx context.Context, req ClaimRequest, rules templateRules) (Claim, error) {
 	var out Claim
-	err = s.retry(ctx, "claim", func() error {
+	err := s.retry(ctx, "claim", func() error {
 		now := s.clock()
 		out = Claim{TemplateID: req.TemplateID, UserID: req.UserID, Channel: req.Channel, Status: Available.String(),
 			ClaimedAt: now, ExpiresAt: now.Add(Seconds(rules.ValidSeconds))}
@@ -91,8 +99,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 				return fmt.Errorf("count the user's claims: %w", err)
 			}
 			if refused > 0 {
-				return conflictf(CodeLimitReached, "user %s has already claimed %d coupon(s) of template %d, the per-user limit",
-					req.UserID, rules.PerUserLimit, req.TemplateID)
+				return limitReached(req, rules)
 			}
 			res, err = tx.ExecContext(ctx, `INSERT INTO user_coupon
 				(template_id, user_id, channel, status, claimed_at, expires_at, request_id) VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -138,7 +145,16 @@ func (s *Store) noSlot(ctx context.Context, tx *sql.Tx, req ClaimRequest) error 
 	if err != nil {
 		return fmt.Errorf("read channel quota: %w", err)
 	}
+	return soldOut(req, claimed, quota)
+}
+
+func soldOut(req ClaimRequest, claimed, quota int64) error {
 	return conflictf(CodeSoldOut, "channel %q of template %d is sold out (%d of %d claimed)", req.Channel, req.TemplateID, claimed, quota)
+}
+
+func limitReached(req ClaimRequest, rules templateRules) error {
+	return conflictf(CodeLimitReached, "user %s has already claimed %d coupon(s) of template %d, the per-user limit",
+		req.UserID, rules.PerUserLimit, req.TemplateID)
 }
 
 // claimReplay finds an earlier claim with the same request_id.
@@ -150,11 +166,17 @@ func (s *Store) claimReplay(ctx context.Context, req ClaimRequest) (Claim, bool,
 	if err != nil {
 		return Claim{}, false, fmt.Errorf("look up request_id: %w", err)
 	}
+	out, err := replayAnswer(c, req)
+	return out, true, err
+}
+
+// replayAnswer answers a request whose request_id already has coupon c.
+func replayAnswer(c couponRow, req ClaimRequest) (Claim, error) {
 	if c.TemplateID != req.TemplateID || c.UserID != req.UserID || c.Channel != req.Channel {
-		return Claim{}, true, conflictf(CodeIdempotencyConflict,
+		return Claim{}, conflictf(CodeIdempotencyConflict,
 			"request_id %q was already used for another claim (template %d, user %s, channel %s); use a new request_id",
 			req.RequestID, c.TemplateID, c.UserID, c.Channel)
 	}
 	return Claim{UserCouponID: c.ID, TemplateID: c.TemplateID, UserID: c.UserID, Channel: c.Channel,
-		Status: c.Status.String(), ClaimedAt: c.ClaimedAt, ExpiresAt: c.ExpiresAt, Replayed: true}, true, nil
+		Status: c.Status.String(), ClaimedAt: c.ClaimedAt, ExpiresAt: c.ExpiresAt, Replayed: true}, nil
 }

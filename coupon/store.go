@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -20,6 +21,11 @@ type Config struct {
 	// MaxAttempts bounds the retries of a transaction that lost a race
 	// (optimistic version check, deadlock, lock wait timeout). Default 8.
 	MaxAttempts int
+	// CombineClaims runs concurrent claims of one (template, channel) bucket
+	// in one transaction (combiner.go); off: one transaction per claim.
+	CombineClaims bool
+	// CombineMax is the most claims in one group transaction. Default 256.
+	CombineMax int
 }
 
 // Store runs the write path: one MySQL transaction per state change, each
@@ -30,6 +36,12 @@ type Store struct {
 	log         *slog.Logger
 	maxAttempts int
 	rules       sync.Map // template id -> templateRules (immutable once created)
+
+	combiner       *claimCombiner // nil: every claim on the single path
+	claimGroups    atomic.Int64
+	claimFallbacks atomic.Int64
+	groupObserver  groupObserverPtr
+	groupFault     func(size int) error // tests: fails a group transaction
 }
 
 // New returns a Store on cfg.DB.
@@ -46,7 +58,14 @@ func New(cfg Config) (*Store, error) {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 8
 	}
-	return &Store{db: cfg.DB, now: cfg.Now, log: cfg.Logger, maxAttempts: cfg.MaxAttempts}, nil
+	if cfg.CombineMax <= 0 {
+		cfg.CombineMax = 256
+	}
+	s := &Store{db: cfg.DB, now: cfg.Now, log: cfg.Logger, maxAttempts: cfg.MaxAttempts}
+	if cfg.CombineClaims {
+		s.combiner = newClaimCombiner(cfg.CombineMax)
+	}
+	return s, nil
 }
 
 // DB is the store's database, for read-only views in other packages.

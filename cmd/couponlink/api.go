@@ -28,6 +28,9 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	conns := f.int("mysql-conns", "COUPONLINK_MYSQL_CONNS", 64, "most MySQL connections the API opens")
 	grace := f.duration("shutdown-grace", "COUPONLINK_SHUTDOWN_GRACE", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	cdcName := f.string("cdc-name", "COUPONLINK_CDC_NAME", "default", "checkpoint name of the cdc whose counters the inventory route shows as `derived`")
+	combine := f.bool("combine-claims", "COUPONLINK_COMBINE_CLAIMS", false,
+		"run concurrent claims of one (template, channel) bucket in one transaction (the write combiner)")
+	combineMax := f.int("combine-max", "COUPONLINK_COMBINE_MAX", 256, "most claims in one combined transaction")
 	level := f.logLevel()
 	if err := f.parse(args); err != nil {
 		return err
@@ -47,7 +50,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := db.PingContext(ctx); err != nil {
 		return fmt.Errorf("connect to MySQL: %w (is it running? run `couponlink migrate` first)", err)
 	}
-	store, err := coupon.New(coupon.Config{DB: db, Logger: log})
+	store, err := coupon.New(coupon.Config{DB: db, Logger: log, CombineClaims: *combine, CombineMax: *combineMax})
 	if err != nil {
 		return err
 	}
@@ -61,7 +64,8 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
-	log.Info("api listening", "addr", ln.Addr().String(), "auth", token != "", "allowed_origins", allowed, "expire_interval", *sweep)
+	log.Info("api listening", "addr", ln.Addr().String(), "auth", token != "", "allowed_origins", allowed, "expire_interval", *sweep,
+		"combine_claims", *combine, "combine_max", *combineMax)
 	fmt.Fprintf(stdout, "couponlink api listening on http://%s\n", ln.Addr())
 
 	// one group: the server and the expiry sweeper; the first that fails

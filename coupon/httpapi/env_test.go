@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -54,7 +55,11 @@ type envConfig struct {
 	origins   []string         // httpapi.Config.AllowedOrigins
 	realClock bool             // time.Now instead of the fake clock
 	now       func() time.Time // overrides both
+	combine   bool             // the claim combiner on (also on for every env when COUPONLINK_COMBINE_CLAIMS=true)
 }
+
+// combineFromEnv runs the whole suite with the claim combiner on.
+func combineFromEnv() bool { return os.Getenv("COUPONLINK_COMBINE_CLAIMS") == "true" }
 
 // newEnv starts the API on a fresh database. The store's clock is e.clock
 // unless cfg says otherwise.
@@ -74,7 +79,7 @@ func newEnv(t *testing.T, cfgs ...envConfig) *env {
 		now = cfg.now
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := coupon.New(coupon.Config{DB: db, Now: now, Logger: quiet})
+	store, err := coupon.New(coupon.Config{DB: db, Now: now, Logger: quiet, CombineClaims: cfg.combine || combineFromEnv()})
 	require.NoError(t, err)
 	e.store = store
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: store, Token: cfg.token, AllowedOrigins: cfg.origins, Logger: quiet,

@@ -10,6 +10,7 @@ type metrics struct {
 	duration    *prometheus.HistogramVec
 	transitions *prometheus.CounterVec
 	sweeps      *prometheus.CounterVec
+	claimGroups prometheus.Histogram
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -28,5 +29,9 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		sweeps: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_api_expiry_sweeps_total", Help: "Expiry sweeps run by the API, by result (ok, error).",
 		}, []string{"result"}),
+		claimGroups: f.NewHistogram(prometheus.HistogramOpts{
+			Name: "couponlink_api_claim_group_size", Help: "Claims per transaction of the claim combiner (only when -combine-claims is on).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+		}),
 	}
 }

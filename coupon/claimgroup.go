@@ -1,0 +1,252 @@
+package coupon
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
+)
+
+// The group transaction of the claim combiner: the claims of one bucket, in
+// arrival order, answered exactly as the single path would answer them one
+// after the other, with the rows the single path writes (user_claim,
+// user_coupon, channel_quota.claimed).
+//
+// It runs at READ COMMITTED so that the locking read of user_claim locks
+// only the rows that exist, no gaps: under REPEATABLE READ the gap locks of
+// a few hundred new users would block and deadlock the other buckets of the
+// template. A user whose row was missing at the read is then written by a
+// plain INSERT: if another transaction created the row meanwhile, the
+// duplicate key fails the group, which falls back to the single path.
+
+var groupTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+// errGroupGuard means the bucket guard refused what the locked read allowed.
+var errGroupGuard = errors.New("claim group: the bucket guard refused the granted slots")
+
+// runClaimGroup answers every call of the group, or marks them solo.
+func (s *Store) runClaimGroup(ctx context.Context, group []*claimCall) {
+	seen := make(map[string]bool, len(group))
+	fresh := make([]*claimCall, 0, len(group))
+	for _, c := range group {
+		if seen[c.req.RequestID] {
+			// the single path answers it after this group commits, like a retry
+			c.solo = true
+			continue
+		}
+		seen[c.req.RequestID] = true
+		fresh = append(fresh, c)
+	}
+	err := sqltx.Run(ctx, s.db, groupTxOptions, func(tx *sql.Tx) error {
+		if s.groupFault != nil {
+			if err := s.groupFault(len(fresh)); err != nil {
+				return err
+			}
+		}
+		return s.claimGroupTx(ctx, tx, fresh)
+	})
+	if err != nil {
+		s.log.Info("claim group fell back to single claims", "size", len(fresh), "err", err)
+		s.claimFallbacks.Add(1)
+		for _, c := range fresh {
+			c.solo, c.out, c.err = true, Claim{}, nil
+		}
+	}
+}
+
+// claimGroupTx decides and writes the group. Rule refusals are answers, not
+// errors: only a database error fails (and rolls back) the group.
+func (s *Store) claimGroupTx(ctx context.Context, tx *sql.Tx, group []*claimCall) error {
+	req0, rules := group[0].req, group[0].rules
+	replays, err := couponsByRequest(ctx, tx, requestIDs(group))
+	if err != nil {
+		return err
+	}
+	todo := group[:0:0]
+	for _, c := range group {
+		if row, ok := replays[c.req.RequestID]; ok {
+			c.out, c.err = replayAnswer(row, c.req)
+			continue
+		}
+		todo = append(todo, c)
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	counts, err := lockUserClaims(ctx, tx, req0.TemplateID, todo)
+	if err != nil {
+		return err
+	}
+	existed := make(map[string]bool, len(counts))
+	for u := range counts {
+		existed[u] = true
+	}
+	var quota, claimed int64
+	err = tx.QueryRowContext(ctx, `SELECT quota, claimed FROM channel_quota WHERE template_id = ? AND channel = ? FOR UPDATE`,
+		req0.TemplateID, req0.Channel).Scan(&quota, &claimed)
+	noChannel := errors.Is(err, sql.ErrNoRows)
+	if err != nil && !noChannel {
+		return fmt.Errorf("lock channel quota: %w", err)
+	}
+	now := s.clock()
+	var granted []*claimCall
+	added := map[string]int64{}
+	for _, c := range todo {
+		n, has := counts[c.req.UserID]
+		switch {
+		case has && n >= rules.PerUserLimit:
+			c.err = limitReached(c.req, rules)
+		case noChannel:
+			c.err = Invalid("channel", "template %d has no channel %q", c.req.TemplateID, c.req.Channel)
+		case claimed+int64(len(granted)) >= quota:
+			c.err = soldOut(c.req, quota, quota)
+		default:
+			counts[c.req.UserID] = n + 1
+			added[c.req.UserID]++
+			c.out = Claim{TemplateID: c.req.TemplateID, UserID: c.req.UserID, Channel: c.req.Channel, Status: Available.String(),
+				ClaimedAt: now, ExpiresAt: now.Add(Seconds(rules.ValidSeconds))}
+			granted = append(granted, c)
+		}
+	}
+	if len(granted) == 0 {
+		return nil
+	}
+	return s.writeClaimGroup(ctx, tx, granted, added, existed)
+}
+
+// writeClaimGroup writes the granted claims: the per-user counts, the
+// coupons, the bucket guard (last, like the single path), and reads each
+// request's coupon id back.
+func (s *Store) writeClaimGroup(ctx context.Context, tx *sql.Tx, granted []*claimCall, added map[string]int64, existed map[string]bool) error {
+	req0 := granted[0].req
+	if err := countUserClaims(ctx, tx, req0.TemplateID, added, existed); err != nil {
+		return err
+	}
+	args := make([]any, 0, 7*len(granted))
+	for _, c := range granted {
+		args = append(args, c.req.TemplateID, c.req.UserID, c.req.Channel, Available, c.out.ClaimedAt, c.out.ExpiresAt, c.req.RequestID)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO user_coupon
+		(template_id, user_id, channel, status, claimed_at, expires_at, request_id) VALUES `+
+		rowsOf("(?, ?, ?, ?, ?, ?, ?)", len(granted)), args...); err != nil {
+		return fmt.Errorf("insert the group's coupons: %w", err)
+	}
+	k := int64(len(granted))
+	res, err := tx.ExecContext(ctx, `UPDATE channel_quota SET claimed = claimed + ?
+		WHERE template_id = ? AND channel = ? AND claimed + ? <= quota`, k, req0.TemplateID, req0.Channel, k)
+	if err != nil {
+		return fmt.Errorf("reserve %d slots: %w", k, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return errGroupGuard
+	}
+	// Auto-increment ids of one multi-row INSERT are consecutive only under
+	// innodb_autoinc_lock_mode 0 or 1 and auto_increment_increment 1: read
+	// them back instead of assuming either.
+	rows, err := couponsByRequest(ctx, tx, requestIDs(granted))
+	if err != nil {
+		return err
+	}
+	for _, c := range granted {
+		row, ok := rows[c.req.RequestID]
+		if !ok {
+			return fmt.Errorf("claim group: coupon of request_id %q not found after insert", c.req.RequestID)
+		}
+		c.out.UserCouponID = row.ID
+	}
+	return nil
+}
+
+// lockUserClaims reads (and locks) the per-user counts of the group's
+// users that have a row; a missing user has no entry.
+func lockUserClaims(ctx context.Context, tx *sql.Tx, template int64, group []*claimCall) (map[string]int64, error) {
+	users := map[string]bool{}
+	args := []any{template}
+	for _, c := range group {
+		if !users[c.req.UserID] {
+			users[c.req.UserID] = true
+			args = append(args, c.req.UserID)
+		}
+	}
+	counts := make(map[string]int64, len(users))
+	err := sqltx.EachRow(ctx, tx, `SELECT user_id, claimed FROM user_claim WHERE template_id = ? AND user_id IN (`+
+		sqltx.Placeholders(len(users))+`) FOR UPDATE`, args, func(r *sql.Rows) error {
+		var u string
+		var n int64
+		if err := r.Scan(&u, &n); err != nil {
+			return err
+		}
+		counts[u] = n
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock the group's per-user counts: %w", err)
+	}
+	return counts, nil
+}
+
+// countUserClaims adds the group's claims to the per-user counts: the rows
+// read (and locked) are raised, the missing ones inserted (a concurrent
+// insert of the same row fails the group on the duplicate key).
+func countUserClaims(ctx context.Context, tx *sql.Tx, template int64, added map[string]int64, existed map[string]bool) error {
+	users := make([]string, 0, len(added))
+	for u := range added {
+		users = append(users, u)
+	}
+	sort.Strings(users) // one lock order for every writer
+	var ins, upd []any
+	for _, u := range users {
+		if !existed[u] {
+			ins = append(ins, template, u, added[u])
+		} else {
+			upd = append(upd, template, u, added[u])
+		}
+	}
+	if len(ins) > 0 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO user_claim (template_id, user_id, claimed) VALUES `+
+			rowsOf("(?, ?, ?)", len(ins)/3), ins...); err != nil {
+			return fmt.Errorf("insert the group's per-user counts: %w", err)
+		}
+	}
+	if len(upd) > 0 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO user_claim (template_id, user_id, claimed) VALUES `+
+			rowsOf("(?, ?, ?)", len(upd)/3)+` ON DUPLICATE KEY UPDATE claimed = claimed + VALUES(claimed)`, upd...); err != nil {
+			return fmt.Errorf("count the group's per-user claims: %w", err)
+		}
+	}
+	return nil
+}
+
+// couponsByRequest reads the coupons of the given request_ids.
+func couponsByRequest(ctx context.Context, q sqltx.Querier, ids []any) (map[string]couponRow, error) {
+	out := make(map[string]couponRow, len(ids))
+	err := sqltx.EachRow(ctx, q, `SELECT `+couponColumns+` FROM user_coupon WHERE request_id IN (`+
+		sqltx.Placeholders(len(ids))+`)`, ids, func(r *sql.Rows) error {
+		c, err := scanCoupon(r)
+		if err == nil {
+			out[c.RequestID.String] = c
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("look up the group's request_ids: %w", err)
+	}
+	return out, nil
+}
+
+func requestIDs(group []*claimCall) []any {
+	ids := make([]any, len(group))
+	for i, c := range group {
+		ids[i] = c.req.RequestID
+	}
+	return ids
+}
+
+// rowsOf is n copies of a VALUES tuple.
+func rowsOf(tuple string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", ")
+}
