@@ -55,6 +55,7 @@ type envConfig struct {
 	origins   []string         // httpapi.Config.AllowedOrigins
 	realClock bool             // time.Now instead of the fake clock
 	now       func() time.Time // overrides both
+	db        *sql.DB          // share this database (a second API process) instead of a fresh one
 	combine   bool             // the claim combiner on (also on for every env when COUPONLINK_COMBINE_CLAIMS=true)
 }
 
@@ -69,7 +70,10 @@ func newEnv(t *testing.T, cfgs ...envConfig) *env {
 	if len(cfgs) > 0 {
 		cfg = cfgs[0]
 	}
-	db, _ := testenv.MySQL(t)
+	db := cfg.db
+	if db == nil {
+		db, _ = testenv.MySQL(t)
+	}
 	e := &env{db: db, clock: newFakeClock(), reg: prometheus.NewRegistry()}
 	now := e.clock.Now
 	if cfg.realClock {

@@ -1,0 +1,115 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The claim combiner under HTTP load: the invariants of the single path
+// hold, and groups of more than one claim really happen.
+
+func combinedEnv(t *testing.T) *env { return newEnv(t, envConfig{combine: true}) }
+
+// groupSizes is the couponlink_api_claim_group_size histogram: groups run, claims in them.
+func (e *env) groupSizes(t *testing.T) (groups uint64, claims float64) {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "couponlink_api_claim_group_size" {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+	}
+	return 0, 0
+}
+
+// assertGrouped checks that some group held more than one claim.
+func assertGrouped(t *testing.T, es ...*env) {
+	t.Helper()
+	for _, e := range es {
+		groups, claims := e.groupSizes(t)
+		require.Positive(t, groups, "the combiner ran")
+		assert.Greater(t, claims, float64(groups), "some group held more than one claim")
+		t.Logf("%d claims in %d groups (%.1f per group), %d groups fell back", int(claims), groups, claims/float64(groups),
+			e.store.ClaimFallbacks())
+	}
+}
+
+// 2,000 claims at once for one bucket of 1,000, split over two API
+// processes (two stores, two combiners, one database): exactly 1,000
+// coupons, claimed = 1,000, every other answer sold_out.
+func TestCombinedClaimsOneBucketTwoProcesses(t *testing.T) {
+	a := combinedEnv(t)
+	b := newEnv(t, envConfig{db: a.db, combine: true})
+	tpl := a.template(t, map[string]any{"total_quota": 1000, "channels": map[string]int{"app": 1000}})
+	replies := parallel(t, 128, 2000, func(i int) (reply, error) {
+		api := []*client{a.api, b.api}[i%2]
+		return api.do("POST", "/v1/claims", map[string]any{"template_id": tpl, "user_id": fmt.Sprintf("u%04d", i),
+			"channel": "app", "request_id": fmt.Sprintf("r%04d", i)})
+	})
+	got := map[string]int{}
+	ids := map[int64]bool{}
+	for i, r := range replies {
+		switch {
+		case r.Status == http.StatusCreated:
+			var c claimReply
+			require.NoError(t, r.decode(&c))
+			assert.False(t, ids[c.UserCouponID], "coupon id %d answered twice", c.UserCouponID)
+			ids[c.UserCouponID] = true
+			assert.Equal(t, fmt.Sprintf("u%04d", i), c.UserID)
+			assert.Equal(t, 1, a.count(t, `SELECT COUNT(*) FROM user_coupon WHERE id = ? AND request_id = ?`, c.UserCouponID, fmt.Sprintf("r%04d", i)),
+				"claim %d is answered with its own coupon", i)
+			got["created"]++
+		case r.Status == http.StatusConflict && r.errCode() == "sold_out":
+			got["sold_out"]++
+		default:
+			t.Errorf("claim %d: unexpected reply %s", i, r)
+		}
+	}
+	assert.Equal(t, map[string]int{"created": 1000, "sold_out": 1000}, got)
+	assert.Equal(t, 1000, a.count(t, `SELECT COUNT(*) FROM user_coupon WHERE template_id = ?`, tpl))
+	assert.Equal(t, 1000, a.count(t, `SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl))
+	assert.Equal(t, 1000, a.count(t, `SELECT COUNT(*) FROM user_claim WHERE template_id = ? AND claimed = 1`, tpl))
+	assert.Equal(t, 1000, a.count(t, `SELECT COUNT(*) FROM user_claim WHERE template_id = ?`, tpl))
+	assertGrouped(t, a, b)
+}
+
+// The single path's suites, with the combiner on.
+func TestCombinedClaimsNeverOverIssue(t *testing.T) {
+	e := combinedEnv(t)
+	claimsNeverOverIssue(t, e)
+	assertGrouped(t, e)
+}
+
+func TestCombinedClaimReplays(t *testing.T) { concurrentClaimReplays(t, combinedEnv(t)) }
+
+// One user sends 100 claims at once, per-user limit 1: exactly one coupon,
+// 99 limit_reached.
+func TestCombinedClaimsPerUserLimit(t *testing.T) {
+	e := combinedEnv(t)
+	tpl := e.template(t, map[string]any{"total_quota": 1000, "channels": map[string]int{"app": 1000}, "per_user_limit": 1})
+	replies := parallel(t, 100, 100, func(i int) (reply, error) {
+		return e.api.do("POST", "/v1/claims", map[string]any{"template_id": tpl, "user_id": "u1", "channel": "app",
+			"request_id": fmt.Sprintf("r%03d", i)})
+	})
+	got := map[string]int{}
+	for i, r := range replies {
+		switch {
+		case r.Status == http.StatusCreated:
+			got["created"]++
+		case r.Status == http.StatusConflict:
+			got[r.errCode()]++
+		default:
+			t.Errorf("claim %d: unexpected reply %s", i, r)
+		}
+	}
+	assert.Equal(t, map[string]int{"created": 1, "limit_reached": 99}, got)
+	assert.Equal(t, 1, e.count(t, `SELECT COUNT(*) FROM user_coupon WHERE template_id = ?`, tpl))
+	assert.Equal(t, 1, e.count(t, `SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl))
+	assert.Equal(t, 1, e.count(t, `SELECT claimed FROM user_claim WHERE template_id = ? AND user_id = 'u1'`, tpl))
+}
