@@ -20,7 +20,7 @@ import (
 // group's members are exactly the test's (under HTTP load the grouping is
 // up to the arrival times).
 
-func groupStore(t *testing.T) (*Store, *sql.DB) {
+func groupStore(t testing.TB) (*Store, *sql.DB) {
 	t.Helper()
 	db, _ := testenv.MySQL(t)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -29,7 +29,7 @@ func groupStore(t *testing.T) (*Store, *sql.DB) {
 	return s, db
 }
 
-func groupTemplate(t *testing.T, s *Store, quota, perUser int64) int64 {
+func groupTemplate(t testing.TB, s *Store, quota, perUser int64) int64 {
 	t.Helper()
 	tpl, err := s.CreateTemplate(context.Background(), NewTemplate{Name: "g", TotalQuota: quota,
 		Channels: map[string]int64{"app": quota}, ValidSeconds: 3600, PerUserLimit: perUser})

@@ -116,28 +116,49 @@ func (s *Store) leadClaims(k bucketKey, q *bucketQueue, first *claimCall) (Claim
 	group := append([]*claimCall{first}, q.queue[:n]...)
 	q.queue = append(q.queue[:0:0], q.queue[n:]...)
 	c.mu.Unlock()
+	s.runGroupAndHandOn(k, q, group)
+	// after the hand-on: a solo answer must not hold up the bucket
+	return s.answer(first)
+}
 
+// runGroupAndHandOn runs the group, wakes its members and hands the bucket
+// on. Whatever happens to the group (even a panic), they are woken and the
+// bucket handed on: nobody waits for a leader that is gone.
+func (s *Store) runGroupAndHandOn(k bucketKey, q *bucketQueue, group []*claimCall) {
+	first, c := group[0], s.combiner
+	ran := false
+	defer func() {
+		for i, m := range group {
+			m.solo = m.solo || !ran
+			if i == 0 {
+				continue // the leader answers itself
+			}
+			m.wake <- false
+		}
+		c.handOn(k, q)
+	}()
 	// The group outlives a member's cancelled request: the others wait on it.
 	s.runClaimGroup(context.WithoutCancel(first.ctx), group)
+	ran = true
 	s.claimGroups.Add(1)
 	if obs := s.groupObserver.Load(); obs != nil && *obs != nil {
 		(*obs)(len(group))
 	}
-	for _, m := range group[1:] {
-		m.wake <- false
-	}
+}
 
+// handOn gives the bucket's lead to its first waiting caller, or leaves
+// the bucket idle (and forgotten).
+func (c *claimCombiner) handOn(k bucketKey, q *bucketQueue) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if len(q.queue) == 0 {
 		q.busy = false
 		delete(c.buckets, k)
-	} else {
-		next := q.queue[0]
-		q.queue = q.queue[1:]
-		next.wake <- true
+		return
 	}
-	c.mu.Unlock()
-	return s.answer(first)
+	next := q.queue[0]
+	q.queue = q.queue[1:]
+	next.wake <- true
 }
 
 // answer is a call's own answer, from the group or from the single path.
