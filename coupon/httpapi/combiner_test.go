@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,7 +16,7 @@ import (
 func combinedEnv(t *testing.T) *env { return newEnv(t, envConfig{combine: true}) }
 
 // groupSizes is the couponlink_api_claim_group_size histogram: groups run, claims in them.
-func (e *env) groupSizes(t *testing.T) (groups uint64, claims float64) {
+func (e *env) groupSizes(t testing.TB) (groups uint64, claims float64) {
 	t.Helper()
 	mfs, err := e.reg.Gather()
 	require.NoError(t, err)
@@ -112,4 +113,38 @@ func TestCombinedClaimsPerUserLimit(t *testing.T) {
 	assert.Equal(t, 1, e.count(t, `SELECT COUNT(*) FROM user_coupon WHERE template_id = ?`, tpl))
 	assert.Equal(t, 1, e.count(t, `SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl))
 	assert.Equal(t, 1, e.count(t, `SELECT claimed FROM user_claim WHERE template_id = ? AND user_id = 'u1'`, tpl))
+}
+
+// BenchmarkHTTPClaimHotBucket: POST /v1/claims on one bucket from 64
+// goroutines per CPU, single path vs combiner. A measurement, not a test:
+//
+//	go test ./coupon/httpapi/ -run '^$' -bench HTTPClaimHotBucket -benchtime 3s
+func BenchmarkHTTPClaimHotBucket(b *testing.B) {
+	for _, combine := range []bool{false, true} {
+		b.Run(fmt.Sprintf("combine=%v", combine), func(b *testing.B) {
+			e := newEnv(b, envConfig{combine: combine, realClock: true})
+			r, err := e.api.do("POST", "/v1/templates", map[string]any{"name": "bench", "total_quota": 100_000_000,
+				"channels": map[string]int{"app": 100_000_000}, "valid_seconds": 3600})
+			require.NoError(b, err)
+			var tpl struct{ ID int64 }
+			require.NoError(b, r.decode(&tpl))
+			var seq atomic.Int64
+			b.SetParallelism(64)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := seq.Add(1)
+					r, err := e.api.do("POST", "/v1/claims", map[string]any{"template_id": tpl.ID, "user_id": fmt.Sprintf("u%d", i),
+						"channel": "app", "request_id": fmt.Sprintf("b%d", i)})
+					if err != nil || r.Status != http.StatusCreated {
+						b.Fatalf("claim: %v %s", err, r)
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+			if groups, _ := e.groupSizes(b); groups > 0 {
+				b.ReportMetric(float64(b.N)/float64(groups), "claims/group")
+			}
+		})
+	}
 }

@@ -64,7 +64,7 @@ func combineFromEnv() bool { return os.Getenv("COUPONLINK_COMBINE_CLAIMS") == "t
 
 // newEnv starts the API on a fresh database. The store's clock is e.clock
 // unless cfg says otherwise.
-func newEnv(t *testing.T, cfgs ...envConfig) *env {
+func newEnv(t testing.TB, cfgs ...envConfig) *env {
 	t.Helper()
 	var cfg envConfig
 	if len(cfgs) > 0 {
