@@ -53,25 +53,7 @@ func TestCombinedClaimsOneBucketTwoProcesses(t *testing.T) {
 		return api.do("POST", "/v1/claims", map[string]any{"template_id": tpl, "user_id": fmt.Sprintf("u%04d", i),
 			"channel": "app", "request_id": fmt.Sprintf("r%04d", i)})
 	})
-	got := map[string]int{}
-	ids := map[int64]bool{}
-	for i, r := range replies {
-		switch {
-		case r.Status == http.StatusCreated:
-			var c claimReply
-			require.NoError(t, r.decode(&c))
-			assert.False(t, ids[c.UserCouponID], "coupon id %d answered twice", c.UserCouponID)
-			ids[c.UserCouponID] = true
-			assert.Equal(t, fmt.Sprintf("u%04d", i), c.UserID)
-			assert.Equal(t, 1, a.count(t, `SELECT COUNT(*) FROM user_coupon WHERE id = ? AND request_id = ?`, c.UserCouponID, fmt.Sprintf("r%04d", i)),
-				"claim %d is answered with its own coupon", i)
-			got["created"]++
-		case r.Status == http.StatusConflict && r.errCode() == "sold_out":
-			got["sold_out"]++
-		default:
-			t.Errorf("claim %d: unexpected reply %s", i, r)
-		}
-	}
+	got := tallyClaims(t, a, replies, func(int) string { return "created" })
 	assert.Equal(t, map[string]int{"created": 1000, "sold_out": 1000}, got)
 	assert.Equal(t, 1000, a.count(t, `SELECT COUNT(*) FROM user_coupon WHERE template_id = ?`, tpl))
 	assert.Equal(t, 1000, a.count(t, `SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl))

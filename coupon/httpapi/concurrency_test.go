@@ -50,23 +50,7 @@ func claimsNeverOverIssue(t *testing.T, e *env) {
 		return e.api.do("POST", "/v1/claims", map[string]any{"template_id": tpl, "user_id": fmt.Sprintf("u%04d", i),
 			"channel": channelOf(i), "request_id": fmt.Sprintf("r%04d", i)})
 	})
-	won := map[string]int{}
-	ids := map[int64]bool{}
-	for i, r := range replies {
-		switch {
-		case r.Status == http.StatusCreated:
-			var c claimReply
-			require.NoError(t, r.decode(&c))
-			assert.False(t, ids[c.UserCouponID], "coupon id %d answered twice", c.UserCouponID)
-			ids[c.UserCouponID] = true
-			assert.Equal(t, fmt.Sprintf("u%04d", i), c.UserID)
-			won[channelOf(i)]++
-		case r.Status == http.StatusConflict && r.errCode() == "sold_out":
-			won["sold_out"]++
-		default:
-			t.Errorf("claim %d: unexpected reply %s", i, r)
-		}
-	}
+	won := tallyClaims(t, e, replies, channelOf)
 	assert.Equal(t, map[string]int{"app": 600, "sms": 400, "sold_out": 1000}, won)
 
 	assert.Equal(t, 1000, e.count(t, `SELECT COUNT(*) FROM user_coupon WHERE template_id = ?`, tpl))
@@ -82,6 +66,33 @@ func claimsNeverOverIssue(t *testing.T, e *env) {
 	inv := e.inventory(t, tpl)
 	assert.Equal(t, [3]int64{0, 1000, 1000}, [3]int64{inv.Claimable, inv.Held, inv.Claimed})
 	assert.True(t, inv.Conserved)
+}
+
+// tallyClaims counts the answers of claims i (user u%04d, request r%04d)
+// by channelOf(i) when created, else by error code (only sold_out is
+// expected), and checks that each created claim has its own coupon.
+func tallyClaims(t *testing.T, e *env, replies []reply, channelOf func(i int) string) map[string]int {
+	t.Helper()
+	won := map[string]int{}
+	ids := map[int64]bool{}
+	for i, r := range replies {
+		switch {
+		case r.Status == http.StatusCreated:
+			var c claimReply
+			require.NoError(t, r.decode(&c))
+			assert.False(t, ids[c.UserCouponID], "coupon id %d answered twice", c.UserCouponID)
+			ids[c.UserCouponID] = true
+			assert.Equal(t, fmt.Sprintf("u%04d", i), c.UserID)
+			assert.Equal(t, 1, e.count(t, `SELECT COUNT(*) FROM user_coupon WHERE id = ? AND request_id = ?`, c.UserCouponID, fmt.Sprintf("r%04d", i)),
+				"claim %d is answered with its own coupon", i)
+			won[channelOf(i)]++
+		case r.Status == http.StatusConflict && r.errCode() == "sold_out":
+			won["sold_out"]++
+		default:
+			t.Errorf("claim %d: unexpected reply %s", i, r)
+		}
+	}
+	return won
 }
 
 // 50 concurrent redemptions of one coupon by the same order: one
