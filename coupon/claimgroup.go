@@ -28,6 +28,14 @@ var groupTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // errGroupGuard means the bucket guard refused what the locked read allowed.
 var errGroupGuard = errors.New("claim group: the bucket guard refused the granted slots")
 
+// fault is the tests' hook into a group transaction at a stage.
+func (s *Store) fault(stage string, size int) error {
+	if s.groupFault == nil {
+		return nil
+	}
+	return s.groupFault(stage, size)
+}
+
 // runClaimGroup answers every call of the group, or marks them solo.
 func (s *Store) runClaimGroup(ctx context.Context, group []*claimCall) {
 	seen := make(map[string]bool, len(group))
@@ -42,10 +50,8 @@ func (s *Store) runClaimGroup(ctx context.Context, group []*claimCall) {
 		fresh = append(fresh, c)
 	}
 	err := sqltx.Run(ctx, s.db, groupTxOptions, func(tx *sql.Tx) error {
-		if s.groupFault != nil {
-			if err := s.groupFault(len(fresh)); err != nil {
-				return err
-			}
+		if err := s.fault("begin", len(fresh)); err != nil {
+			return err
 		}
 		return s.claimGroupTx(ctx, tx, fresh)
 	})
@@ -79,6 +85,9 @@ func (s *Store) claimGroupTx(ctx context.Context, tx *sql.Tx, group []*claimCall
 	}
 	counts, err := lockUserClaims(ctx, tx, req0.TemplateID, todo)
 	if err != nil {
+		return err
+	}
+	if err := s.fault("counted", len(todo)); err != nil {
 		return err
 	}
 	existed := make(map[string]bool, len(counts))

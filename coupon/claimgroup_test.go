@@ -164,7 +164,7 @@ func dumpRows(t *testing.T, db *sql.DB, q string, args ...any) []string {
 func TestClaimGroupFallsBack(t *testing.T) {
 	s, db := groupStore(t)
 	tpl := groupTemplate(t, s, 2, 1)
-	s.groupFault = func(int) error { return errors.New("injected: deadlock") }
+	s.groupFault = func(string, int) error { return errors.New("injected: deadlock") }
 	claims, codes := runGroup(s, groupCalls(t, s, tpl, []string{"u1", "u1", "u2", "u3"}, []string{"r1", "r2", "r3", "r4"}))
 	assert.Equal(t, []string{"ok", "limit_reached", "ok", "sold_out"}, codes)
 	assert.EqualValues(t, 1, s.ClaimFallbacks())
@@ -173,17 +173,25 @@ func TestClaimGroupFallsBack(t *testing.T) {
 	assert.Equal(t, []string{"2"}, dumpRows(t, db, `SELECT COUNT(*) FROM user_coupon WHERE template_id = ?`, tpl))
 }
 
-// A per-user row committed by another process while the group starts is
-// counted (the group reads at READ COMMITTED, under the row lock).
-func TestClaimGroupConcurrentUserRow(t *testing.T) {
+// Another process counts u1's first claim after the group read the per-user
+// rows (READ COMMITTED: a missing row is not locked): the group's insert of
+// u1's row fails on the duplicate key, the group rolls back and falls back,
+// and the single path answers u1 with limit_reached. Nothing is counted twice.
+func TestClaimGroupUserRowRace(t *testing.T) {
 	s, db := groupStore(t)
 	tpl := groupTemplate(t, s, 10, 1)
-	s.groupFault = func(int) error {
-		// another process counts u1's claim between the group's start and its insert
-		_, err := db.Exec(`INSERT INTO user_claim (template_id, user_id, claimed) VALUES (?, 'u1', 1)`, tpl)
+	s.groupFault = func(stage string, _ int) error {
+		if stage != "counted" {
+			return nil
+		}
 		s.groupFault = nil
+		_, err := db.Exec(`INSERT INTO user_claim (template_id, user_id, claimed) VALUES (?, 'u1', 1)`, tpl)
 		return err
 	}
 	_, codes := runGroup(s, groupCalls(t, s, tpl, []string{"u1", "u2"}, []string{"r1", "r2"}))
 	assert.Equal(t, []string{"limit_reached", "ok"}, codes)
+	assert.EqualValues(t, 1, s.ClaimFallbacks(), "the duplicate key failed the group")
+	assert.Equal(t, []string{"u1|1", "u2|1"}, dumpRows(t, db,
+		`SELECT CONCAT_WS('|', user_id, claimed) FROM user_claim WHERE template_id = ? ORDER BY user_id`, tpl))
+	assert.Equal(t, []string{"1"}, dumpRows(t, db, `SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl))
 }

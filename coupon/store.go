@@ -41,7 +41,7 @@ type Store struct {
 	claimGroups    atomic.Int64
 	claimFallbacks atomic.Int64
 	groupObserver  groupObserverPtr
-	groupFault     func(size int) error // tests: fails a group transaction
+	groupFault     func(stage string, size int) error // tests: fails or races a group transaction
 }
 
 // New returns a Store on cfg.DB.
