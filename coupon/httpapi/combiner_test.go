@@ -97,36 +97,46 @@ func TestCombinedClaimsPerUserLimit(t *testing.T) {
 	assert.Equal(t, 1, e.count(t, `SELECT claimed FROM user_claim WHERE template_id = ? AND user_id = 'u1'`, tpl))
 }
 
-// BenchmarkHTTPClaimHotBucket: POST /v1/claims on one bucket from 64
-// goroutines per CPU, single path vs combiner. A measurement, not a test:
+// BenchmarkHTTPClaims: POST /v1/claims on one bucket and over 40 buckets
+// of one template, from 64 goroutines per CPU, single path vs combiner. A
+// measurement, not a test:
 //
-//	go test ./coupon/httpapi/ -run '^$' -bench HTTPClaimHotBucket -benchtime 3s
-func BenchmarkHTTPClaimHotBucket(b *testing.B) {
-	for _, combine := range []bool{false, true} {
-		b.Run(fmt.Sprintf("combine=%v", combine), func(b *testing.B) {
-			e := newEnv(b, envConfig{combine: combine, realClock: true})
-			r, err := e.api.do("POST", "/v1/templates", map[string]any{"name": "bench", "total_quota": 100_000_000,
-				"channels": map[string]int{"app": 100_000_000}, "valid_seconds": 3600})
-			require.NoError(b, err)
-			var tpl struct{ ID int64 }
-			require.NoError(b, r.decode(&tpl))
-			var seq atomic.Int64
-			b.SetParallelism(64)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					i := seq.Add(1)
-					r, err := e.api.do("POST", "/v1/claims", map[string]any{"template_id": tpl.ID, "user_id": fmt.Sprintf("u%d", i),
-						"channel": "app", "request_id": fmt.Sprintf("b%d", i)})
-					if err != nil || r.Status != http.StatusCreated {
-						b.Fatalf("claim: %v %s", err, r)
-					}
-				}
+//	go test ./coupon/httpapi/ -run '^$' -bench HTTPClaims -benchtime 3s
+func BenchmarkHTTPClaims(b *testing.B) {
+	for _, buckets := range []int{1, 40} {
+		for _, combine := range []bool{false, true} {
+			b.Run(fmt.Sprintf("buckets=%d/combine=%v", buckets, combine), func(b *testing.B) {
+				benchClaims(b, newEnv(b, envConfig{combine: combine, realClock: true}), buckets)
 			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
-			if groups, _ := e.groupSizes(b); groups > 0 {
-				b.ReportMetric(float64(b.N)/float64(groups), "claims/group")
+		}
+	}
+}
+
+func benchClaims(b *testing.B, e *env, buckets int) {
+	channels := map[string]int{}
+	for i := 0; i < buckets; i++ {
+		channels[fmt.Sprintf("c%02d", i)] = 10_000_000
+	}
+	r, err := e.api.do("POST", "/v1/templates", map[string]any{"name": "bench", "total_quota": 10_000_000 * buckets,
+		"channels": channels, "valid_seconds": 3600})
+	require.NoError(b, err)
+	var tpl struct{ ID int64 }
+	require.NoError(b, r.decode(&tpl))
+	var seq atomic.Int64
+	b.SetParallelism(64)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := seq.Add(1)
+			r, err := e.api.do("POST", "/v1/claims", map[string]any{"template_id": tpl.ID, "user_id": fmt.Sprintf("u%d", i),
+				"channel": fmt.Sprintf("c%02d", int(i)%buckets), "request_id": fmt.Sprintf("b%d", i)})
+			if err != nil || r.Status != http.StatusCreated {
+				b.Fatalf("claim: %v %s", err, r)
 			}
-		})
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+	if groups, _ := e.groupSizes(b); groups > 0 {
+		b.ReportMetric(float64(b.N)/float64(groups), "claims/group")
 	}
 }
