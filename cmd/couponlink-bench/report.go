@@ -222,7 +222,8 @@ func (r *Report) api(cfg config, a apiResult) {
 	rawSet := fmt.Sprintf("coupon.Store.Claim's statements sent directly (BEGIN; INSERT user_claim … ON DUPLICATE KEY UPDATE; INSERT user_coupon; "+
 		"UPDATE channel_quota … WHERE claimed < quota; COMMIT) from %d connections, closed loop, no HTTP and no Go service between", cfg.clients)
 	row("3 API claims/s, one hot template, one channel", a.hot, "claims/s", "report",
-		"all claims UPDATE the one channel_quota row, whose lock is held until the COMMIT (redo + binlog write) returns; "+vsRaw(a.hot, a.rawHot))
+		"the API's default claim combiner: the claims that queue behind the one channel_quota row's lock commit in one transaction "+
+			"(couponlink_api_claim_group_size); "+vsRaw(a.hot, a.rawHot))
 	row("3 Claim transaction in raw SQL, one hot bucket", a.rawHot, "tx/s", "report", rawSet)
 	row("3 API claims/s, one template, 40 channel buckets", a.buckets, "claims/s", "≥ 0.50", "channel = (client·7 + i) mod 40; "+vsRaw(a.buckets, a.rawBuckets))
 	row("3 Claim transaction in raw SQL, 40 buckets", a.rawBuckets, "tx/s", "report", rawSet)
