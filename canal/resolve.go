@@ -102,6 +102,16 @@ func (m *Mapping) Sharded(table string) bool {
 	return err == nil && ts.isSet()
 }
 
+// HasSets reports whether some role names a set of shard tables.
+func (m *Mapping) HasSets() bool {
+	for _, s := range m.specs() {
+		if m.Sharded(s.table) {
+			return true
+		}
+	}
+	return false
+}
+
 // Resolved reports whether the mapping was bound to a server by Resolve.
 func (m *Mapping) Resolved() bool { return m.resolved }
 
