@@ -1,10 +1,15 @@
 package inventory
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // The queries on a sharded role (user_coupon, redemption_log or orders
@@ -105,4 +110,100 @@ func (s *Source) groupCount(name string, keys []string, where string, args []any
 		q += " HAVING SUM(n) " + having
 	}
 	return q, all, nil
+}
+
+// DuplicateID is a coupon id found in more than one shard.
+type DuplicateID struct {
+	ID     int64
+	Tables []string // the shards that hold it
+}
+
+// DuplicateCouponIDs looks for coupon ids held by more than one shard of a
+// sharded coupon table, in one consistent snapshot, and returns up to
+// limit of them (none for a single table). Coupon ids must be unique
+// across shards (a sharding middleware's id generator): the counters do
+// not need it, but the per-coupon checks key redemptions and anomalies by
+// id. Each shard is read once in primary-key order, a chunk at a time,
+// and the chunks merged up to the lowest id every shard has reached:
+// memory stays a chunk per shard.
+func (s *Source) DuplicateCouponIDs(ctx context.Context, db *sql.DB, limit int) ([]DuplicateID, error) {
+	uc := s.m.UserCoupon
+	if !s.m.Sharded(uc.Table) {
+		return nil, nil
+	}
+	tables, err := s.m.TablesOf(uc.Table)
+	if err != nil {
+		return nil, err
+	}
+	var out []DuplicateID
+	err = consistentSnapshot(ctx, db, func(tx *sql.Tx) error {
+		shards := make([]*idCursor, len(tables))
+		for i, t := range tables {
+			shards[i] = &idCursor{table: quoteTable(t), name: t.String(), after: math.MinInt64, chunk: s.idChunk}
+		}
+		for len(out) < limit {
+			bound, live := int64(math.MaxInt64), false
+			for _, c := range shards {
+				if err := c.fill(ctx, tx, quoteIdent(uc.ID)); err != nil {
+					return fmt.Errorf("read the ids of %s: %w", c.name, err)
+				}
+				if !c.done {
+					bound = min(bound, c.after)
+				}
+				live = live || len(c.ids) > 0
+			}
+			if !live {
+				return nil
+			}
+			held := map[int64][]string{}
+			var ids []int64
+			for _, c := range shards {
+				n := len(c.ids) // every id ≤ bound
+				if bound < math.MaxInt64 {
+					n, _ = slices.BinarySearch(c.ids, bound+1)
+				}
+				for _, id := range c.ids[:n] {
+					if held[id] = append(held[id], c.name); len(held[id]) == 2 {
+						ids = append(ids, id)
+					}
+				}
+				c.ids = c.ids[n:]
+			}
+			slices.Sort(ids)
+			for _, id := range ids[:min(len(ids), limit-len(out))] {
+				out = append(out, DuplicateID{ID: id, Tables: held[id]})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// idCursor reads one shard's ids in order, a chunk at a time.
+type idCursor struct {
+	table string  // quoted
+	name  string  // schema.table
+	ids   []int64 // read, not merged yet
+	after int64   // the last id read
+	chunk int     // ids a read
+	done  bool
+}
+
+// fill reads the next chunk when every id read is merged.
+func (c *idCursor) fill(ctx context.Context, tx *sql.Tx, id string) error {
+	if c.done || len(c.ids) > 0 {
+		return nil
+	}
+	query := fmt.Sprintf("SELECT %s FROM %s WHERE %s > ? ORDER BY %s LIMIT %d", id, c.table, id, id, c.chunk)
+	err := sqltx.EachRow(ctx, tx, query, []any{c.after}, func(rows *sql.Rows) error {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return err
+		}
+		c.ids = append(c.ids, v)
+		c.after = v
+		return nil
+	})
+	c.done = err == nil && len(c.ids) < c.chunk
+	return err
 }

@@ -18,14 +18,15 @@ import (
 // template's own counts and the lookups of the cdc's anomaly checks. Every
 // such query is here, quoted by one function. It never writes them.
 type Source struct {
-	m      *canal.Mapping
-	status map[int64]coupon.Status // stored code -> state
+	m       *canal.Mapping
+	status  map[int64]coupon.Status // stored code -> state
+	idChunk int                     // ids a read of DuplicateCouponIDs
 }
 
 // NewSource returns the queries of mapping m (canal.DefaultMapping() for
 // the reference schema).
 func NewSource(m *canal.Mapping) *Source {
-	s := &Source{m: m, status: map[int64]coupon.Status{}}
+	s := &Source{m: m, status: map[int64]coupon.Status{}, idChunk: 10000}
 	for _, st := range coupon.Statuses {
 		for _, code := range m.Codes(st) {
 			s.status[code] = st

@@ -199,6 +199,11 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 			judged = nil // over-issue is judged per channel bucket
 		}
 		rep.Differences = append(rep.Differences, compareLegacy(snap.Counts, judged, own)...)
+		dups, err := r.source().DuplicateCouponIDs(ctx, r.db, 10)
+		if err != nil {
+			return ms, nil, err
+		}
+		rep.Differences = append(rep.Differences, duplicateIDs(dups)...)
 	}
 
 	if err := r.counters(ctx, rep, snap); err != nil {

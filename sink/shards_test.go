@@ -375,5 +375,16 @@ func TestShardedShop(t *testing.T) {
 	d := rep.Differences[0]
 	require.Equal(t, [4]any{reconcile.StoreCounter, int64(2), "h5", "used"}, [4]any{d.Store, d.Template, d.Channel, d.Field})
 	require.EqualValues(t, 4, d.Delta())
+
+	// an id the shop's generator handed out twice, in two shards: counted
+	// all the same, and the reconciler says so
+	s.exec("INSERT INTO "+s.table("user_coupon", 10)+" (id, tpl_id, source, state, uid) VALUES (?, 1, 'app', 0, 10)", c.id)
+	s.assertShardTruth("with a repeated id")
+	rep, err = r.Pass(s.Ctx)
+	require.NoError(t, err)
+	require.Len(t, rep.Differences, 1, rep.Summary())
+	d = rep.Differences[0]
+	require.Equal(t, [3]string{fmt.Sprintf("coupon %d/shards", c.id), reconcile.ActionNeedsReview, "needs_review"}, [3]string{d.Target, d.Action, rep.Status})
+	require.Contains(t, d.Reason, fmt.Sprintf("coupon id %d is in 2 shards (%s0.user_coupon_1, %s0.user_coupon_2)", c.id, s.prefix, s.prefix))
 	require.NoError(t, p.signal(syscall.SIGTERM))
 }
