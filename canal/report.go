@@ -77,16 +77,12 @@ func (m *Mapping) Inspect(ctx context.Context, db *sql.DB) (*CheckReport, error)
 	for _, err := range mm.checkTables(ctx, conn) {
 		r.Errors = append(r.Errors, flatten(err)...)
 	}
+	r.Tables = mm.RoleTables()
 	for _, s := range mm.specs() {
 		tables, err := mm.tablesOf(s)
 		if err != nil {
 			continue // checkTables said so
 		}
-		rt := RoleTables{Role: s.key, Written: mm.qualified(s.table), Sharded: mm.Sharded(s.table)}
-		for _, t := range tables {
-			rt.Tables = append(rt.Tables, t.String())
-		}
-		r.Tables = append(r.Tables, rt)
 		if err := mm.inspectRole(ctx, conn, r, s, tables); err != nil {
 			return nil, err
 		}

@@ -102,6 +102,24 @@ func (m *Mapping) Sharded(table string) bool {
 	return err == nil && ts.isSet()
 }
 
+// RoleTables lists each mapped role's concrete tables (a * pattern not
+// resolved yet stays as written).
+func (m *Mapping) RoleTables() []RoleTables {
+	var out []RoleTables
+	for _, s := range m.specs() {
+		rt := RoleTables{Role: s.key, Written: m.qualified(s.table), Sharded: m.Sharded(s.table)}
+		tables, err := m.tablesOf(s)
+		if err != nil {
+			tables = []TableName{{Name: rt.Written}}
+		}
+		for _, t := range tables {
+			rt.Tables = append(rt.Tables, t.String())
+		}
+		out = append(out, rt)
+	}
+	return out
+}
+
 // HasSets reports whether some role names a set of shard tables.
 func (m *Mapping) HasSets() bool {
 	for _, s := range m.specs() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -357,6 +358,11 @@ func TestShardedShop(t *testing.T) {
 		WHERE a.kind = ? AND NOT (a.template_id <=> c.tpl_id AND a.channel <=> COALESCE(c.source, 'legacy'))`,
 		sink.AnomalyDuplicateRedemption).Scan(&unplaced))
 	require.Zero(t, unplaced, "duplicate_redemption anomalies without their coupon's template and channel, found in its shard")
+
+	status, err := exec.Command(runner.bin, "status", "-dsn", s.DSN, "-mapping", s.mappingFile()).CombinedOutput()
+	require.NoError(t, err, string(status))
+	require.Regexp(t, `\nuser_coupon +8 shards \(`+s.prefix+`\{0\.\.1\}\.user_coupon_\{0\.\.3\}\)\nredemption_log +8 shards \(`+
+		s.prefix+`\*\.redemption_log_\*\)\n`, string(status))
 
 	binlog, err := canal.ConfigFromDSN(s.DSN)
 	require.NoError(t, err)
