@@ -108,7 +108,7 @@ func noopCanal(b *testing.B, cfg Config, from, target Position) float64 {
 	tl, err := New(cfg)
 	require.NoError(b, err)
 	c, err := gocanal.NewCanal(&gocanal.Config{Addr: cfg.Addr, User: cfg.User, Password: cfg.Password, Charset: "utf8mb4",
-		ServerID: tl.cfg.ServerID, Flavor: "mariadb", IncludeTableRegex: []string{tableRegex(tl.sources)},
+		ServerID: tl.cfg.ServerID, Flavor: "mariadb", IncludeTableRegex: []string{tableRegex(tl.cfg.Mapping.SourceTables())},
 		ParseTime: true, Logger: cfg.Logger, DisableRetrySync: true})
 	require.NoError(b, err)
 	h := &noopHandler{target: target, done: make(chan struct{})}

@@ -2,6 +2,7 @@ package canal
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +19,8 @@ import (
 type decoder struct {
 	m        *Mapping // schema resolved
 	defChan  string
-	sources  map[string]tableKind // schema.table → kind
+	sources  map[string]tableKind // schema.table → kind: every shard of a set
+	patterns []TableName          // the * patterns of sets, to warn of a new table they match
 	codes    [256]coupon.Status   // stored code 0..255 → state (None = unmapped)
 	bigCodes map[int64]coupon.Status
 	// watchUsed: the evidence judges a USED coupon's order or user column
@@ -53,8 +55,18 @@ func newDecoder(m *Mapping) *decoder {
 	d.watchUsed = ev == EvidenceCouponOrder || ev == EvidenceOrderTable
 	d.watchUsers = !m.reference && m.Template.PerUserLimit != "" && m.UserCoupon.User != ""
 	for _, s := range m.specs() {
-		if s.source {
-			d.sources[m.qualified(s.table)] = s.kind
+		if !s.source {
+			continue
+		}
+		tables, err := m.tablesOf(s)
+		if err != nil {
+			continue // unresolved: the Tailer resolves the mapping before it decodes
+		}
+		for _, t := range tables {
+			d.sources[t.String()] = s.kind
+		}
+		if ts, err := m.parseSet(s.table); err == nil && ts.hasStar() {
+			d.patterns = append(d.patterns, ts.names()...)
 		}
 	}
 	for name, codes := range m.Status {
@@ -80,6 +92,15 @@ func newDecoder(m *Mapping) *decoder {
 func (d *decoder) isSource(sch, tbl string) bool {
 	_, ok := d.sources[sch+"."+tbl]
 	return ok
+}
+
+// inPattern reports whether a table that is not a source matches a set's
+// pattern: created after the mapping was resolved, it is not followed.
+func (d *decoder) inPattern(sch, tbl string) bool {
+	if d.isSource(sch, tbl) {
+		return false
+	}
+	return slices.ContainsFunc(d.patterns, func(p TableName) bool { return globMatch(p.Schema, sch) && globMatch(p.Name, tbl) })
 }
 
 // forget drops the cached column indexes of a table (after a DDL on it).

@@ -39,6 +39,10 @@ type Mapping struct {
 	ChannelLabels map[string]string `yaml:"channel_labels,omitempty"`
 
 	reference bool // made by DefaultMapping: couponlink's own tables
+	// resolved: Resolve bound the mapping to a server; shards then holds
+	// each source role's concrete tables (sets expanded, patterns matched)
+	resolved bool
+	shards   map[tableKind][]TableName
 }
 
 // UserCouponTable maps the table of real coupons. Channel, Order, User and
@@ -297,30 +301,7 @@ func (m *Mapping) Validate() error {
 	if !validIdent(m.Schema) {
 		bad("schema %q is not a valid name", m.Schema)
 	}
-	seen := map[string]string{}
-	for _, s := range m.specs() {
-		if s.table == "" {
-			bad("%s.table is required", s.key)
-			continue
-		}
-		sch, tbl := m.split(s.table)
-		if strings.Count(s.table, ".") > 1 || !validIdent(sch) || tbl == "" || !validIdent(tbl) {
-			bad("%s.table %q is not a valid table name (write table or schema.table)", s.key, s.table)
-		}
-		for _, c := range s.cols {
-			switch {
-			case c.column == "" && c.required:
-				bad("%s.%s is required (the column that holds it in %s)", s.key, c.key, s.table)
-			case !validIdent(c.column):
-				bad("%s.%s %q is not a valid column name", s.key, c.key, c.column)
-			}
-		}
-		q := m.qualified(s.table)
-		if other, ok := seen[q]; ok {
-			bad("%s.table and %s.table both name %s; each mapped table must be different", other, s.key, q)
-		}
-		seen[q] = s.key
-	}
+	errs = append(errs, m.validateTables()...)
 	if len(m.Status) == 0 {
 		bad("status is required: the stored codes of AVAILABLE, USED and EXPIRED (and RETURNED if the shop has it)")
 	}
@@ -410,10 +391,11 @@ func validIdent(s string) bool {
 // name has none; "" when neither names one) and the table.
 func (m *Mapping) SchemaTable(table string) (schema, name string) { return m.split(table) }
 
-// split returns the schema (Schema when the name has none) and the table.
+// split returns the schema (Schema when the name has none) and the table;
+// a dot inside a set's braces ({0..63}) splits nothing.
 func (m *Mapping) split(table string) (schema, name string) {
-	if i := strings.IndexByte(table, '.'); i >= 0 {
-		return table[:i], table[i+1:]
+	if sch, tbl, ok := splitName(table); ok {
+		return sch, tbl
 	}
 	return m.Schema, table
 }
@@ -439,12 +421,21 @@ func (m *Mapping) followsTemplates() bool {
 
 // SourceTables lists the subscribed tables as schema.table: user_coupon,
 // redemption_log, channel_quota and inventory_flow when mapped, and the
-// template table of a legacy mapping without channel quotas.
+// template table of a legacy mapping without channel quotas; every table
+// of a sharded role (a pattern not yet resolved stays as written).
 func (m *Mapping) SourceTables() []string {
 	var out []string
 	for _, s := range m.specs() {
-		if s.source {
+		if !s.source {
+			continue
+		}
+		tables, err := m.tablesOf(s)
+		if err != nil {
 			out = append(out, m.qualified(s.table))
+			continue
+		}
+		for _, t := range tables {
+			out = append(out, t.String())
 		}
 	}
 	return out

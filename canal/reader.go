@@ -110,6 +110,10 @@ func (r *reader) OnTableChanged(_ *replication.EventHeader, sch, tbl string) err
 	if r.dec.isSource(sch, tbl) {
 		r.log.Info("DDL on a source table: its columns will be located again", "table", sch+"."+tbl)
 		r.dec.forget(sch, tbl)
+	} else if r.dec.inPattern(sch, tbl) {
+		r.log.Warn("DDL on a table that a shard pattern of the mapping matches but the cdc does not follow: "+
+			"a shard table created after the start is followed only after a restart (run -rebuild if rows were written to it meanwhile)",
+			"table", sch+"."+tbl)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 type CheckReport struct {
 	Reference bool
 	Evidence  Evidence
+	Tables    []RoleTables // per role, its tables on the server
 	Roles     []Role
 	Checks    []CheckState
 	Errors    []string
@@ -49,47 +50,104 @@ type columnInfo struct {
 // integer; end times DATETIME or TIMESTAMP; the rest any scalar), their
 // NULLability (a nullable status or template column makes undecodable rows
 // possible: a warning) and the indexes the checks' queries need (missing:
-// a warning with the CREATE INDEX to add). The error is for a server that
-// cannot be asked; what is wrong with the mapping is in the report.
+// a warning with the CREATE INDEX to add), shard by shard for a sharded
+// role. The error is for a server that cannot be asked; what is wrong
+// with the mapping is in the report.
 func (m *Mapping) Inspect(ctx context.Context, db *sql.DB) (*CheckReport, error) {
 	r := &CheckReport{Reference: m.reference, Evidence: m.RedemptionEvidence(), Checks: m.Checks()}
 	if err := m.Validate(); err != nil {
 		r.Errors = flatten(err)
 		return r, nil
 	}
-	if err := m.Check(ctx, db); err != nil {
-		r.Errors = flatten(err)
-	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("check mapping: %w", err)
 	}
 	defer conn.Close()
-	mm := m
-	if m.Schema == "" {
-		var cur sql.NullString
-		if err := conn.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&cur); err != nil {
-			return nil, fmt.Errorf("check mapping: %w", err)
-		}
-		mm = m.withSchema(cur.String)
+	if err := checkBinlogSettings(ctx, conn); err != nil {
+		r.Errors = append(r.Errors, flatten(err)...)
 	}
+	mm, err := m.bind(ctx, conn)
+	if err != nil {
+		r.Errors = append(r.Errors, flatten(err)...)
+	}
+	if mm == nil {
+		return r, nil
+	}
+	for _, err := range mm.checkTables(ctx, conn) {
+		r.Errors = append(r.Errors, flatten(err)...)
+	}
+	r.Tables = mm.RoleTables()
 	for _, s := range mm.specs() {
-		sch, tbl := mm.split(s.table)
-		cols, err := readColumns(ctx, conn, sch, tbl)
+		tables, err := mm.tablesOf(s)
 		if err != nil {
+			continue // checkTables said so
+		}
+		if err := mm.inspectRole(ctx, conn, r, s, tables); err != nil {
 			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// RoleTables is the tables a role names on the server: one, or the shards
+// of a set (Written as the mapping writes it).
+type RoleTables struct {
+	Role, Written string
+	Sharded       bool
+	Tables        []string
+}
+
+// inspectRole adds the columns of a role's first table to the report, and
+// each shard's nullability differences and missing indexes.
+func (m *Mapping) inspectRole(ctx context.Context, conn *sql.Conn, r *CheckReport, s tableSpec, tables []TableName) error {
+	var first TableName
+	var firstCols []columnInfo
+	for _, t := range tables {
+		cols, err := readColumns(ctx, conn, t.Schema, t.Name)
+		if err != nil {
+			return err
 		}
 		if len(cols) == 0 {
 			continue // Check said so
 		}
-		mm.inspectColumns(r, s, sch+"."+tbl, cols)
-		idx, err := readIndexes(ctx, conn, sch, tbl)
-		if err != nil {
-			return nil, err
+		if firstCols == nil {
+			first, firstCols = t, cols
+			name := t.String()
+			if m.Sharded(s.table) {
+				name = m.qualified(s.table)
+			}
+			m.inspectColumns(r, s, name, cols)
+		} else {
+			r.Warnings = append(r.Warnings, nullDifferences(s, first, firstCols, t, cols)...)
 		}
-		r.Warnings = append(r.Warnings, mm.missingIndexes(s, sch, tbl, idx)...)
+		idx, err := readIndexes(ctx, conn, t.Schema, t.Name)
+		if err != nil {
+			return err
+		}
+		r.Warnings = append(r.Warnings, m.missingIndexes(s, t.Schema, t.Name, idx)...)
 	}
-	return r, nil
+	return nil
+}
+
+// nullDifferences warns of each mapped column whose NULLability differs
+// between a shard and the role's first.
+func nullDifferences(s tableSpec, first TableName, firstCols []columnInfo, t TableName, cols []columnInfo) []string {
+	var out []string
+	for _, c := range s.cols {
+		a, b := findColumn(firstCols, c.column), findColumn(cols, c.column)
+		if a == nil || b == nil || a.nullable == b.nullable {
+			continue
+		}
+		w := fmt.Sprintf("%s.%s: column %q of shard %s allows NULL, unlike %s's", s.key, c.key, c.column, t, first)
+		if !b.nullable {
+			w = fmt.Sprintf("%s.%s: column %q of shard %s is NOT NULL, unlike %s's", s.key, c.key, c.column, t, first)
+		} else if why := nullableWarning(s.kind, c.key); why != "" {
+			w += ": " + why
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // inspectColumns adds the roles of one table and what is wrong with their

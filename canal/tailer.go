@@ -92,7 +92,7 @@ func ConfigFromDSN(dsn string) (Config, error) {
 type Tailer struct {
 	cfg     Config
 	log     *slog.Logger
-	sources []string
+	m       *Mapping // cfg.Mapping resolved by Run on the server
 	stats   stats
 	running atomic.Bool
 	backoff time.Duration // first wait before resuming a broken stream
@@ -143,7 +143,7 @@ func New(cfg Config) (*Tailer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Tailer{cfg: cfg, log: cfg.Logger.With("component", "canal"), sources: cfg.Mapping.SourceTables(), backoff: time.Second}, nil
+	return &Tailer{cfg: cfg, log: cfg.Logger.With("component", "canal"), backoff: time.Second}, nil
 }
 
 // Stats returns the counters so far.
@@ -217,9 +217,18 @@ func (t *Tailer) prepare(ctx context.Context, from Position) (string, gtidTracke
 		return "", nil, fmt.Errorf("canal: open %s: %w", t.cfg.Addr, err)
 	}
 	defer db.Close()
-	if err := t.cfg.Mapping.Check(ctx, db); err != nil {
+	// a mapping resolved by the caller keeps its tables: the sink counted
+	// those in its snapshot
+	m := t.cfg.Mapping
+	if !m.Resolved() {
+		if m, err = m.Resolve(ctx, db); err != nil {
+			return "", nil, fmt.Errorf("canal: %w", err)
+		}
+	}
+	if err := m.Check(ctx, db); err != nil {
 		return "", nil, fmt.Errorf("canal: %w", err)
 	}
+	t.m = m
 	flavor := t.cfg.Flavor
 	if flavor == "" {
 		maria, err := isMariaDB(ctx, db)
@@ -254,7 +263,7 @@ func (t *Tailer) stream(ctx context.Context, b *batcher, flavor string, gt gtidT
 	start := from
 	backoff := t.backoff
 	for {
-		r := &reader{ctx: ctx, log: t.log, dec: newDecoder(t.cfg.Mapping), b: b, gtid: gt, st: &t.stats, file: start.File}
+		r := &reader{ctx: ctx, log: t.log, dec: newDecoder(t.m), b: b, gtid: gt, st: &t.stats, file: start.File}
 		if gt != nil {
 			gt.discard()
 		}
@@ -291,7 +300,7 @@ func (t *Tailer) runCanal(ctx context.Context, r *reader, flavor string, start P
 	cc := &gocanal.Config{
 		Addr: t.cfg.Addr, User: t.cfg.User, Password: t.cfg.Password, Charset: "utf8mb4",
 		ServerID: t.cfg.ServerID, Flavor: flavor,
-		IncludeTableRegex: []string{tableRegex(t.sources)},
+		IncludeTableRegex: []string{tableRegex(t.m.SourceTables())},
 		ParseTime:         true, TimestampStringLocation: time.UTC,
 		// No ReadTimeout: go-mysql then sets a deadline on every packet,
 		// which halves the read rate of small transactions. A dead peer is

@@ -113,6 +113,7 @@ func (s *Source) legacyReleased(ctx context.Context, tx *sql.Tx, ids []int64, ou
 }
 
 // UserClaims counts, in q's snapshot, the coupons of each (template, user)
+// (over every shard: a user's coupons may be in several)
 // that the cdc counts (a mapped status, a template and a user: a NULL or
 // empty user is nobody's), by the user's bytes as the binlog carries them
 // cut to MaxOrderKey, and calls fn for each.
@@ -122,10 +123,13 @@ func (s *Source) UserClaims(ctx context.Context, q Querier, fn func(template int
 	for c := range s.status {
 		codes = append(codes, c)
 	}
-	query := fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s WHERE %s IS NOT NULL AND %s IS NOT NULL AND %s IN (%s) GROUP BY 1, 2",
-		quoteIdent(uc.Template), orderKeyUser(uc.User), s.table(uc.Table), quoteIdent(uc.Template), quoteIdent(uc.User),
-		quoteIdent(uc.Status), sqltx.Placeholders(len(codes)))
-	err := sqltx.EachRow(ctx, q, query, sqltx.Int64Args(codes), func(rows *sql.Rows) error {
+	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), orderKeyUser(uc.User)},
+		fmt.Sprintf("%s IS NOT NULL AND %s IS NOT NULL AND %s IN (%s)", quoteIdent(uc.Template), quoteIdent(uc.User),
+			quoteIdent(uc.Status), sqltx.Placeholders(len(codes))), sqltx.Int64Args(codes), "")
+	if err != nil {
+		return fmt.Errorf("count coupons per user in %s: %w", uc.Table, err)
+	}
+	err = sqltx.EachRow(ctx, q, query, args, func(rows *sql.Rows) error {
 		var tpl, n int64
 		var user []byte
 		if err := rows.Scan(&tpl, &user, &n); err != nil {
@@ -149,9 +153,7 @@ func (s *Source) legacyTruth(ctx context.Context, tx *sql.Tx, ids []int64, out m
 	for _, c := range s.m.Codes(coupon.Used) {
 		usedCodes[c] = true
 	}
-	query := fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s WHERE %s IN (%s) GROUP BY 1, 2", quoteIdent(uc.Template),
-		quoteIdent(uc.Status), s.table(uc.Table), quoteIdent(uc.Template), sqltx.Placeholders(len(ids)))
-	err := sqltx.EachRow(ctx, tx, query, sqltx.Int64Args(ids), func(rows *sql.Rows) error {
+	count := func(rows *sql.Rows) error {
 		var id, n int64
 		var code sql.NullInt64
 		if err := rows.Scan(&id, &code, &n); err != nil {
@@ -167,6 +169,13 @@ func (s *Source) legacyTruth(ctx context.Context, tx *sql.Tx, ids []int64, out m
 		}
 		out[id] = v
 		return nil
+	}
+	// shard by shard: the counts add up, and the ids are not repeated for
+	// every shard in one statement
+	err := s.each(uc.Table, func(table string) error {
+		query := fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s WHERE %s IN (%s) GROUP BY 1, 2", quoteIdent(uc.Template),
+			quoteIdent(uc.Status), table, quoteIdent(uc.Template), sqltx.Placeholders(len(ids)))
+		return sqltx.EachRow(ctx, tx, query, sqltx.Int64Args(ids), count)
 	})
 	if err != nil {
 		return fmt.Errorf("count %s for the legacy counts: %w", uc.Table, err)

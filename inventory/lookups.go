@@ -13,7 +13,9 @@ import (
 // The lookups of the cdc's anomaly checks, on the source tables.
 
 // Redeemed returns, for the given coupons, the orders of their redemption
-// rows ("" when the mapping names no order column).
+// rows ("" when the mapping names no order column), looked up in every
+// shard of a sharded redemption table: a row may be in another shard than
+// its coupon.
 func (s *Source) Redeemed(ctx context.Context, q Querier, coupons []int64) (map[int64][]string, error) {
 	if err := s.redemptionTable(); err != nil {
 		return nil, err
@@ -25,16 +27,18 @@ func (s *Source) Redeemed(ctx context.Context, q Querier, coupons []int64) (map[
 	}
 	out := map[int64][]string{}
 	err := inChunks(coupons, 1000, func(chunk []int64) error {
-		query := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(rl.Coupon), order,
-			s.table(rl.Table), quoteIdent(rl.Coupon), sqltx.Placeholders(len(chunk)))
-		return sqltx.EachRow(ctx, q, query, sqltx.Int64Args(chunk), func(rows *sql.Rows) error {
-			var c int64
-			var o string
-			if err := rows.Scan(&c, &o); err != nil {
-				return err
-			}
-			out[c] = append(out[c], o)
-			return nil
+		return s.each(rl.Table, func(table string) error {
+			query := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(rl.Coupon), order,
+				table, quoteIdent(rl.Coupon), sqltx.Placeholders(len(chunk)))
+			return sqltx.EachRow(ctx, q, query, sqltx.Int64Args(chunk), func(rows *sql.Rows) error {
+				var c int64
+				var o string
+				if err := rows.Scan(&c, &o); err != nil {
+					return err
+				}
+				out[c] = append(out[c], o)
+				return nil
+			})
 		})
 	})
 	if err != nil {
@@ -44,26 +48,29 @@ func (s *Source) Redeemed(ctx context.Context, q Querier, coupons []int64) (map[
 }
 
 // PairsOf returns the (template, channel) of the given coupons that still
-// have a row.
+// have a row, in any shard of a sharded coupon table (coupon ids are unique
+// across shards: README "Sharded tables").
 func (s *Source) PairsOf(ctx context.Context, q Querier, coupons []int64) (map[int64]Pair, error) {
 	uc := s.m.UserCoupon
 	out := map[int64]Pair{}
 	err := inChunks(coupons, 1000, func(chunk []int64) error {
-		query := fmt.Sprintf("SELECT %s, %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(uc.ID), quoteIdent(uc.Template),
-			s.channelColumn(), s.table(uc.Table), quoteIdent(uc.ID), sqltx.Placeholders(len(chunk)))
-		return sqltx.EachRow(ctx, q, query, sqltx.Int64Args(chunk), func(rows *sql.Rows) error {
-			var c int64
-			var p Pair
-			var ch sql.NullString
-			if err := rows.Scan(&c, &p.Template, &ch); err != nil {
-				return err
-			}
-			p.Channel = s.m.DefaultChannel
-			if ch.Valid {
-				p.Channel = ch.String
-			}
-			out[c] = p
-			return nil
+		return s.each(uc.Table, func(table string) error {
+			query := fmt.Sprintf("SELECT %s, %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(uc.ID), quoteIdent(uc.Template),
+				s.channelColumn(), table, quoteIdent(uc.ID), sqltx.Placeholders(len(chunk)))
+			return sqltx.EachRow(ctx, q, query, sqltx.Int64Args(chunk), func(rows *sql.Rows) error {
+				var c int64
+				var p Pair
+				var ch sql.NullString
+				if err := rows.Scan(&c, &p.Template, &ch); err != nil {
+					return err
+				}
+				p.Channel = s.m.DefaultChannel
+				if ch.Valid {
+					p.Channel = ch.String
+				}
+				out[c] = p
+				return nil
+			})
 		})
 	})
 	if err != nil {
@@ -73,8 +80,9 @@ func (s *Source) PairsOf(ctx context.Context, q Querier, coupons []int64) (map[i
 }
 
 // RedemptionKeys counts the redemption rows per (coupon, order) — the
-// order as bytes, "" when it is NULL or not mapped — and hands each to
-// fn; with duplicatesOnly, only those with more than one row.
+// order as bytes, "" when it is NULL or not mapped — over every shard of a
+// sharded redemption table, and hands each to fn; with duplicatesOnly,
+// only those with more than one row (in one shard or in several).
 func (s *Source) RedemptionKeys(ctx context.Context, q Querier, duplicatesOnly bool, fn func(coupon int64, order string, rows int64) error) error {
 	if err := s.redemptionTable(); err != nil {
 		return err
@@ -84,11 +92,15 @@ func (s *Source) RedemptionKeys(ctx context.Context, q Querier, duplicatesOnly b
 	if rl.Order != "" {
 		order = "CAST(COALESCE(" + quoteIdent(rl.Order) + ", '') AS BINARY)"
 	}
-	query := fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s GROUP BY 1, 2", quoteIdent(rl.Coupon), order, s.table(rl.Table))
+	having := ""
 	if duplicatesOnly {
-		query += " HAVING COUNT(*) > 1"
+		having = "> 1"
 	}
-	return sqltx.EachRow(ctx, q, query, nil, func(rows *sql.Rows) error {
+	query, args, err := s.groupCount(rl.Table, []string{quoteIdent(rl.Coupon), order}, "", nil, having)
+	if err != nil {
+		return err
+	}
+	return sqltx.EachRow(ctx, q, query, args, func(rows *sql.Rows) error {
 		var c, n int64
 		var o string
 		if err := rows.Scan(&c, &o, &n); err != nil {
@@ -124,11 +136,16 @@ func orderKeyUser(col string) string {
 func (s *Source) LastUsedCoupon(ctx context.Context, q Querier, template int64, user string) (int64, error) {
 	uc := s.m.UserCoupon
 	codes := s.m.Codes(coupon.Used)
-	query := fmt.Sprintf("SELECT COALESCE(MAX(%s), 0) FROM %s WHERE %s = ? AND %s IN (%s) AND %s = ?", quoteIdent(uc.ID), s.table(uc.Table),
-		quoteIdent(uc.Template), quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), orderKeyUser(uc.User))
 	var id int64
-	err := sqltx.EachRow(ctx, q, query, append(append([]any{template}, sqltx.Int64Args(codes)...), []byte(user)), func(rows *sql.Rows) error {
-		return rows.Scan(&id)
+	err := s.each(uc.Table, func(table string) error {
+		query := fmt.Sprintf("SELECT COALESCE(MAX(%s), 0) FROM %s WHERE %s = ? AND %s IN (%s) AND %s = ?", quoteIdent(uc.ID), table,
+			quoteIdent(uc.Template), quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), orderKeyUser(uc.User))
+		return sqltx.EachRow(ctx, q, query, append(append([]any{template}, sqltx.Int64Args(codes)...), []byte(user)), func(rows *sql.Rows) error {
+			var last int64
+			err := rows.Scan(&last)
+			id = max(id, last)
+			return err
+		})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("look up the last USED coupon in %s: %w", s.named(uc.Table), err)
@@ -150,16 +167,23 @@ func (s *Source) OrderKeyDifferences(ctx context.Context, q Querier, fn func(tem
 	uc := s.m.UserCoupon
 	codes := s.m.Codes(coupon.Used)
 	user := orderKeyUser
-	query := fmt.Sprintf(`SELECT tpl, usr, SUM(used), SUM(orders), COALESCE(MAX(coupon), 0) FROM (
-		SELECT %s AS tpl, %s AS usr, COUNT(*) AS used, 0 AS orders, MAX(%s) AS coupon FROM %s
-			WHERE %s IN (%s) AND %s IS NOT NULL GROUP BY 1, 2
-		UNION ALL
-		SELECT %s, %s, 0, COUNT(*), NULL FROM %s WHERE %s IS NOT NULL AND %s <> 0 GROUP BY 1, 2
-		) k GROUP BY tpl, usr HAVING SUM(used) <> SUM(orders)`,
-		quoteIdent(uc.Template), user(uc.User), quoteIdent(uc.ID), s.table(uc.Table),
-		quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), quoteIdent(uc.Template),
-		quoteIdent(o.Template), user(o.User), s.table(o.Table), quoteIdent(o.Template), quoteIdent(o.Template))
-	err := sqltx.EachRow(ctx, q, query, sqltx.Int64Args(codes), func(rows *sql.Rows) error {
+	used, args, err := s.unionAll(uc.Table, func(table string) string {
+		return fmt.Sprintf("SELECT %s AS tpl, %s AS usr, COUNT(*) AS used, 0 AS orders, MAX(%s) AS coupon FROM %s WHERE %s IN (%s) AND %s IS NOT NULL GROUP BY 1, 2",
+			quoteIdent(uc.Template), user(uc.User), quoteIdent(uc.ID), table, quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), quoteIdent(uc.Template))
+	}, sqltx.Int64Args(codes))
+	if err != nil {
+		return err
+	}
+	orders, _, err := s.unionAll(o.Table, func(table string) string {
+		return fmt.Sprintf("SELECT %s, %s, 0, COUNT(*), NULL FROM %s WHERE %s IS NOT NULL AND %s <> 0 GROUP BY 1, 2",
+			quoteIdent(o.Template), user(o.User), table, quoteIdent(o.Template), quoteIdent(o.Template))
+	}, nil)
+	if err != nil {
+		return err
+	}
+	query := fmt.Sprintf(`SELECT tpl, usr, SUM(used), SUM(orders), COALESCE(MAX(coupon), 0) FROM (%s UNION ALL %s) k
+		GROUP BY tpl, usr HAVING SUM(used) <> SUM(orders)`, used, orders)
+	err = sqltx.EachRow(ctx, q, query, args, func(rows *sql.Rows) error {
 		var tpl, used, orders, last int64
 		var usr []byte
 		if err := rows.Scan(&tpl, &usr, &used, &orders, &last); err != nil {

@@ -20,7 +20,16 @@ type Snapshot struct {
 // the binlog position of that snapshot (MariaDB: START TRANSACTION WITH
 // CONSISTENT SNAPSHOT + binlog_snapshot_file/position). The cdc bootstraps
 // from it; the reconciler compares with it.
+// A mapping with sets of shard tables is resolved on db first, unless it
+// is already.
 func TakeSnapshot(ctx context.Context, db *sql.DB, m *canal.Mapping) (Snapshot, error) {
+	if m.HasSets() && !m.Resolved() {
+		r, err := m.Resolve(ctx, db)
+		if err != nil {
+			return Snapshot{}, err
+		}
+		m = r
+	}
 	return NewSource(m).Snapshot(ctx, db)
 }
 

@@ -18,14 +18,15 @@ import (
 // template's own counts and the lookups of the cdc's anomaly checks. Every
 // such query is here, quoted by one function. It never writes them.
 type Source struct {
-	m      *canal.Mapping
-	status map[int64]coupon.Status // stored code -> state
+	m       *canal.Mapping
+	status  map[int64]coupon.Status // stored code -> state
+	idChunk int                     // ids a read of DuplicateCouponIDs
 }
 
 // NewSource returns the queries of mapping m (canal.DefaultMapping() for
 // the reference schema).
 func NewSource(m *canal.Mapping) *Source {
-	s := &Source{m: m, status: map[int64]coupon.Status{}}
+	s := &Source{m: m, status: map[int64]coupon.Status{}, idChunk: 10000}
 	for _, st := range coupon.Statuses {
 		for _, code := range m.Codes(st) {
 			s.status[code] = st
@@ -68,17 +69,19 @@ func (s *Source) channelColumn() string {
 	return quoteIdent(s.m.UserCoupon.Channel)
 }
 
-// countCoupons counts user coupons per pair and state, in tx's snapshot.
-// It groups by the raw columns, so that MySQL walks the (template, channel,
-// status) index in order with no temporary table; a NULL or missing
-// channel becomes the mapping's default channel here.
+// countCoupons counts user coupons per pair and state, in tx's snapshot,
+// summed over the shards of a sharded coupon table. It groups by the raw
+// columns, so that MySQL walks the (template, channel, status) index in
+// order with no temporary table; a NULL or missing channel becomes the
+// mapping's default channel here.
 func (s *Source) countCoupons(ctx context.Context, tx *sql.Tx) (map[Pair]*Counts, error) {
 	uc := s.m.UserCoupon
-	channel := s.channelColumn()
-	query := fmt.Sprintf("SELECT %s, %s, %s, COUNT(*) FROM %s GROUP BY %s, %s, %s",
-		quoteIdent(uc.Template), channel, quoteIdent(uc.Status), s.table(uc.Table), quoteIdent(uc.Template), channel, quoteIdent(uc.Status))
+	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), s.channelColumn(), quoteIdent(uc.Status)}, "", nil, "")
+	if err != nil {
+		return nil, fmt.Errorf("count %s: %w", uc.Table, err)
+	}
 	out := map[Pair]*Counts{}
-	err := sqltx.EachRow(ctx, tx, query, nil, func(rows *sql.Rows) error {
+	err = sqltx.EachRow(ctx, tx, query, args, func(rows *sql.Rows) error {
 		var p Pair
 		var tpl, code sql.NullInt64
 		var ch sql.NullString

@@ -30,6 +30,11 @@ type Status struct {
 	// dropped); OldestPending is when the oldest pending one was written.
 	Webhooks      map[string]int64
 	OldestPending time.Time
+	// Shards are a legacy mapping's sharded roles and the tables each
+	// stands for on the server now; ShardsError says why they could not
+	// be resolved (a shard missing, a pattern matching nothing).
+	Shards      []canal.RoleTables
+	ShardsError string
 }
 
 // PairStatus is one channel bucket: its derived counters and, when known
@@ -89,6 +94,9 @@ func ReadMappedStatus(ctx context.Context, db *sql.DB, name string, m *canal.Map
 	if m == nil {
 		m = canal.DefaultMapping()
 	}
+	if legacy && m.HasSets() {
+		st.Shards, st.ShardsError = readShards(ctx, db, m)
+	}
 	src := NewSource(m)
 	quotas, err := src.Quotas(ctx, db)
 	if err != nil && legacy {
@@ -115,6 +123,21 @@ func ReadMappedStatus(ctx context.Context, db *sql.DB, name string, m *canal.Map
 	}
 	sort.Slice(st.Pairs, func(i, j int) bool { return st.Pairs[i].Pair.Less(st.Pairs[j].Pair) })
 	return st, nil
+}
+
+// readShards resolves the mapping on db and lists its sharded roles.
+func readShards(ctx context.Context, db *sql.DB, m *canal.Mapping) ([]canal.RoleTables, string) {
+	r, err := m.Resolve(ctx, db)
+	if err != nil {
+		return nil, err.Error()
+	}
+	var out []canal.RoleTables
+	for _, rt := range r.RoleTables() {
+		if rt.Sharded {
+			out = append(out, rt)
+		}
+	}
+	return out, ""
 }
 
 // templatesOf is the templates of the pairs, in order.

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/couponlink/couponlink/inventory"
 )
@@ -272,5 +273,18 @@ func sortedIDs(m map[int64]bool) []int64 {
 		out = append(out, id)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// duplicateIDs reports each coupon id that more than one shard holds, for
+// a person: the per-coupon checks need ids unique across the shards.
+func duplicateIDs(dups []inventory.DuplicateID) []Difference {
+	var out []Difference
+	for _, d := range dups {
+		out = append(out, Difference{Store: StoreLegacy, Target: fmt.Sprintf("coupon %d/shards", d.ID), Field: "shards", Expected: 1,
+			Found: ptr(int64(len(d.Tables))), Action: ActionNeedsReview,
+			Reason: fmt.Sprintf("coupon id %d is in %d shards (%s): couponlink needs coupon ids unique across the shards (README \"Sharded tables\"); "+
+				"the counters stay right, but the redemptions and anomalies of this id cannot be told apart", d.ID, len(d.Tables), strings.Join(d.Tables, ", "))})
+	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -20,9 +21,12 @@ import (
 type Reconciler struct {
 	cfg Config
 	db  *sql.DB
-	src *inventory.Source
 	log *slog.Logger
 	m   *metrics
+
+	mu       sync.Mutex
+	src      *inventory.Source // the queries of resolved
+	resolved *canal.Mapping    // cfg.Mapping resolved on the server by the latest pass
 }
 
 // New checks cfg and fills in its defaults.
@@ -30,7 +34,8 @@ func New(cfg Config) (*Reconciler, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	return &Reconciler{cfg: cfg, db: cfg.DB, src: inventory.NewSource(cfg.Mapping), log: cfg.Logger.With("component", "reconcile"), m: newMetrics(cfg.Registerer)}, nil
+	return &Reconciler{cfg: cfg, db: cfg.DB, src: inventory.NewSource(cfg.Mapping), resolved: cfg.Mapping,
+		log: cfg.Logger.With("component", "reconcile"), m: newMetrics(cfg.Registerer)}, nil
 }
 
 // Report is what one pass found and did.
@@ -146,8 +151,11 @@ type mysqlSnapshot struct {
 }
 
 func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
+	if err := r.resolve(ctx); err != nil {
+		return nil, nil, err
+	}
 	t0 := time.Now()
-	snap, err := r.src.Snapshot(ctx, r.db)
+	snap, err := r.source().Snapshot(ctx, r.db)
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -167,7 +175,7 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 
 	var budgets map[int64]int64
 	if snap.Quotas == nil || r.cfg.RedisMode == inventory.RedisCorrector {
-		if budgets, err = r.src.TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
+		if budgets, err = r.source().TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
 			return ms, nil, err
 		}
 	}
@@ -175,14 +183,14 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 		rep.Differences = append(rep.Differences, compareQuotas(snap.Counts, snap.Quotas)...)
 		totals := budgets
 		if totals == nil {
-			if totals, err = r.src.TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
+			if totals, err = r.source().TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
 				return ms, nil, err
 			}
 		}
 		rep.Differences = append(rep.Differences, compareQuotaTotals(snap.Quotas, totals)...)
 	}
 	if !r.cfg.Mapping.Reference() {
-		own, err := r.src.LegacyCounts(ctx, r.db, templateIDs(snap))
+		own, err := r.source().LegacyCounts(ctx, r.db, templateIDs(snap))
 		if err != nil {
 			return ms, nil, err
 		}
@@ -191,6 +199,11 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 			judged = nil // over-issue is judged per channel bucket
 		}
 		rep.Differences = append(rep.Differences, compareLegacy(snap.Counts, judged, own)...)
+		dups, err := r.source().DuplicateCouponIDs(ctx, r.db, 10)
+		if err != nil {
+			return ms, nil, err
+		}
+		rep.Differences = append(rep.Differences, duplicateIDs(dups)...)
 	}
 
 	if err := r.counters(ctx, rep, snap); err != nil {

@@ -103,15 +103,15 @@ func (r *Reconciler) keysNow(ctx context.Context, budgets map[int64]int64) (map[
 	var snap inventory.Snapshot
 	var err error
 	if r.cfg.RedisMode == inventory.RedisOwner {
-		snap.Quotas, err = r.src.Quotas(ctx, r.db)
+		snap.Quotas, err = r.source().Quotas(ctx, r.db)
 	} else {
-		snap, err = r.src.Snapshot(ctx, r.db)
+		snap, err = r.source().Snapshot(ctx, r.db)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("second look at the truth: %w", err)
 	}
 	if r.cfg.RedisMode == inventory.RedisCorrector {
-		if budgets, err = r.src.TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
+		if budgets, err = r.source().TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
 			return nil, err
 		}
 	}

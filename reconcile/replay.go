@@ -29,8 +29,8 @@ func (r *Reconciler) truthAt(ctx context.Context, truth map[inventory.Pair]*inve
 		from, to, sign = at, snap, -1
 	}
 	cfg := r.cfg.Binlog
-	cfg.Mapping = r.cfg.Mapping
-	cfg.BatchRows = 1 // one transaction a batch: stop exactly at `to`
+	cfg.Mapping = r.mapping() // resolved: the tables the snapshot counted
+	cfg.BatchRows = 1         // one transaction a batch: stop exactly at `to`
 	cfg.BatchWait = 0
 	cfg.HeartbeatPeriod = 50 * time.Millisecond
 	cfg.Logger = r.cfg.Logger // the tailer names its component

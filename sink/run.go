@@ -132,9 +132,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 // (0: the sink did not start).
 func (d *Daemon) attempt(ctx context.Context, leader **Leader, rebuild bool) (ran time.Duration, err error) {
 	s := d.Sink
-	if err := s.cfg.Mapping.Check(ctx, s.db); err != nil {
+	// resolved at every start: the shard tables a pattern matches now are
+	// those the snapshot counts and the tailer follows
+	m, err := s.cfg.Mapping.Resolve(ctx, s.db)
+	if err != nil {
 		return 0, &checkError{err}
 	}
+	if err := m.Check(ctx, s.db); err != nil {
+		return 0, &checkError{err}
+	}
+	s.useMapping(m)
 	if *leader == nil {
 		if *leader, err = AcquireLeader(ctx, s.db, s.cfg.Name, s.cfg.Logger.With("component", "leader")); err != nil {
 			return 0, err
@@ -182,7 +189,8 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (tim
 	if start.GTID == "" {
 		mode = "file/offset (verified against the GTID)"
 	}
-	s.log.Info("tailing the binlog", "from", from.String(), "mode", mode, "tables", s.cfg.Mapping.SourceTables())
+	tables := s.cfg.Mapping.SourceTables()
+	s.log.Info("tailing the binlog", "from", from.String(), "mode", mode, "table_count", len(tables), "tables", canal.FewOf(tables, 20))
 	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error {
 		err := t.Run(gctx, start, s)

@@ -177,5 +177,9 @@ func (s *Sink) startFromCheckpoint(ctx context.Context, cp inventory.Checkpoint)
 	return nil
 }
 
+// useMapping makes m, the mapping resolved at this start, the one of the
+// sink's queries and of the tailer (the next start resolves again).
+func (s *Sink) useMapping(m *canal.Mapping) { s.cfg.Mapping, s.src = m, inventory.NewSource(m) }
+
 // Position is the checkpoint the sink has committed.
 func (s *Sink) Position() canal.Position { return s.pos }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/couponlink/couponlink/canal"
@@ -78,7 +79,9 @@ func runMappingCheck(ctx context.Context, args []string, stdout, stderr io.Write
 // printCheckReport prints the roles, the checks, the warnings and the
 // errors, and a last line that sums them up.
 func printCheckReport(w io.Writer, name string, r *canal.CheckReport) {
-	fmt.Fprintf(w, "mapping %s\n\nroles\n", name)
+	fmt.Fprintf(w, "mapping %s\n", name)
+	printTables(w, r.Tables)
+	fmt.Fprintf(w, "\nroles\n")
 	tw := tabwriter.NewWriter(w, 2, 4, 1, ' ', 0)
 	for _, role := range r.Roles {
 		what := "missing"
@@ -117,6 +120,24 @@ func printCheckReport(w io.Writer, name string, r *canal.CheckReport) {
 	default:
 		fmt.Fprintln(w, "ok")
 	}
+}
+
+// printTables prints the tables of each role on the server: the table, or
+// a sharded role's set with its shard count and the first few shards.
+func printTables(w io.Writer, roles []canal.RoleTables) {
+	if len(roles) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\ntables\n")
+	tw := tabwriter.NewWriter(w, 2, 4, 1, ' ', 0)
+	for _, rt := range roles {
+		if !rt.Sharded {
+			fmt.Fprintf(tw, "  %s\t→ %s\n", rt.Role, strings.Join(rt.Tables, ", "))
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t→ %s\t(%s: %s)\n", rt.Role, rt.Written, plural(len(rt.Tables), "shard"), canal.FewOf(rt.Tables, 4))
+	}
+	tw.Flush()
 }
 
 // plural is "1 error", "2 errors".

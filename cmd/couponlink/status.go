@@ -96,6 +96,12 @@ func printCheckpoint(stdout io.Writer, st inventory.Status) {
 		total += n
 	}
 	sort.Strings(kinds)
+	for _, rt := range st.Shards {
+		fmt.Fprintf(w, "%s\t%s (%s)\n", rt.Role, plural(len(rt.Tables), "shard"), rt.Written)
+	}
+	if st.ShardsError != "" {
+		fmt.Fprintf(w, "shards\t%s\n", st.ShardsError)
+	}
 	fmt.Fprintf(w, "anomalies\t%d\n", total)
 	for _, k := range kinds {
 		note := ""

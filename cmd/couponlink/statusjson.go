@@ -33,6 +33,17 @@ type statusJSON struct {
 	Pairs          []pairJSON       `json:"pairs"`
 	// Templates are a legacy mapping's templates (see view.Template).
 	Templates []view.Template `json:"templates,omitempty"`
+	// Shards are a legacy mapping's sharded roles and their tables now.
+	Shards      []shardsJSON `json:"shards,omitempty"`
+	ShardsError string       `json:"shards_error,omitempty"`
+}
+
+// shardsJSON is a sharded role: its set as the mapping writes it, and the
+// tables it stands for on the server.
+type shardsJSON struct {
+	Role   string   `json:"role"`
+	Set    string   `json:"set"`
+	Tables []string `json:"tables"`
 }
 
 // anomalyJSON is one of the latest anomalies: couponlink's states and the
@@ -109,6 +120,10 @@ func readStatusJSON(ctx context.Context, db *sql.DB, name string, m *canal.Mappi
 			v.BootstrappedAt = &cp.BootstrappedAt.Time
 		}
 	}
+	for _, rt := range st.Shards {
+		v.Shards = append(v.Shards, shardsJSON{Role: rt.Role, Set: rt.Written, Tables: rt.Tables})
+	}
+	v.ShardsError = st.ShardsError
 	for _, p := range st.Pairs {
 		pj := pairJSON{Template: p.Template, Channel: p.Channel, Label: p.Label, States: view.StatesOf(p.Counts), PastEnd: p.PastEnd}
 		if p.HasQuota {
