@@ -447,7 +447,11 @@ func TestRunDeliversUntilCancelled(t *testing.T) {
 
 	events := someEvents(5)
 	enqueueCommitted(t, db, events...)
-	require.Eventually(t, func() bool { return len(rc.idCounts()) == 5 }, 10*time.Second, 10*time.Millisecond)
+	// delivered means recorded: a receiver that has a request whose 2xx the
+	// dispatcher has not read yet gets it again after a stop (at least once)
+	require.Eventually(t, func() bool {
+		return len(rc.idCounts()) == 5 && statusCounts(t, db)[statusDelivered] == 5
+	}, 10*time.Second, 10*time.Millisecond)
 
 	cancel()
 	select {
