@@ -49,14 +49,8 @@ func (s *Source) LegacyCounts(ctx context.Context, db *sql.DB, ids []int64) (map
 // legacyOwn reads the templates' own counts, budget and remaining stock.
 func (s *Source) legacyOwn(ctx context.Context, tx *sql.Tx, ids []int64) (map[int64]LegacyCounts, error) {
 	t := s.m.Template
-	col := func(c string) string {
-		if c == "" {
-			return "NULL"
-		}
-		return quoteIdent(c)
-	}
-	query := fmt.Sprintf("SELECT %s, %s, %s, %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(t.ID), col(t.Issued), col(t.Used),
-		quoteIdent(t.TotalQuota), col(t.Remaining), s.table(t.Table), quoteIdent(t.ID), sqltx.Placeholders(len(ids)))
+	query := fmt.Sprintf("SELECT %s, %s, %s, %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(t.ID), optionalColumn(t.Issued), optionalColumn(t.Used),
+		quoteIdent(t.TotalQuota), optionalColumn(t.Remaining), s.table(t.Table), quoteIdent(t.ID), sqltx.Placeholders(len(ids)))
 	out := map[int64]LegacyCounts{}
 	err := sqltx.EachRow(ctx, tx, query, sqltx.Int64Args(ids), func(rows *sql.Rows) error {
 		var id int64

@@ -60,14 +60,18 @@ func (s *Source) named(name string) string {
 	return sch + "." + tbl
 }
 
-// channelColumn is the coupon table's channel column, or NULL (the
-// mapping's default channel) when it has none.
-func (s *Source) channelColumn() string {
-	if s.m.UserCoupon.Channel == "" {
+// optionalColumn quotes an optional mapped column, or is NULL when the
+// mapping names none.
+func optionalColumn(c string) string {
+	if c == "" {
 		return "NULL"
 	}
-	return quoteIdent(s.m.UserCoupon.Channel)
+	return quoteIdent(c)
 }
+
+// channelColumn is the coupon table's channel column, or NULL (the
+// mapping's default channel) when it has none.
+func (s *Source) channelColumn() string { return optionalColumn(s.m.UserCoupon.Channel) }
 
 // countCoupons counts user coupons per pair and state, in tx's snapshot,
 // summed over the shards of a sharded coupon table. It groups by the raw

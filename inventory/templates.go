@@ -34,14 +34,8 @@ func (t TemplateInfo) Ended(at time.Time) bool { return !t.EndTime.IsZero() && a
 // from the template table, by query. Unknown ids are absent.
 func (s *Source) Templates(ctx context.Context, q Querier, ids []int64) (map[int64]TemplateInfo, error) {
 	t := s.m.Template
-	col := func(c string) string {
-		if c == "" {
-			return "NULL"
-		}
-		return quoteIdent(c)
-	}
-	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), col(t.Name),
-		col(t.Remaining), col(t.PerUserLimit), col(t.EndTime), s.table(t.Table))
+	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), optionalColumn(t.Name),
+		optionalColumn(t.Remaining), optionalColumn(t.PerUserLimit), optionalColumn(t.EndTime), s.table(t.Table))
 	out := make(map[int64]TemplateInfo, len(ids))
 	scan := func(rows *sql.Rows) error {
 		var v TemplateInfo
