@@ -39,7 +39,8 @@ type orderKey struct {
 
 func (k orderKey) parts() (int64, string) { return k.template, k.user }
 
-// orderKeyCols are cdc_order_key's key columns beside the name.
+// orderKeyCols are cdc_order_key's key columns beside the name (and
+// cdc_user_claim's).
 var orderKeyCols = [2]string{"template_id", "user_id"}
 
 // orderKeyRow is one cdc_order_key row.

@@ -315,43 +315,7 @@ func (s *Sink) countRedemptions(ctx context.Context, tx *sql.Tx, b *canal.Batch)
 	return out, s.placeCoupons(ctx, tx, b, out)
 }
 
-// idKey is the key of a row of the cdc's check tables beside the
-// checkpoint's name: an id and a string (a coupon and an order, a template
-// and a user).
-type idKey interface {
-	comparable
-	parts() (int64, string)
-}
-
 func (k redemptionKey) parts() (int64, string) { return k.coupon, k.order }
-
-// keysWhere is the condition that picks the rows of keys by their columns
-// (the id's, the string's), and its arguments: the id list gives the
-// primary key's range, the pairs pick the rows.
-func keysWhere[K idKey](cols [2]string, keys []K) (string, []any) {
-	ids := make([]any, len(keys))
-	pairs := make([]any, 0, 2*len(keys))
-	for i, k := range keys {
-		id, str := k.parts()
-		ids[i] = id
-		pairs = append(pairs, id, str)
-	}
-	return cols[0] + ` IN (` + sqltx.Placeholders(len(keys)) + `) AND (` + cols[0] + `, ` + cols[1] + `) IN (` +
-		strings.TrimSuffix(strings.Repeat("(?, ?), ", len(keys)), ", ") + `)`, append(ids, pairs...)
-}
-
-// deleteKeys deletes the checkpoint's (name) rows of the keys from table
-// (cdc_pending_redemption, cdc_redemption_key, cdc_order_key), whose key
-// columns are cols, in tx.
-func deleteKeys[K idKey](ctx context.Context, tx *sql.Tx, name, table string, cols [2]string, keys []K) error {
-	for start := 0; start < len(keys); start += 500 {
-		where, args := keysWhere(cols, keys[start:min(start+500, len(keys))])
-		if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE name = ? AND `+where, append([]any{name}, args...)...); err != nil {
-			return fmt.Errorf("delete from %s: %w", table, err)
-		}
-	}
-	return nil
-}
 
 // redemptionCols are the key columns of the redemption check tables.
 var redemptionCols = [2]string{"user_coupon_id", "order_id"}
@@ -462,28 +426,13 @@ func (s *Sink) seedRedemptionKeys(ctx context.Context, stx, tx *sql.Tx) ([]Anoma
 	if _, err := tx.ExecContext(ctx, "DELETE FROM cdc_redemption_key WHERE name = ?", s.cfg.Name); err != nil {
 		return nil, fmt.Errorf("clear redemption keys: %w", err)
 	}
-	var args []any
-	flush := func() error {
-		if len(args) == 0 {
-			return nil
-		}
-		_, err := tx.ExecContext(ctx, "INSERT INTO cdc_redemption_key (name, user_coupon_id, order_id, row_count) VALUES "+
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?), ", len(args)/4), ", "), args...)
-		args = args[:0]
-		if err != nil {
-			return fmt.Errorf("write redemption keys: %w", err)
-		}
-		return nil
-	}
+	ins := &rowInserter{tx: tx, what: "write redemption keys", cols: 4,
+		head: "INSERT INTO cdc_redemption_key (name, user_coupon_id, order_id, row_count) VALUES "}
 	err = s.src.RedemptionKeys(ctx, stx, false, func(c int64, order string, n int64) error {
-		args = append(args, s.cfg.Name, c, order, n)
-		if len(args) >= 4*1000 {
-			return flush()
-		}
-		return nil
+		return ins.add(ctx, s.cfg.Name, c, order, n)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("count redemption rows of %s: %w", rl.Table, err)
 	}
-	return out, flush()
+	return out, ins.flush(ctx)
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
@@ -24,11 +23,14 @@ import (
 // in the batch's transaction with the checkpoint (a replay neither loses
 // nor repeats an anomaly) and seeded by a bootstrap from its snapshot.
 
-// claimKey is one user's coupons of one template.
+// claimKey is one user's coupons of one template; cdc_user_claim's key
+// columns are cdc_order_key's (orderKeyCols).
 type claimKey struct {
 	template int64
 	user     string
 }
+
+func (k claimKey) parts() (int64, string) { return k.template, k.user }
 
 // checksUserLimits says whether per-user limits are judged.
 func (s *Sink) checksUserLimits() bool {
@@ -139,14 +141,7 @@ func (s *Sink) writeClaims(ctx context.Context, tx *sql.Tx, counts map[claimKey]
 	if err := ins.flush(ctx); err != nil {
 		return err
 	}
-	for start := 0; start < len(del); start += 500 {
-		chunk := del[start:min(start+500, len(del))]
-		where, args := claimWhere(s.cfg.Name, chunk)
-		if _, err := tx.ExecContext(ctx, `DELETE FROM cdc_user_claim WHERE `+where, args...); err != nil {
-			return fmt.Errorf("count coupons per user: %w", err)
-		}
-	}
-	return nil
+	return deleteKeys(ctx, tx, s.cfg.Name, "cdc_user_claim", orderKeyCols, del)
 }
 
 // claimCounts reads the stored counts of keys, locked.
@@ -157,8 +152,9 @@ func (s *Sink) claimCounts(ctx context.Context, tx *sql.Tx, keys map[claimKey]bo
 	}
 	out := make(map[claimKey]int64, len(list))
 	for start := 0; start < len(list); start += 500 {
-		where, args := claimWhere(s.cfg.Name, list[start:min(start+500, len(list))])
-		rows, err := tx.QueryContext(ctx, `SELECT template_id, user_id, coupons FROM cdc_user_claim WHERE `+where+` FOR UPDATE`, args...)
+		where, args := keysWhere(orderKeyCols, list[start:min(start+500, len(list))])
+		rows, err := tx.QueryContext(ctx, `SELECT template_id, user_id, coupons FROM cdc_user_claim WHERE name = ? AND `+where+` FOR UPDATE`,
+			append([]any{s.cfg.Name}, args...)...)
 		if err != nil {
 			return nil, fmt.Errorf("read coupons per user: %w", err)
 		}
@@ -177,17 +173,6 @@ func (s *Sink) claimCounts(ctx context.Context, tx *sql.Tx, keys map[claimKey]bo
 		}
 	}
 	return out, nil
-}
-
-// claimWhere selects the rows of keys by their primary key: an OR of
-// equalities, which the range optimizer turns into one point per key.
-func claimWhere(name string, keys []claimKey) (string, []any) {
-	args := make([]any, 0, 1+2*len(keys))
-	args = append(args, name)
-	for _, k := range keys {
-		args = append(args, k.template, k.user)
-	}
-	return "name = ? AND (" + strings.TrimSuffix(strings.Repeat("(template_id = ? AND user_id = ?) OR ", len(keys)), " OR ") + ")", args
 }
 
 // seedUserClaims is a bootstrap's part: it rewrites the checkpoint's
@@ -231,37 +216,6 @@ func (s *Sink) seedUserClaims(ctx context.Context, stx, tx *sql.Tx, infos map[in
 		return nil, err
 	}
 	return out, ins.flush(ctx)
-}
-
-// rowInserter inserts rows of cols values in tx, a thousand rows per
-// statement: head (INSERT INTO ... VALUES), the rows, tail.
-type rowInserter struct {
-	tx               *sql.Tx
-	head, tail, what string
-	cols             int
-	args             []any
-}
-
-func (w *rowInserter) add(ctx context.Context, values ...any) error {
-	w.args = append(w.args, values...)
-	if len(w.args) >= 1000*w.cols {
-		return w.flush(ctx)
-	}
-	return nil
-}
-
-// flush inserts the rows added since the last flush.
-func (w *rowInserter) flush(ctx context.Context) error {
-	if len(w.args) == 0 {
-		return nil
-	}
-	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", w.cols), ", ") + "), "
-	_, err := w.tx.ExecContext(ctx, w.head+strings.TrimSuffix(strings.Repeat(row, len(w.args)/w.cols), ", ")+w.tail, w.args...)
-	w.args = w.args[:0]
-	if err != nil {
-		return fmt.Errorf("%s: %w", w.what, err)
-	}
-	return nil
 }
 
 func keysOf[V any](m map[claimKey]V) map[claimKey]bool {
