@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
@@ -241,22 +240,18 @@ func (s *Sink) eachOrderKey(ctx context.Context, q inventory.Querier, where stri
 
 // writeOrderKeys stores the rows, in tx.
 func (s *Sink) writeOrderKeys(ctx context.Context, tx *sql.Tx, rows []*orderKeyRow) error {
-	for start := 0; start < len(rows); start += 500 {
-		chunk := rows[start:min(start+500, len(rows))]
-		args := make([]any, 0, 9*len(chunk))
-		for _, r := range chunk {
-			args = append(args, s.cfg.Name, r.template, r.user, r.diff, r.missing, r.extra, r.deadline, nullInt(r.coupon), nullStr(r.order))
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO cdc_order_key (name, template_id, user_id, difference, reported_missing,
-			reported_extra, deadline, last_coupon, last_order) VALUES `+strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?), ", len(chunk)), ", ")+`
-			ON DUPLICATE KEY UPDATE difference = VALUES(difference), reported_missing = VALUES(reported_missing),
+	ins := &rowInserter{tx: tx, what: "write order keys", cols: 9,
+		head: `INSERT INTO cdc_order_key (name, template_id, user_id, difference, reported_missing, reported_extra, deadline,
+			last_coupon, last_order) VALUES `,
+		tail: ` ON DUPLICATE KEY UPDATE difference = VALUES(difference), reported_missing = VALUES(reported_missing),
 			reported_extra = VALUES(reported_extra), deadline = VALUES(deadline), last_coupon = VALUES(last_coupon),
-			last_order = VALUES(last_order)`, args...)
-		if err != nil {
-			return fmt.Errorf("write order keys: %w", err)
+			last_order = VALUES(last_order)`}
+	for _, r := range rows {
+		if err := ins.add(ctx, s.cfg.Name, r.template, r.user, r.diff, r.missing, r.extra, r.deadline, nullInt(r.coupon), nullStr(r.order)); err != nil {
+			return err
 		}
 	}
-	return nil
+	return ins.flush(ctx)
 }
 
 // orderKeysDue says whether a key of the order check may be due now.
