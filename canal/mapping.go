@@ -37,8 +37,12 @@ type Mapping struct {
 	// ChannelLabels names the stored channel values for people (status,
 	// the API's views), e.g. {"0": "back office", "1": "self-service"}.
 	ChannelLabels map[string]string `yaml:"channel_labels,omitempty"`
+	// Sources are the servers of a shop sharded over several (sources.go);
+	// none: the one server of the process's DSN.
+	Sources []SourceSpec `yaml:"sources,omitempty"`
 
-	reference bool // made by DefaultMapping: couponlink's own tables
+	reference bool   // made by DefaultMapping: couponlink's own tables
+	source    string // made by ForSource: the source's name
 	// resolved: Resolve bound the mapping to a server; shards then holds
 	// each source role's concrete tables (sets expanded, patterns matched)
 	resolved bool
@@ -329,6 +333,7 @@ func (m *Mapping) Validate() error {
 		}
 	}
 	errs = append(errs, m.validateEvidence()...)
+	errs = append(errs, m.validateSources()...)
 	if m.Template.PerUserLimit != "" && m.UserCoupon.User == "" {
 		bad("template.per_user_limit needs user_coupon.user: the limit is per user")
 	}
