@@ -77,6 +77,9 @@ type Config struct {
 	// the webhook outbox, in the transaction of the change they report.
 	Webhooks          bool
 	MaxLabelTemplates int // templates exported in couponlink_inventory; default 200
+	// Peers are the mapping's other sources, when it spans several
+	// servers: the redemption-evidence checks look there too (peers.go).
+	Peers []Peer
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

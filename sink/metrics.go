@@ -33,6 +33,7 @@ type metrics struct {
 	releaseRuns    *prometheus.CounterVec
 	quotaRuleRuns  *prometheus.CounterVec
 	correctionRuns *prometheus.CounterVec
+	peerErrors     *prometheus.CounterVec // look-ups on a peer source that failed, by peer
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -94,6 +95,9 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		correctionRuns: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_cdc_correction_checks_total", Help: "Looks at correction_log for corrections of the counters made outside the cdc (the cdc's mirror reloads after one), by result (ok; error: retried at the next tick).",
 		}, []string{"result"}),
+		peerErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_cdc_peer_errors_total", Help: "Look-ups on another source of the mapping (a redemption row on another server than its coupon) that failed, by peer; the checks that need the peer wait for it.",
+		}, []string{"peer"}),
 	}
 	for _, runs := range []*prometheus.CounterVec{m.releaseRuns, m.quotaRuleRuns, m.correctionRuns} {
 		runs.WithLabelValues("ok")

@@ -319,7 +319,7 @@ func (s *Sink) placeChannels(ctx context.Context, q inventory.Querier, as []Anom
 	if len(ask) == 0 {
 		return nil
 	}
-	found, err := s.src.PairsOf(ctx, q, ask)
+	found, err := s.pairsOf(ctx, q, ask)
 	if err != nil {
 		return err
 	}

@@ -71,7 +71,9 @@ func (s *Sink) judgeRedemptions(ctx context.Context, b *canal.Batch) ([]Anomaly,
 		uses[t.Coupon] = append(uses[t.Coupon], a)
 	}
 	if len(check) > 0 {
-		found, err := s.src.Redeemed(ctx, s.db, check)
+		// a peer that cannot be asked leaves its uses pending: the due
+		// check asks again
+		found, _, err := s.redeemed(ctx, check)
 		if err != nil {
 			return nil, err
 		}
@@ -142,9 +144,12 @@ func (s *Sink) duePending(ctx context.Context) ([]Anomaly, error) {
 	if len(due) == 0 {
 		return nil, nil
 	}
-	found, err := s.src.Redeemed(ctx, s.db, due)
+	found, complete, err := s.redeemed(ctx, due)
 	if err != nil {
 		return nil, err
+	}
+	if !complete {
+		return nil, nil // decided when every peer answers: a row there may settle them
 	}
 	var out []Anomaly
 	for _, c := range due {
@@ -368,7 +373,7 @@ func (s *Sink) placeCoupons(ctx context.Context, qr inventory.Querier, b *canal.
 			ask = append(ask, a.Coupon)
 		}
 	}
-	found, err := s.src.PairsOf(ctx, qr, ask)
+	found, err := s.pairsOf(ctx, qr, ask)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ type Sink struct {
 	pos   canal.Position
 	prog  atomic.Pointer[progress] // the saved checkpoint, for the stall watch (nil: not leading)
 	redis *stock                   // the Redis writer; not safe for concurrent use (guarded by work)
+	peers []*peer                  // the mapping's other sources (peers.go)
 
 	// work is held by ApplyBatch for a batch and by a chore for a pass:
 	// they read and change the mirror, pending and the Redis writer.
@@ -67,7 +68,7 @@ func New(cfg Config) (*Sink, error) {
 	}
 	s := &Sink{cfg: cfg, db: cfg.DB, src: inventory.NewSource(cfg.Mapping), log: cfg.Logger.With("component", "cdc"), m: newMetrics(cfg.Registerer),
 		pending: map[int64][]pendingUse{}, pendingDirty: map[redemptionKey]bool{}, active: map[int64]time.Time{},
-		releasePolicy: map[int64]bool{}}
+		releasePolicy: map[int64]bool{}, peers: newPeers(cfg.Peers)}
 	if cfg.Redis != nil && cfg.RedisMode == inventory.RedisOwner {
 		s.redis = &stock{rdb: cfg.Redis, keys: cfg.Keys, dirty: true}
 	}

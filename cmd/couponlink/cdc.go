@@ -23,7 +23,7 @@ import (
 
 // cdcSettings are couponlink cdc's flags.
 type cdcSettings struct {
-	dsn, mapping, redisAddr, redisMode, prefix, metricsAddr, name, hookURL *string
+	dsn, mapping, source, redisAddr, redisMode, prefix, metricsAddr, name, hookURL *string
 	serverID, batchRows, hookAttempts, hookPending                         *int
 	batchWait, grace, releaseEvery, rebalanceEvery                         *time.Duration
 	rebuild, strict                                                        *bool
@@ -37,6 +37,7 @@ func cdcFlags(f *flags) *cdcSettings {
 	return &cdcSettings{
 		dsn:            f.dsn(),
 		mapping:        f.string("mapping", "COUPONLINK_MAPPING", "", "YAML file naming a legacy schema's tables, columns and status codes (default: the reference schema)"),
+		source:         f.string("source", "COUPONLINK_SOURCE", "", "with a mapping that names several servers (sources:), the source this cdc follows: its DSN replaces -dsn, its name is the checkpoint name and the source label of the metrics"),
 		redisAddr:      f.string("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", "Redis address for the stock keys (empty: no Redis)"),
 		redisMode:      f.string("redis-mode", "COUPONLINK_REDIS_MODE", "", "owner (couponlink writes the stock keys; default for the reference schema), corrector (a legacy front end owns them; default with -mapping) or off"),
 		prefix:         f.string("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys"),
@@ -68,6 +69,14 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	base := newLogger(stderr, *o.level) // sink, canal and webhook name their components
 	log := base.With("component", "cdc")
+	all, err := readMapping(*o.mapping)
+	if err != nil {
+		return err
+	}
+	m, err := o.useSource(all)
+	if err != nil {
+		return err
+	}
 	db, err := openMySQL(*o.dsn, 8)
 	if err != nil {
 		return err
@@ -80,11 +89,12 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		rdb = redis.NewClient(&redis.Options{Addr: *o.redisAddr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
 		defer rdb.Close()
 	}
-	m, err := readMapping(*o.mapping)
+	peers, err := peersOf(all, *o.source)
 	if err != nil {
 		return err
 	}
-	d, err := o.daemon(db, m, rdb, reg, base)
+	defer closePeers(peers)
+	d, err := o.daemon(db, m, peers, rdb, reg, base)
 	if err != nil {
 		return err
 	}
@@ -120,14 +130,21 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // daemon is the sink, with its chores, and the tailer feeding it; m is
 // the legacy mapping (nil: the reference schema).
-func (o *cdcSettings) daemon(db *sql.DB, m *canal.Mapping, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*sink.Daemon, error) {
+func (o *cdcSettings) daemon(db *sql.DB, m *canal.Mapping, peers []sink.Peer, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*sink.Daemon, error) {
 	redisMode, err := inventory.ParseRedisMode(*o.redisMode)
 	if err != nil {
 		return nil, fmt.Errorf("-redis-mode: %w", err)
 	}
+	if m != nil && m.Source() != "" {
+		if redisMode == inventory.RedisOwner {
+			return nil, fmt.Errorf("-redis-mode owner: with several sources no one cdc knows a template's whole stock; use corrector (couponlink reconcile sets the keys from the sum over sources) or off")
+		}
+		// every series says which source it counts: dashboards and alerts sum over sources
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"source": m.Source()}, reg)
+	}
 	scfg := sink.Config{DB: db, Mode: sink.ModeReference, Mapping: canal.DefaultMapping(), Name: *o.name, Redis: rdb, RedisMode: redisMode,
 		Keys: inventory.Keys{Prefix: *o.prefix}, RedemptionGrace: *o.grace, Logger: log, Registerer: reg, ReleaseEvery: *o.releaseEvery,
-		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hookURL != "", Strict: *o.strict}
+		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hookURL != "", Strict: *o.strict, Peers: peers}
 	if err := scfg.QuotaDefaults.Validate(); err != nil {
 		return nil, fmt.Errorf("default quota policy (-quota-* flags): %w", err)
 	}
@@ -144,6 +161,59 @@ func (o *cdcSettings) daemon(db *sql.DB, m *canal.Mapping, rdb redis.UniversalCl
 		return nil, err
 	}
 	return &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: *o.rebuild, StallAfter: *o.stallAfter}, nil
+}
+
+// useSource picks the mapping's source named by -source (its DSN replaces
+// -dsn; its name is the checkpoint name) and returns that source's
+// mapping; a mapping of one server is returned as it is.
+func (o *cdcSettings) useSource(all *canal.Mapping) (*canal.Mapping, error) {
+	if all == nil {
+		if *o.source != "" {
+			return nil, fmt.Errorf("-source %q needs -mapping: sources are named in the mapping file", *o.source)
+		}
+		return nil, nil
+	}
+	m, dsn, err := all.OneSource(*o.source)
+	if err != nil {
+		return nil, err
+	}
+	if dsn != "" {
+		*o.dsn, *o.name = dsn, *o.source
+	}
+	return m, nil
+}
+
+// peersOf opens the mapping's sources other than the one this cdc
+// follows, for the look-ups of sink.Peer (the connections open lazily: a
+// peer that is down does not keep the cdc from starting).
+func peersOf(all *canal.Mapping, self string) ([]sink.Peer, error) {
+	if all == nil || !all.HasSources() {
+		return nil, nil
+	}
+	var out []sink.Peer
+	for _, name := range all.SourceNames() {
+		if name == self {
+			continue
+		}
+		pm, dsn, err := all.OneSource(name)
+		if err != nil {
+			closePeers(out)
+			return nil, err
+		}
+		db, err := openMySQL(dsn, 2)
+		if err != nil {
+			closePeers(out)
+			return nil, fmt.Errorf("source %s: %w", name, err)
+		}
+		out = append(out, sink.Peer{Name: name, DB: db, Mapping: pm})
+	}
+	return out, nil
+}
+
+func closePeers(ps []sink.Peer) {
+	for _, p := range ps {
+		p.DB.Close()
+	}
 }
 
 // dispatcher is the webhook dispatcher, or nil without -webhook-url.
