@@ -20,6 +20,7 @@ import (
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
+	"github.com/couponlink/couponlink/sink"
 )
 
 // The sharded shop over two servers: each holds two schemas of four
@@ -43,15 +44,17 @@ sources:
 type twoServerShop struct {
 	*shardShop
 	envs    []*env
+	servers []*testenv.MariaDB
 	names   []string
 	runners []*cdcRunner
 	procs   []*cdcProcess
 }
 
 func newTwoServerShop(t *testing.T) *twoServerShop {
-	east, _ := ownServerEnv(t)
-	west, _ := ownServerEnv(t)
-	s := &twoServerShop{shardShop: newShardShop(t, []*sql.DB{east.DB, west.DB}, 16), envs: []*env{east, west}, names: []string{"east", "west"}}
+	east, eastServer := ownServerEnv(t)
+	west, westServer := ownServerEnv(t)
+	s := &twoServerShop{shardShop: newShardShop(t, []*sql.DB{east.DB, west.DB}, 16), envs: []*env{east, west},
+		servers: []*testenv.MariaDB{eastServer, westServer}, names: []string{"east", "west"}}
 	envVar := "COUPONLINK_TEST_WEST_DSN_" + strings.ToUpper(strings.TrimSuffix(s.prefix, "_"))
 	t.Setenv(envVar, west.DSN) // inherited by the cdc processes
 	doc := strings.NewReplacer("SHARD_", s.prefix, "EAST_DSN", east.DSN, "WEST_ENV", envVar).Replace(sourcesMappingYAML)
@@ -63,6 +66,16 @@ func newTwoServerShop(t *testing.T) *twoServerShop {
 		s.runners = append(s.runners, r)
 	}
 	return s
+}
+
+// serverOf is the test server that holds a user's shard.
+func (s *twoServerShop) serverOf(user int64) *testenv.MariaDB {
+	for i, db := range s.shardShop.servers {
+		if db == s.server(user) {
+			return s.servers[i]
+		}
+	}
+	return nil
 }
 
 func (s *twoServerShop) start(i int) {
@@ -179,4 +192,44 @@ func TestShopOverTwoServers(t *testing.T) {
 	for _, p := range s.procs {
 		require.NoError(t, p.signal(syscall.SIGTERM))
 	}
+}
+
+// A peer that is down makes the checks that need it wait, never decide
+// without it: east's coupon becomes USED with its write-off to come on
+// west; west is down past the grace, and east (which logs that it cannot
+// ask west) reports nothing; west comes back, the row is written there,
+// and the check settles with no anomaly. A use with no row anywhere is
+// still reported once west answers.
+func TestPeerSourceDown(t *testing.T) {
+	s := newTwoServerShop(t)
+	rng := rand.New(rand.NewPCG(rand.Uint64(), 15))
+	s.procs = make([]*cdcProcess, 2)
+	s.start(0)
+	s.start(1)
+	s.assertTruth("at the start")
+
+	east := int64(16*10 + 1) // shard 1: east; user+8 is on west
+	require.Same(t, s.servers[0], s.serverOf(east))
+	rowLater, err := s.claim(rng, east)
+	require.NoError(t, err)
+	noRow, err := s.claim(rng, east)
+	require.NoError(t, err)
+	s.servers[1].Stop(syscall.SIGKILL)
+	require.NoError(t, s.setState(rowLater, 0, 1))
+	require.NoError(t, s.setState(noRow, 0, 1))
+	s.expect(sink.AnomalyUsedWithoutRedemption)
+
+	logged := func() bool {
+		data, err := os.ReadFile(s.runners[0].stderr.Name())
+		require.NoError(t, err)
+		return strings.Count(string(data), "a peer source could not be asked") >= 3
+	}
+	cdctest.WaitFor(t, 60*time.Second, "east finds west down at the due checks", logged)
+	require.Equal(t, 2, s.envs[0].pendingChecks(), "both uses wait for west")
+	require.Empty(t, s.envs[0].anomalies(), "nothing decided without west")
+
+	s.servers[1].Start()
+	require.NoError(t, s.writeOff(rowLater, east+8))
+	cdctest.WaitFor(t, 60*time.Second, "east decides once west answers", func() bool { return s.envs[0].pendingChecks() == 0 })
+	require.Equal(t, s.expected(), s.anomalies(), "the use without a row once; the one written off on west, none")
 }
