@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -117,37 +116,21 @@ func TestShardedShop(t *testing.T) {
 	kills := 0
 	for round := range 3 {
 		// the shop writes and breaks things while the cdc is killed once
-		var wg sync.WaitGroup
-		errs := make(chan error, 3)
-		var left atomic.Int64
-		left.Store(3)
-		for w := range 3 {
-			r := rand.New(rand.NewPCG(rng.Uint64(), uint64(w)))
-			wg.Go(func() {
-				defer left.Add(-1)
-				if err := s.work(r, 150); err != nil {
-					errs <- err
-				}
+		s.busy(rng, 3, 150, func(left *atomic.Int64) {
+			s.faults(rng, 1)
+			start := s.checkpoint().Batches
+			cdctest.WaitFor(t, 60*time.Second, "the cdc applies batches", func() bool {
+				require.False(t, p.exited(), "couponlink cdc exited by itself: %v", p.err)
+				return s.checkpoint().Batches > start || left.Load() == 0
 			})
-		}
-		s.faults(rng, 1)
-		start := s.checkpoint().Batches
-		cdctest.WaitFor(t, 60*time.Second, "the cdc applies batches", func() bool {
-			require.False(t, p.exited(), "couponlink cdc exited by itself: %v", p.err)
-			return s.checkpoint().Batches > start || left.Load() == 0
+			time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond) // the random moment of the kill
+			_ = p.signal(syscall.SIGKILL)
+			kills++
+			if round == 1 {
+				s.faults(rng, 1) // a backlog with faults while no cdc runs
+			}
+			p = runner.start()
 		})
-		time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond) // the random moment of the kill
-		_ = p.signal(syscall.SIGKILL)
-		kills++
-		if round == 1 {
-			s.faults(rng, 1) // a backlog with faults while no cdc runs
-		}
-		p = runner.start()
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
 		s.assertShardTruth(fmt.Sprintf("after kill %d", kills))
 	}
 

@@ -191,6 +191,31 @@ func (s *shardShop) work(rng *rand.Rand, ops int) error {
 	return nil
 }
 
+// busy runs workers writers of ops operations each while during runs
+// (left: the writers still writing), and returns when all are done.
+func (s *shardShop) busy(rng *rand.Rand, workers, ops int, during func(left *atomic.Int64)) {
+	s.t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	var left atomic.Int64
+	left.Store(int64(workers))
+	for w := range workers {
+		r := rand.New(rand.NewPCG(rng.Uint64(), uint64(w)))
+		wg.Go(func() {
+			defer left.Add(-1)
+			if err := s.work(r, ops); err != nil {
+				errs <- err
+			}
+		})
+	}
+	during(&left)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(s.t, err)
+	}
+}
+
 // faults are the shop's bugs and scripts, once each, and redemption rows
 // a middleware routed by another key: in another shard than its coupon
 // (other is how far, in shards: on another server when it crosses one),

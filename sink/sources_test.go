@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -143,43 +142,27 @@ func TestShopOverTwoServers(t *testing.T) {
 
 	kills := 0
 	for round := range 3 {
-		var wg sync.WaitGroup
-		errs := make(chan error, 3)
-		var left atomic.Int64
-		left.Store(3)
-		for w := range 3 {
-			r := rand.New(rand.NewPCG(rng.Uint64(), uint64(w)))
-			wg.Go(func() {
-				defer left.Add(-1)
-				if err := s.work(r, 150); err != nil {
-					errs <- err
-				}
-			})
-		}
-		s.faults(rng, 8) // rows on the other server
-		s.faults(rng, 1)
-		victims := [][]int{{0}, {1}, {0, 1}}[rng.IntN(3)]
-		for _, i := range victims {
-			start := s.batches(i)
-			cdctest.WaitFor(t, 60*time.Second, "the cdc applies batches", func() bool {
-				require.False(t, s.procs[i].exited(), "couponlink cdc -source %s exited by itself: %v", s.names[i], s.procs[i].err)
-				return s.batches(i) > start || left.Load() == 0
-			})
-			time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond) // the random moment of the kill
-			_ = s.procs[i].signal(syscall.SIGKILL)
-			kills++
-		}
-		if round == 1 {
-			s.faults(rng, 8) // a backlog with faults while a cdc is down
-		}
-		for _, i := range victims {
-			s.start(i)
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
+		s.busy(rng, 3, 150, func(left *atomic.Int64) {
+			s.faults(rng, 8) // rows on the other server
+			s.faults(rng, 1)
+			victims := [][]int{{0}, {1}, {0, 1}}[rng.IntN(3)]
+			for _, i := range victims {
+				start := s.batches(i)
+				cdctest.WaitFor(t, 60*time.Second, "the cdc applies batches", func() bool {
+					require.False(t, s.procs[i].exited(), "couponlink cdc -source %s exited by itself: %v", s.names[i], s.procs[i].err)
+					return s.batches(i) > start || left.Load() == 0
+				})
+				time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond) // the random moment of the kill
+				_ = s.procs[i].signal(syscall.SIGKILL)
+				kills++
+			}
+			if round == 1 {
+				s.faults(rng, 8) // a backlog with faults while a cdc is down
+			}
+			for _, i := range victims {
+				s.start(i)
+			}
+		})
 		s.assertTruth(fmt.Sprintf("after kill %d", kills))
 	}
 
