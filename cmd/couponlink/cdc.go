@@ -68,7 +68,6 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	base := newLogger(stderr, *o.level) // sink, canal and webhook name their components
-	log := base.With("component", "cdc")
 	all, err := readMapping(*o.mapping)
 	if err != nil {
 		return err
@@ -77,6 +76,10 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if *o.source != "" {
+		base = base.With("source", *o.source) // one of several cdcs, one per server
+	}
+	log := base.With("component", "cdc")
 	db, err := openMySQL(*o.dsn, 8)
 	if err != nil {
 		return err
