@@ -119,3 +119,26 @@ func (r *Reconciler) countOpen(ctx context.Context) {
 		r.m.needsReview.Set(float64(n))
 	}
 }
+
+// lock makes passes on one database take turns (their corrections are
+// relative, so two at once could apply one twice).
+func (r *Reconciler) lock(ctx context.Context) (func(), error) {
+	conn, err := r.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile lock: %w", err)
+	}
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT('couponlink_reconcile:', DATABASE()), ?)",
+		int(r.cfg.CatchUpWait/time.Second)).Scan(&got); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("reconcile lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		conn.Close()
+		return nil, errors.New("another reconcile pass is running on this database; try again when it is done")
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(CONCAT('couponlink_reconcile:', DATABASE()))")
+		conn.Close()
+	}, nil
+}
