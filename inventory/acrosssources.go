@@ -73,12 +73,11 @@ func mergeIDs(ctx context.Context, servers []ServerCoupons, txs []*sql.Tx, limit
 	var out []DuplicateAcross
 	for h.Len() > 0 && len(out) < limit {
 		d := DuplicateAcross{DuplicateID: DuplicateID{ID: h[0].ids[0]}}
+		held := map[string]bool{}
 		for h.Len() > 0 && h[0].ids[0] == d.ID {
 			c := h[0]
 			d.Tables = append(d.Tables, c.name)
-			if !slices.Contains(d.Sources, c.server) {
-				d.Sources = append(d.Sources, c.server)
-			}
+			held[c.server] = true
 			c.ids = c.ids[1:]
 			ok, err := c.next(ctx)
 			if err != nil {
@@ -90,7 +89,13 @@ func mergeIDs(ctx context.Context, servers []ServerCoupons, txs []*sql.Tx, limit
 				heap.Pop(&h)
 			}
 		}
-		if len(d.Sources) > 1 {
+		if len(held) > 1 {
+			slices.Sort(d.Tables)
+			for _, sv := range servers {
+				if held[sv.Name] {
+					d.Sources = append(d.Sources, sv.Name)
+				}
+			}
 			out = append(out, d)
 		}
 	}
