@@ -459,11 +459,20 @@ func (r *Reconciler) observeDrift(rep *Report) {
 
 // Run runs a pass every interval (the first at once) until ctx ends.
 func (r *Reconciler) Run(ctx context.Context, every time.Duration) error {
+	return runEvery(ctx, every, r.log, func(ctx context.Context) error {
+		_, err := r.Pass(ctx)
+		return err
+	})
+}
+
+// runEvery calls pass every interval (the first at once) until ctx ends;
+// a pass that fails is logged, and the next runs all the same.
+func runEvery(ctx context.Context, every time.Duration, log *slog.Logger, pass func(context.Context) error) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if _, err := r.Pass(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			r.log.Error("reconcile pass failed", "err", err)
+		if err := pass(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("reconcile pass failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():

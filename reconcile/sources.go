@@ -170,18 +170,10 @@ func (s *Sources) Pass(ctx context.Context) (*SourcesReport, error) {
 // Run runs a pass over the sources every interval (the first at once)
 // until ctx ends.
 func (s *Sources) Run(ctx context.Context, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if _, err := s.Pass(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			s.log.Warn("reconcile pass over the sources failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	return runEvery(ctx, every, s.log, func(ctx context.Context) error {
+		_, err := s.Pass(ctx)
+		return err
+	})
 }
 
 // Source is the Reconciler of one source (nil when the mapping has no

@@ -9,17 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/cdcenv"
 	"github.com/couponlink/couponlink/internal/cdctest"
-	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
-	"github.com/couponlink/couponlink/migrations"
 	"github.com/couponlink/couponlink/reconcile"
 	"github.com/couponlink/couponlink/sink"
 )
@@ -56,18 +53,8 @@ type twoSources struct {
 }
 
 func sourceServer(t *testing.T) (*env, *testenv.MariaDB) {
-	t.Helper()
-	server := testenv.OwnMariaDB(t)
-	cfg, err := mysql.ParseDSN(server.ServerDSN)
-	require.NoError(t, err)
-	cfg.DBName = "couponlink"
-	dsn := cfg.FormatDSN()
-	_, err = migrations.Up(dsn)
-	require.NoError(t, err)
-	db, err := mysqlconn.Open(dsn, 16)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	return &env{Env: cdcenv.On(t, db, dsn)}, server
+	e, server := cdcenv.OwnServer(t)
+	return &env{Env: e}, server
 }
 
 func newTwoSources(t *testing.T) *twoSources {
