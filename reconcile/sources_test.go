@@ -2,8 +2,13 @@ package reconcile_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -267,8 +272,11 @@ func TestSourcesReconcileEachAndTheSum(t *testing.T) {
 	require.Equal(t, map[inventory.Pair]inventory.Counts{{Template: 1, Channel: "legacy"}: {Held: 4, Used: 1}}, s.west.Counters(),
 		"west's counters: its five coupons, one used")
 	require.Contains(t, series(t, reg, "couponlink_reconcile_drift"), "channel=legacy,source=west,store=counter,template=1 2")
-	_, ok := cdctest.Metric(t, reg, "couponlink_reconcile_last_success_timestamp_seconds", map[string]string{"source": "all"})
-	require.True(t, ok, "the cross-source step's last success")
+	for _, src := range []string{"east", "west", "all"} {
+		_, ok := cdctest.Metric(t, reg, "couponlink_reconcile_last_success_timestamp_seconds", map[string]string{"source": src})
+		require.True(t, ok, "the last success of %s", src)
+	}
+	require.Equal(t, []string{"source=all 0", "source=east 0", "source=west 0"}, series(t, reg, "couponlink_reconcile_cdc_behind"))
 
 	// over-issue only the sum shows: 6 on each server, 10 in the budget
 	s.claimOn("east", 2, 6)
@@ -286,6 +294,8 @@ func TestSourcesReconcileEachAndTheSum(t *testing.T) {
 	}, sourced(sr.Sum.Differences), "the budget judged on the sum; the key set to budget − the summed coupons taken")
 	require.Equal(t, "90", str(s.east.redisGet(s.key(1))))
 	require.Equal(t, []string{"redis " + s.key(1) + " 999->90"}, s.east.correctionsOf(sr.Sum.TaskID))
+	require.Equal(t, []string{"source=all 1", "source=east 0", "source=west 0"}, series(t, reg, "couponlink_reconcile_needs_review"),
+		"the open item is the cross-source step's, on east's server")
 
 	// an id handed out twice, once on each server
 	id := s.ids.Add(1)
@@ -343,4 +353,28 @@ func TestSourcesReconcileEachAndTheSum(t *testing.T) {
 	s.waitCDCs()
 	sr = s.pass(r)
 	require.Equal(t, "needs_review", sr.Sum.Status, "the sum is compared again")
+
+	// the daemon: a pass over the sources every -every, the metrics of
+	// each with its source
+	addr := testenv.FreeAddr(t)
+	daemon := exec.Command(bin, append(append([]string{"reconcile", "-every", "200ms"}, flags...), "-metrics-addr", addr)...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "COUPONLINK_") {
+			daemon.Env = append(daemon.Env, kv)
+		}
+	}
+	require.NoError(t, daemon.Start())
+	defer func() { _ = daemon.Process.Kill(); _ = daemon.Wait() }()
+	cdctest.WaitFor(t, 60*time.Second, "the daemon's passes over both sources and the sum", func() bool {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return regexp.MustCompile(`\ncouponlink_reconcile_runs_total\{result="clean",source="west"\} [1-9]`).Match(body) &&
+			regexp.MustCompile(`\ncouponlink_reconcile_runs_total\{result="needs_review",source="all"\} [1-9]`).Match(body)
+	})
+	require.NoError(t, daemon.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, daemon.Wait())
 }

@@ -112,10 +112,17 @@ func Resolve(ctx context.Context, db *sql.DB, id int64, who, note string) error 
 	return tx.Commit()
 }
 
+// countOpen sets the needs_review gauge: the open tasks on its server (on
+// the first source's, the cross-source step's and the source's own are
+// counted apart, as their gauges have their own source label).
 func (r *Reconciler) countOpen(ctx context.Context) {
 	var n int
-	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM reconcile_task WHERE status = ? AND resolved_at IS NULL`,
-		resultNeedsReview).Scan(&n); err == nil {
+	not := "NOT "
+	if r.sum != nil {
+		not = ""
+	}
+	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM reconcile_task WHERE status = ? AND resolved_at IS NULL
+		AND COALESCE(summary, '') `+not+`LIKE ?`, resultNeedsReview, AllSources+": %").Scan(&n); err == nil {
 		r.m.needsReview.Set(float64(n))
 	}
 }
