@@ -43,7 +43,7 @@ func reconcileFlags(f *flags) *reconcileSettings {
 		prefix:      f.string("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys"),
 		name:        f.string("name", "COUPONLINK_CDC_NAME", "default", "the cdc's checkpoint name"),
 		every:       f.duration("every", "COUPONLINK_RECONCILE_EVERY", 10*time.Minute, "time between passes of the daemon"),
-		once:        f.bool("once", "", false, "run one pass, print the report, exit 0 (clean or fixed), 1 (needs review; with -no-fix, any difference) or 2 (error: the pass stopped; its task keeps what it found and fixed before)"),
+		once:        f.bool("once", "", false, "run one pass, print the report, exit 0 (clean or fixed), 1 (needs review; with -no-fix, any difference) or 2 (error: the pass stopped; its task keeps what it found and fixed before; with sources: a source's pass or the cross-source step, the others' reports printed all the same)"),
 		list:        f.bool("list", "", false, "list the open items (passes that need review) and exit"),
 		resolve:     f.int("resolve", "", 0, "close the open item with this task id (with -note)"),
 		note:        f.string("note", "", "", "what was checked or done, for -resolve"),
@@ -59,7 +59,7 @@ func reconcileFlags(f *flags) *reconcileSettings {
 }
 
 func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("reconcile", "Proves that the cdc's counters, coupon_template's cached counts, channel_quota and the Redis stock keys equal the truth in MySQL; fixes what is safe, records every pass in reconcile_task, leaves the rest for a person. Runs every -every as a daemon with /metrics, or once with -once (exit 0 clean or fixed, 1 needs review or, with -no-fix, any difference, 2 error).", stderr)
+	f := newFlags("reconcile", "Proves that the cdc's counters, coupon_template's cached counts, channel_quota and the Redis stock keys equal the truth in MySQL; fixes what is safe, records every pass in reconcile_task, leaves the rest for a person. With a mapping with sources: each source on its own server (its dsn), then the checks of a template's whole on the sum over the sources. Runs every -every as a daemon with /metrics, or once with -once (exit 0 clean or fixed, 1 needs review or, with -no-fix, any difference, 2 error).", stderr)
 	o := reconcileFlags(f)
 	if err := f.parse(args); err != nil {
 		return err
