@@ -5,7 +5,9 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/couponlink/couponlink/inventory"
 )
@@ -45,6 +47,10 @@ type Difference struct {
 	FoundRaw string `json:"found_raw,omitempty"`
 	Action   string `json:"action"`
 	Reason   string `json:"reason,omitempty"`
+	// Source is where it was found, with sources: the source whose pass
+	// found it, or for a check of the sum over the sources AllSources or
+	// the sources concerned ("east, west").
+	Source string `json:"source,omitempty"`
 }
 
 // Delta is found − expected (missing, or not an integer, counts as 0).
@@ -287,4 +293,28 @@ func duplicateIDs(dups []inventory.DuplicateID) []Difference {
 				"the counters stay right, but the redemptions and anomalies of this id cannot be told apart", d.ID, len(d.Tables), strings.Join(d.Tables, ", "))})
 	}
 	return out
+}
+func pairKey(p inventory.Pair) string { return strconv.FormatInt(p.Template, 10) + "/" + p.Channel }
+
+func templateIDs(snap inventory.Snapshot) []int64 {
+	seen := map[int64]bool{}
+	for p := range snap.Counts {
+		seen[p.Template] = true
+	}
+	for p := range snap.Quotas {
+		seen[p.Template] = true
+	}
+	return sortedIDs(seen)
+}
+
+// truncate cuts s to at most n bytes, at a character boundary (a column
+// of utf8mb4 refuses half a character).
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -111,11 +111,14 @@ func (r *Reconciler) record(ctx context.Context, q interface {
 }
 
 // fixedBefore lists the targets the previous pass corrected automatically:
-// wrong again now means the fix does not hold, and a person must look.
+// wrong again now means the fix does not hold, and a person must look. (On
+// the first source's server, the cross-source step's tasks are not the
+// source's passes: they are passed over.)
 func (r *Reconciler) fixedBefore(ctx context.Context, taskID int64) (map[string]bool, error) {
 	out := map[string]bool{}
 	var prev sql.NullInt64
-	if err := r.db.QueryRowContext(ctx, `SELECT MAX(id) FROM reconcile_task WHERE id < ? AND finished_at IS NOT NULL`, taskID).Scan(&prev); err != nil {
+	if err := r.db.QueryRowContext(ctx, `SELECT MAX(id) FROM reconcile_task WHERE id < ? AND finished_at IS NOT NULL
+		AND COALESCE(summary, '') NOT LIKE ?`, taskID, AllSources+": %").Scan(&prev); err != nil {
 		return nil, fmt.Errorf("find the previous task: %w", err)
 	}
 	if !prev.Valid {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/inventory"
@@ -27,6 +26,9 @@ type Reconciler struct {
 	mu       sync.Mutex
 	src      *inventory.Source // the queries of resolved
 	resolved *canal.Mapping    // cfg.Mapping resolved on the server by the latest pass
+	// sum makes this the cross-source step of Sources: its pass checks the
+	// sum over the sources' passes (sources.go)
+	sum *sumSources
 }
 
 // New checks cfg and fills in its defaults.
@@ -40,6 +42,10 @@ func New(cfg Config) (*Reconciler, error) {
 
 // Report is what one pass found and did.
 type Report struct {
+	// Source is the source this report is of, with sources: its name, or
+	// AllSources for the cross-source step; "" for one server.
+	Source           string
+	SumOf            []string // the cross-source step: each source and the snapshot its part was read at
 	TaskID           int64
 	Started          time.Time
 	Finished         time.Time
@@ -74,10 +80,17 @@ func (rep *Report) Summary() string {
 	var b strings.Builder
 	counts := fmt.Sprintf("%d differences (%d fixed, %d need review, %d in flight)", len(rep.Differences), rep.Count(ActionFixed),
 		rep.Count(ActionNeedsReview), rep.Count(ActionInFlight))
+	if rep.Source != "" {
+		b.WriteString(rep.Source + ": ")
+	}
+	at := rep.Position.String()
+	if len(rep.SumOf) > 0 {
+		at = "the sum of " + strings.Join(rep.SumOf, ", ")
+	}
 	if rep.Status == resultError {
 		fmt.Fprintf(&b, "error after %s: %s", counts, rep.Failure)
 	} else {
-		fmt.Fprintf(&b, "%s: %d coupons in %d buckets at %s; %s", rep.Status, rep.Coupons, rep.Pairs, rep.Position, counts)
+		fmt.Fprintf(&b, "%s: %d coupons in %d buckets at %s; %s", rep.Status, rep.Coupons, rep.Pairs, at, counts)
 	}
 	if rep.Note != "" {
 		b.WriteString("; " + rep.Note)
@@ -106,7 +119,13 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{TaskID: id, Started: start}
-	mysqlSnap, redisSnap, err := r.pass(ctx, rep)
+	var mysqlSnap, redisSnap any
+	if r.sum != nil {
+		mysqlSnap, redisSnap, err = r.sumPass(ctx, rep)
+	} else {
+		mysqlSnap, redisSnap, err = r.pass(ctx, rep)
+	}
+	r.attribute(rep)
 	rep.Finished = r.cfg.Now()
 	r.m.duration.Observe(rep.Finished.Sub(start).Seconds())
 	switch {
@@ -135,7 +154,7 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 	}
 	r.m.runs.WithLabelValues(rep.Status).Inc()
 	r.observeDrift(rep)
-	if rep.CountersCompared {
+	if rep.CountersCompared || r.sum != nil {
 		r.m.lastSuccess.Set(float64(rep.Finished.Unix()))
 	}
 	r.countOpen(ctx)
@@ -173,13 +192,16 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 		ms.Quotas[pairKey(p)] = []int64{q.Quota, q.Claimed}
 	}
 
+	// one source of several: the checks of a template's whole (its budget,
+	// its own counts, its quota buckets, legacy stock keys) are the sum's
+	part := r.cfg.Mapping.Source() != ""
 	var budgets map[int64]int64
-	if snap.Quotas == nil || r.cfg.RedisMode == inventory.RedisCorrector {
+	if !part && (snap.Quotas == nil || r.cfg.RedisMode == inventory.RedisCorrector) {
 		if budgets, err = r.source().TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
 			return ms, nil, err
 		}
 	}
-	if snap.Quotas != nil {
+	if snap.Quotas != nil && !part {
 		rep.Differences = append(rep.Differences, compareQuotas(snap.Counts, snap.Quotas)...)
 		totals := budgets
 		if totals == nil {
@@ -189,7 +211,7 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 		}
 		rep.Differences = append(rep.Differences, compareQuotaTotals(snap.Quotas, totals)...)
 	}
-	if !r.cfg.Mapping.Reference() {
+	if !r.cfg.Mapping.Reference() && !part {
 		own, err := r.source().LegacyCounts(ctx, r.db, templateIDs(snap))
 		if err != nil {
 			return ms, nil, err
@@ -199,6 +221,8 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 			judged = nil // over-issue is judged per channel bucket
 		}
 		rep.Differences = append(rep.Differences, compareLegacy(snap.Counts, judged, own)...)
+	}
+	if !r.cfg.Mapping.Reference() {
 		dups, err := r.source().DuplicateCouponIDs(ctx, r.db, 10)
 		if err != nil {
 			return ms, nil, err
@@ -210,8 +234,25 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 		return ms, nil, err
 	}
 	ms.Checkpoint = rep.Checkpoint.String()
+	if part && r.cfg.RedisMode == inventory.RedisCorrector {
+		return ms, nil, nil
+	}
 	redisSnap, err := r.redis(ctx, rep, snap, budgets)
 	return ms, redisSnap, err
+}
+
+// attribute names the source of a pass and of the differences it found
+// (with sources; nothing for one server).
+func (r *Reconciler) attribute(rep *Report) {
+	rep.Source = r.cfg.Mapping.Source()
+	if r.sum != nil {
+		rep.Source = AllSources
+	}
+	for i := range rep.Differences {
+		if rep.Differences[i].Source == "" {
+			rep.Differences[i].Source = rep.Source
+		}
+	}
 }
 
 // counters compares (and fixes) inventory_counter and the template cache,
@@ -416,36 +457,22 @@ func (r *Reconciler) observeDrift(rep *Report) {
 	}
 }
 
-// lock makes passes on one database take turns (their corrections are
-// relative, so two at once could apply one twice).
-func (r *Reconciler) lock(ctx context.Context) (func(), error) {
-	conn, err := r.db.Conn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reconcile lock: %w", err)
-	}
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT('couponlink_reconcile:', DATABASE()), ?)",
-		int(r.cfg.CatchUpWait/time.Second)).Scan(&got); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("reconcile lock: %w", err)
-	}
-	if got.Int64 != 1 {
-		conn.Close()
-		return nil, errors.New("another reconcile pass is running on this database; try again when it is done")
-	}
-	return func() {
-		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(CONCAT('couponlink_reconcile:', DATABASE()))")
-		conn.Close()
-	}, nil
-}
-
 // Run runs a pass every interval (the first at once) until ctx ends.
 func (r *Reconciler) Run(ctx context.Context, every time.Duration) error {
+	return runEvery(ctx, every, r.log, func(ctx context.Context) error {
+		_, err := r.Pass(ctx)
+		return err
+	})
+}
+
+// runEvery calls pass every interval (the first at once) until ctx ends;
+// a pass that fails is logged, and the next runs all the same.
+func runEvery(ctx context.Context, every time.Duration, log *slog.Logger, pass func(context.Context) error) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if _, err := r.Pass(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			r.log.Error("reconcile pass failed", "err", err)
+		if err := pass(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("reconcile pass failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -453,29 +480,4 @@ func (r *Reconciler) Run(ctx context.Context, every time.Duration) error {
 		case <-t.C:
 		}
 	}
-}
-
-func pairKey(p inventory.Pair) string { return strconv.FormatInt(p.Template, 10) + "/" + p.Channel }
-
-func templateIDs(snap inventory.Snapshot) []int64 {
-	seen := map[int64]bool{}
-	for p := range snap.Counts {
-		seen[p.Template] = true
-	}
-	for p := range snap.Quotas {
-		seen[p.Template] = true
-	}
-	return sortedIDs(seen)
-}
-
-// truncate cuts s to at most n bytes, at a character boundary (a column
-// of utf8mb4 refuses half a character).
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -102,15 +102,21 @@ func (c *keyCheck) firstLook(ks []stockKey) {
 func (r *Reconciler) keysNow(ctx context.Context, budgets map[int64]int64) (map[string]int64, error) {
 	var snap inventory.Snapshot
 	var err error
-	if r.cfg.RedisMode == inventory.RedisOwner {
+	switch {
+	case r.sum != nil:
+		var parts []partTruth
+		if snap, parts, err = r.sum.truth(ctx); err == nil {
+			budgets, _ = agreedBudgets(parts)
+		}
+	case r.cfg.RedisMode == inventory.RedisOwner:
 		snap.Quotas, err = r.source().Quotas(ctx, r.db)
-	} else {
+	default:
 		snap, err = r.source().Snapshot(ctx, r.db)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("second look at the truth: %w", err)
 	}
-	if r.cfg.RedisMode == inventory.RedisCorrector {
+	if r.cfg.RedisMode == inventory.RedisCorrector && r.sum == nil {
 		if budgets, err = r.source().TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
 			return nil, err
 		}

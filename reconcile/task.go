@@ -112,10 +112,40 @@ func Resolve(ctx context.Context, db *sql.DB, id int64, who, note string) error 
 	return tx.Commit()
 }
 
+// countOpen sets the needs_review gauge: the open tasks on its server (on
+// the first source's, the cross-source step's and the source's own are
+// counted apart, as their gauges have their own source label).
 func (r *Reconciler) countOpen(ctx context.Context) {
 	var n int
-	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM reconcile_task WHERE status = ? AND resolved_at IS NULL`,
-		resultNeedsReview).Scan(&n); err == nil {
+	not := "NOT "
+	if r.sum != nil {
+		not = ""
+	}
+	if err := r.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM reconcile_task WHERE status = ? AND resolved_at IS NULL
+		AND COALESCE(summary, '') `+not+`LIKE ?`, resultNeedsReview, AllSources+": %").Scan(&n); err == nil {
 		r.m.needsReview.Set(float64(n))
 	}
+}
+
+// lock makes passes on one database take turns (their corrections are
+// relative, so two at once could apply one twice).
+func (r *Reconciler) lock(ctx context.Context) (func(), error) {
+	conn, err := r.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile lock: %w", err)
+	}
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(CONCAT('couponlink_reconcile:', DATABASE()), ?)",
+		int(r.cfg.CatchUpWait/time.Second)).Scan(&got); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("reconcile lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		conn.Close()
+		return nil, errors.New("another reconcile pass is running on this database; try again when it is done")
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(CONCAT('couponlink_reconcile:', DATABASE()))")
+		conn.Close()
+	}, nil
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os/user"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
 )
@@ -23,6 +26,7 @@ import (
 // reconcileSettings are couponlink reconcile's flags.
 type reconcileSettings struct {
 	dsn, mapping, redisAddr, redisMode, prefix, name, note, metricsAddr *string
+	source                                                              *string
 	every, quiet, catchUp                                               *time.Duration
 	once, list, noFix                                                   *bool
 	resolve, absT                                                       *int
@@ -39,10 +43,11 @@ func reconcileFlags(f *flags) *reconcileSettings {
 		prefix:      f.string("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys"),
 		name:        f.string("name", "COUPONLINK_CDC_NAME", "default", "the cdc's checkpoint name"),
 		every:       f.duration("every", "COUPONLINK_RECONCILE_EVERY", 10*time.Minute, "time between passes of the daemon"),
-		once:        f.bool("once", "", false, "run one pass, print the report, exit 0 (clean or fixed), 1 (needs review; with -no-fix, any difference) or 2 (error: the pass stopped; its task keeps what it found and fixed before)"),
+		once:        f.bool("once", "", false, "run one pass, print the report, exit 0 (clean or fixed), 1 (needs review; with -no-fix, any difference) or 2 (error: the pass stopped; its task keeps what it found and fixed before; with sources: a source's pass or the cross-source step, the others' reports printed all the same)"),
 		list:        f.bool("list", "", false, "list the open items (passes that need review) and exit"),
 		resolve:     f.int("resolve", "", 0, "close the open item with this task id (with -note)"),
 		note:        f.string("note", "", "", "what was checked or done, for -resolve"),
+		source:      f.string("source", "COUPONLINK_SOURCE", "", "with a mapping with sources: the source whose task -resolve closes (a task id is one source's)"),
 		quiet:       f.duration("quiet", "COUPONLINK_RECONCILE_QUIET", 5*time.Second, "a Redis key is corrected only if it and the truth stayed put this long"),
 		catchUp:     f.duration("catch-up-wait", "COUPONLINK_RECONCILE_CATCH_UP", 30*time.Second, "bound of the binlog replay between the snapshot and the cdc's checkpoint, and of the wait for another pass (one pass at a time per database)"),
 		absT:        f.int("abs-threshold", "COUPONLINK_RECONCILE_ABS", 100, "a counter or template count off by more than this and by more than -rel-threshold of the truth is left for a person, otherwise fixed"),
@@ -54,7 +59,7 @@ func reconcileFlags(f *flags) *reconcileSettings {
 }
 
 func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("reconcile", "Proves that the cdc's counters, coupon_template's cached counts, channel_quota and the Redis stock keys equal the truth in MySQL; fixes what is safe, records every pass in reconcile_task, leaves the rest for a person. Runs every -every as a daemon with /metrics, or once with -once (exit 0 clean or fixed, 1 needs review or, with -no-fix, any difference, 2 error).", stderr)
+	f := newFlags("reconcile", "Proves that the cdc's counters, coupon_template's cached counts, channel_quota and the Redis stock keys equal the truth in MySQL; fixes what is safe, records every pass in reconcile_task, leaves the rest for a person. With a mapping with sources: each source on its own server (its dsn), then the checks of a template's whole on the sum over the sources. Runs every -every as a daemon with /metrics, or once with -once (exit 0 clean or fixed, 1 needs review or, with -no-fix, any difference, 2 error).", stderr)
 	o := reconcileFlags(f)
 	if err := f.parse(args); err != nil {
 		return err
@@ -71,6 +76,13 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return failed(fmt.Errorf("-rel-threshold must be a share of the truth above 0 and at most 1 (0.05 = 5%%), got %v", *o.rel))
 	}
 	base := newLogger(stderr, *o.level) // reconcile names its component
+	m, err := readMapping(*o.mapping)
+	if err != nil {
+		return failed(err)
+	}
+	if m != nil && m.HasSources() {
+		return o.runSources(ctx, m, stdout, stderr, failed, base)
+	}
 	db, err := openMySQL(*o.dsn, 4)
 	if err != nil {
 		return failed(err)
@@ -78,20 +90,15 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	defer db.Close() // after every part below has stopped
 	switch {
 	case *o.list:
-		return printOpen(ctx, db, stdout)
+		return printOpen(ctx, db, stdout, "")
 	case *o.resolve > 0:
-		who := "operator"
-		if u, err := user.Current(); err == nil {
-			who = u.Username
+		if *o.source != "" {
+			return fmt.Errorf("-source %q: the mapping names no sources", *o.source)
 		}
-		if err := reconcile.Resolve(ctx, db, int64(*o.resolve), who, *o.note); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "task %d resolved by %s\n", *o.resolve, who)
-		return nil
+		return o.resolveTask(ctx, db, stdout)
 	}
 	reg := prometheus.NewRegistry()
-	r, closeRedis, err := o.reconciler(db, reg, base)
+	r, closeRedis, err := o.reconciler(db, m, reg, base)
 	if err != nil {
 		return failed(err)
 	}
@@ -103,28 +110,50 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return o.daemon(ctx, r, reg, db, base.With("component", "reconcile"))
 }
 
-// reconciler is the reconciler the flags describe, and how to close its
-// Redis client.
-func (o *reconcileSettings) reconciler(db *sql.DB, reg prometheus.Registerer, log *slog.Logger) (*reconcile.Reconciler, func(), error) {
-	cfg := reconcile.Config{DB: db, Checkpoint: *o.name, QuietWindow: *o.quiet, CatchUpWait: *o.catchUp,
+// resolveTask closes the task of -resolve on db.
+func (o *reconcileSettings) resolveTask(ctx context.Context, db *sql.DB, stdout io.Writer) error {
+	who := "operator"
+	if u, err := user.Current(); err == nil {
+		who = u.Username
+	}
+	if err := reconcile.Resolve(ctx, db, int64(*o.resolve), who, *o.note); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "task %d resolved by %s\n", *o.resolve, who)
+	return nil
+}
+
+// config is the reconciler settings the flags describe (all but the
+// database, its binlog and the mapping), and how to close its Redis client.
+func (o *reconcileSettings) config(reg prometheus.Registerer, log *slog.Logger) (reconcile.Config, func(), error) {
+	cfg := reconcile.Config{Checkpoint: *o.name, QuietWindow: *o.quiet, CatchUpWait: *o.catchUp,
 		AbsThreshold: int64(*o.absT), RelThreshold: *o.rel, Logger: log, Registerer: reg}
 	var err error
 	if cfg.RedisMode, err = inventory.ParseRedisMode(*o.redisMode); err != nil {
-		return nil, nil, fmt.Errorf("-redis-mode: %w", err)
+		return cfg, nil, fmt.Errorf("-redis-mode: %w", err)
 	}
 	cfg.Keys.Prefix = *o.prefix
-	if cfg.Binlog, err = tailerConfig(*o.dsn, 0, *o.name); err != nil {
-		return nil, nil, err
-	}
 	fix := !*o.noFix
 	cfg.AutoFix = &fix
-	if cfg.Mapping, err = readMapping(*o.mapping); err != nil {
-		return nil, nil, err
-	}
 	closeRedis := func() {}
 	if *o.redisAddr != "" {
 		rdb := redis.NewClient(&redis.Options{Addr: *o.redisAddr, DialTimeout: time.Second})
 		cfg.Redis, closeRedis = rdb, func() { _ = rdb.Close() }
+	}
+	return cfg, closeRedis, nil
+}
+
+// reconciler is the reconciler the flags describe on one server, and how
+// to close its Redis client.
+func (o *reconcileSettings) reconciler(db *sql.DB, m *canal.Mapping, reg prometheus.Registerer, log *slog.Logger) (*reconcile.Reconciler, func(), error) {
+	cfg, closeRedis, err := o.config(reg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.DB, cfg.Mapping = db, m
+	if cfg.Binlog, err = tailerConfig(*o.dsn, 0, *o.name); err != nil {
+		closeRedis()
+		return nil, nil, err
 	}
 	r, err := reconcile.New(cfg)
 	if err != nil {
@@ -154,26 +183,37 @@ func reconcileOnce(ctx context.Context, r *reconcile.Reconciler, stdout, stderr 
 // daemon runs the reconciler's loop and the ops server in one group: the
 // first that fails stops the other.
 func (o *reconcileSettings) daemon(ctx context.Context, r *reconcile.Reconciler, reg *prometheus.Registry, db *sql.DB, log *slog.Logger) error {
+	m, err := readMapping(*o.mapping) // read and checked before, by reconciler
+	if err != nil {
+		return err
+	}
+	return o.serve(ctx, reg, db, *o.name, m, log, func(ctx context.Context) error { return r.Run(ctx, *o.every) })
+}
+
+// serve runs the reconciler's loop (run) and the ops server (/status of
+// the cdc name on db) in one group: the first that fails stops the other.
+func (o *reconcileSettings) serve(ctx context.Context, reg *prometheus.Registry, db *sql.DB, name string, m *canal.Mapping,
+	log *slog.Logger, run func(context.Context) error) error {
 	g, gctx := errgroup.WithContext(ctx)
 	if *o.metricsAddr != "" {
-		m, err := readMapping(*o.mapping) // read and checked before, by reconciler
-		if err != nil {
-			return err
-		}
-		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, m, nil, log)
+		ops, err := listenOps(*o.metricsAddr, reg, db, name, m, nil, log)
 		if err != nil {
 			return err
 		}
 		g.Go(func() error { return ops.Run(gctx) })
 	}
 	log.Info("reconciler running", "every", *o.every)
-	g.Go(func() error { return r.Run(gctx, *o.every) })
+	g.Go(func() error { return run(gctx) })
 	return g.Wait()
 }
 
 func printReport(w io.Writer, rep *reconcile.Report) {
 	fmt.Fprintf(w, "reconcile task %d: %s\n", rep.TaskID, rep.Status)
-	fmt.Fprintf(w, "  snapshot   %s (%d coupons in %d buckets)\n", rep.Position, rep.Coupons, rep.Pairs)
+	if len(rep.SumOf) > 0 { // the cross-source step
+		fmt.Fprintf(w, "  sum of     %s (%d coupons in %d buckets)\n", strings.Join(rep.SumOf, ", "), rep.Coupons, rep.Pairs)
+	} else {
+		fmt.Fprintf(w, "  snapshot   %s (%d coupons in %d buckets)\n", rep.Position, rep.Coupons, rep.Pairs)
+	}
 	if rep.CountersCompared {
 		fmt.Fprintf(w, "  cdc        checkpoint %s\n", rep.Checkpoint)
 	}
@@ -199,9 +239,16 @@ func printReport(w io.Writer, rep *reconcile.Report) {
 	}
 }
 
+// printDiffs prints the differences, with a column source when they
+// have one (a mapping with sources).
 func printDiffs(w io.Writer, diffs []reconcile.Difference) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  store\ttarget\texpected\tfound\taction\treason")
+	sourced := slices.ContainsFunc(diffs, func(d reconcile.Difference) bool { return d.Source != "" })
+	head := "  store\ttarget\texpected\tfound\taction\treason"
+	if sourced {
+		head = "  source\t" + head[2:]
+	}
+	fmt.Fprintln(tw, head)
 	for _, d := range diffs {
 		found := "missing"
 		if d.Found != nil {
@@ -209,12 +256,18 @@ func printDiffs(w io.Writer, diffs []reconcile.Difference) {
 		} else if d.FoundRaw != "" {
 			found = d.FoundRaw // a Redis key that holds no integer
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\n", d.Store, d.Target, d.Expected, found, d.Action, d.Reason)
+		fmt.Fprint(tw, "  ")
+		if sourced {
+			fmt.Fprintf(tw, "%s\t", d.Source)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", d.Store, d.Target, d.Expected, found, d.Action, d.Reason)
 	}
 	tw.Flush()
 }
 
-func printOpen(ctx context.Context, db *sql.DB, stdout io.Writer) error {
+// printOpen lists the open items on db; with sources, source names the
+// source whose server db is (-resolve needs it).
+func printOpen(ctx context.Context, db *sql.DB, stdout io.Writer, source string) error {
 	items, err := reconcile.ListOpen(ctx, db)
 	if err != nil {
 		return err
@@ -226,7 +279,11 @@ func printOpen(ctx context.Context, db *sql.DB, stdout io.Writer) error {
 	for _, it := range items {
 		fmt.Fprintf(stdout, "task %d at %s: %s\n", it.TaskID, it.StartedAt.Format(time.RFC3339), it.Summary)
 		printDiffs(stdout, it.Differences)
-		fmt.Fprintf(stdout, "  close with: couponlink reconcile -resolve %d -note \"what you checked or did\"\n\n", it.TaskID)
+		flag := ""
+		if source != "" {
+			flag = " -source " + source
+		}
+		fmt.Fprintf(stdout, "  close with: couponlink reconcile -resolve %d%s -note \"what you checked or did\"\n\n", it.TaskID, flag)
 	}
 	return nil
 }

@@ -12,14 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
+	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
+	"github.com/couponlink/couponlink/migrations"
 )
 
 // Env is one test's database, Redis key prefix and write path.
@@ -218,4 +221,22 @@ func prefixKeys(rdb *redis.Client, prefix string) []string {
 		out = append(out, it.Val())
 	}
 	return out
+}
+
+// OwnServer is an Env on a MariaDB of the test's own
+// (testenv.OwnMariaDB), in a migrated database couponlink: for tests that
+// stop and restart the server, or need several servers.
+func OwnServer(t *testing.T) (*Env, *testenv.MariaDB) {
+	t.Helper()
+	server := testenv.OwnMariaDB(t)
+	cfg, err := mysql.ParseDSN(server.ServerDSN)
+	require.NoError(t, err)
+	cfg.DBName = "couponlink"
+	dsn := cfg.FormatDSN()
+	_, err = migrations.Up(dsn)
+	require.NoError(t, err)
+	db, err := mysqlconn.Open(dsn, 16)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return On(t, db, dsn), server
 }
