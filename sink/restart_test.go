@@ -18,7 +18,6 @@ import (
 	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
-	"github.com/couponlink/couponlink/migrations"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -26,17 +25,8 @@ import (
 // stop and restart.
 func ownServerEnv(t *testing.T) (*env, *testenv.MariaDB) {
 	t.Helper()
-	m := testenv.OwnMariaDB(t)
-	cfg, err := mysql.ParseDSN(m.ServerDSN)
-	require.NoError(t, err)
-	cfg.DBName = "couponlink"
-	dsn := cfg.FormatDSN()
-	_, err = migrations.Up(dsn)
-	require.NoError(t, err)
-	db, err := mysqlconn.Open(dsn, 16)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	return &env{cdcenv.On(t, db, dsn)}, m
+	e, m := cdcenv.OwnServer(t)
+	return &env{e}, m
 }
 
 // The cdc outlives its database: started while MariaDB is down it waits
