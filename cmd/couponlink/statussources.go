@@ -175,7 +175,7 @@ func printSourcesTemplate(stdout io.Writer, a inventory.Across) error {
 		return err
 	}
 	printDiffers(stdout, a.Templates)
-	fmt.Fprintf(stdout, "\nper source (%s)\n", sourcesText(t.Names(), t.Left))
+	fmt.Fprintf(stdout, "\nper source: %s\n", sourcesText(t.Names(), t.Left))
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "  source\tbudget\theld\tused\texpired\treturned\treleased\tfrozen\tchannels")
 	for _, p := range t.Parts {
