@@ -59,21 +59,37 @@ type Across struct {
 }
 
 // Left lists the sources the sums leave out: down or not started.
-func (a Across) Left() []string { return leftOut(a.Sources) }
+func (a Across) Left() []string {
+	var out []string
+	for _, s := range a.Sources {
+		if !s.Counted() {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
 
 // Complete reports whether every source is in the sums.
 func (a Across) Complete() bool { return len(a.Left()) == 0 }
 
 // AllDown reports whether no source answered at all.
-func (a Across) AllDown() bool { return allDown(a.Sources) }
+func (a Across) AllDown() bool {
+	for _, s := range a.Sources {
+		if s.State != SourceDown {
+			return false
+		}
+	}
+	return true
+}
 
 // SourcesPair is one (template, channel) summed over the sources: its
 // counters added up (a channel bucket's quota is the shop's, read like its
 // template table: from the first source that has the row, not added).
 type SourcesPair struct {
 	PairStatus
-	Parts []PairPart // the counted sources with a counter row of it
-	Left  []string   // the sources left out: the sum may miss their coupons
+	Parts   []PairPart // the counted sources with a counter row of it
+	Sources []string   // the parts' sources
+	Left    []string   // the sources left out: the sum may miss their coupons
 }
 
 // PairPart is one source's share of a SourcesPair.
@@ -85,23 +101,15 @@ type PairPart struct {
 // Complete reports whether every source is in the sum.
 func (p SourcesPair) Complete() bool { return len(p.Left) == 0 }
 
-// Names lists the sources of the parts.
-func (p SourcesPair) Names() []string {
-	out := make([]string, len(p.Parts))
-	for i, part := range p.Parts {
-		out[i] = part.Source
-	}
-	return out
-}
-
 // SourcesTemplate is a legacy template summed over the sources: its row
 // in the template table (a copy on every source) from the first source
 // that has one, with claimable = budget − taken over every counted
 // source, and its channels summed.
 type SourcesTemplate struct {
 	view.Template
-	Parts []TemplatePart // the counted sources with a row or counters of it
-	Left  []string       // the sources left out: the sum may miss their coupons
+	Parts   []TemplatePart // the counted sources with a row or counters of it
+	Sources []string       // the parts' sources
+	Left    []string       // the sources left out: the sum may miss their coupons
 	// Differ says where the sources' rows disagree on the budget ("budget
 	// 100 on east, 120 on west"); the first one is shown.
 	Differ string
@@ -116,15 +124,6 @@ type TemplatePart struct {
 // Complete reports whether every source is in the sum.
 func (t SourcesTemplate) Complete() bool { return len(t.Left) == 0 }
 
-// Names lists the sources of the parts.
-func (t SourcesTemplate) Names() []string {
-	out := make([]string, len(t.Parts))
-	for i, part := range t.Parts {
-		out[i] = part.Source
-	}
-	return out
-}
-
 // ReadSources reads the status of every source of m at once, each on its
 // own server (its DSN opened with open, closed after) with
 // ReadMappedStatus and m.ForSource, within timeout; and sums the pairs and
@@ -135,9 +134,8 @@ func ReadSources(ctx context.Context, m *canal.Mapping, open Opener, timeout tim
 	if !m.HasSources() {
 		return Across{}, errors.New("the mapping names no sources")
 	}
-	srcs := eachSource(ctx, m, open, timeout, func(ctx context.Context, _ int, name string, sm *canal.Mapping, db *sql.DB) (Status, bool, error) {
-		st, err := ReadMappedStatus(ctx, db, name, sm)
-		return st, st.Found, err
+	srcs := eachSource(ctx, m, open, timeout, func(ctx context.Context, _ int, name string, sm *canal.Mapping, db *sql.DB) (Status, error) {
+		return ReadMappedStatus(ctx, db, name, sm)
 	})
 	a := Across{Sources: srcs}
 	left := a.Left()
@@ -172,23 +170,23 @@ func ReadSourcesTemplate(ctx context.Context, m *canal.Mapping, open Opener, tim
 		return Across{}, errors.New("the mapping names no sources")
 	}
 	views := make([]*view.Template, len(m.Sources))
-	srcs := eachSource(ctx, m, open, timeout, func(ctx context.Context, i int, name string, sm *canal.Mapping, db *sql.DB) (Status, bool, error) {
+	srcs := eachSource(ctx, m, open, timeout, func(ctx context.Context, i int, name string, sm *canal.Mapping, db *sql.DB) (Status, error) {
 		st := Status{Now: time.Now().UTC()}
 		var err error
 		if st.Checkpoint, st.Found, err = LoadCheckpoint(ctx, db, name); err != nil || !st.Found {
-			return st, false, err
+			return st, err
 		}
 		if st.Server, err = canal.CurrentPosition(ctx, db); err != nil {
-			return st, false, err
+			return st, err
 		}
 		t, err := NewSource(sm).ReadTemplate(ctx, db, id)
 		if _, ok := coupon.AsError(err); ok {
-			return st, true, nil // not on this source
+			return st, nil // not on this source
 		}
 		if err == nil {
 			views[i] = &t
 		}
-		return st, true, err
+		return st, err
 	})
 	a := Across{Sources: srcs}
 	var parts []TemplatePart
@@ -204,9 +202,9 @@ func ReadSourcesTemplate(ctx context.Context, m *canal.Mapping, open Opener, tim
 	return a, nil
 }
 
-// sourceRead reads the status of source i of the mapping on its server;
-// found is false when it has no checkpoint.
-type sourceRead func(ctx context.Context, i int, name string, sm *canal.Mapping, db *sql.DB) (st Status, found bool, err error)
+// sourceRead reads the status of source i of the mapping on its server
+// (Found false: it has no checkpoint).
+type sourceRead func(ctx context.Context, i int, name string, sm *canal.Mapping, db *sql.DB) (Status, error)
 
 // eachSource runs read for every source of m at once, each on a pool of
 // its DSN (opened with open, closed after) within timeout, and returns
@@ -217,11 +215,11 @@ func eachSource(ctx context.Context, m *canal.Mapping, open Opener, timeout time
 	for i, spec := range m.Sources {
 		wg.Go(func() {
 			s := SourceStatus{Name: spec.Name, State: SourceUp}
-			st, found, err := readSource(ctx, m, i, open, timeout, read)
+			st, err := readSource(ctx, m, i, open, timeout, read)
 			switch {
 			case err != nil:
 				s.State, s.Err = SourceDown, err
-			case !found:
+			case !st.Found:
 				s.State, s.Status = SourceNotStarted, st
 			default:
 				s.Status = st
@@ -234,27 +232,27 @@ func eachSource(ctx context.Context, m *canal.Mapping, open Opener, timeout time
 }
 
 // readSource opens one source's DSN and reads it within timeout.
-func readSource(ctx context.Context, m *canal.Mapping, i int, open Opener, timeout time.Duration, read sourceRead) (Status, bool, error) {
+func readSource(ctx context.Context, m *canal.Mapping, i int, open Opener, timeout time.Duration, read sourceRead) (Status, error) {
 	sm, spec, err := m.ForSource(m.Sources[i].Name)
 	if err != nil {
-		return Status{}, false, err
+		return Status{}, err
 	}
 	dsn, err := spec.ResolveDSN()
 	if err != nil {
-		return Status{}, false, err
+		return Status{}, err
 	}
 	db, err := open(dsn)
 	if err != nil {
-		return Status{}, false, err
+		return Status{}, err
 	}
 	defer db.Close()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := db.PingContext(rctx); err != nil {
-		return Status{}, false, noAnswer(ctx, timeout, fmt.Errorf("connect: %w", err))
+		return Status{}, noAnswer(ctx, timeout, fmt.Errorf("connect: %w", err))
 	}
-	st, found, err := read(rctx, i, spec.Name, sm, db)
-	return st, found, noAnswer(ctx, timeout, err)
+	st, err := read(rctx, i, spec.Name, sm, db)
+	return st, noAnswer(ctx, timeout, err)
 }
 
 // noAnswer says a read cut by the timeout (not by the caller) is one.
@@ -263,25 +261,4 @@ func noAnswer(ctx context.Context, timeout time.Duration, err error) error {
 		return fmt.Errorf("no answer within %s: %w", timeout, err)
 	}
 	return err
-}
-
-// leftOut lists the sources not counted.
-func leftOut(srcs []SourceStatus) []string {
-	var out []string
-	for _, s := range srcs {
-		if !s.Counted() {
-			out = append(out, s.Name)
-		}
-	}
-	return out
-}
-
-// allDown reports whether no source answered.
-func allDown(srcs []SourceStatus) bool {
-	for _, s := range srcs {
-		if s.State != SourceDown {
-			return false
-		}
-	}
-	return true
 }

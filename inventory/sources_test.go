@@ -76,7 +76,7 @@ type sumRow struct {
 func pairSums(a inventory.Across) map[inventory.Pair]sumRow {
 	out := map[inventory.Pair]sumRow{}
 	for _, p := range a.Pairs {
-		out[p.Pair] = sumRow{p.Counts, p.Names(), p.Left}
+		out[p.Pair] = sumRow{p.Counts, p.Sources, p.Left}
 	}
 	return out
 }
@@ -107,14 +107,14 @@ func TestReadSources(t *testing.T) {
 	spring := a.Templates[0]
 	claimable, known := spring.Claimable()
 	assert.Equal(t, []any{int64(1), "spring", int64(20), int64(20 - 12), true, both},
-		[]any{spring.ID, spring.Name, spring.Budget, claimable, known, spring.Names()}, "held 10 + used 1 + frozen 1 taken of east's budget")
+		[]any{spring.ID, spring.Name, spring.Budget, claimable, known, spring.Sources}, "held 10 + used 1 + frozen 1 taken of east's budget")
 	assert.Equal(t, "budget 20 on east, 25 on west", spring.Differ)
 	assert.Equal(t, []view.Channel{{Name: "0", Counts: view.Counts{Held: 8, Used: 1, Expired: 1}}, {Name: "1", Counts: view.Counts{Held: 2}}}, spring.Channels)
 	winter, autumn := a.Templates[1], a.Templates[2]
 	claimable, _ = winter.Claimable()
-	assert.Equal(t, []any{int64(6), []string{"east"}, ""}, []any{claimable, winter.Names(), winter.Differ})
+	assert.Equal(t, []any{int64(6), []string{"east"}, ""}, []any{claimable, winter.Sources, winter.Differ})
 	_, known = autumn.Claimable()
-	assert.Equal(t, []any{"autumn", false, []string{"west"}}, []any{autumn.Name, known, autumn.Names()}, "a NULL budget: claimable unknown")
+	assert.Equal(t, []any{"autumn", false, []string{"west"}}, []any{autumn.Name, known, autumn.Sources}, "a NULL budget: claimable unknown")
 	for _, s := range a.Sources {
 		assert.GreaterOrEqual(t, s.Status.Lag(), 2*time.Second, "%s: behind its server's binlog end by its last event's age", s.Name)
 		assert.Equal(t, int64(10), s.Status.Checkpoint.EventsApplied)
@@ -189,7 +189,7 @@ func TestReadSourcesTemplate(t *testing.T) {
 	require.Len(t, a.Templates, 1)
 	tpl := a.Templates[0]
 	require.Equal(t, view.Counts{Held: 10, Used: 1, Expired: 1}, tpl.Counts)
-	require.Equal(t, []string{"east", "west"}, tpl.Names())
+	require.Equal(t, []string{"east", "west"}, tpl.Sources)
 	require.Equal(t, []string{"north"}, tpl.Left)
 	require.Equal(t, view.Counts{Held: 5, Expired: 1}, tpl.Parts[1].Counts)
 	require.Equal(t, []view.Channel{{Name: "0", Counts: view.Counts{Held: 8, Used: 1, Expired: 1}}, {Name: "1", Counts: view.Counts{Held: 2}}}, tpl.Channels)

@@ -25,6 +25,7 @@ func sumPairs(srcs []SourceStatus, left []string) []SourcesPair {
 			sum.HasQuota = addCounts(&sum.Counts, sum.HasQuota, p.Counts, p.HasQuota)
 			sum.PastEnd += p.PastEnd
 			sum.Parts = append(sum.Parts, PairPart{Source: s.Name, PairStatus: p})
+			sum.Sources = append(sum.Sources, s.Name)
 		}
 	}
 	out := make([]SourcesPair, 0, len(sums))
@@ -57,6 +58,7 @@ func sumTemplate(id int64, parts []TemplatePart, left []string) SourcesTemplate 
 	budgets := map[string]bool{}
 	var budgetNotes []string
 	for _, p := range parts {
+		t.Sources = append(t.Sources, p.Source)
 		if p.Found {
 			if !t.Found {
 				t.Found, t.Name, t.Budget, t.HasBudget = true, p.Name, p.Budget, p.HasBudget

@@ -60,7 +60,7 @@ func printSourcesStatus(ctx context.Context, m *canal.Mapping, template int64, a
 	ps := make([]inventory.PairStatus, len(a.Pairs))
 	in := make([]string, len(a.Pairs))
 	for i, p := range a.Pairs {
-		ps[i], in[i] = p.PairStatus, sourcesText(p.Names(), p.Left)
+		ps[i], in[i] = p.PairStatus, sourcesText(p.Sources, p.Left)
 	}
 	if err := printPairs(stdout, ps, in); err != nil {
 		return err
@@ -68,7 +68,7 @@ func printSourcesStatus(ctx context.Context, m *canal.Mapping, template int64, a
 	ts := make([]view.Template, len(a.Templates))
 	in = make([]string, len(a.Templates))
 	for i, t := range a.Templates {
-		ts[i], in[i] = t.Template, sourcesText(t.Names(), t.Left)
+		ts[i], in[i] = t.Template, sourcesText(t.Sources, t.Left)
 	}
 	if err := printLegacyTemplates(stdout, ts, in); err != nil {
 		return err
@@ -175,7 +175,7 @@ func printSourcesTemplate(stdout io.Writer, a inventory.Across) error {
 		return err
 	}
 	printDiffers(stdout, a.Templates)
-	fmt.Fprintf(stdout, "\nper source: %s\n", sourcesText(t.Names(), t.Left))
+	fmt.Fprintf(stdout, "\nper source: %s\n", sourcesText(t.Sources, t.Left))
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "  source\tbudget\theld\tused\texpired\treturned\treleased\tfrozen\tchannels")
 	for _, p := range t.Parts {

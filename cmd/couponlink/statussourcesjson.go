@@ -68,7 +68,7 @@ func (s summedTemplateJSON) MarshalJSON() ([]byte, error) {
 		LeftOut  []string          `json:"left_out,omitempty"`
 		Differ   string            `json:"differ,omitempty"`
 		Parts    []json.RawMessage `json:"parts"`
-	}{t.Names(), t.Complete(), t.Left, t.Differ, parts})
+	}{t.Sources, t.Complete(), t.Left, t.Differ, parts})
 }
 
 // sourcesTemplateJSON is `couponlink status -template N -json` with
@@ -147,7 +147,7 @@ func sourcesJSON(srcs []inventory.SourceStatus) []sourceJSON {
 func sourcesJSONOf(a inventory.Across) sourcesStatusJSON {
 	v := sourcesStatusJSON{Sources: sourcesJSON(a.Sources), Complete: a.Complete(), LeftOut: a.Left(), Pairs: []summedPairJSON{}}
 	for _, p := range a.Pairs {
-		pj := summedPairJSON{pairJSON: pairJSONOf(p.PairStatus), Sources: p.Names(), Complete: p.Complete(), LeftOut: p.Left}
+		pj := summedPairJSON{pairJSON: pairJSONOf(p.PairStatus), Sources: p.Sources, Complete: p.Complete(), LeftOut: p.Left}
 		for _, part := range p.Parts {
 			pj.Parts = append(pj.Parts, pairPartJSON{Source: part.Source, pairJSON: pairJSONOf(part.PairStatus)})
 		}
