@@ -74,6 +74,9 @@ func (a Across) Complete() bool { return len(a.Left()) == 0 }
 
 // AllDown reports whether no source answered at all.
 func (a Across) AllDown() bool {
+	if len(a.Sources) == 0 {
+		return false
+	}
 	for _, s := range a.Sources {
 		if s.State != SourceDown {
 			return false

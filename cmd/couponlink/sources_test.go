@@ -166,6 +166,15 @@ func TestStatusAcrossSources(t *testing.T) {
 	states := one["source_states"].([]any)
 	assert.Equal(t, []any{"up", "down"}, []any{states[0].(map[string]any)["state"], states[1].(map[string]any)["state"]})
 
+	code, out, errs = cli(t, "status", "-mapping", s.mapping, "-template", "99")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, out, "source west is down: the sums below leave out its coupons\n", "template 99 might be on west")
+	assert.Equal(t, "couponlink status: template 99 does not exist\n", errs)
+	code, out, errs = cli(t, "migrate", "-mapping", s.mapping)
+	assert.Equal(t, 1, code)
+	assert.Regexp(t, `^source east: database couponlink is at schema version \d+, nothing to apply\nsource west: .*connection refused`, out)
+	assert.Equal(t, "couponlink migrate: 1 source not migrated: west (see above)\n", errs)
+
 	// every source down
 	s.east.maria.Stop(syscall.SIGKILL)
 	code, out, errs = cli(t, "status", "-mapping", s.mapping)

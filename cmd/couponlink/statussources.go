@@ -44,6 +44,9 @@ func printSourcesStatus(ctx context.Context, m *canal.Mapping, template int64, a
 		return errors.Join(err, errAllDown(a))
 	}
 	if err != nil {
+		if !a.Complete() && !asJSON {
+			_ = printSources(stdout, a) // a template not found may be on a source left out
+		}
 		return err
 	}
 	switch {
