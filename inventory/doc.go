@@ -6,7 +6,8 @@
 // snapshot of the source tables and every query on them (Source), the
 // checkpoint and the counters as the cdc left them, the derived and the
 // live view of a template that the API shows, what `couponlink status`
-// prints, and the Redis key scheme and modes. It never writes: package
+// prints (summed over a mapping's sources, each source read on its own
+// server: sources.go), and the Redis key scheme and modes. It never writes: package
 // sink writes the counters, the checkpoint and couponlink's Redis keys;
 // the reconciler, the API, status and the tests read them through here.
 package inventory

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -37,9 +38,11 @@ func runMappingCheck(ctx context.Context, args []string, stdout, stderr io.Write
 		"the tables, columns and binlog settings the cdc checks at start; the mapped columns' types (ids, codes, budgets, limits and "+
 		"counts integer; end times DATETIME or TIMESTAMP); nullable status or template columns (undecodable rows are possible: a warning); "+
 		"the indexes the checks' queries need (missing: a warning with the CREATE INDEX to add). Prints what each role maps to and which "+
-		"checks are on, and which are off because the shop lacks the data. Exit code 1 on errors, 0 with warnings only.", stderr)
+		"checks are on, and which are off because the shop lacks the data. With a mapping naming several sources, checks each source "+
+		"on its own server (its DSN, its tables) and reports each. Exit code 1 on errors, 0 with warnings only.", stderr)
 	dsn := f.dsn()
 	path := f.string("mapping", "COUPONLINK_MAPPING", "", "YAML mapping of the legacy schema to check (empty: couponlink's reference schema)")
+	source := f.string("source", "COUPONLINK_SOURCE", "", "with a mapping of several sources: check this source only (default: every source)")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -52,15 +55,13 @@ func runMappingCheck(ctx context.Context, args []string, stdout, stderr io.Write
 			return exitCode(1)
 		}
 	}
-	db, err := openMySQL(*dsn, 2)
-	if err != nil {
-		return err
+	if m.HasSources() {
+		return checkSources(ctx, m, *path, *source, stdout, stderr)
 	}
-	defer db.Close()
-	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("connect to MySQL: %w", err)
+	if *source != "" {
+		return errors.New("-source needs a -mapping that names sources")
 	}
-	r, err := m.Inspect(ctx, db)
+	r, err := inspectOn(ctx, m, *dsn)
 	if err != nil {
 		return err
 	}
@@ -71,6 +72,55 @@ func runMappingCheck(ctx context.Context, args []string, stdout, stderr io.Write
 	printCheckReport(stdout, name, r)
 	if !r.OK() {
 		fmt.Fprintf(stderr, "couponlink mapping check: %s in %s (see above)\n", plural(len(r.Errors), "error"), name)
+		return exitCode(1)
+	}
+	return nil
+}
+
+// inspectOn checks m against the server of dsn (canal.Mapping.Inspect).
+func inspectOn(ctx context.Context, m *canal.Mapping, dsn string) (*canal.CheckReport, error) {
+	db, err := openMySQL(dsn, 2)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("connect to MySQL: %w", err)
+	}
+	return m.Inspect(ctx, db)
+}
+
+// checkSources checks each source of m (or the named one) on its own
+// server, with its own tables, and reports each; exit code 1 when a
+// source has errors or cannot be reached.
+func checkSources(ctx context.Context, m *canal.Mapping, path, source string, stdout, stderr io.Writer) error {
+	names := m.SourceNames()
+	if source != "" {
+		names = []string{source}
+	}
+	var bad []string
+	for i, name := range names {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		label := fmt.Sprintf("%s, source %s", path, name)
+		sm, dsn, err := m.OneSource(name)
+		var r *canal.CheckReport
+		if err == nil {
+			r, err = inspectOn(ctx, sm, dsn)
+		}
+		if err != nil {
+			fmt.Fprintf(stdout, "mapping %s\n\nerrors\n  - cannot check this source: %v\n", label, err)
+			bad = append(bad, fmt.Sprintf("source %s not checked", name))
+			continue
+		}
+		printCheckReport(stdout, label, r)
+		if !r.OK() {
+			bad = append(bad, fmt.Sprintf("%s in source %s", plural(len(r.Errors), "error"), name))
+		}
+	}
+	if len(bad) > 0 {
+		fmt.Fprintf(stderr, "couponlink mapping check: %s of %s (see above)\n", strings.Join(bad, ", "), path)
 		return exitCode(1)
 	}
 	return nil

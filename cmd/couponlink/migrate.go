@@ -2,29 +2,68 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/couponlink/couponlink/migrations"
 )
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("migrate", "Creates the database named in the DSN when it is missing and applies every schema migration not yet applied (golang-migrate, versions in schema_migrations).", stderr)
+	f := newFlags("migrate", "Creates the database named in the DSN when it is missing and applies every schema migration not yet applied (golang-migrate, versions in schema_migrations). "+
+		"With a -mapping naming several sources, does so on every source's server, in the database of the source's DSN (or on -source's only), one line per source.", stderr)
 	dsn := f.dsn()
+	mappingFile := f.string("mapping", "COUPONLINK_MAPPING", "", "YAML mapping of a legacy schema; when it names sources, migrate each source's server instead of -dsn's")
+	source := f.string("source", "COUPONLINK_SOURCE", "", "with a mapping of several sources: migrate this source's server only (default: every source)")
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	res, err := migrations.Up(*dsn)
+	m, err := readMapping(*mappingFile)
+	if err != nil {
+		return err
+	}
+	if m == nil || !m.HasSources() {
+		if *source != "" {
+			return errors.New("-source needs a -mapping that names sources")
+		}
+		return migrateOne(stdout, "", *dsn)
+	}
+	names := m.SourceNames()
+	if *source != "" {
+		names = []string{*source}
+	}
+	var failed []string
+	for _, name := range names {
+		_, sourceDSN, err := m.OneSource(name)
+		if err == nil {
+			err = migrateOne(stdout, "source "+name+": ", sourceDSN)
+		}
+		if err != nil {
+			fmt.Fprintf(stdout, "source %s: %v\n", name, err)
+			failed = append(failed, name)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s not migrated: %s (see above)", plural(len(failed), "source"), strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// migrateOne migrates the database of dsn and prints what it did, each
+// line starting with prefix.
+func migrateOne(stdout io.Writer, prefix, dsn string) error {
+	res, err := migrations.Up(dsn)
 	if err != nil {
 		return err
 	}
 	if res.Created {
-		fmt.Fprintf(stdout, "created database %s\n", res.Database)
+		fmt.Fprintf(stdout, "%screated database %s\n", prefix, res.Database)
 	}
 	if res.From == res.To {
-		fmt.Fprintf(stdout, "database %s is at schema version %d, nothing to apply\n", res.Database, res.To)
+		fmt.Fprintf(stdout, "%sdatabase %s is at schema version %d, nothing to apply\n", prefix, res.Database, res.To)
 	} else {
-		fmt.Fprintf(stdout, "database %s migrated from schema version %d to %d\n", res.Database, res.From, res.To)
+		fmt.Fprintf(stdout, "%sdatabase %s migrated from schema version %d to %d\n", prefix, res.Database, res.From, res.To)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -20,18 +21,37 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f := newFlags("status", "Prints where the cdc stands: checkpoint, lag, events applied, anomalies, and per template and channel the derived states. "+
 		"With -mapping (a legacy schema), also each template's name, budget, remaining stock, claimable and end time, and the channels' labels. "+
 		"With -template, prints that template's channels instead: quota, claims, counts, redemption rate and last quota transfer "+
-		"(for a legacy template: its row in the shop's template table and its channels' counts).", stderr)
+		"(for a legacy template: its row in the shop's template table and its channels' counts). "+
+		"With a mapping of several sources, asks every source's server at once: each source's state, checkpoint and lag, then the "+
+		"counts summed over the sources that answered, saying which each sum holds and which it leaves out.", stderr)
 	dsn := f.dsn()
 	name := f.string("name", "COUPONLINK_CDC_NAME", "default", "checkpoint name")
 	mappingFile := f.string("mapping", "COUPONLINK_MAPPING", "", "YAML mapping of the legacy schema the cdc reads (default: the reference schema)")
 	template := f.Int64("template", 0, "print the channels of this template")
 	asJSON := f.bool("json", "", false, "print as JSON: the status (what GET /status of the cdc's ops server answers), or with -template the channels")
+	source := f.string("source", "COUPONLINK_SOURCE", "", "with a mapping of several sources: print this source's status alone, on its server (default: every source, summed)")
+	timeout := f.duration("timeout", "COUPONLINK_STATUS_TIMEOUT", 5*time.Second, "with several sources: how long each source's server may take to answer before it is shown down")
 	if err := f.parse(args); err != nil {
 		return err
 	}
 	m, err := readMapping(*mappingFile)
 	if err != nil {
 		return err
+	}
+	if m == nil && *source != "" {
+		return errors.New("-source needs a -mapping that names sources")
+	}
+	if m != nil && m.HasSources() && *source == "" {
+		return reportDomain(stderr, "status", printSourcesStatus(ctx, m, *template, *asJSON, *timeout, stdout))
+	}
+	if m != nil {
+		var sourceDSN string
+		if m, sourceDSN, err = m.OneSource(*source); err != nil {
+			return err
+		}
+		if *source != "" {
+			*dsn, *name = sourceDSN, *source // the source's server, and its checkpoint
+		}
 	}
 	db, err := openMySQL(*dsn, 2)
 	if err != nil {
@@ -57,10 +77,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	printCheckpoint(stdout, st)
 	fmt.Fprintln(stdout)
-	if err := printPairs(stdout, st); err != nil {
+	if err := printPairs(stdout, st.Pairs, nil); err != nil {
 		return err
 	}
-	return printLegacyTemplates(stdout, st.Templates)
+	return printLegacyTemplates(stdout, st.Templates, nil)
 }
 
 // readMapping loads a legacy mapping file; nil for none (the reference
@@ -119,17 +139,26 @@ func printCheckpoint(stdout io.Writer, st inventory.Status) {
 	printRecentAnomalies(stdout, st.Recent)
 }
 
-// printPairs prints the derived states per template and channel.
-func printPairs(stdout io.Writer, st inventory.Status) error {
+// printPairs prints the derived states per template and channel; with
+// sources (summed over several), each pair's sources in a last column.
+func printPairs(stdout io.Writer, ps []inventory.PairStatus, sources []string) error {
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "template\tchannel\tquota\tclaimable\theld\tused\texpired\treturned\treleased\tfrozen\t")
-	for _, p := range st.Pairs {
+	head := "template\tchannel\tquota\tclaimable\theld\tused\texpired\treturned\treleased\tfrozen\t"
+	if sources != nil {
+		head += "sources\t"
+	}
+	fmt.Fprintln(w, head)
+	for i, p := range ps {
 		quota, claimable := "-", "-"
 		if p.HasQuota {
 			quota, claimable = fmt.Sprint(p.Quota), fmt.Sprint(p.Claimable())
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t\n", p.Template, view.Labelled(p.Channel, p.Label), quota, claimable,
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t", p.Template, view.Labelled(p.Channel, p.Label), quota, claimable,
 			p.Held, p.Used, expiredText(p.Expired, p.PastEnd), p.Returned, p.Released, p.Frozen())
+		if sources != nil {
+			fmt.Fprintf(w, "%s\t", sources[i])
+		}
+		fmt.Fprintln(w)
 	}
 	return w.Flush()
 }

@@ -15,6 +15,16 @@ import (
 // it and GET /status of the cdc's ops server answers: what the table of
 // `couponlink status` shows.
 type statusJSON struct {
+	cdcJSON
+	Pairs []pairJSON `json:"pairs"`
+	// Templates are a legacy mapping's templates (see view.Template).
+	Templates []view.Template `json:"templates,omitempty"`
+}
+
+// cdcJSON is where one cdc stands: its checkpoint, lag, anomalies,
+// webhooks and shards (statusJSON without the inventory; with sources,
+// each source's).
+type cdcJSON struct {
 	Checkpoint     string           `json:"checkpoint"`
 	Found          bool             `json:"found"` // false: the cdc has not run against this database
 	Position       string           `json:"position,omitempty"`
@@ -30,9 +40,6 @@ type statusJSON struct {
 	Anomalies      map[string]int64 `json:"anomalies"`
 	Recent         []anomalyJSON    `json:"recent_anomalies,omitempty"` // newest first
 	Webhooks       webhooksJSON     `json:"webhooks"`
-	Pairs          []pairJSON       `json:"pairs"`
-	// Templates are a legacy mapping's templates (see view.Template).
-	Templates []view.Template `json:"templates,omitempty"`
 	// Shards are a legacy mapping's sharded roles and their tables now.
 	Shards      []shardsJSON `json:"shards,omitempty"`
 	ShardsError string       `json:"shards_error,omitempty"`
@@ -103,10 +110,18 @@ func readStatusJSON(ctx context.Context, db *sql.DB, name string, m *canal.Mappi
 	if err != nil {
 		return statusJSON{}, err
 	}
+	v := statusJSON{cdcJSON: cdcJSONOf(name, st), Pairs: []pairJSON{}, Templates: st.Templates}
+	for _, p := range st.Pairs {
+		v.Pairs = append(v.Pairs, pairJSONOf(p))
+	}
+	return v, nil
+}
+
+// cdcJSONOf is where the named checkpoint stands, as st has it.
+func cdcJSONOf(name string, st inventory.Status) cdcJSON {
 	cp := st.Checkpoint
-	v := statusJSON{Checkpoint: name, Found: st.Found, ServerPosition: st.Server.String(), LagSeconds: st.Lag().Seconds(),
-		Anomalies: st.Anomalies, Pairs: []pairJSON{}, Templates: st.Templates,
-		Webhooks: webhooksJSON{Pending: st.Webhooks["pending"], Delivered: st.Webhooks["delivered"], Dropped: st.Webhooks["dropped"]}}
+	v := cdcJSON{Checkpoint: name, Found: st.Found, ServerPosition: st.Server.String(), LagSeconds: st.Lag().Seconds(),
+		Anomalies: st.Anomalies, Webhooks: webhooksJSON{Pending: st.Webhooks["pending"], Delivered: st.Webhooks["delivered"], Dropped: st.Webhooks["dropped"]}}
 	if st.Webhooks["pending"] > 0 {
 		v.Webhooks.OldestPending = &st.OldestPending
 	}
@@ -124,20 +139,22 @@ func readStatusJSON(ctx context.Context, db *sql.DB, name string, m *canal.Mappi
 		v.Shards = append(v.Shards, shardsJSON{Role: rt.Role, Set: rt.Written, Tables: rt.Tables})
 	}
 	v.ShardsError = st.ShardsError
-	for _, p := range st.Pairs {
-		pj := pairJSON{Template: p.Template, Channel: p.Channel, Label: p.Label, States: view.StatesOf(p.Counts), PastEnd: p.PastEnd}
-		if p.HasQuota {
-			q, c := p.Quota, p.Claimable()
-			pj.Quota, pj.Claimable = &q, &c
-		}
-		v.Pairs = append(v.Pairs, pj)
-	}
 	for _, a := range st.Recent {
 		v.Recent = append(v.Recent, anomalyJSON{ID: a.ID, Kind: a.Kind, Coupon: a.Coupon, Template: a.Template, Channel: a.Channel,
 			FromState: a.FromState, ToState: a.ToState, FromCode: codePtr(a.FromCode), ToCode: codePtr(a.ToCode), Change: a.Change(),
 			Order: a.Order, Detail: a.Detail, At: a.At.UTC()})
 	}
-	return v, nil
+	return v
+}
+
+// pairJSONOf is a channel bucket as JSON.
+func pairJSONOf(p inventory.PairStatus) pairJSON {
+	pj := pairJSON{Template: p.Template, Channel: p.Channel, Label: p.Label, States: view.StatesOf(p.Counts), PastEnd: p.PastEnd}
+	if p.HasQuota {
+		q, c := p.Quota, p.Claimable()
+		pj.Quota, pj.Claimable = &q, &c
+	}
+	return pj
 }
 
 func codePtr(c sql.NullInt64) *int64 {

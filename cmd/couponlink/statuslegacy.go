@@ -18,22 +18,31 @@ import (
 const endNote = "counted as expired here: the campaign's end_time has passed, and the shop never writes EXPIRED"
 
 // printLegacyTemplates prints a legacy mapping's templates: the shop's
-// row of each beside its counters.
-func printLegacyTemplates(stdout io.Writer, ts []view.Template) error {
+// row of each beside its counters; with sources (summed over several),
+// each template's sources in a last column.
+func printLegacyTemplates(stdout io.Writer, ts []view.Template, sources []string) error {
 	if len(ts) == 0 {
 		return nil
 	}
 	fmt.Fprintln(stdout)
 	w := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "template\tname\tbudget\tremaining\tclaimable\theld\tused\texpired\treturned\treleased\tfrozen\tper-user limit\tend time")
-	for _, t := range ts {
+	head := "template\tname\tbudget\tremaining\tclaimable\theld\tused\texpired\treturned\treleased\tfrozen\tper-user limit\tend time"
+	if sources != nil {
+		head += "\tsources"
+	}
+	fmt.Fprintln(w, head)
+	for i, t := range ts {
 		name := t.Name
 		if !t.Found {
 			name = "(no row)"
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", t.ID, orDash(name), budgetText(t), remainingText(t.Remaining),
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%s", t.ID, orDash(name), budgetText(t), remainingText(t.Remaining),
 			claimableText(t), t.Held, t.Used, expiredText(t.Expired, t.PastEnd), t.Returned, t.Released, t.Frozen(),
 			limitText(t.PerUserLimit), endText(t))
+		if sources != nil {
+			fmt.Fprintf(w, "\t%s", sources[i])
+		}
+		fmt.Fprintln(w)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -56,6 +65,12 @@ func printLegacyTemplate(ctx context.Context, db *sql.DB, m *canal.Mapping, id i
 	if asJSON {
 		return printJSON(stdout, t)
 	}
+	return printTemplateView(stdout, t)
+}
+
+// printTemplateView prints a legacy template: its row, its counts and
+// its channels.
+func printTemplateView(stdout io.Writer, t view.Template) error {
 	title := fmt.Sprintf("template %d", t.ID)
 	if t.Name != "" {
 		title += fmt.Sprintf(" %q", t.Name)

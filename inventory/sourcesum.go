@@ -1,0 +1,101 @@
+package inventory
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/couponlink/couponlink/inventory/view"
+)
+
+// sumPairs adds up the pairs of the counted sources; left are the sources
+// left out, which every sum names.
+func sumPairs(srcs []SourceStatus, left []string) []SourcesPair {
+	sums := map[Pair]*SourcesPair{}
+	for _, s := range srcs {
+		if !s.Counted() {
+			continue
+		}
+		for _, p := range s.Status.Pairs {
+			sum := sums[p.Pair]
+			if sum == nil {
+				sum = &SourcesPair{PairStatus: PairStatus{Pair: p.Pair, Label: p.Label}, Left: left}
+				sums[p.Pair] = sum
+			}
+			sum.HasQuota = addCounts(&sum.Counts, sum.HasQuota, p.Counts, p.HasQuota)
+			sum.PastEnd += p.PastEnd
+			sum.Parts = append(sum.Parts, PairPart{Source: s.Name, PairStatus: p})
+			sum.Sources = append(sum.Sources, s.Name)
+		}
+	}
+	out := make([]SourcesPair, 0, len(sums))
+	for _, s := range sums {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Pair.Less(out[j].Pair) })
+	return out
+}
+
+// addCounts adds src's counters to dst's. The quota and claimed are a
+// channel bucket's row, not counters: dst keeps its own when it has one
+// (has), else takes src's (srcHas). It returns whether dst has a quota.
+func addCounts(dst *view.Counts, has bool, src view.Counts, srcHas bool) bool {
+	quota, claimed := dst.Quota, dst.Claimed
+	dst.Add(src)
+	dst.Quota, dst.Claimed = quota, claimed
+	if !has && srcHas {
+		dst.Quota, dst.Claimed = src.Quota, src.Claimed
+	}
+	return has || srcHas
+}
+
+// sumTemplate adds up one template's parts (in the mapping's order): the
+// row of the first source that has one, the counters and channels of
+// all, ended when a source's clock says so.
+func sumTemplate(id int64, parts []TemplatePart, left []string) SourcesTemplate {
+	t := SourcesTemplate{Template: view.Template{ID: id}, Parts: parts, Left: left}
+	channels := map[string]*view.Channel{}
+	budgets := map[string]bool{}
+	var budgetNotes []string
+	for _, p := range parts {
+		t.Sources = append(t.Sources, p.Source)
+		if p.Found {
+			if !t.Found {
+				t.Found, t.Name, t.Budget, t.HasBudget = true, p.Name, p.Budget, p.HasBudget
+				t.Remaining, t.PerUserLimit, t.EndTime = p.Remaining, p.PerUserLimit, p.EndTime
+			}
+			b := budgetText(p.Template)
+			budgets[b] = true
+			budgetNotes = append(budgetNotes, fmt.Sprintf("%s on %s", b, p.Source))
+		}
+		t.Ended = t.Ended || p.Ended
+		t.Counts.Add(p.Counts)
+		t.PastEnd += p.PastEnd
+		for _, c := range p.Channels {
+			sum := channels[c.Name]
+			if sum == nil {
+				sum = &view.Channel{Name: c.Name, Label: c.Label}
+				channels[c.Name] = sum
+			}
+			sum.HasQuota = addCounts(&sum.Counts, sum.HasQuota, c.Counts, c.HasQuota)
+			sum.PastEnd += c.PastEnd
+		}
+	}
+	t.Quota, t.Claimed = 0, 0 // the template's bar is its budget, not the buckets' sum
+	if len(budgets) > 1 {
+		t.Differ = "budget " + strings.Join(budgetNotes, ", ")
+	}
+	for _, c := range channels {
+		t.Channels = append(t.Channels, *c)
+	}
+	sort.Slice(t.Channels, func(i, j int) bool { return t.Channels[i].Name < t.Channels[j].Name })
+	return t
+}
+
+// budgetText is a template row's budget, "NULL" for none.
+func budgetText(t view.Template) string {
+	if !t.HasBudget {
+		return "NULL"
+	}
+	return fmt.Sprint(t.Budget)
+}
