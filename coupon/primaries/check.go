@@ -53,8 +53,8 @@ func Check(ctx context.Context, pools []Pool) error {
 	}
 	seen := map[string]string{}
 	for k, p := range pools {
-		if err := checkOne(ctx, p, k, len(pools), latest); err != nil {
-			return fmt.Errorf("primary %s (%d of the list, from 0, of %d): %w", p.Name, k, len(pools), err)
+		if err := p.DB.PingContext(ctx); err != nil {
+			return fmt.Errorf("primary %s: MySQL does not answer: %w", p.Name, err)
 		}
 		id, err := identity(ctx, p.DB)
 		if err != nil {
@@ -64,14 +64,14 @@ func Check(ctx context.Context, pools []Pool) error {
 			return fmt.Errorf("primaries %s and %s are one database (%s): each primary is its own", other, p.Name, id)
 		}
 		seen[id] = p.Name
+		if err := checkOne(ctx, p, k, len(pools), latest); err != nil {
+			return fmt.Errorf("primary %s (%d of the list, from 0, of %d): %w", p.Name, k, len(pools), err)
+		}
 	}
 	return nil
 }
 
 func checkOne(ctx context.Context, p Pool, k, n int, latest uint) error {
-	if err := p.DB.PingContext(ctx); err != nil {
-		return fmt.Errorf("MySQL does not answer: %w", err)
-	}
 	v, dirty, err := migrations.Version(ctx, p.DB)
 	switch {
 	case err != nil:
