@@ -182,7 +182,7 @@ func (e *native) redeemAndRefund(coupons ...int64) {
 // request_id for another batch.
 func (e *native) voidOverBoth(a0, a1 []int64) {
 	t := e.t
-	used := a0[0]                            // redeemed by redeemAndRefund
+	used := a0[0] // redeemed by redeemAndRefund
 	ids := []int64{a1[1], a0[1], used, 1_000_001, 1_000_002, a1[2], a0[2]}
 	batch := map[string]any{"user_coupon_ids": ids, "reason": "fraud ring", "operator": "ops-ann", "request_id": "v-17"}
 	want := []string{"voided", "voided", "illegal_transition", "not_found", "not_found", "voided", "voided"}
