@@ -52,7 +52,7 @@ func Check(ctx context.Context, pools []Pool) error {
 		return err
 	}
 	seen := map[string]string{}
-	for k, p := range pools {
+	for _, p := range pools {
 		if err := p.DB.PingContext(ctx); err != nil {
 			return fmt.Errorf("primary %s: MySQL does not answer: %w", p.Name, err)
 		}
@@ -64,8 +64,22 @@ func Check(ctx context.Context, pools []Pool) error {
 			return fmt.Errorf("primaries %s and %s are one database (%s): each primary is its own", other, p.Name, id)
 		}
 		seen[id] = p.Name
-		if err := checkOne(ctx, p, k, len(pools), latest); err != nil {
-			return fmt.Errorf("primary %s (%d of the list, from 0, of %d): %w", p.Name, k, len(pools), err)
+	}
+	// the id scans read every coupon id once: all primaries at once
+	errs := make([]error, len(pools))
+	var g errgroup.Group
+	for k, p := range pools {
+		g.Go(func() error {
+			if err := checkOne(ctx, p, k, len(pools), latest); err != nil {
+				errs[k] = fmt.Errorf("primary %s (%d of the list, from 0, of %d): %w", p.Name, k, len(pools), err)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	return nil
