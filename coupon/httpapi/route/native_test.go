@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -206,13 +207,30 @@ func (e *native) voidOverBoth(a0, a1 []int64) {
 	for _, id := range []int64{a1[1], a0[1], a1[2], a0[2]} {
 		assert.Equal(t, "RETURNED", e.status(primaries.Owner(id, 2), id))
 	}
-	// the same request_id for another batch: refused whole, on both primaries
-	batch["user_coupon_ids"] = append(ids, a0[3], a1[3])
-	code, body := e.do(request{method: http.MethodPost, path: "/v1/voids", body: string(must(json.Marshal(batch)))})
-	assert.Equal(t, http.StatusConflict, code)
-	assert.Contains(t, string(body), `"idempotency_conflict"`)
-	assert.Equal(t, "AVAILABLE", e.status(0, a0[3]))
-	assert.Equal(t, "AVAILABLE", e.status(1, a1[3]))
+	// the same request_id for another batch, one more coupon on either
+	// primary (so once where the batch was recorded, once elsewhere):
+	// refused whole, nothing written anywhere
+	for _, more := range []int64{a0[3], a1[3]} {
+		batch["user_coupon_ids"] = append(slices.Clone(ids), more)
+		code, body := e.do(request{method: http.MethodPost, path: "/v1/voids", body: string(must(json.Marshal(batch)))})
+		assert.Equal(t, http.StatusConflict, code)
+		assert.Contains(t, string(body), `"idempotency_conflict"`)
+		assert.Equal(t, "AVAILABLE", e.status(primaries.Owner(more, 2), more), "coupon %d", more)
+	}
+	// a batch of one primary's coupon alone, its request_id reused for a
+	// batch over both primaries: refused, and the primary that never saw
+	// the first batch writes nothing. The lone coupon is on the primary
+	// that records the request_id (v-18 on p1, v-19 on p0): a batch sent
+	// only as parts would replay there and void the new coupon elsewhere.
+	for i, alone := range [][]int64{{a1[3], a0[3]}, {a0[4], a1[4]}} {
+		one := map[string]any{"user_coupon_ids": alone[:1], "reason": "r", "operator": "o", "request_id": fmt.Sprint("v-", 18+i)}
+		e.post("/v1/voids", one, http.StatusOK, nil)
+		one["user_coupon_ids"] = alone
+		code, body := e.do(request{method: http.MethodPost, path: "/v1/voids", body: string(must(json.Marshal(one)))})
+		assert.Equal(t, http.StatusConflict, code)
+		assert.Contains(t, string(body), `"idempotency_conflict"`)
+		assert.Equal(t, "AVAILABLE", e.status(primaries.Owner(alone[1], 2), alone[1]))
+	}
 }
 
 // expireOverBoth moves the stores' clock past every coupon's expiry and
