@@ -22,6 +22,7 @@ import (
 	"github.com/couponlink/couponlink/coupon/primaries"
 	"github.com/couponlink/couponlink/internal/cdcenv"
 	"github.com/couponlink/couponlink/internal/mysqlconn"
+	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory/view"
 	"github.com/couponlink/couponlink/migrations"
@@ -150,16 +151,11 @@ func (e *native) count(k int, query string, args ...any) int64 {
 // ids reads one id column of primary k.
 func (e *native) ids(k int, query string, args ...any) []int64 {
 	e.t.Helper()
-	rows, err := e.envs[k].DB.QueryContext(e.ctx, query, args...)
-	require.NoError(e.t, err)
-	defer rows.Close()
 	var out []int64
-	for rows.Next() {
-		var id int64
-		require.NoError(e.t, rows.Scan(&id))
-		out = append(out, id)
-	}
-	require.NoError(e.t, rows.Err())
+	require.NoError(e.t, sqltx.EachRow(e.ctx, e.envs[k].DB, query, args, func(rows *sql.Rows) error {
+		out = append(out, 0)
+		return rows.Scan(&out[len(out)-1])
+	}))
 	return out
 }
 

@@ -25,9 +25,8 @@ import (
 // replay on every primary. The answer lists every coupon's result, from
 // its owner, in the caller's order.
 func (rt *Router) voids(w http.ResponseWriter, r *http.Request) {
-	body, ok := readBody(r)
+	body, ok := rt.read(w, r)
 	if !ok {
-		rt.forward(w, r, 0, nil)
 		return
 	}
 	var b struct {
@@ -143,9 +142,8 @@ func mergeVoids(ids []int64, home int, first *answer, others []*answer, owner fu
 // have coupons due). The first primary gets the body as it came and
 // answers the 400s and 415s a single server gives.
 func (rt *Router) expire(w http.ResponseWriter, r *http.Request) {
-	body, ok := readBody(r)
+	body, ok := rt.read(w, r)
 	if !ok {
-		rt.forward(w, r, 0, nil)
 		return
 	}
 	var b struct {

@@ -9,12 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/coupon/httpapi"
 	"github.com/couponlink/couponlink/coupon/primaries"
+	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/reconcile"
 )
 
 // Templates over two primaries and claims through one API: templates are
@@ -25,7 +29,8 @@ import (
 // void batch over both primaries is answered per coupon in the caller's
 // order, idempotent on replay, and refused whole when its request_id is
 // reused for another batch; an expiry sweep sums both; one cdc per primary
-// keeps that primary's counters and Redis keys equal to its truth.
+// keeps that primary's counters and Redis keys equal to its truth, and one
+// reconciler per primary proves it and fixes a drift on its primary alone.
 func TestNativeOverTwoPrimaries(t *testing.T) {
 	e := newNative(t, 2)
 	tpls := e.placeTemplates()
@@ -46,6 +51,7 @@ func TestNativeOverTwoPrimaries(t *testing.T) {
 		}
 		assert.Equal(t, truth, env.Counters(), "primary %d: inventory_counter differs from its truth", k)
 	}
+	e.reconcileEach(tpls[1])
 	e.sameErrors()
 	// the inventory route reads the owner's counters
 	for _, tpl := range tpls[:2] {
@@ -260,4 +266,36 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// reconcileEach runs one reconciler per primary, each on its own server
+// at its own cdc's checkpoint: both clean; then a drift injected in p1's
+// counters is found and fixed on p1 alone.
+func (e *native) reconcileEach(tpl int64) {
+	t := e.t
+	pass := func(k int) *reconcile.Report {
+		binlog, err := canal.ConfigFromDSN(e.envs[k].DSN)
+		require.NoError(t, err)
+		r, err := reconcile.New(reconcile.Config{DB: e.envs[k].DB, Binlog: binlog, Redis: e.envs[k].RDB, Keys: e.envs[k].Keys,
+			QuietWindow: 100 * time.Millisecond, Logger: testenv.QuietLogger(), Registerer: prometheus.NewRegistry()})
+		require.NoError(t, err)
+		rep, err := r.Pass(e.ctx)
+		require.NoError(t, err)
+		return rep
+	}
+	for k := range e.pools {
+		rep := pass(k)
+		assert.Equal(t, "clean", rep.Status, "p%d: %s", k, rep.Summary())
+		assert.Equal(t, e.count(k, "SELECT COUNT(*) FROM user_coupon"), rep.Coupons, "p%d counts its own coupons", k)
+	}
+	require.Equal(t, 1, primaries.Owner(tpl, 2))
+	_, err := e.envs[1].DB.ExecContext(e.ctx, "UPDATE inventory_counter SET used = used + 3 WHERE template_id = ? AND channel = 'app'", tpl)
+	require.NoError(t, err)
+	assert.Equal(t, "clean", pass(0).Status, "p0 knows nothing of p1's drift")
+	rep := pass(1)
+	assert.Equal(t, "auto_fixed", rep.Status, rep.Summary())
+	require.Len(t, rep.Differences, 1, rep.Summary())
+	assert.Equal(t, tpl, rep.Differences[0].Template)
+	e.envs[1].WaitCheckpoint()
+	assert.Equal(t, e.envs[1].Truth(), e.envs[1].Counters())
 }

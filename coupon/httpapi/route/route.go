@@ -133,9 +133,8 @@ type idFields struct {
 // byBody routes by an id of the body.
 func (rt *Router) byBody(id func(idFields) int64) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, ok := readBody(r)
+		body, ok := rt.read(w, r)
 		if !ok {
-			rt.forward(w, r, 0, nil)
 			return
 		}
 		var b idFields
@@ -169,6 +168,15 @@ func (rt *Router) create(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	rt.forward(w, r, k, nil)
+}
+
+// read reads r's body once (readBody); a body it cannot read goes on to
+// the first primary, and ok is false.
+func (rt *Router) read(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
+	if body, ok = readBody(r); !ok {
+		rt.forward(w, r, 0, nil)
+	}
+	return body, ok
 }
 
 // readBody reads r's body once. ok is false when it is larger than
