@@ -3,10 +3,14 @@
 package migrations
 
 import (
+	"context"
 	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/golang-migrate/migrate/v4"
@@ -96,4 +100,45 @@ func createDatabase(cfg mysql.Config) (bool, error) {
 		return false, fmt.Errorf("create database %s: %w", name, err)
 	}
 	return true, nil
+}
+
+// Latest is the version of the newest embedded migration: the version of a
+// fully migrated database.
+func Latest() (uint, error) {
+	names, err := fs.Glob(files, "*.up.sql")
+	if err != nil {
+		return 0, err
+	}
+	var latest uint
+	for _, n := range names {
+		digits, _, _ := strings.Cut(n, "_")
+		v, err := strconv.ParseUint(digits, 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("migration %s: the name does not start with a version", n)
+		}
+		latest = max(latest, uint(v))
+	}
+	return latest, nil
+}
+
+// Version reads the schema version of the database db is on, as Up left
+// it (golang-migrate's schema_migrations): 0 when it was never migrated.
+func Version(ctx context.Context, db *sql.DB) (version uint, dirty bool, err error) {
+	var found string
+	err = db.QueryRowContext(ctx, `SELECT TABLE_NAME FROM information_schema.TABLES
+		WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'schema_migrations'`).Scan(&found)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("look for schema_migrations: %w", err)
+	}
+	err = db.QueryRowContext(ctx, "SELECT version, dirty FROM schema_migrations LIMIT 1").Scan(&version, &dirty)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	return version, dirty, nil
 }

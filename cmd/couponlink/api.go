@@ -14,12 +14,13 @@ import (
 
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/coupon/httpapi"
-	"github.com/couponlink/couponlink/inventory/view"
 )
 
 func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f := newFlags("api", "Serves the HTTP/JSON write API. It writes MySQL only: one transaction per state change, with its ledger row.", stderr)
 	dsn := f.dsn()
+	list := f.string("primaries", "COUPONLINK_PRIMARIES", "",
+		"YAML file listing several primaries (couponlink-native over several servers; see the README); -dsn is then not used")
 	addr := f.string("addr", "COUPONLINK_API_ADDR", "127.0.0.1:8080", "listen address")
 	tokenOf := f.secret("token", "COUPONLINK_API_TOKEN", "when set, every /v1 route needs Authorization: Bearer <token>")
 	origins := f.string("allowed-origins", "COUPONLINK_API_ALLOWED_ORIGINS", "",
@@ -44,22 +45,18 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("-allowed-origins: %w", err)
 	}
-	db, err := openMySQL(*dsn, *conns)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("connect to MySQL: %w (is it running? run `couponlink migrate` first)", err)
-	}
-	store, err := coupon.New(coupon.Config{DB: db, Logger: log, CombineClaims: *combine, CombineMax: *combineMax})
-	if err != nil {
-		return err
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	api := httpapi.New(httpapi.Config{Store: store, Token: token, AllowedOrigins: allowed, Logger: base, Registerer: reg, Gatherer: reg,
-		Inventory: view.Reader{DB: db, Checkpoint: *cdcName}})
+	build := apiBuild{cfg: httpapi.Config{Token: token, AllowedOrigins: allowed, Logger: base, Registerer: reg, Gatherer: reg},
+		store: coupon.Config{Logger: log, CombineClaims: *combine, CombineMax: *combineMax}, cdcName: *cdcName}
+	api, servers, closeDBs, err := build.handler(ctx, *list, *dsn, *conns)
+	if err != nil {
+		return err
+	}
+	defer closeDBs()
+	if *list != "" {
+		log.Info("api over several primaries", "primaries", len(servers), "list", *list)
+	}
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -73,8 +70,10 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// one group: the server and the expiry sweeper; the first that fails
 	// stops the other, and the database closes only when both returned
 	g, gctx := errgroup.WithContext(ctx)
-	if *sweep > 0 {
-		g.Go(func() error { return api.RunSweeps(gctx, *sweep) })
+	for _, server := range servers {
+		if *sweep > 0 {
+			g.Go(func() error { return server.RunSweeps(gctx, *sweep) })
+		}
 	}
 	g.Go(func() error { return serveHTTP(gctx, srv, ln, *grace, log) })
 	if err := g.Wait(); err != nil {

@@ -44,6 +44,14 @@ func statusOf(code coupon.Code) int {
 	return http.StatusConflict
 }
 
+// WriteError writes e in the API's one error shape, with its HTTP status.
+func WriteError(w http.ResponseWriter, e *coupon.Error) {
+	writeJSON(w, statusOf(e.Code), errorBody{Error: e})
+}
+
+// WriteJSON writes v as the API writes its answers.
+func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -119,7 +119,8 @@ type voidBody struct {
 	RequestID     string  `json:"request_id"`
 }
 
-type voidResponse struct {
+// VoidResponse is the answer of POST /v1/voids.
+type VoidResponse struct {
 	RequestID string              `json:"request_id"`
 	Results   []coupon.VoidResult `json:"results"`
 	Counts    map[string]int      `json:"counts"`
@@ -134,7 +135,7 @@ func (s *Server) void(w http.ResponseWriter, r *http.Request) (int, any, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	resp := voidResponse{RequestID: b.RequestID, Results: results, Counts: map[string]int{}}
+	resp := VoidResponse{RequestID: b.RequestID, Results: results, Counts: map[string]int{}}
 	voided := 0
 	for _, res := range results {
 		resp.Counts[res.Result]++
@@ -150,7 +151,8 @@ type expireBody struct {
 	Limit int `json:"limit"`
 }
 
-type expireResponse struct {
+// ExpireResponse is the answer of POST /v1/expire.
+type ExpireResponse struct {
 	coupon.ExpireResult
 	DurationSeconds float64 `json:"duration_seconds"`
 }
@@ -169,7 +171,7 @@ func (s *Server) expire(w http.ResponseWriter, r *http.Request) (int, any, error
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, expireResponse{ExpireResult: res, DurationSeconds: res.Duration.Seconds()}, nil
+	return http.StatusOK, ExpireResponse{ExpireResult: res, DurationSeconds: res.Duration.Seconds()}, nil
 }
 
 func (s *Server) inventory(w http.ResponseWriter, r *http.Request) (int, any, error) {

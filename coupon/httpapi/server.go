@@ -164,6 +164,11 @@ func (s *Server) route(pattern string, h handlerFunc) {
 	s.allowed[path] = append(s.allowed[path], method)
 }
 
+// Authorized reports whether r may use the routes under /v1: it carries
+// the token, or none is set. A front that routes requests over several
+// servers asks it before it reads a body.
+func (s *Server) Authorized(r *http.Request) bool { return s.authorized(r) }
+
 // authorized reports whether r carries the token, as "Bearer <token>"
 // with the scheme name in any case and one or more spaces (RFC 9110 and
 // RFC 6750).

@@ -6,6 +6,7 @@ package mysqlconn
 import (
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,10 @@ func Open(dsn string, maxConns int) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openConfig(cfg, dsn, maxConns)
+}
+
+func openConfig(cfg *mysql.Config, dsn string, maxConns int) (*sql.DB, error) {
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open MySQL %s: %w", Redact(dsn), err)
@@ -113,4 +118,25 @@ func scrub(msg, dsn string) string {
 		}
 	}
 	return msg
+}
+
+// OpenPrimary is Open for primary k (0-based) of a list of n: every
+// connection of the pool sets auto_increment_increment = n and
+// auto_increment_offset = k + 1, whatever the DSN says, so that every id
+// MySQL gives a row inserted through it satisfies (id - 1) mod n == k (see
+// coupon/primaries).
+func OpenPrimary(dsn string, maxConns, n, k int) (*sql.DB, error) {
+	if n < 1 || k < 0 || k >= n || n > 65535 {
+		return nil, fmt.Errorf("primary %d of %d: want 0 <= k < n <= 65535", k, n)
+	}
+	cfg, err := Config(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["auto_increment_increment"] = strconv.Itoa(n)
+	cfg.Params["auto_increment_offset"] = strconv.Itoa(k + 1)
+	return openConfig(cfg, dsn, maxConns)
 }
