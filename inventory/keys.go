@@ -13,8 +13,12 @@ import (
 //	<prefix>stock:{<template>}:<channel>   claimable of one channel bucket
 //	<prefix>stock:{<template>}             claimable of the template
 //	<prefix>stamp:{<template>}             hash: field per key -> binlog stamp of its value
-//	<prefix>epoch                          present while Redis holds a full copy
-type Keys struct{ Prefix string }
+//	<prefix>epoch[:<owner>]                present while Redis holds a full copy
+//
+// Owner names the cdc whose full copy an epoch marker stands for, when
+// several cdcs share a prefix (one per primary, each with its own
+// templates): each must see its own marker gone after a flush.
+type Keys struct{ Prefix, Owner string }
 
 // Stock is the key of one channel bucket's claimable count.
 func (k Keys) Stock(template int64, channel string) string {
@@ -31,8 +35,14 @@ func (k Keys) Stamps(template int64) string {
 	return k.Prefix + "stamp:{" + strconv.FormatInt(template, 10) + "}"
 }
 
-// Epoch marks a Redis that holds couponlink's full copy; a flush removes it.
-func (k Keys) Epoch() string { return k.Prefix + "epoch" }
+// Epoch marks a Redis that holds couponlink's full copy (of the Owner's
+// templates); a flush removes it.
+func (k Keys) Epoch() string {
+	if k.Owner == "" {
+		return k.Prefix + "epoch"
+	}
+	return k.Prefix + "epoch:" + k.Owner
+}
 
 // Stamp orders binlog positions of one server: file number and offset.
 func Stamp(p canal.Position) int64 {

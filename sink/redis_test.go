@@ -2,12 +2,14 @@ package sink_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/internal/cdctest"
+	"github.com/couponlink/couponlink/sink"
 )
 
 // Redis is a loseable accelerator (invariant 4): a FLUSHALL mid-workload,
@@ -69,4 +71,31 @@ func TestRedisFlushAndRestart(t *testing.T) {
 	e.AssertRedis()
 	cdctest.WaitFor(t, 30*time.Second, "redis_behind_batches back to 0", func() bool { return behind() == 0 })
 	e.assertTruth(true)
+}
+
+// Two cdcs of two primaries (here two databases) share a key prefix, each
+// with its own checkpoint name and its own templates: after the prefix's
+// keys are flushed, each sees its own full-copy marker gone and rebuilds
+// its own templates' keys (one marker for both would let only the first
+// one rebuild).
+func TestSharedPrefixEachRebuilds(t *testing.T) {
+	a, b := newEnv(t), newEnv(t)
+	b.Keys = a.Keys
+	_, err := b.DB.Exec("ALTER TABLE coupon_template AUTO_INCREMENT = 1000") // the primaries' ids do not meet
+	require.NoError(t, err)
+	for i, e := range []*env{a, b} {
+		e.Checkpoint = fmt.Sprint("p", i)
+		w := &claimer{e: e, tpl: e.Template(map[string]int64{"app": 100, "web": 100, "sms": 100}, time.Hour)}
+		w.claim(7)
+		e.StartCDC(nil, func(cfg *sink.Config, _ *sink.Daemon) { cfg.Name = e.Checkpoint })
+	}
+	for _, e := range []*env{a, b} {
+		e.Settle()
+	}
+	keys := a.PrefixKeys()
+	require.NotEmpty(t, keys)
+	require.NoError(t, a.RDB.Del(context.Background(), keys...).Err()) // a FLUSHALL of the shared prefix
+	for _, e := range []*env{a, b} {
+		e.AssertRedis()
+	}
 }

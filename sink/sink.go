@@ -70,7 +70,11 @@ func New(cfg Config) (*Sink, error) {
 		pending: map[int64][]pendingUse{}, pendingDirty: map[redemptionKey]bool{}, active: map[int64]time.Time{},
 		releasePolicy: map[int64]bool{}, peers: newPeers(cfg.Peers)}
 	if cfg.Redis != nil && cfg.RedisMode == inventory.RedisOwner {
-		s.redis = &stock{rdb: cfg.Redis, keys: cfg.Keys, dirty: true}
+		keys := cfg.Keys
+		if cfg.Name != "default" {
+			keys.Owner = cfg.Name // cdcs of several primaries may share a prefix: a marker each
+		}
+		s.redis = &stock{rdb: cfg.Redis, keys: keys, dirty: true}
 	}
 	if err := s.newChores(); err != nil {
 		return nil, err

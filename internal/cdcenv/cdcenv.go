@@ -36,6 +36,9 @@ type Env struct {
 	Keys   inventory.Keys
 	Store  *coupon.Store
 	CDC    *CDC // the last one started
+	// Checkpoint is the name of the cdc's checkpoint the waits read;
+	// "default" unless the test names its cdc otherwise.
+	Checkpoint string
 }
 
 // New makes a migrated database of the test's own and a key prefix on the
@@ -54,7 +57,7 @@ func On(t *testing.T, db *sql.DB, dsn string) *Env {
 	require.NoError(t, err)
 	rdb := testenv.Redis(t)
 	e := &Env{T: t, Ctx: context.Background(), DB: db, DSN: dsn, RDB: rdb,
-		Keys: inventory.Keys{Prefix: testenv.KeyPrefix(t)}, Store: store}
+		Keys: inventory.Keys{Prefix: testenv.KeyPrefix(t)}, Store: store, Checkpoint: "default"}
 	require.NoError(t, db.QueryRow("SELECT DATABASE()").Scan(&e.DBName))
 	t.Cleanup(func() {
 		// the shared Redis (a test may have pointed RDB at another): this test's keys only
@@ -142,7 +145,7 @@ func (e *Env) WaitCheckpointOnce() canal.Position {
 	require.NoError(e.T, err)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		cp, found, err := inventory.LoadCheckpoint(e.Ctx, e.DB, "default")
+		cp, found, err := inventory.LoadCheckpoint(e.Ctx, e.DB, e.Checkpoint)
 		require.NoError(e.T, err)
 		if found && cp.Pos.File != "" && cp.Pos.Compare(target) >= 0 {
 			return cp.Pos
