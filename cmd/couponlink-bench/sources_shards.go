@@ -83,7 +83,8 @@ func measureShardStarts(ctx context.Context, cfg config, e *env, log *slog.Logge
 	return out, nil
 }
 
-// parseShards reads -sources-shards: table counts of at least 1, ascending.
+// parseShards reads -sources-shards: table counts of 1 to 4096, sorted,
+// each once.
 func parseShards(s string) ([]int, error) {
 	var out []int
 	for _, f := range listFields(s) {
@@ -91,14 +92,12 @@ func parseShards(s string) ([]int, error) {
 		if err != nil || n < 1 || n > 4096 {
 			return nil, fmt.Errorf("-sources-shards: %q is not a table count (1..4096)", f)
 		}
-		if !slices.Contains(out, n) {
-			out = append(out, n)
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("-sources-shards: name at least one table count")
+		out = append(out, n)
 	}
 	slices.Sort(out)
+	if out = slices.Compact(out); len(out) == 0 {
+		return nil, errors.New("-sources-shards: name at least one table count")
+	}
 	return out, nil
 }
 
