@@ -165,10 +165,10 @@ func upServerB(cfg config, log *slog.Logger) (*env, error) {
 	}
 	b := &env{repo: cfg.repo, dir: dir, keep: cfg.keepServers, info: map[string]string{}}
 	if b.mysqlPort, err = freePort(); err != nil {
-		return nil, err
+		return b, err
 	}
 	if b.redisPort, err = freePort(); err != nil {
-		return nil, err
+		return b, err
 	}
 	log.Info("starting the second private MariaDB (sources phase)", "dir", b.dir, "mysql_port", b.mysqlPort)
 	b.servers = true
