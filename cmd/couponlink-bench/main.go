@@ -12,7 +12,7 @@
 //
 // Usage, from the repository root:
 //
-//	make bench                                # defaults: about 6 minutes on 2 cores
+//	make bench                                # defaults: about 8 minutes on 2 cores
 //	go run ./cmd/couponlink-bench -quick      # ~1 minute, small sizes
 //	go run ./cmd/couponlink-bench -smoke      # every row at tiny sizes, ≤ 30 s (make test runs it)
 //	go run ./cmd/couponlink-bench -phases sources   # only phase 6 (1 vs 2 sources, shard start-up)
@@ -72,13 +72,15 @@
 //     or EXPIRED): all on the bench's server (1 source), or half there and
 //     half on a second private MariaDB (2 sources: a mapping with
 //     sources:, one `couponlink cdc -source NAME` per server, each with
-//     its counters in its own database). Each cdc is bootstrapped and
-//     stopped before its case's rows are written, so it reads only its
-//     range. Timed: the one-source cdc to its end; both source cdcs
-//     started together, to the slower one's end; then a no-op reader over
-//     each cdc's range. The counters of each case must equal a GROUP BY
-//     of its tables (summed over both servers). -phases sources runs this
-//     phase alone.
+//     its counters in its own database). Each cdc is brought to its
+//     server's end (the first time: bootstrapped) and stopped before its
+//     case's rows are written, so it reads only its range. Timed, for each
+//     of -sources-reps repetitions over new rows: the one-source cdc to its
+//     end; both source cdcs started together, to the slower one's end;
+//     then a no-op reader over each cdc's range. The counters of each case
+//     must equal a GROUP BY of its tables (summed over both servers). Then
+//     the cdc's start-up time and RSS on empty shops of -sources-shards
+//     tables. -phases sources runs this phase alone.
 //
 // Every row also says where the time went: CPU per row or per request of
 // this process, of MariaDB and of the couponlink binary; the server's
