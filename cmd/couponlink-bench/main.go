@@ -236,7 +236,7 @@ func (c *config) finish(l listFlags) error {
 		c.lagDuration, c.steadyDuration, c.apiDuration = time.Second, time.Second, time.Second
 		c.redeemPool, c.writers, c.clients = 5_000, 16, 32
 		l.recRows = "10000,50000"
-		c.sourcesRows, c.sourcesReps, l.shards = 2_000, 1, "4,16"
+		c.sourcesRows, c.sourcesReps, l.shards = 2_000, 1, "4,8"
 	}
 	var err error
 	if c.modes, err = parseModes(l.modes); err != nil {

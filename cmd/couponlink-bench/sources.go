@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -77,6 +78,7 @@ type sourcesResult struct {
 	twoVerify string
 	bPort     int
 	shards    []shardStarts
+	steady    sourceSteady
 }
 
 func (s *sourcesResult) all() []*srcCDC { return append([]*srcCDC{s.one}, s.two...) }
@@ -106,6 +108,11 @@ func runSources(ctx context.Context, cfg config, e *env, sb *serverB, log *slog.
 		res.reps = append(res.reps, res.cur)
 		res.cur = sourcesRep{}
 	}
+	if res.steady, err = measureSteady(ctx, cfg, res.one, int64(cfg.sourcesReps)*int64(res.rows)+1); err != nil {
+		return nil, fmt.Errorf("one-source cdc in steady state: %w", err)
+	}
+	log.Info("one-source cdc in steady state", "rows_per_s", int(float64(res.steady.rows)/res.steady.load.took.Seconds()),
+		"cpu_per_row", res.steady.cpuPerRow(), "errors", res.steady.errors)
 	if res.oneVerify, err = verifyShop(ctx, "1 source", []*srcCDC{res.one}); err != nil {
 		return nil, err
 	}
@@ -360,8 +367,12 @@ func runTo(ctx context.Context, cfg config, e *env, cdcs []*srcCDC, timed bool) 
 		return 0, err
 	}
 	wall := time.Since(t0)
+	var wg sync.WaitGroup
+	for _, ch := range children {
+		wg.Go(ch.stop)
+	}
+	wg.Wait()
 	for i, c := range cdcs {
-		children[i].stop()
 		c.startup, c.mode = startupOf(children[i], children[i].started)
 		events, _, err := readCheckpointOf(ctx, c.srv.db, c.checkpoints(), c.name)
 		if err != nil {

@@ -60,6 +60,7 @@ func (r *Report) sources(cfg config, s *sourcesResult) {
 				us(c.cpuPerRow()), 100*float64(c.cpuPerRow())*1000/float64(time.Second), us(c.noop.perRow), mib(c.rss)),
 		})
 	}
+	r.steadyRow(cfg, s.steady)
 	r.shardRow(cfg, s.shards)
 	r.Notes = append(r.Notes, "After the sources phase: "+s.oneVerify+"; "+s.twoVerify)
 	r.check("after the sources phase (1 source)", s.oneVerify)

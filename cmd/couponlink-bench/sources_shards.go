@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/migrations"
 )
 
@@ -45,25 +46,27 @@ func (s shardStarts) startup() time.Duration {
 }
 
 // measureShardStarts creates, per size n, a shop of n empty user_coupon
-// tables (shop_wN) and couponlink's database cl_wN on e's server, boots a
-// cdc on it, then starts it shardRestarts more times from its checkpoint.
+// tables (shop_wN) on e's server, boots a cdc on it (source wN, its
+// checkpoint in couponlink's database cl_w, shared by the sizes), then
+// starts it shardRestarts more times from its checkpoint.
 func measureShardStarts(ctx context.Context, cfg config, e *env, log *slog.Logger) ([]shardStarts, error) {
+	const cl = "cl_w"
+	if _, err := migrations.Up(shopDSN(cfg, e, cl)); err != nil {
+		return nil, fmt.Errorf("migrate %s: %w", cl, err)
+	}
 	var out []shardStarts
 	for _, n := range cfg.sourcesShards {
-		schema, cl := fmt.Sprintf("shop_w%d", n), fmt.Sprintf("cl_w%d", n)
+		schema, name := fmt.Sprintf("shop_w%d", n), fmt.Sprintf("w%d", n)
 		t0 := time.Now()
 		if err := createShop(ctx, e.db, schema, n); err != nil {
 			return nil, err
 		}
-		if _, err := migrations.Up(shopDSN(cfg, e, cl)); err != nil {
-			return nil, fmt.Errorf("migrate %s: %w", cl, err)
-		}
-		path, err := writeShopMapping(e.dir, schema+".yaml", schema, n, []shopSource{{name: "w", dsn: shopDSN(cfg, e, cl)}})
+		path, err := writeShopMapping(e.dir, schema+".yaml", schema, n, []shopSource{{name: name, dsn: shopDSN(cfg, e, cl)}})
 		if err != nil {
 			return nil, err
 		}
 		setup := time.Since(t0)
-		c := &srcCDC{name: "w", srv: e, clDB: cl, shop: schema, mapping: path}
+		c := &srcCDC{name: name, srv: e, clDB: cl, shop: schema, mapping: path}
 		st := shardStarts{shards: n}
 		if _, err := runTo(ctx, cfg, e, []*srcCDC{c}, false); err != nil {
 			return nil, fmt.Errorf("bootstrap on %d shard tables: %w", n, err)
@@ -134,4 +137,94 @@ func durs(ds []time.Duration) string {
 		xs = append(xs, d.Seconds())
 	}
 	return floats(xs, "%.2f s")
+}
+
+// sourceSteady is the one-source cdc following a paced load of 1-row
+// transactions on its shop: what it costs per row in steady state.
+type sourceSteady struct {
+	load     pacedLoad
+	rows     int64         // row changes it applied over the load
+	cpu      time.Duration // its CPU over the load and until its checkpoint reached the end
+	rss      int64
+	wanted   int
+	errors   int64
+	firstErr error
+}
+
+func (s sourceSteady) cpuPerRow() time.Duration {
+	if s.rows == 0 {
+		return 0
+	}
+	return s.cpu / time.Duration(s.rows)
+}
+
+// measureSteady runs the one-source cdc (caught up first) while
+// -writers write 1-row transactions into its shop at 1,000/s for
+// -steady-duration (3 in 5 an INSERT, the others an UPDATE to USED of a
+// coupon inserted 3 jobs before), and reads its CPU time around it.
+func measureSteady(ctx context.Context, cfg config, c *srcCDC, base int64) (sourceSteady, error) {
+	const rate = 1000
+	st := sourceSteady{wanted: rate}
+	end, err := canal.CurrentPosition(ctx, c.srv.db)
+	if err != nil {
+		return st, err
+	}
+	ch, err := startSourceCDC(cfg, c.srv, c, "steady")
+	if err != nil {
+		return st, err
+	}
+	defer ch.stop()
+	if err := waitCheckpointOf(ctx, c.srv.db, c.checkpoints(), c.name, ch, end, 5*time.Minute); err != nil {
+		return st, err
+	}
+	ev0, _, err := readCheckpointOf(ctx, c.srv.db, c.checkpoints(), c.name)
+	if err != nil {
+		return st, err
+	}
+	cpu0 := procCPU(ch.pid())
+	st.load = pacedRun(ctx, rate, cfg.steadyDuration, cfg.writers, func(i int) (int64, error) {
+		id, table := base+int64(i), fmt.Sprintf("`%s`.user_coupon_%d", c.shop, i%4)
+		if i%5 >= 3 {
+			id, table = base+int64(i-3), fmt.Sprintf("`%s`.user_coupon_%d", c.shop, (i-3)%4)
+			_, err := c.srv.db.ExecContext(ctx, "UPDATE "+table+" SET state = 1 WHERE id = ? AND state = 0", id)
+			return id, err
+		}
+		_, err := c.srv.db.ExecContext(ctx, "INSERT INTO "+table+" (id, tpl_id, state, uid) VALUES (?, ?, 0, ?)", id, 1+i%shopTemplates, id)
+		return id, err
+	})
+	if end, err = canal.CurrentPosition(ctx, c.srv.db); err != nil {
+		return st, err
+	}
+	if err := waitCheckpointOf(ctx, c.srv.db, c.checkpoints(), c.name, ch, end, time.Minute); err != nil {
+		return st, err
+	}
+	st.cpu = procCPU(ch.pid()) - cpu0
+	st.rss, _, _ = procMem(ch.pid())
+	ev1, _, err := readCheckpointOf(ctx, c.srv.db, c.checkpoints(), c.name)
+	st.rows = ev1 - ev0
+	st.errors, st.firstErr = st.load.errors, st.load.firstErr
+	return st, err
+}
+
+// steadyRow adds the one-source cdc's cost per row in steady state.
+func (r *Report) steadyRow(cfg config, s sourceSteady) {
+	per := s.cpuPerRow()
+	r.add(Row{ID: "7", What: fmt.Sprintf("1 source: `couponlink cdc` CPU in steady state, 1-row transactions at %d/s", s.wanted),
+		Ours: fmt.Sprintf("%s per row (%.1f%% of a core per 1,000 rows/s)", us(per), 100*float64(per)*1000/float64(time.Second)),
+		Peer: "—", Ratio: "—", Target: "report",
+		Settings: fmt.Sprintf("the one-source cdc of the rows above, caught up, then %d writers for %s: 3 in 5 jobs an INSERT of one coupon, the others "+
+			"an UPDATE to USED of the coupon 3 jobs before (autocommit); achieved %.0f tx/s, %d errors%s; %s row changes applied; its CPU (/proc) from the "+
+			"load's start until its checkpoint reached the end: %s; VmRSS then %s",
+			cfg.writers, cfg.steadyDuration, s.load.rate(), s.errors, errText(s.firstErr), count(s.rows), sec(s.cpu), mib(s.rss)),
+	})
+	if cfg.smoke && s.errors > 0 {
+		r.Failures = append(r.Failures, fmt.Sprintf("sources steady state: %d writes failed (first: %v)", s.errors, s.firstErr))
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (first: " + err.Error() + ")"
 }
