@@ -79,8 +79,10 @@
 //     end; both source cdcs started together, to the slower one's end;
 //     then a no-op reader over each cdc's range. The counters of each case
 //     must equal a GROUP BY of its tables (summed over both servers). Then
-//     the cdc's start-up time and RSS on empty shops of -sources-shards
-//     tables. -phases sources runs this phase alone.
+//     the one-source cdc's CPU per row following 1-row transactions at
+//     1,000/s for -steady-duration, and the cdc's start-up time and RSS on
+//     empty shops of -sources-shards tables. -phases sources runs this
+//     phase alone.
 //
 // Every row also says where the time went: CPU per row or per request of
 // this process, of MariaDB and of the couponlink binary; the server's
