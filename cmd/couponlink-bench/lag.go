@@ -36,6 +36,17 @@ func (l pacedLoad) rate() float64 { return float64(len(l.commits)) / l.took.Seco
 // spread over the 40 channels. When the writers fall behind, the rate
 // drops: the achieved rate is what counts.
 func pacedClaims(ctx context.Context, e *env, tpl int64, rate int, d time.Duration, writers int, tag string) pacedLoad {
+	return pacedRun(ctx, rate, d, writers, func(i int) (int64, error) {
+		n := strconv.Itoa(i)
+		c, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: tag + "-" + n, Channel: channel(i), RequestID: tag + "-" + n})
+		return c.UserCouponID, err
+	})
+}
+
+// pacedRun runs job 0, 1, … at rate per second for d from writers
+// goroutines; a job returns the id it committed. When the writers fall
+// behind, the rate drops: the achieved rate is what counts.
+func pacedRun(ctx context.Context, rate int, d time.Duration, writers int, job func(i int) (int64, error)) pacedLoad {
 	jobs := make(chan int, writers)
 	var mu sync.Mutex
 	var out pacedLoad
@@ -46,8 +57,7 @@ func pacedClaims(ctx context.Context, e *env, tpl int64, rate int, d time.Durati
 		wg.Go(func() {
 			var mine []commit
 			for i := range jobs {
-				n := strconv.Itoa(i)
-				c, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: tag + "-" + n, Channel: channel(i), RequestID: tag + "-" + n})
+				id, err := job(i)
 				at := time.Now()
 				if err != nil {
 					if errs.Add(1) == 1 {
@@ -57,7 +67,7 @@ func pacedClaims(ctx context.Context, e *env, tpl int64, rate int, d time.Durati
 					}
 					continue
 				}
-				mine = append(mine, commit{c.UserCouponID, at})
+				mine = append(mine, commit{id, at})
 			}
 			mu.Lock()
 			out.commits = append(out.commits, mine...)

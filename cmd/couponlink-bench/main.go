@@ -12,9 +12,10 @@
 //
 // Usage, from the repository root:
 //
-//	make bench                                # defaults: about 6 minutes on 2 cores
+//	make bench                                # defaults: about 8 minutes on 2 cores
 //	go run ./cmd/couponlink-bench -quick      # ~1 minute, small sizes
 //	go run ./cmd/couponlink-bench -smoke      # every row at tiny sizes, ≤ 30 s (make test runs it)
+//	go run ./cmd/couponlink-bench -phases sources   # only phase 6 (1 vs 2 sources, shard start-up)
 //	go run ./cmd/couponlink-bench -h          # every size and duration
 //
 // A run exits non-zero when a phase fails or a correctness check fails
@@ -64,6 +65,24 @@
 //     snapshot and replay seconds, rows read (Handler_read_next around the
 //     pass), and the growth from the smallest to the largest size. Every
 //     pass must be clean.
+//
+//  6. Sources (row 7): a legacy sharded shop (four user_coupon_{0..3}
+//     tables and a template table, redemption_evidence none) with
+//     -sources-rows row changes (60% 100-row INSERTs, 40% UPDATEs to USED
+//     or EXPIRED): all on the bench's server (1 source), or half there and
+//     half on a second private MariaDB (2 sources: a mapping with
+//     sources:, one `couponlink cdc -source NAME` per server, each with
+//     its counters in its own database). Each cdc is brought to its
+//     server's end (the first time: bootstrapped) and stopped before its
+//     case's rows are written, so it reads only its range. Timed, for each
+//     of -sources-reps repetitions over new rows: the one-source cdc to its
+//     end; both source cdcs started together, to the slower one's end;
+//     then a no-op reader over each cdc's range. The counters of each case
+//     must equal a GROUP BY of its tables (summed over both servers). Then
+//     the one-source cdc's CPU per row following 1-row transactions at
+//     1,000/s for -steady-duration, and the cdc's start-up time and RSS on
+//     empty shops of -sources-shards tables. -phases sources runs this
+//     phase alone.
 //
 // Every row also says where the time went: CPU per row or per request of
 // this process, of MariaDB and of the couponlink binary; the server's
@@ -120,6 +139,10 @@ type config struct {
 	smoke          bool
 	peerTransfer   string
 	recRows        []int64
+	sourcesRows    int
+	sourcesReps    int
+	sourcesShards  []int
+	phases         string
 	stamp          string
 }
 
@@ -154,7 +177,7 @@ func run() int {
 
 // listFlags are the flags read as text, parsed once the presets are in.
 type listFlags struct {
-	modes, rates, level, recRows string
+	modes, rates, level, recRows, shards string
 }
 
 // defineFlags binds every flag to the config and listFlags it returns.
@@ -180,6 +203,10 @@ func defineFlags() (*config, *listFlags) {
 	flag.StringVar(&cfg.dsnParams, "dsn-params", "", "extra go-sql-driver DSN parameters for couponlink's own connections (api, cdc, sink, claim store), e.g. \"writeTimeout=5s\"; couponlink itself always interpolates parameters")
 	flag.BoolVar(&cfg.keepServers, "keep-servers", false, "leave the private servers running at the end (debugging)")
 	flag.StringVar(&l.recRows, "reconcile-rows", "1000000,10000000", "user coupon counts of the reconcile passes (multiples of 1,000; ascending, each seeded on top of the last)")
+	flag.IntVar(&cfg.sourcesRows, "sources-rows", 200_000, "row changes of the sources phase's shop: all on one server, or half on each of two (rounded down to a multiple of 2 × -tx-rows)")
+	flag.IntVar(&cfg.sourcesReps, "sources-reps", 3, "repetitions of the sources phase's pair (1 source, 2 sources), each over new backlogs; the table shows the median")
+	flag.StringVar(&l.shards, "sources-shards", "4,256", "shard table counts of the sources phase's start-up row (`couponlink cdc` on empty shops of that many user_coupon tables)")
+	flag.StringVar(&cfg.phases, "phases", "all", "all: every phase; sources: only the sources phase (its rows alone)")
 	flag.BoolVar(&cfg.quick, "quick", false, "short run (~1 minute): 50k+50k backlog, 3 s runs, reconcile over 100k and 1M")
 	flag.StringVar(&cfg.peerTransfer, "peer-transfer", "", "a go-mysql-transfer binary (wj596/go-mysql-transfer, built by you, never part of this repository): adds the outside peer's catch-up row")
 	flag.BoolVar(&cfg.smoke, "smoke", false, "every row at tiny sizes (≤ 30 s; part of make test): fails on any error or failed check")
@@ -203,6 +230,7 @@ func (c *config) finish(l listFlags) error {
 		c.lagDuration, c.steadyDuration, c.apiDuration = 3*time.Second, 3*time.Second, 3*time.Second
 		c.redeemPool, c.reps = 30_000, 1
 		l.recRows = "100000,1000000"
+		c.sourcesRows, c.sourcesReps, l.shards = 50_000, 1, "4,64"
 	}
 	if c.smoke {
 		c.backlogSingle, c.backlogBatched, c.txRows = 2_000, 2_000, 100
@@ -210,6 +238,7 @@ func (c *config) finish(l listFlags) error {
 		c.lagDuration, c.steadyDuration, c.apiDuration = time.Second, time.Second, time.Second
 		c.redeemPool, c.writers, c.clients = 5_000, 16, 32
 		l.recRows = "10000,50000"
+		c.sourcesRows, c.sourcesReps, l.shards = 2_000, 1, "4,8"
 	}
 	var err error
 	if c.modes, err = parseModes(l.modes); err != nil {
@@ -221,8 +250,17 @@ func (c *config) finish(l listFlags) error {
 	if c.recRows, err = parseRows(l.recRows); err != nil {
 		return err
 	}
+	if c.sourcesShards, err = parseShards(l.shards); err != nil {
+		return err
+	}
 	if c.backlogSingle <= 0 || c.backlogBatched <= 0 || c.txRows <= 0 || c.reps <= 0 || c.clients <= 0 || c.writers <= 0 {
 		return errors.New("sizes, -clients and -writers must be positive")
+	}
+	if c.sourcesRows < 10*c.txRows || c.sourcesReps <= 0 {
+		return fmt.Errorf("-sources-rows must be at least 10 × -tx-rows (%d), -sources-reps positive", 10*c.txRows)
+	}
+	if c.phases != "all" && c.phases != "sources" {
+		return fmt.Errorf("-phases %q: want all or sources", c.phases)
 	}
 	c.stamp = time.Now().Format("20060102-150405")
 	if c.repo, err = filepath.Abs(c.repo); err != nil {
@@ -245,6 +283,8 @@ func (c *config) finish(l listFlags) error {
 // bench runs every phase on private servers and writes the report.
 func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 	start := time.Now()
+	srvB := startServerB(cfg, log) // the sources phase's second server, beside the first
+	defer srvB.close(log)
 	env, err := startEnv(ctx, cfg, log)
 	if env != nil {
 		defer env.close(log)
@@ -253,6 +293,12 @@ func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	rep := newReport(cfg, env)
+	if cfg.phases == "sources" {
+		if err := benchSources(ctx, cfg, env, srvB, rep, log); err != nil {
+			return err
+		}
+		return rep.finish(cfg, start, log)
+	}
 
 	cu, err := runCatchup(ctx, cfg, env, log)
 	if err != nil {
@@ -300,6 +346,9 @@ func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 	for _, st := range steps {
 		rep.check(fmt.Sprintf("after the reconcile passes over %d coupons", st.rows), st.verify)
 	}
+	if err := benchSources(ctx, cfg, env, srvB, rep, log); err != nil {
+		return err
+	}
 	rep.check("after the catch-up runs", cu.verify)
 	rep.check("after the lag runs", check)
 	if cfg.smoke {
@@ -307,12 +356,27 @@ func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 
 	rep.profile(ctx, cfg, cu.profile, log)
-	rep.Duration = time.Since(start).Round(time.Second).String()
-	if err := rep.write(cfg, log); err != nil {
+	return rep.finish(cfg, start, log)
+}
+
+// benchSources runs phase 6 and adds its rows.
+func benchSources(ctx context.Context, cfg config, env *env, srvB *serverB, rep *Report, log *slog.Logger) error {
+	src, err := runSources(ctx, cfg, env, srvB, log)
+	if err != nil {
+		return fmt.Errorf("sources: %w", err)
+	}
+	rep.sources(cfg, src)
+	return nil
+}
+
+// finish writes the report; failed checks fail the run.
+func (r *Report) finish(cfg config, start time.Time, log *slog.Logger) error {
+	r.Duration = time.Since(start).Round(time.Second).String()
+	if err := r.write(cfg, log); err != nil {
 		return err
 	}
-	if len(rep.Failures) > 0 {
-		return fmt.Errorf("%d failed checks: %s", len(rep.Failures), strings.Join(rep.Failures, "; "))
+	if len(r.Failures) > 0 {
+		return fmt.Errorf("%d failed checks: %s", len(r.Failures), strings.Join(r.Failures, "; "))
 	}
 	return nil
 }

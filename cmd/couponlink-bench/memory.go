@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -97,17 +99,24 @@ func (m *memResult) catchUp(ctx context.Context, e *env, c *child, t0 time.Time,
 		return err
 	}
 	m.rows = events1 - events0
-	m.mode = "gtid"
+	m.startup, m.mode = startupOf(c, t0)
+	return nil
+}
+
+// startupOf reads, from the log of a couponlink cdc started at t0, the
+// time to its "tailing the binlog" line (0: not found) and its start mode.
+func startupOf(c *child, t0 time.Time) (time.Duration, string) {
+	mode := "gtid"
 	line := grepLine(c.log, "tailing the binlog")
 	if strings.Contains(line, "file/offset") {
-		m.mode = "file"
+		mode = "file"
 	}
 	if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "time=") {
 		if at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time=")); err == nil && at.After(t0) {
-			m.startup = at.Sub(t0)
+			return at.Sub(t0), mode
 		}
 	}
-	return nil
+	return 0, mode
 }
 
 // steadyState runs claims at 1,000/s for -steady-duration, sampling the
@@ -137,8 +146,17 @@ func (m *memResult) steadyState(ctx context.Context, cfg config, e *env, c *chil
 }
 
 func readCheckpoint(ctx context.Context, e *env) (events int64, pos canal.Position, err error) {
-	err = e.db.QueryRowContext(ctx, `SELECT events_applied, binlog_file, binlog_pos FROM cdc_checkpoint WHERE name = 'default'`).
-		Scan(&events, &pos.File, &pos.Pos)
+	return readCheckpointOf(ctx, e.db, "cdc_checkpoint", "default")
+}
+
+// readCheckpointOf reads the checkpoint of that name in table (e.g.
+// cl_one.cdc_checkpoint); none yet is the zero position.
+func readCheckpointOf(ctx context.Context, db *sql.DB, table, name string) (events int64, pos canal.Position, err error) {
+	err = db.QueryRowContext(ctx, `SELECT events_applied, binlog_file, binlog_pos, gtid_set FROM `+table+` WHERE name = ?`, name).
+		Scan(&events, &pos.File, &pos.Pos, &pos.GTID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, canal.Position{}, nil
+	}
 	if err != nil {
 		err = fmt.Errorf("read checkpoint: %w", err)
 	}
@@ -147,12 +165,18 @@ func readCheckpoint(ctx context.Context, e *env) (events int64, pos canal.Positi
 
 // waitCheckpoint polls the checkpoint until it is at or after target.
 func waitCheckpoint(ctx context.Context, e *env, c *child, target canal.Position, limit time.Duration) error {
+	return waitCheckpointOf(ctx, e.db, "cdc_checkpoint", "default", c, target, limit)
+}
+
+// waitCheckpointOf polls the checkpoint of that name in table until it is
+// at or after target.
+func waitCheckpointOf(ctx context.Context, db *sql.DB, table, name string, c *child, target canal.Position, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		if err := c.exited(); err != nil {
 			return fmt.Errorf("couponlink cdc %w", err)
 		}
-		_, pos, err := readCheckpoint(ctx, e)
+		_, pos, err := readCheckpointOf(ctx, db, table, name)
 		if err != nil {
 			return err
 		}

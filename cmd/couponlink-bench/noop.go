@@ -110,11 +110,12 @@ type readerRun struct {
 	sqlTimes                      string // the sink's statements, timed by kind
 }
 
-// noopConfig is go-mysql's configuration as canal.Tailer builds it.
-func noopConfig(addr string, log *slog.Logger) *gocanal.Config {
+// noopConfig is go-mysql's configuration as canal.Tailer builds it,
+// reading the tables that include matches.
+func noopConfig(addr string, include []string) *gocanal.Config {
 	return &gocanal.Config{
 		Addr: addr, User: "root", Charset: "utf8mb4", ServerID: 1<<20 + rand.Uint32N(1<<30), Flavor: mysql.MariaDBFlavor,
-		IncludeTableRegex: []string{sourceRegex()},
+		IncludeTableRegex: include,
 		ParseTime:         true, TimestampStringLocation: time.UTC,
 		Dialer:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		DisableRetrySync: true,
@@ -138,10 +139,16 @@ func sourceRegex() string {
 // h.exited is closed when the canal stops, with h.runErr; stop closes it
 // and waits (errors after a Close are expected and dropped).
 func startNoop(e *env, h *noopReader, from canal.Position, log *slog.Logger) (stop func(), err error) {
+	h.ucTable = "couponlink.user_coupon"
+	return startNoopOn(e, []string{sourceRegex()}, h, from)
+}
+
+// startNoopOn starts a no-op reader of the tables include matches on e's
+// server (see startNoop).
+func startNoopOn(e *env, include []string, h *noopReader, from canal.Position) (stop func(), err error) {
 	h.done = make(chan struct{})
 	h.exited = make(chan struct{})
-	h.ucTable = "couponlink.user_coupon"
-	c, err := gocanal.NewCanal(noopConfig(fmt.Sprintf("127.0.0.1:%d", e.mysqlPort), log))
+	c, err := gocanal.NewCanal(noopConfig(fmt.Sprintf("127.0.0.1:%d", e.mysqlPort), include))
 	if err != nil {
 		return nil, fmt.Errorf("no-op canal: %w", err)
 	}
@@ -167,9 +174,15 @@ func startNoop(e *env, h *noopReader, from canal.Position, log *slog.Logger) (st
 
 // timeNoop reads [from, to] with a no-op reader.
 func timeNoop(ctx context.Context, e *env, from, to canal.Position, log *slog.Logger) (readerRun, error) {
+	return timeNoopOn(ctx, e, []string{sourceRegex()}, from, to)
+}
+
+// timeNoopOn reads [from, to] of e's server with a no-op reader of the
+// tables include matches.
+func timeNoopOn(ctx context.Context, e *env, include []string, from, to canal.Position) (readerRun, error) {
 	h := &noopReader{target: to}
 	cpu0, db0, t0 := cpuTime(), e.mariadbCPU(), time.Now()
-	stop, err := startNoop(e, h, from, log)
+	stop, err := startNoopOn(e, include, h, from)
 	if err != nil {
 		return readerRun{}, err
 	}
