@@ -14,7 +14,7 @@ run: build
 	@BIN=$(BIN) deploy/local/run.sh
 
 # Start the private servers, run every test, stop the servers (also on failure);
-# then a smoke run of the benchmark program (every row at tiny sizes, ~20 s, on
+# then a smoke run of the benchmark program (every row at tiny sizes, ~1 min, on
 # its own private servers; fails on any error or failed check), so it cannot rot.
 test:
 	@eval "$$($(SERVERS) up)" && \
