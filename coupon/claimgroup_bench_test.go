@@ -16,9 +16,9 @@ func BenchmarkClaimHotBucket(b *testing.B) {
 	for _, combine := range []bool{false, true} {
 		b.Run(fmt.Sprintf("combine=%v", combine), func(b *testing.B) {
 			s, _ := groupStore(b)
-			s.combiner = nil
+			s.claims = nil
 			if combine {
-				s.combiner = newClaimCombiner(256)
+				s.claims = newCombiner[bucketKey](256, &s.claimStats, s.runClaimGroup)
 			}
 			tpl := groupTemplate(b, s, 100_000_000, 1)
 			var seq atomic.Int64
