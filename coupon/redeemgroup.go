@@ -34,7 +34,7 @@ import (
 // are read back by idempotency_key.
 
 // redeemLanes is how many redemption groups of one process may be in
-// flight at once.
+// flight at once (Store.redeemLanes; benchmarks vary it).
 const redeemLanes = 4
 
 // redeemCall is one caller's redemption on its way through the combiner.
@@ -63,7 +63,7 @@ func (s *Store) RedemptionFallbacks() int64 { return s.redeemStats.fallbacks.Loa
 // redeemCombined runs a validated redemption through its lane's combiner.
 func (s *Store) redeemCombined(ctx context.Context, req RedeemRequest) (Redemption, error) {
 	call := &redeemCall{member: newMember(ctx), req: req, key: RedemptionKey(req.OrderID, req.UserCouponID)}
-	if err := s.redemptions.do(int(req.UserCouponID%redeemLanes), call); err != nil {
+	if err := s.redemptions.do(int(req.UserCouponID%int64(s.redeemLanes)), call); err != nil {
 		return Redemption{}, err
 	}
 	if call.solo {

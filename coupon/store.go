@@ -41,6 +41,7 @@ type Store struct {
 
 	claims      *combiner[bucketKey, *claimCall] // nil: every claim on the single path
 	redemptions *combiner[int, *redeemCall]      // nil: every redemption on the single path
+	redeemLanes int
 	claimStats  groupStats
 	redeemStats groupStats
 	groupFault  func(stage string, size int) error // tests: fails or races a group transaction
@@ -63,7 +64,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.CombineMax <= 0 {
 		cfg.CombineMax = 256
 	}
-	s := &Store{db: cfg.DB, now: cfg.Now, log: cfg.Logger, maxAttempts: cfg.MaxAttempts}
+	s := &Store{db: cfg.DB, now: cfg.Now, log: cfg.Logger, maxAttempts: cfg.MaxAttempts, redeemLanes: redeemLanes}
 	if cfg.CombineClaims {
 		s.claims = newCombiner[bucketKey](cfg.CombineMax, &s.claimStats, s.runClaimGroup)
 	}
