@@ -69,7 +69,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
-	if s.combiner != nil {
+	if s.claims != nil {
 		return s.claimCombined(ctx, req, rules)
 	}
 	return s.claimOne(ctx, req, rules)

@@ -14,7 +14,9 @@ import (
 // The group transaction of the claim combiner: the claims of one bucket, in
 // arrival order, answered exactly as the single path would answer them one
 // after the other, with the rows the single path writes (user_claim,
-// user_coupon, channel_quota.claimed).
+// user_coupon, channel_quota.claimed). A request_id twice in a group: the
+// second is answered after the group commits, by the single path, like a
+// retry.
 //
 // It runs at READ COMMITTED so that the locking read of user_claim locks
 // only the rows that exist, no gaps: under REPEATABLE READ the gap locks of
@@ -23,52 +25,9 @@ import (
 // plain INSERT: if another transaction created the row meanwhile, the
 // duplicate key fails the group, which falls back to the single path.
 
-var groupTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-
-// errGroupGuard means the bucket guard refused what the locked read allowed.
-var errGroupGuard = errors.New("claim group: the bucket guard refused the granted slots")
-
-// fault is the tests' hook into a group transaction at a stage.
-func (s *Store) fault(stage string, size int) error {
-	if s.groupFault == nil {
-		return nil
-	}
-	return s.groupFault(stage, size)
-}
-
 // runClaimGroup answers every call of the group, or marks them solo.
 func (s *Store) runClaimGroup(ctx context.Context, group []*claimCall) {
-	seen := make(map[string]bool, len(group))
-	fresh := make([]*claimCall, 0, len(group))
-	for _, c := range group {
-		if seen[c.req.RequestID] {
-			// the single path answers it after this group commits, like a retry
-			c.solo = true
-			continue
-		}
-		seen[c.req.RequestID] = true
-		fresh = append(fresh, c)
-	}
-	if len(fresh) == 1 {
-		// A lone claim takes the single path, still in the bucket's turn:
-		// its four round trips are fewer than the group's eight.
-		c := fresh[0]
-		c.out, c.err = s.claimOne(c.ctx, c.req, c.rules)
-		return
-	}
-	err := sqltx.Run(ctx, s.db, groupTxOptions, func(tx *sql.Tx) error {
-		if err := s.fault("begin", len(fresh)); err != nil {
-			return err
-		}
-		return s.claimGroupTx(ctx, tx, fresh)
-	})
-	if err != nil {
-		s.log.Info("claim group fell back to single claims", "size", len(fresh), "err", err)
-		s.claimFallbacks.Add(1)
-		for _, c := range fresh {
-			c.solo, c.out, c.err = true, Claim{}, nil
-		}
-	}
+	answerGroup(ctx, s, "claim", &s.claimStats, group, s.claimGroupTx)
 }
 
 // claimGroupTx decides and writes the group. Rule refusals are answers, not
@@ -239,17 +198,25 @@ func countUserClaims(ctx context.Context, tx *sql.Tx, template int64, added map[
 
 // couponsByRequest reads the coupons of the given request_ids.
 func couponsByRequest(ctx context.Context, q sqltx.Querier, ids []any) (map[string]couponRow, error) {
-	out := make(map[string]couponRow, len(ids))
-	err := sqltx.EachRow(ctx, q, `SELECT `+couponColumns+` FROM user_coupon WHERE request_id IN (`+
-		sqltx.Placeholders(len(ids))+`)`, ids, func(r *sql.Rows) error {
+	rows, err := couponsWhere(ctx, q, "request_id", ids)
+	out := make(map[string]couponRow, len(rows))
+	for _, c := range rows {
+		out[c.RequestID.String] = c
+	}
+	return out, err
+}
+
+// couponsWhere reads the coupons whose column is one of vals.
+func couponsWhere(ctx context.Context, q sqltx.Querier, column string, vals []any) ([]couponRow, error) {
+	var out []couponRow
+	err := sqltx.EachRow(ctx, q, `SELECT `+couponColumns+` FROM user_coupon WHERE `+column+` IN (`+
+		sqltx.Placeholders(len(vals))+`)`, vals, func(r *sql.Rows) error {
 		c, err := scanCoupon(r)
-		if err == nil {
-			out[c.RequestID.String] = c
-		}
+		out = append(out, c)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("look up the group's request_ids: %w", err)
+		return nil, fmt.Errorf("look up the group's coupons by %s: %w", column, err)
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package coupon
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -16,9 +17,9 @@ func BenchmarkClaimHotBucket(b *testing.B) {
 	for _, combine := range []bool{false, true} {
 		b.Run(fmt.Sprintf("combine=%v", combine), func(b *testing.B) {
 			s, _ := groupStore(b)
-			s.combiner = nil
+			s.claims = nil
 			if combine {
-				s.combiner = newClaimCombiner(256)
+				s.claims = newCombiner[bucketKey](256, &s.claimStats, s.runClaimGroup)
 			}
 			tpl := groupTemplate(b, s, 100_000_000, 1)
 			var seq atomic.Int64
@@ -40,4 +41,63 @@ func BenchmarkClaimHotBucket(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRedeem: redemptions of distinct coupons from 64 goroutines per
+// CPU, single path vs the combiner with 1, 2, 4 and 8 lanes. A
+// measurement, not a test:
+//
+//	go test ./coupon/ -run '^$' -bench Redeem -benchtime 20000x
+func BenchmarkRedeem(b *testing.B) {
+	for _, lanes := range []int{0, 1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("lanes=%d", lanes), func(b *testing.B) {
+			s, db := groupStore(b)
+			tpl := groupTemplate(b, s, int64(b.N), int64(b.N))
+			ids := seedCoupons(b, db, tpl, b.N)
+			if lanes > 0 {
+				s.redemptions, s.redeemLanes = newCombiner[int](256, &s.redeemStats, s.runRedeemGroup), lanes
+			}
+			var seq atomic.Int64
+			b.SetParallelism(64)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := seq.Add(1) - 1
+					if _, err := s.Redeem(context.Background(), RedeemRequest{UserCouponID: ids[i], OrderID: fmt.Sprintf("o%d", i)}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "redemptions/s")
+			if lanes > 0 {
+				b.ReportMetric(float64(b.N)/float64(max(s.RedemptionGroups(), 1)), "redemptions/group")
+			}
+		})
+	}
+}
+
+// seedCoupons inserts n AVAILABLE coupons of tpl (one statement per
+// 1,000) and returns their ids.
+func seedCoupons(b *testing.B, db *sql.DB, tpl int64, n int) []int64 {
+	b.Helper()
+	for done := 0; done < n; done += 1000 {
+		if _, err := db.Exec(`INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at)
+			SELECT ?, CONCAT('u', seq), 'app', 1, '2030-01-01', '2031-01-01' FROM seq_1_to_`+fmt.Sprint(min(1000, n-done)), tpl); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var ids []int64
+	rows, err := db.Query(`SELECT id FROM user_coupon WHERE template_id = ? ORDER BY id`, tpl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }

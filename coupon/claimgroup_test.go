@@ -46,7 +46,7 @@ func groupCalls(t *testing.T, s *Store, tpl int64, users, reqs []string) []*clai
 	for i := range users {
 		req := ClaimRequest{TemplateID: tpl, UserID: users[i], Channel: "app", RequestID: reqs[i]}
 		require.NoError(t, req.Validate())
-		out[i] = &claimCall{ctx: context.Background(), req: req, rules: rules, wake: make(chan bool, 1)}
+		out[i] = &claimCall{member: newMember(context.Background()), req: req, rules: rules}
 	}
 	return out
 }
@@ -57,22 +57,25 @@ func runGroup(s *Store, group []*claimCall) ([]Claim, []string) {
 	claims := make([]Claim, len(group))
 	codes := make([]string, len(group))
 	for i, c := range group {
-		claims[i], codes[i] = answerCode(s.answer(c))
+		claims[i], codes[i] = answerCode(s.claimAnswer(c))
 	}
 	return claims, codes
 }
 
-func answerCode(c Claim, err error) (Claim, string) {
+func answerCode(c Claim, err error) (Claim, string) { return c, code(err, c.Replayed) }
+
+// code names an answer: "ok", "replay" or the error code.
+func code(err error, replayed bool) string {
 	var e *Error
 	switch {
-	case err == nil && c.Replayed:
-		return c, "replay"
+	case err == nil && replayed:
+		return "replay"
 	case err == nil:
-		return c, "ok"
+		return "ok"
 	case errors.As(err, &e):
-		return c, string(e.Code)
+		return string(e.Code)
 	default:
-		return c, err.Error()
+		return err.Error()
 	}
 }
 

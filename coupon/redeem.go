@@ -3,7 +3,6 @@ package coupon
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -57,6 +56,14 @@ func (s *Store) Redeem(ctx context.Context, req RedeemRequest) (Redemption, erro
 	if err := req.Validate(); err != nil {
 		return Redemption{}, err
 	}
+	if s.redemptions != nil {
+		return s.redeemCombined(ctx, req)
+	}
+	return s.redeemOne(ctx, req)
+}
+
+// redeemOne is the single path: one redemption, one transaction.
+func (s *Store) redeemOne(ctx context.Context, req RedeemRequest) (Redemption, error) {
 	key := RedemptionKey(req.OrderID, req.UserCouponID)
 	var out Redemption
 	lookup := false // an AVAILABLE coupon skips the key look-up until the key turns out taken
@@ -68,7 +75,7 @@ func (s *Store) Redeem(ctx context.Context, req RedeemRequest) (Redemption, erro
 		if err != nil {
 			return err
 		}
-		if c.Status != Available || lookup || !s.clock().Before(c.ExpiresAt) {
+		if lookup || !redeemable(c, s.clock()) {
 			k, found, err := s.redemptionByKey(ctx, key)
 			if err != nil {
 				return err
@@ -79,14 +86,8 @@ func (s *Store) Redeem(ctx context.Context, req RedeemRequest) (Redemption, erro
 			}
 		}
 		now := s.clock()
-		switch {
-		case c.Status == Used:
-			return conflictf(CodeAlreadyUsed, "coupon %d was already redeemed by another order", c.ID)
-		case c.Status != Available:
-			return IllegalTransition(c.Status, Used, ActionRedeem)
-		case !now.Before(c.ExpiresAt):
-			return conflictf(CodeCouponExpired, "coupon %d expired at %s; it can no longer be redeemed",
-				c.ID, c.ExpiresAt.Format(time.RFC3339))
+		if err := redeemRefusal(c, now); err != nil {
+			return err
 		}
 		out = Redemption{UserCouponID: c.ID, OrderID: req.OrderID, RedeemedAt: now, Status: Used.String()}
 		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
@@ -107,6 +108,27 @@ func (s *Store) Redeem(ctx context.Context, req RedeemRequest) (Redemption, erro
 		})
 	})
 	return out, err
+}
+
+// redeemable is an AVAILABLE coupon before its expiry. Any other coupon is
+// answered by its key's redemption if there is one (a replay), else
+// refused by redeemRefusal.
+func redeemable(c couponRow, now time.Time) bool {
+	return c.Status == Available && now.Before(c.ExpiresAt)
+}
+
+// redeemRefusal is why coupon c cannot be redeemed at now (nil: it can).
+func redeemRefusal(c couponRow, now time.Time) error {
+	switch {
+	case c.Status == Used:
+		return conflictf(CodeAlreadyUsed, "coupon %d was already redeemed by another order", c.ID)
+	case c.Status != Available:
+		return IllegalTransition(c.Status, Used, ActionRedeem)
+	case !now.Before(c.ExpiresAt):
+		return conflictf(CodeCouponExpired, "coupon %d expired at %s; it can no longer be redeemed",
+			c.ID, c.ExpiresAt.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // updateStatus moves a coupon from the state it was read in, guarded by its
@@ -141,31 +163,42 @@ type keyedRedemption struct {
 // coupon's state and its refund, if any: a refund commits the flow and the
 // coupon's new state together, so the two are never seen half-way.
 func (s *Store) redemptionByKey(ctx context.Context, key string) (keyedRedemption, bool, error) {
-	var k keyedRedemption
-	var order, mode sql.NullString
-	var flowID sql.NullInt64
-	var to sql.Null[Status]
-	var refundedAt sql.NullTime
-	err := s.db.QueryRowContext(ctx, `SELECT r.id, r.user_coupon_id, r.order_id, r.redeemed_at, c.status, c.order_id,
+	ks, err := redemptionsByKey(ctx, s.db, []any{key})
+	k, found := ks[key]
+	return k, found, err
+}
+
+// redemptionsByKey is redemptionByKey for several keys at once.
+func redemptionsByKey(ctx context.Context, q sqltx.Querier, keys []any) (map[string]keyedRedemption, error) {
+	out := make(map[string]keyedRedemption, len(keys))
+	err := sqltx.EachRow(ctx, q, `SELECT r.idempotency_key, r.id, r.user_coupon_id, r.order_id, r.redeemed_at, c.status, c.order_id,
 			f.id, f.mode, f.to_status, f.created_at
 		FROM redemption_log r JOIN user_coupon c ON c.id = r.user_coupon_id
 		LEFT JOIN inventory_flow f ON f.user_coupon_id = r.user_coupon_id AND f.kind = ? AND f.seq = r.id
-		WHERE r.idempotency_key = ?`, FlowRefund, key).
-		Scan(&k.RedemptionID, &k.UserCouponID, &k.OrderID, &k.RedeemedAt, &k.coupon, &order,
-			&flowID, &mode, &to, &refundedAt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return k, false, nil
-	}
+		WHERE r.idempotency_key IN (`+sqltx.Placeholders(len(keys))+`)`, append([]any{FlowRefund}, keys...), func(r *sql.Rows) error {
+		var k keyedRedemption
+		var key string
+		var order, mode sql.NullString
+		var flowID sql.NullInt64
+		var to sql.Null[Status]
+		var refundedAt sql.NullTime
+		if err := r.Scan(&key, &k.RedemptionID, &k.UserCouponID, &k.OrderID, &k.RedeemedAt, &k.coupon, &order,
+			&flowID, &mode, &to, &refundedAt); err != nil {
+			return err
+		}
+		k.couponOrder = order.String
+		k.Status, k.Replayed = k.coupon.String(), true
+		if flowID.Valid {
+			k.refund = &Refund{FlowID: flowID.Int64, UserCouponID: k.UserCouponID, RedemptionID: k.RedemptionID, OrderID: k.OrderID,
+				Mode: mode.String, Status: to.V.String(), RefundedAt: refundedAt.Time, Replayed: true}
+		}
+		out[key] = k
+		return nil
+	})
 	if err != nil {
-		return k, false, fmt.Errorf("look up redemption %s: %w", key, err)
+		return nil, fmt.Errorf("look up %d redemption key(s): %w", len(keys), err)
 	}
-	k.couponOrder = order.String
-	k.Status, k.Replayed = k.coupon.String(), true
-	if flowID.Valid {
-		k.refund = &Refund{FlowID: flowID.Int64, UserCouponID: k.UserCouponID, RedemptionID: k.RedemptionID, OrderID: k.OrderID,
-			Mode: mode.String, Status: to.V.String(), RefundedAt: refundedAt.Time, Replayed: true}
-	}
-	return k, true, nil
+	return out, nil
 }
 
 // replay answers a redemption request whose key is taken: with the

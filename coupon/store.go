@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -24,7 +23,10 @@ type Config struct {
 	// CombineClaims runs concurrent claims of one (template, channel) bucket
 	// in one transaction (combiner.go); off: one transaction per claim.
 	CombineClaims bool
-	// CombineMax is the most claims in one group transaction. Default 256.
+	// CombineRedemptions runs concurrent redemptions of distinct coupons in
+	// one transaction (redeemgroup.go); off: one transaction per redemption.
+	CombineRedemptions bool
+	// CombineMax is the most requests in one group transaction. Default 256.
 	CombineMax int
 }
 
@@ -37,11 +39,12 @@ type Store struct {
 	maxAttempts int
 	rules       sync.Map // template id -> templateRules (immutable once created)
 
-	combiner       *claimCombiner // nil: every claim on the single path
-	claimGroups    atomic.Int64
-	claimFallbacks atomic.Int64
-	groupObserver  groupObserverPtr
-	groupFault     func(stage string, size int) error // tests: fails or races a group transaction
+	claims      *combiner[bucketKey, *claimCall] // nil: every claim on the single path
+	redemptions *combiner[int, *redeemCall]      // nil: every redemption on the single path
+	redeemLanes int
+	claimStats  groupStats
+	redeemStats groupStats
+	groupFault  func(stage string, size int) error // tests: fails or races a group transaction
 }
 
 // New returns a Store on cfg.DB.
@@ -61,9 +64,12 @@ func New(cfg Config) (*Store, error) {
 	if cfg.CombineMax <= 0 {
 		cfg.CombineMax = 256
 	}
-	s := &Store{db: cfg.DB, now: cfg.Now, log: cfg.Logger, maxAttempts: cfg.MaxAttempts}
+	s := &Store{db: cfg.DB, now: cfg.Now, log: cfg.Logger, maxAttempts: cfg.MaxAttempts, redeemLanes: redeemLanes}
 	if cfg.CombineClaims {
-		s.combiner = newClaimCombiner(cfg.CombineMax)
+		s.claims = newCombiner[bucketKey](cfg.CombineMax, &s.claimStats, s.runClaimGroup)
+	}
+	if cfg.CombineRedemptions {
+		s.redemptions = newCombiner[int](cfg.CombineMax, &s.redeemStats, s.runRedeemGroup)
 	}
 	return s, nil
 }

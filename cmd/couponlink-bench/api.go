@@ -29,7 +29,8 @@ type loadResult struct {
 	// Cost per operation over the whole run: the server's statement
 	// counters and the CPU of MariaDB, of the API process and of the
 	// load generator (this process)
-	Cost string
+	Cost   string
+	APICPU time.Duration // CPU of the api process per operation
 }
 
 func (l loadResult) rate() float64 {
@@ -104,9 +105,10 @@ func closedLoop(ctx context.Context, clients int, d time.Duration, op func(ctx c
 
 type apiResult struct {
 	ceilBefore, ceilAfter loadResult
-	hot, buckets, redeem  loadResult
-	rawHot, rawBuckets    loadResult // the claim transaction in raw SQL
+	hot, buckets, redeem  combinedRun // the API with its combiners on (the default) and off
+	rawHot, rawBuckets    loadResult  // the claim transaction in raw SQL
 	poolSize              int
+	lag                   *lagResult // cdc lag under the combined hot-bucket load
 }
 
 func (a apiResult) ceiling() float64 { return (a.ceilBefore.rate() + a.ceilAfter.rate()) / 2 }
@@ -125,33 +127,51 @@ func runAPI(ctx context.Context, cfg config, e *env, log *slog.Logger) (apiResul
 	if err != nil {
 		return res, err
 	}
-	res.poolSize = len(pool)
+	res.poolSize = len(pool) / 2 // each redemption run its own half
 	res.ceilBefore = a.ceiling(ctx, "before")
-	res.rawHot = a.claims(ctx, hotTpl, "rawhot", 1, true)
-	res.hot = a.claims(ctx, hotTpl, "hot", 1, false)
-	res.rawBuckets = a.claims(ctx, bucketTpl, "raw40", 40, true)
-	res.buckets = a.claims(ctx, bucketTpl, "b40", 40, false)
-	res.redeem = a.redemptions(ctx, pool)
+	res.rawHot = a.claims(ctx, nil, hotTpl, "rawhot", 1)
+	res.hot = a.combined(ctx, "claim", func(p *apiProc) loadResult { return a.claims(ctx, p, hotTpl, "hot"+p.tag, 1) })
+	res.rawBuckets = a.claims(ctx, nil, bucketTpl, "raw40", 40)
+	res.buckets = a.combined(ctx, "claim", func(p *apiProc) loadResult { return a.claims(ctx, p, bucketTpl, "b40"+p.tag, 40) })
+	res.redeem = a.combined(ctx, "redemption", func(p *apiProc) loadResult {
+		if p.combine {
+			return a.redemptions(ctx, p, pool[:res.poolSize])
+		}
+		return a.redemptions(ctx, p, pool[res.poolSize:])
+	})
 	res.ceilAfter = a.ceiling(ctx, "after")
-	if err := a.api.exited(); err != nil {
-		return res, fmt.Errorf("couponlink api %w", err)
+	if res.lag, err = a.lagAtLoad(ctx, hotTpl); err != nil {
+		return res, fmt.Errorf("cdc lag at the combined load: %w", err)
+	}
+	for _, p := range []*apiProc{a.on, a.off} {
+		if err := p.child.exited(); err != nil {
+			return res, fmt.Errorf("couponlink api %w", err)
+		}
 	}
 	return res, ctx.Err()
 }
 
-// apiBench is what the runs of phase 4 share: the running `couponlink
-// api`, the HTTP client of its load, and the pools of the two loads that
-// bypass it (the INSERT ceiling in benchSchema, the raw claim transaction).
+// apiBench is what the runs of phase 4 share: the two running `couponlink
+// api` processes (combiners on, off), the HTTP client of their load, and
+// the pools of the two loads that bypass them (the INSERT ceilings in
+// benchSchema, the raw claim transaction).
 type apiBench struct {
-	cfg    config
-	e      *env
-	log    *slog.Logger
-	api    *child
-	base   string // http://127.0.0.1:<port>
-	client *http.Client
-	ceilDB *sql.DB
-	rawDB  *sql.DB
-	seq    atomic.Int64 // rows of the INSERT ceiling
+	cfg     config
+	e       *env
+	log     *slog.Logger
+	on, off *apiProc
+	client  *http.Client
+	ceilDB  *sql.DB
+	rawDB   *sql.DB
+	seq     atomic.Int64 // rows of the INSERT ceilings
+}
+
+// apiProc is one running `couponlink api`.
+type apiProc struct {
+	child   *child
+	base    string // http://127.0.0.1:<port>
+	combine bool   // its claim and redemption combiners on
+	tag     string // in its request ids and log lines
 }
 
 // startAPIBench opens the pools and starts `couponlink api` (expiry sweep
@@ -166,14 +186,6 @@ func startAPIBench(ctx context.Context, cfg config, e *env, log *slog.Logger) (*
 	if a.rawDB, err = openMySQL(e.dsn, cfg.clients); err != nil {
 		return a, err
 	}
-	port, err := freePort()
-	if err != nil {
-		return a, err
-	}
-	a.base = fmt.Sprintf("http://127.0.0.1:%d", port)
-	if a.api, err = e.startChild("api", "api", "-dsn", e.appDSN, "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-expire-interval", "0", "-log-level", "warn"); err != nil {
-		return a, err
-	}
 	a.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        2 * cfg.clients,
@@ -181,15 +193,40 @@ func startAPIBench(ctx context.Context, cfg config, e *env, log *slog.Logger) (*
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}}
-	return a, waitHealthy(ctx, a.client, a.base, a.api)
+	if a.on, err = a.startAPI(ctx, true); err != nil {
+		return a, err
+	}
+	a.off, err = a.startAPI(ctx, false)
+	return a, err
+}
+
+// startAPI starts `couponlink api` (expiry sweep off), its combiners on or
+// off, and waits until it answers.
+func (a *apiBench) startAPI(ctx context.Context, combine bool) (*apiProc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &apiProc{base: fmt.Sprintf("http://127.0.0.1:%d", port), combine: combine, tag: "on"}
+	name := "api"
+	if !combine {
+		p.tag, name = "off", "api-off"
+	}
+	if p.child, err = a.e.startChild(name, "api", "-dsn", a.e.appDSN, "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-expire-interval", "0",
+		"-log-level", "warn", "-combine-claims="+strconv.FormatBool(combine), "-combine-redemptions="+strconv.FormatBool(combine)); err != nil {
+		return nil, err
+	}
+	return p, waitHealthy(ctx, a.client, p.base, p.child)
 }
 
 func (a *apiBench) close() {
 	if a.client != nil {
 		a.client.CloseIdleConnections()
 	}
-	if a.api != nil {
-		a.api.stop()
+	for _, p := range []*apiProc{a.on, a.off} {
+		if p != nil && p.child != nil {
+			p.child.stop()
+		}
 	}
 	for _, db := range []*sql.DB{a.rawDB, a.ceilDB} {
 		if db != nil {
@@ -201,13 +238,13 @@ func (a *apiBench) close() {
 // fixtures creates, through the API, the hot template (one channel) and
 // the one of 40 channels, and the redemption pool in the latter.
 func (a *apiBench) fixtures(ctx context.Context) (hotTpl, bucketTpl int64, pool []int64, err error) {
-	if hotTpl, err = createTemplate(ctx, a.client, a.base, "bench api hot", 1); err != nil {
+	if hotTpl, err = createTemplate(ctx, a.client, a.on.base, "bench api hot", 1); err != nil {
 		return 0, 0, nil, err
 	}
-	if bucketTpl, err = createTemplate(ctx, a.client, a.base, "bench api 40 buckets", 40); err != nil {
+	if bucketTpl, err = createTemplate(ctx, a.client, a.on.base, "bench api 40 buckets", 40); err != nil {
 		return 0, 0, nil, err
 	}
-	if pool, err = couponPool(ctx, a.e, bucketTpl, a.cfg.redeemPool); err != nil {
+	if pool, err = couponPool(ctx, a.e, bucketTpl, 2*a.cfg.redeemPool); err != nil {
 		return 0, 0, nil, err
 	}
 	return hotTpl, bucketTpl, pool, nil
@@ -215,12 +252,16 @@ func (a *apiBench) fixtures(ctx context.Context) (hotTpl, bucketTpl int64, pool 
 
 // load runs op in a closed loop of -clients for -api-duration and adds
 // its cost per operation: the server's statement counters and the CPU of
-// MariaDB, of the api process and of this process (the load generator).
-func (a *apiBench) load(ctx context.Context, op func(ctx context.Context, client, i int) error) loadResult {
+// MariaDB, of the api process p (nil: none) and of this process (the load
+// generator).
+func (a *apiBench) load(ctx context.Context, p *apiProc, op func(ctx context.Context, client, i int) error) loadResult {
 	if ctx.Err() != nil {
 		return loadResult{}
 	}
-	pid := a.api.pid()
+	pid := -1
+	if p != nil {
+		pid = p.child.pid()
+	}
 	st0, _ := a.e.serverStatus(ctx)
 	db0, api0, me0 := a.e.mariadbCPU(), procCPU(pid), cpuTime()
 	r := closedLoop(ctx, a.cfg.clients, a.cfg.apiDuration, op)
@@ -228,6 +269,7 @@ func (a *apiBench) load(ctx context.Context, op func(ctx context.Context, client
 	db1, api1, me1 := a.e.mariadbCPU(), procCPU(pid), cpuTime()
 	if r.All > 0 {
 		per := func(d time.Duration) string { return us(d / time.Duration(r.All)) }
+		r.APICPU = (api1 - api0) / time.Duration(r.All)
 		r.Cost = fmt.Sprintf("per op: statements %s; CPU MariaDB %s, api process %s, load generator %s",
 			perOp(st0, st1, r.All), per(db1-db0), per(api1-api0), per(me1-me0))
 	}
@@ -237,56 +279,68 @@ func (a *apiBench) load(ctx context.Context, op func(ctx context.Context, client
 // ceiling runs bare single-row autocommit INSERTs into a copy of
 // user_coupon.
 func (a *apiBench) ceiling(ctx context.Context, tag string) loadResult {
-	r := a.load(ctx, func(ctx context.Context, _, _ int) error {
-		n := strconv.FormatInt(a.seq.Add(1), 10)
-		_, err := a.ceilDB.ExecContext(ctx, `INSERT INTO insert_ceiling (template_id, user_id, channel, status, claimed_at, expires_at, request_id)
-				VALUES (1, ?, 'c00', 1, NOW(6), NOW(6) + INTERVAL 90 DAY, ?)`, "u"+n, "r"+n)
+	return a.insertCeiling(ctx, tag, 1)
+}
+
+// insertCeiling runs bare autocommit INSERTs of rows rows each into a copy
+// of user_coupon: its rate is in statements (transactions) per second.
+func (a *apiBench) insertCeiling(ctx context.Context, tag string, rows int) loadResult {
+	stmt := `INSERT INTO insert_ceiling (template_id, user_id, channel, status, claimed_at, expires_at, request_id) VALUES ` +
+		strings.TrimSuffix(strings.Repeat(`(1, ?, 'c00', 1, NOW(6), NOW(6) + INTERVAL 90 DAY, ?), `, rows), ", ")
+	r := a.load(ctx, nil, func(ctx context.Context, _, _ int) error {
+		args := make([]any, 0, 2*rows)
+		for range rows {
+			n := strconv.FormatInt(a.seq.Add(1), 10)
+			args = append(args, "u"+n, "r"+n)
+		}
+		_, err := a.ceilDB.ExecContext(ctx, stmt, args...)
 		return err
 	})
-	a.log.Info("INSERT ceiling", "when", tag, "tx_per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors)
+	a.log.Info("INSERT ceiling", "when", tag, "rows_per_tx", rows, "tx_per_s", int(r.rate()), "rows_per_s", int(r.rate()*float64(rows)),
+		"p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors)
 	return r
 }
 
 // claims claims coupons of tpl, on its "hot" channel when buckets is 1,
-// else over the 40 channels: through POST /v1/claims, or (raw) as the
-// claim's own transaction in raw SQL.
-func (a *apiBench) claims(ctx context.Context, tpl int64, tag string, buckets int, raw bool) loadResult {
+// else over the 40 channels: through POST /v1/claims of p, or (p nil) as
+// the claim's own transaction in raw SQL.
+func (a *apiBench) claims(ctx context.Context, p *apiProc, tpl int64, tag string, buckets int) loadResult {
 	send := func(ctx context.Context, id, ch string) error {
 		body := fmt.Sprintf(`{"template_id":%d,"user_id":%q,"channel":%q,"request_id":%q}`, tpl, id, ch, id)
-		return post(ctx, a.client, a.base+"/v1/claims", body, http.StatusCreated)
+		return post(ctx, a.client, p.base+"/v1/claims", body, http.StatusCreated)
 	}
 	msg, rateKey := "API claims", "claims_per_s"
-	if raw {
+	if p == nil {
 		send = func(ctx context.Context, id, ch string) error { return rawClaim(ctx, a.rawDB, tpl, id, ch) }
 		msg, rateKey = "raw SQL claim transactions", "tx_per_s"
 	}
-	r := a.load(ctx, func(ctx context.Context, cl, i int) error {
+	r := a.load(ctx, p, func(ctx context.Context, cl, i int) error {
 		ch := "hot"
 		if buckets > 1 {
 			ch = channel(cl*7 + i)
 		}
 		return send(ctx, fmt.Sprintf("%s-%d-%d", tag, cl, i), ch)
 	})
-	a.log.Info(msg, "buckets", buckets, rateKey, int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "err", r.FirstErr)
+	a.log.Info(msg, "buckets", buckets, "run", tag, rateKey, int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "err", r.FirstErr)
 	return r
 }
 
 // redemptions redeems the pool's coupons, each once, through POST
-// /v1/redemptions; a client stops when the pool runs out.
-func (a *apiBench) redemptions(ctx context.Context, pool []int64) loadResult {
+// /v1/redemptions of p; a client stops when the pool runs out.
+func (a *apiBench) redemptions(ctx context.Context, p *apiProc, pool []int64) loadResult {
 	var next atomic.Int64
-	r := a.load(ctx, func(ctx context.Context, _, _ int) error {
+	r := a.load(ctx, p, func(ctx context.Context, _, _ int) error {
 		k := int(next.Add(1)) - 1
 		if k >= len(pool) {
 			return errPoolEmpty
 		}
 		body := fmt.Sprintf(`{"user_coupon_id":%d,"order_id":"o-%d"}`, pool[k], pool[k])
-		return post(ctx, a.client, a.base+"/v1/redemptions", body, http.StatusCreated)
+		return post(ctx, a.client, p.base+"/v1/redemptions", body, http.StatusCreated)
 	})
 	if next.Load() >= int64(len(pool)) {
 		a.log.Warn("the redemption pool ran out before the end of the run; raise -redeem-pool", "pool", len(pool))
 	}
-	a.log.Info("API redemptions", "per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "err", r.FirstErr)
+	a.log.Info("API redemptions", "api", p.tag, "per_s", int(r.rate()), "p50", r.Lat.P50, "p99", r.Lat.P99, "errors", r.Errors, "err", r.FirstErr)
 	return r
 }
 
@@ -340,6 +394,11 @@ func waitHealthy(ctx context.Context, client *http.Client, base string, c *child
 }
 
 func post(ctx context.Context, client *http.Client, url, body string, want int) error {
+	return postJSON(ctx, client, url, body, want, nil)
+}
+
+// postJSON is post that decodes the answer into out (nil: discarded).
+func postJSON(ctx context.Context, client *http.Client, url, body string, want int, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return err
@@ -353,6 +412,9 @@ func post(ctx context.Context, client *http.Client, url, body string, want int) 
 	if resp.StatusCode != want {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
 		return fmt.Errorf("%s: HTTP %d: %s", url, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	return err

@@ -149,31 +149,46 @@ type lagResult struct {
 func runLag(ctx context.Context, cfg config, e *env, rate int, log *slog.Logger) (lagResult, error) {
 	res := lagResult{target: rate, warm: min(time.Second, cfg.lagDuration/4)}
 	log.Info("phase 3: steady-state lag", "rate", rate, "duration", cfg.lagDuration)
-	now, err := canal.CurrentPosition(ctx, e.db)
+	err := followLag(ctx, cfg, e, e.lagTpl, &res, log, func(h *meteredSink) { res.claim(ctx, cfg, e, h) })
 	if err != nil {
 		return res, err
 	}
+	log.Info("lag", "target_rate", rate, "achieved_rate", int(res.load.rate()), "samples", res.counter.N, "missing", res.missing,
+		"counter_p50", res.counter.P50, "counter_p99", res.counter.P99, "redis_p99", res.redis.P99, "noop_p99", res.noop.P99,
+		"batches", res.batches, "apply_p50", res.apply.P50, "apply_p99", res.apply.P99, "bench_cores", fmt.Sprintf("%.2f", res.benchCores),
+		"mariadb_cores", fmt.Sprintf("%.2f", res.dbCores))
+	return res, nil
+}
+
+// followLag runs load (which sets res.load) while the pipeline (resumed
+// from its checkpoint) and a no-op reader follow the binlog, and sets
+// res's lags of the coupons of tpl that load created.
+func followLag(ctx context.Context, cfg config, e *env, tpl int64, res *lagResult, log *slog.Logger, load func(h *meteredSink)) error {
+	now, err := canal.CurrentPosition(ctx, e.db)
+	if err != nil {
+		return err
+	}
 	seen := &lagSeen{pipe: map[int64]pipeSeen{}, noop: map[int64]time.Time{}}
-	h := &meteredSink{target: now, onBatch: seen.batch(e.lagTpl)}
+	h := &meteredSink{target: now, onBatch: seen.batch(tpl)}
 	p, err := startPipeline(ctx, cfg, e, canal.Position{}, h, log)
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer p.stop()
 	res.startPos = p.from.String()
 	nr := &noopReader{stamp: seen.stamp}
 	stopNoop, err := startNoop(e, nr, modeStart(now, "file"), log)
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer stopNoop()
 	if err := p.wait(ctx, time.Minute); err != nil {
-		return res, fmt.Errorf("pipeline catching up to %s: %w", now, err)
+		return fmt.Errorf("pipeline catching up to %s: %w", now, err)
 	}
 
-	res.claim(ctx, cfg, e, h)
+	load(h)
 	if ctx.Err() != nil {
-		return res, ctx.Err()
+		return ctx.Err()
 	}
 	if res.load.errors > 0 {
 		log.Warn("claims failed", "errors", res.load.errors, "err", res.load.firstErr)
@@ -181,18 +196,14 @@ func runLag(ctx context.Context, cfg config, e *env, rate int, log *slog.Logger)
 	seen.drain(res.load.commits, 15*time.Second)
 	res.batchStats(h)
 	if err := p.stop(); err != nil {
-		return res, fmt.Errorf("pipeline: %w", err)
+		return fmt.Errorf("pipeline: %w", err)
 	}
 	stopNoop()
 	if nr.runErr != nil && len(seen.noop) == 0 {
-		return res, fmt.Errorf("no-op canal: %w", nr.runErr)
+		return fmt.Errorf("no-op canal: %w", nr.runErr)
 	}
-	seen.lags(&res)
-	log.Info("lag", "target_rate", rate, "achieved_rate", int(res.load.rate()), "samples", res.counter.N, "missing", res.missing,
-		"counter_p50", res.counter.P50, "counter_p99", res.counter.P99, "redis_p99", res.redis.P99, "noop_p99", res.noop.P99,
-		"batches", res.batches, "apply_p50", res.apply.P50, "apply_p99", res.apply.P99, "bench_cores", fmt.Sprintf("%.2f", res.benchCores),
-		"mariadb_cores", fmt.Sprintf("%.2f", res.dbCores))
-	return res, nil
+	seen.lags(res)
+	return nil
 }
 
 // claim runs the paced claims, with the pipeline's batch and SQL times

@@ -50,11 +50,17 @@
 //
 //  4. API: the real `couponlink api` binary under a closed loop of -clients
 //     HTTP clients: claims on one hot bucket, claims over 40 buckets,
-//     redemptions; against the ceiling of bare single-row autocommit
-//     INSERTs (same table shape, same connections count, same server),
-//     measured before and after. Beside each claim run, the claim's own
+//     redemptions, each through two api processes, one with the write
+//     combiners on (the default) and one with them off; against the
+//     ceiling of bare single-row autocommit INSERTs (same table shape,
+//     same connections count, same server), measured before and after, and
+//     against bare multi-row autocommit INSERTs of the mean group size the
+//     combiner made in that run (couponlink_api_*_group_size); the api
+//     process's CPU per request. Beside each claim run, the claim's own
 //     transaction sent as raw SQL (no HTTP, no Go service): what the schema
-//     and the row locks allow, so the API's own overhead shows apart.
+//     and the row locks allow, so the API's own overhead shows apart. Last,
+//     the cdc's lag (phase 3's pipeline and no-op reader) while the combined
+//     api takes the hot-bucket claim load.
 //
 //  5. Reconcile (row 6): -reconcile-rows user coupons (default 1M and
 //     10M) in 100 templates × 10 channels, in a database of their own

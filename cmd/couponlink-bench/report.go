@@ -208,27 +208,54 @@ func (r *Report) api(cfg config, a apiResult) {
 	ceilDesc := fmt.Sprintf("%s per run after a warm-up; ceiling: single-row autocommit INSERTs (interpolated parameters: one round trip) into a copy of user_coupon "+
 		"(same indexes) from %d connections, same server, before %s / after %s, %s",
 		cfg.apiDuration, cfg.clients, rate(a.ceilBefore.rate(), "tx/s"), rate(a.ceilAfter.rate(), "tx/s"), a.ceilBefore.Cost)
-	row := func(what string, l loadResult, unit, target, extra string) {
+	row := func(what string, l loadResult, unit, target, extra string) *Row {
 		set := fmt.Sprintf("%s; %d ok, %d errors%s; measured: %s; %s", extra, l.Ops, l.Errors, firstErr(l), l.Cost, ceilDesc)
+		ours := fmt.Sprintf("%s (p50 %s, p99 %s)", rate(l.rate(), unit), msStr(l.Lat.P50), msStr(l.Lat.P99))
 		if !strings.Contains(what, "raw SQL") {
 			set = apiDesc + set
+			ours = fmt.Sprintf("%s (p50 %s, p99 %s; api CPU %s/op)", rate(l.rate(), unit), msStr(l.Lat.P50), msStr(l.Lat.P99), us(l.APICPU))
 		}
-		r.add(Row{ID: what[:1], What: what[2:], Ours: fmt.Sprintf("%s (p50 %s, p99 %s)", rate(l.rate(), unit), msStr(l.Lat.P50), msStr(l.Lat.P99)),
-			Peer: ceil, OursNum: l.rate(), PeerNum: a.ceiling(), Target: target, Settings: set})
+		r.add(Row{ID: what[:1], What: what[2:], Ours: ours, Peer: ceil, OursNum: l.rate(), PeerNum: a.ceiling(), Target: target, Settings: set})
+		return &r.Rows[len(r.Rows)-1]
 	}
-	vsRaw := func(api, raw loadResult) string {
-		return fmt.Sprintf("the same claim transaction in raw SQL (next row) runs %s, so the API reaches %.2f of it", rate(raw.rate(), "tx/s"), api.rate()/raw.rate())
+	vsRaw := func(api loadResult, raw loadResult) string {
+		return fmt.Sprintf("the same claim transaction in raw SQL (the row below) runs %s, so the API reaches %.2f of it", rate(raw.rate(), "tx/s"), api.rate()/raw.rate())
 	}
 	rawSet := fmt.Sprintf("coupon.Store.Claim's statements sent directly (BEGIN; INSERT user_claim … ON DUPLICATE KEY UPDATE; INSERT user_coupon; "+
 		"UPDATE channel_quota … WHERE claimed < quota; COMMIT) from %d connections, closed loop, no HTTP and no Go service between", cfg.clients)
-	row("3 API claims/s, one hot template, one channel", a.hot, "claims/s", "report",
-		"the API's default claim combiner: the claims that queue behind the one channel_quota row's lock commit in one transaction "+
-			"(couponlink_api_claim_group_size); "+vsRaw(a.hot, a.rawHot))
+	pair := func(id, what string, c combinedRun, unit, extra string, raw *loadResult) {
+		on := row(id+" "+what+", combiner on", c.on, unit, "≥ 1.00, p99 ≤ 50 ms", fmt.Sprintf("-combine-claims and -combine-redemptions on (the default): "+
+			"%.0f groups, %.1f requests per group (couponlink_api_*_group_size); multi-row ceiling: %d-row autocommit INSERTs, same table and connections: %s "+
+			"(%s statements/s, p50 %s, p99 %s); %s", c.groups, c.groupSize(), c.multiRows, rate(c.multiRowRate(), "rows/s"), fmt.Sprintf("%.0f", c.multi.rate()),
+			msStr(c.multi.Lat.P50), msStr(c.multi.Lat.P99), extra))
+		on.Peer += fmt.Sprintf("; %s (bare %d-row INSERT autocommit, the mean group size)", rate(c.multiRowRate(), "rows/s"), c.multiRows)
+		on.Ratio = fmt.Sprintf("%.2f (single-row) / %.2f (%d-row)", on.RatioNum, c.on.rate()/c.multiRowRate(), c.multiRows)
+		extraOff := extra
+		if raw != nil {
+			extraOff = vsRaw(c.off, *raw) + "; " + extra
+		}
+		off := row(id+" "+what+", combiner off", c.off, unit, "report", "-combine-claims=false -combine-redemptions=false: one transaction per request; "+extraOff)
+		off.Ratio = fmt.Sprintf("%.2f (single-row); on ÷ off %.2f", off.RatioNum, c.on.rate()/c.off.rate())
+	}
+	pair("3", "API claims/s, one hot template, one channel", a.hot, "claims/s", "one channel_quota row takes every claim", &a.rawHot)
 	row("3 Claim transaction in raw SQL, one hot bucket", a.rawHot, "tx/s", "report", rawSet)
-	row("3 API claims/s, one template, 40 channel buckets", a.buckets, "claims/s", "≥ 0.50", "channel = (client·7 + i) mod 40; "+vsRaw(a.buckets, a.rawBuckets))
+	pair("3", "API claims/s, one template, 40 channel buckets", a.buckets, "claims/s", "channel = (client·7 + i) mod 40", &a.rawBuckets)
 	row("3 Claim transaction in raw SQL, 40 buckets", a.rawBuckets, "tx/s", "report", rawSet)
-	row("4 API redemptions/s", a.redeem, "redemptions/s", "≥ 0.50",
-		fmt.Sprintf("POST /v1/redemptions over %s distinct AVAILABLE coupons (redemption_log INSERT + user_coupon UPDATE per tx)", count(int64(a.poolSize))))
+	pair("4", "API redemptions/s", a.redeem, "redemptions/s",
+		fmt.Sprintf("POST /v1/redemptions over %s distinct AVAILABLE coupons per run (redemption_log INSERT + user_coupon UPDATE per redemption)",
+			count(int64(a.poolSize))), nil)
+	if a.lag != nil {
+		l := *a.lag
+		l.target = 0
+		set := fmt.Sprintf("the combined hot-bucket claim load above (%s claims/s through `couponlink api`, %d clients, %s, %d errors) while the phase-3 pipeline "+
+			"(in process, resumed from its checkpoint) and no-op reader follow; %d samples after a %s warm-up, %d never shown; "+
+			"pipeline: %d batches of %.1f rows on average, sink.ApplyBatch p50 %s, p99 %s; CPU cores during the load: bench process %.2f, MariaDB %.2f",
+			fmt.Sprintf("%.0f", a.lag.load.rate()), cfg.clients, cfg.apiDuration, a.lag.load.errors, l.counter.N, l.warm, l.missing, l.batches, l.rowsPerBatch,
+			msStr(l.apply.P50), msStr(l.apply.P99), l.benchCores, l.dbCores)
+		r.add(Row{ID: "2", What: fmt.Sprintf("CDC lag commit → counters visible, at the combined API hot-bucket load (%s claims/s)", fmt.Sprintf("%.0f", a.lag.load.rate())),
+			Ours: lat(l.counter), Peer: lat(l.noop) + " (no-op canal)", Ratio: fmt.Sprintf("p99 %.1f×", ratioDur(l.counter.P99, l.noop.P99)),
+			OursNum: ms(l.counter.P99), PeerNum: ms(l.noop.P99), Target: "report", Settings: set})
+	}
 }
 
 func firstErr(l loadResult) string {
@@ -358,6 +385,9 @@ func (r *Report) check(when, result string) {
 // loadErrors records failed operations of the load runs (smoke mode: none
 // may fail there).
 func (r *Report) loadErrors(lags []lagResult, a apiResult) {
+	if a.lag != nil {
+		lags = append(lags, *a.lag)
+	}
 	for _, l := range lags {
 		if l.load.errors > 0 {
 			r.Failures = append(r.Failures, fmt.Sprintf("lag at %d/s: %d claims failed (first: %v)", l.target, l.load.errors, l.load.firstErr))
@@ -367,7 +397,10 @@ func (r *Report) loadErrors(lags []lagResult, a apiResult) {
 		}
 	}
 	for name, l := range map[string]loadResult{"INSERT ceiling before": a.ceilBefore, "INSERT ceiling after": a.ceilAfter,
-		"API claims, hot bucket": a.hot, "API claims, 40 buckets": a.buckets, "API redemptions": a.redeem,
+		"API claims, hot bucket": a.hot.on, "API claims, 40 buckets": a.buckets.on, "API redemptions": a.redeem.on,
+		"API claims, hot bucket, combiner off": a.hot.off, "API claims, 40 buckets, combiner off": a.buckets.off,
+		"API redemptions, combiner off": a.redeem.off, "multi-row INSERT ceiling, hot bucket groups": a.hot.multi,
+		"multi-row INSERT ceiling, 40-bucket groups": a.buckets.multi, "multi-row INSERT ceiling, redemption groups": a.redeem.multi,
 		"raw SQL claims, hot bucket": a.rawHot, "raw SQL claims, 40 buckets": a.rawBuckets} {
 		if l.Errors > 0 {
 			r.Failures = append(r.Failures, fmt.Sprintf("%s: %d errors (first: %s)", name, l.Errors, l.FirstErr))

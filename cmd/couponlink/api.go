@@ -33,7 +33,9 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// gives one transaction per claim again, e.g. to compare in a benchmark.
 	combine := f.bool("combine-claims", "COUPONLINK_COMBINE_CLAIMS", true,
 		"run concurrent claims of one (template, channel) bucket in one transaction (the write combiner); false: one transaction per claim")
-	combineMax := f.int("combine-max", "COUPONLINK_COMBINE_MAX", 256, "most claims in one combined transaction")
+	combineRedeem := f.bool("combine-redemptions", "COUPONLINK_COMBINE_REDEMPTIONS", true,
+		"run concurrent redemptions of distinct coupons in one transaction (the write combiner); false: one transaction per redemption")
+	combineMax := f.int("combine-max", "COUPONLINK_COMBINE_MAX", 256, "most claims (or redemptions) in one combined transaction")
 	level := f.logLevel()
 	if err := f.parse(args); err != nil {
 		return err
@@ -48,7 +50,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	build := apiBuild{cfg: httpapi.Config{Token: token, AllowedOrigins: allowed, Logger: base, Registerer: reg, Gatherer: reg},
-		store: coupon.Config{Logger: log, CombineClaims: *combine, CombineMax: *combineMax}, cdcName: *cdcName}
+		store: coupon.Config{Logger: log, CombineClaims: *combine, CombineRedemptions: *combineRedeem, CombineMax: *combineMax}, cdcName: *cdcName}
 	api, servers, closeDBs, err := build.handler(ctx, *list, *dsn, *conns)
 	if err != nil {
 		return err
@@ -64,7 +66,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
 	log.Info("api listening", "addr", ln.Addr().String(), "auth", token != "", "allowed_origins", allowed, "expire_interval", *sweep,
-		"combine_claims", *combine, "combine_max", *combineMax)
+		"combine_claims", *combine, "combine_redemptions", *combineRedeem, "combine_max", *combineMax)
 	fmt.Fprintf(stdout, "couponlink api listening on http://%s\n", ln.Addr())
 
 	// one group: the server and the expiry sweeper; the first that fails

@@ -17,11 +17,16 @@ func combinedEnv(t *testing.T) *env { return newEnv(t, envConfig{combine: true})
 
 // groupSizes is the couponlink_api_claim_group_size histogram: groups run, claims in them.
 func (e *env) groupSizes(t testing.TB) (groups uint64, claims float64) {
+	return e.histogram(t, "couponlink_api_claim_group_size")
+}
+
+// histogram is a histogram's count and sum.
+func (e *env) histogram(t testing.TB, name string) (count uint64, sum float64) {
 	t.Helper()
 	mfs, err := e.reg.Gather()
 	require.NoError(t, err)
 	for _, mf := range mfs {
-		if mf.GetName() == "couponlink_api_claim_group_size" {
+		if mf.GetName() == name {
 			h := mf.GetMetric()[0].GetHistogram()
 			return h.GetSampleCount(), h.GetSampleSum()
 		}

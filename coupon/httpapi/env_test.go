@@ -56,11 +56,11 @@ type envConfig struct {
 	realClock bool             // time.Now instead of the fake clock
 	now       func() time.Time // overrides both
 	db        *sql.DB          // share this database (a second API process) instead of a fresh one
-	combine   bool             // the claim combiner on (also on for every env when COUPONLINK_COMBINE_CLAIMS=true)
+	combine   bool             // the claim and redemption combiners on (also on for every env when COUPONLINK_COMBINE_CLAIMS / _REDEMPTIONS=true)
 }
 
-// combineFromEnv runs the whole suite with the claim combiner on.
-func combineFromEnv() bool { return os.Getenv("COUPONLINK_COMBINE_CLAIMS") == "true" }
+// combineFromEnv runs the whole suite with a combiner on.
+func combineFromEnv(name string) bool { return os.Getenv("COUPONLINK_COMBINE_"+name) == "true" }
 
 // newEnv starts the API on a fresh database. The store's clock is e.clock
 // unless cfg says otherwise.
@@ -83,7 +83,8 @@ func newEnv(t testing.TB, cfgs ...envConfig) *env {
 		now = cfg.now
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := coupon.New(coupon.Config{DB: db, Now: now, Logger: quiet, CombineClaims: cfg.combine || combineFromEnv()})
+	store, err := coupon.New(coupon.Config{DB: db, Now: now, Logger: quiet, CombineClaims: cfg.combine || combineFromEnv("CLAIMS"),
+		CombineRedemptions: cfg.combine || combineFromEnv("REDEMPTIONS")})
 	require.NoError(t, err)
 	e.store = store
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: store, Token: cfg.token, AllowedOrigins: cfg.origins, Logger: quiet,

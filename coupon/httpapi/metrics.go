@@ -6,12 +6,16 @@ import (
 )
 
 type metrics struct {
-	requests    *prometheus.CounterVec
-	duration    *prometheus.HistogramVec
-	transitions *prometheus.CounterVec
-	sweeps      *prometheus.CounterVec
-	claimGroups prometheus.Histogram
+	requests     *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	transitions  *prometheus.CounterVec
+	sweeps       *prometheus.CounterVec
+	claimGroups  prometheus.Histogram
+	redeemGroups prometheus.Histogram
 }
+
+// groupBuckets are the group sizes of the combiners' histograms.
+var groupBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
 
 func newMetrics(r prometheus.Registerer) *metrics {
 	f := promauto.With(r)
@@ -31,7 +35,11 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		}, []string{"result"}),
 		claimGroups: f.NewHistogram(prometheus.HistogramOpts{
 			Name: "couponlink_api_claim_group_size", Help: "Claims per transaction of the claim combiner (only when -combine-claims is on).",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+			Buckets: groupBuckets,
+		}),
+		redeemGroups: f.NewHistogram(prometheus.HistogramOpts{
+			Name: "couponlink_api_redemption_group_size", Help: "Redemptions per transaction of the redemption combiner (only when -combine-redemptions is on).",
+			Buckets: groupBuckets,
 		}),
 	}
 }

@@ -67,6 +67,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "api"), metrics: newMetrics(cfg.Registerer), mux: http.NewServeMux(),
 		allowed: map[string][]string{}}
 	cfg.Store.ObserveClaimGroups(func(n int) { s.metrics.claimGroups.Observe(float64(n)) })
+	cfg.Store.ObserveRedemptionGroups(func(n int) { s.metrics.redeemGroups.Observe(float64(n)) })
 	s.token = sha256.Sum256([]byte(cfg.Token))
 	s.origins = http.NewCrossOriginProtection()
 	for _, o := range cfg.AllowedOrigins {
