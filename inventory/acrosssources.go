@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/couponlink/couponlink/canal"
 )
 
 // ServerCoupons is one source's coupon tables for DuplicateIDsAcross: the
@@ -18,8 +20,9 @@ type ServerCoupons struct {
 	Source *Source
 }
 
-// DuplicateAcross is a coupon id held by the coupon tables of more than
-// one source.
+// DuplicateAcross is a coupon id held by the tables of more than one
+// source: their coupon tables (DuplicateIDsAcross) or their write-off
+// tables (WrittenOffAcross).
 type DuplicateAcross struct {
 	DuplicateID          // Tables as "source:schema.table"
 	Sources     []string // the sources that hold it, in the order given
@@ -32,13 +35,35 @@ type DuplicateAcross struct {
 // chunk at a time, and all the tables merged by the next id: memory stays
 // a chunk per table.
 func DuplicateIDsAcross(ctx context.Context, servers []ServerCoupons, limit int) ([]DuplicateAcross, error) {
+	return acrossServers(ctx, servers, limit, func(m *canal.Mapping) (string, string) { return m.UserCoupon.Table, m.UserCoupon.ID })
+}
+
+// WrittenOffAcross looks for coupons with redemption rows on more than one
+// source (evidence table): the candidates of a (coupon, order) written off
+// on two servers, which no one cdc sees. Each server's write-off tables
+// are walked by their coupon column's index, distinct values a chunk at a
+// time, as DuplicateIDsAcross walks the coupon ids; up to limit, lowest
+// first.
+func WrittenOffAcross(ctx context.Context, servers []ServerCoupons, limit int) ([]DuplicateAcross, error) {
+	for _, s := range servers {
+		if err := s.Source.redemptionTable(); err != nil {
+			return nil, err
+		}
+	}
+	return acrossServers(ctx, servers, limit, func(m *canal.Mapping) (string, string) { return m.RedemptionLog.Table, m.RedemptionLog.Coupon })
+}
+
+// acrossServers reads, in one consistent snapshot per server, the distinct
+// values of a mapped column (pick: its table and column) in every table of
+// its set, and keeps the values held by more than one server.
+func acrossServers(ctx context.Context, servers []ServerCoupons, limit int, pick func(*canal.Mapping) (table, column string)) ([]DuplicateAcross, error) {
 	txs := make([]*sql.Tx, len(servers))
 	var out []DuplicateAcross
 	var open func(i int) error
 	open = func(i int) error {
 		if i == len(servers) {
 			var err error
-			out, err = mergeIDs(ctx, servers, txs, limit)
+			out, err = mergeIDs(ctx, servers, txs, limit, pick)
 			return err
 		}
 		return consistentSnapshot(ctx, servers[i].DB, func(tx *sql.Tx) error {
@@ -51,17 +76,17 @@ func DuplicateIDsAcross(ctx context.Context, servers []ServerCoupons, limit int)
 
 // mergeIDs merges the ids of every coupon table of the servers (each read
 // in its server's transaction) and keeps those on more than one server.
-func mergeIDs(ctx context.Context, servers []ServerCoupons, txs []*sql.Tx, limit int) ([]DuplicateAcross, error) {
+func mergeIDs(ctx context.Context, servers []ServerCoupons, txs []*sql.Tx, limit int, pick func(*canal.Mapping) (string, string)) ([]DuplicateAcross, error) {
 	var h cursorHeap
 	for i, s := range servers {
-		uc := s.Source.m.UserCoupon
-		tables, err := s.Source.m.TablesOf(uc.Table)
+		table, column := pick(s.Source.m)
+		tables, err := s.Source.m.TablesOf(table)
 		if err != nil {
 			return nil, fmt.Errorf("source %s: %w", s.Name, err)
 		}
 		for _, t := range tables {
 			c := &serverCursor{idCursor: &idCursor{table: quoteTable(t), name: s.Name + ":" + t.String(), after: math.MinInt64,
-				chunk: s.Source.idChunk}, tx: txs[i], server: s.Name, id: quoteIdent(uc.ID)}
+				chunk: s.Source.idChunk}, tx: txs[i], server: s.Name, id: quoteIdent(column)}
 			if ok, err := c.next(ctx); err != nil {
 				return nil, err
 			} else if ok {

@@ -194,7 +194,9 @@ func (c *idCursor) fill(ctx context.Context, tx *sql.Tx, id string) error {
 	if c.done || len(c.ids) > 0 {
 		return nil
 	}
-	query := fmt.Sprintf("SELECT %s FROM %s WHERE %s > ? ORDER BY %s LIMIT %d", id, c.table, id, id, c.chunk)
+	// DISTINCT: a primary key's values as they are; a column with repeats
+	// (a write-off table's coupon) once each, by its index
+	query := fmt.Sprintf("SELECT DISTINCT %s FROM %s WHERE %s > ? ORDER BY %s LIMIT %d", id, c.table, id, id, c.chunk)
 	err := sqltx.EachRow(ctx, tx, query, []any{c.after}, func(rows *sql.Rows) error {
 		var v int64
 		if err := rows.Scan(&v); err != nil {

@@ -240,9 +240,11 @@ func TestSourcesReconcileEachAndTheSum(t *testing.T) {
 	s.template(1, 100)
 	s.template(2, 10)
 	s.startCDCs()
+	redeemed := map[string]int64{}
 	for _, server := range []string{"east", "west"} {
 		c := s.claimOn(server, 1, 5)[1]
 		s.redeem(1, c[0], c[1])
+		redeemed[server] = c[1]
 	}
 	s.waitCDCs()
 	s.setKey(1, 100-s.taken[1]) // the front end's key, right: 90
@@ -306,6 +308,10 @@ func TestSourcesReconcileEachAndTheSum(t *testing.T) {
 	// both copies one used too many
 	s.west.exec("UPDATE legacy.t_coupon_tpl SET issued = issued + 1 WHERE id = 1")
 	s.both("UPDATE legacy.t_coupon_tpl SET used = used + 1 WHERE id = 2")
+	// east's redeemed coupon written off again, for its order, on west: a
+	// duplicate redemption no one cdc sees
+	w := redeemed["east"]
+	s.west.exec("INSERT INTO shard_2.t_writeoff_0 (id, coupon_id, order_no) VALUES (?, ?, ?)", s.ids.Add(1), w, fmt.Sprint("o", w))
 	s.waitCDCs()
 	sr = s.pass(r)
 	require.Empty(t, sr.Parts[0].Differences)
@@ -315,6 +321,7 @@ func TestSourcesReconcileEachAndTheSum(t *testing.T) {
 		"west: legacy 1/issued 12 13 needs_review",
 		"all sources: legacy 2/used 0 1 needs_review",
 		fmt.Sprintf("east, west: legacy coupon %d/sources 1 2 needs_review", id),
+		fmt.Sprintf(`east, west: legacy coupon %d/order "o%d" 1 2 needs_review`, w, w),
 	}, sourced(sr.Sum.Differences))
 	require.Contains(t, find(t, sr.Sum.Differences, "legacy", fmt.Sprintf("coupon %d/sources", id)).Reason,
 		fmt.Sprintf("east:shard_1.t_user_coupon_1, west:shard_3.t_user_coupon_0"))

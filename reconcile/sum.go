@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -231,9 +232,10 @@ func (r *Reconciler) sumDuplicates(ctx context.Context) ([]Difference, error) {
 	if r.cfg.Mapping.Reference() {
 		return nil, nil
 	}
-	servers := make([]inventory.ServerCoupons, len(r.sum.parts))
-	for i, p := range r.sum.parts {
-		servers[i] = inventory.ServerCoupons{Name: p.cfg.Mapping.Source(), DB: p.db, Source: p.source()}
+	servers := r.sumServers()
+	wo, err := sumWriteOffs(ctx, servers, r.cfg.Mapping)
+	if err != nil {
+		return nil, err
 	}
 	dups, err := inventory.DuplicateIDsAcross(ctx, servers, 10)
 	if err != nil {
@@ -245,6 +247,68 @@ func (r *Reconciler) sumDuplicates(ctx context.Context) ([]Difference, error) {
 			Found: ptr(int64(len(d.Sources))), Action: ActionNeedsReview, Source: strings.Join(d.Sources, ", "),
 			Reason: fmt.Sprintf("coupon id %d is on %d sources (%s): couponlink needs coupon ids unique across all the sources; "+
 				"the counters stay right, but the redemptions and anomalies of this id cannot be told apart", d.ID, len(d.Sources), strings.Join(d.Tables, ", "))})
+	}
+	return append(out, wo...), nil
+}
+
+// sumServers is each source's server and queries, for the checks that
+// walk the tables of every server at once.
+func (r *Reconciler) sumServers() []inventory.ServerCoupons {
+	servers := make([]inventory.ServerCoupons, len(r.sum.parts))
+	for i, p := range r.sum.parts {
+		servers[i] = inventory.ServerCoupons{Name: p.cfg.Mapping.Source(), DB: p.db, Source: p.source()}
+	}
+	return servers
+}
+
+// maxWriteOffsAcross bounds the coupons with write-offs on several servers
+// one pass looks at.
+const maxWriteOffsAcross = 1000
+
+// sumWriteOffs reports each (coupon, order) written off on more than one
+// source (evidence table): each cdc counts the write-offs of its own
+// server, so a duplicate_redemption split over two servers is found here,
+// for a person, at every pass until it is resolved.
+func sumWriteOffs(ctx context.Context, servers []inventory.ServerCoupons, m *canal.Mapping) ([]Difference, error) {
+	if m.RedemptionEvidence() != canal.EvidenceTable {
+		return nil, nil
+	}
+	cands, err := inventory.WrittenOffAcross(ctx, servers, maxWriteOffsAcross)
+	if err != nil || len(cands) == 0 {
+		return nil, err
+	}
+	coupons := make([]int64, len(cands))
+	for i, c := range cands {
+		coupons[i] = c.ID
+	}
+	held := map[int64]map[string][]string{} // coupon -> order -> the sources of its rows, one per row
+	for _, s := range servers {
+		found, err := s.Source.Redeemed(ctx, s.DB, coupons)
+		if err != nil {
+			return nil, fmt.Errorf("source %s: %w", s.Name, err)
+		}
+		for c, orders := range found {
+			if held[c] == nil {
+				held[c] = map[string][]string{}
+			}
+			for _, o := range orders {
+				held[c][o] = append(held[c][o], s.Name)
+			}
+		}
+	}
+	var out []Difference
+	for _, c := range coupons {
+		for _, o := range slices.Sorted(maps.Keys(held[c])) {
+			rows := held[c][o]
+			srcs := slices.Compact(slices.Clone(rows))
+			if len(srcs) < 2 {
+				continue // on one server: its cdc counts them
+			}
+			out = append(out, Difference{Store: StoreLegacy, Target: fmt.Sprintf("coupon %d/order %q", c, o), Field: "write-offs", Expected: 1,
+				Found: ptr(int64(len(rows))), Action: ActionNeedsReview, Source: strings.Join(srcs, ", "),
+				Reason: fmt.Sprintf("coupon %d is written off %d times for order %q, on %s: a duplicate redemption split over servers, "+
+					"which no one source's cdc sees", c, len(rows), o, strings.Join(srcs, " and "))})
+		}
 	}
 	return out, nil
 }
