@@ -231,14 +231,11 @@ func (t *Tailer) prepare(ctx context.Context, from Position) (string, gtidTracke
 	t.m = m
 	flavor := t.cfg.Flavor
 	if flavor == "" {
-		maria, err := isMariaDB(ctx, db)
+		srv, err := ReadServer(ctx, db)
 		if err != nil {
 			return "", nil, fmt.Errorf("canal: %w", err)
 		}
-		flavor = mysql.MySQLFlavor
-		if maria {
-			flavor = mysql.MariaDBFlavor
-		}
+		flavor = srv.Flavor()
 	}
 	gtid := from.GTID
 	if gtid == "" {
