@@ -118,15 +118,17 @@ var (
 )
 
 // SetSnapshotMethod sets how every Source of the process takes a
-// snapshot's position (default canal.SnapshotAuto): "lock" forces the
-// portable path of Oracle MySQL on MariaDB too.
-func SetSnapshotMethod(m canal.SnapshotMethod) {
+// snapshot's position (default canal.SnapshotAuto; "lock" forces the
+// portable path of Oracle MySQL on MariaDB too), and returns the previous
+// setting.
+func SetSnapshotMethod(m canal.SnapshotMethod) (previous canal.SnapshotMethod) {
 	if m == "" {
 		m = canal.SnapshotAuto
 	}
 	snapMu.Lock()
-	snapMethod = m
-	snapMu.Unlock()
+	defer snapMu.Unlock()
+	previous, snapMethod = snapMethod, m
+	return previous
 }
 
 // RegisterSnapshotMetrics registers couponlink_snapshot_lock_seconds (one
