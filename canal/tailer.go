@@ -228,6 +228,11 @@ func (t *Tailer) prepare(ctx context.Context, from Position) (string, gtidTracke
 	if err := m.Check(ctx, db); err != nil {
 		return "", nil, fmt.Errorf("canal: %w", err)
 	}
+	if warnings, err := ServerWarnings(ctx, db); err == nil {
+		for _, w := range warnings {
+			t.log.Warn(w)
+		}
+	}
 	t.m = m
 	flavor := t.cfg.Flavor
 	if flavor == "" {
