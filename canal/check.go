@@ -166,7 +166,7 @@ func checkTable(ctx context.Context, conn *sql.Conn, s tableSpec, sch, tbl strin
 	return info, errors.Join(errs...)
 }
 
-func stringList(ctx context.Context, conn *sql.Conn, q string, args ...any) ([]string, error) {
+func stringList(ctx context.Context, conn queryer, q string, args ...any) ([]string, error) {
 	rows, err := conn.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err

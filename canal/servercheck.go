@@ -38,25 +38,8 @@ func readServerSettings(ctx context.Context, q queryer) (serverSettings, error) 
 			*dst = val.String
 		}
 	}
-	s.grants, _ = grantLines(ctx, q)
+	s.grants, _ = stringList(ctx, q, "SHOW GRANTS")
 	return s, nil
-}
-
-func grantLines(ctx context.Context, q queryer) ([]string, error) {
-	rows, err := q.QueryContext(ctx, "SHOW GRANTS")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var g string
-		if err := rows.Scan(&g); err != nil {
-			return nil, err
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
 }
 
 // problems are the settings couponlink cannot work with: each names the

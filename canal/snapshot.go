@@ -52,9 +52,9 @@ type SnapshotConfig struct {
 	// Tables are locked by SnapshotTables (and by SnapshotLock when the
 	// global read lock is refused): every table the snapshot reads.
 	Tables []TableName
-	// LockWait bounds the wait for the lock (the session's
-	// lock_wait_timeout; writers queue behind a waiting FLUSH TABLES WITH
-	// READ LOCK). Default 10s.
+	// LockWait bounds each wait for the lock (the session's
+	// lock_wait_timeout: writers queue behind a waiting FLUSH TABLES WITH
+	// READ LOCK), asked for up to lockAttempts times. Default 3s.
 	LockWait time.Duration
 }
 
@@ -128,23 +128,27 @@ func lockedSnapshot(ctx context.Context, db *sql.DB, method SnapshotMethod, cfg 
 	}
 	wait := cfg.LockWait
 	if wait <= 0 {
-		wait = 10 * time.Second
+		wait = 3 * time.Second
 	}
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", max(1, int(wait.Seconds())))); err != nil {
 		return nil, fmt.Errorf("snapshot lock: %w", err)
 	}
-	used, asked := SnapshotLock, time.Now()
-	if method == SnapshotTables {
-		used = SnapshotTables
-	} else if _, err = conn.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); isAccessDenied(err) && len(cfg.Tables) > 0 {
-		used = SnapshotTables // no RELOAD: the tables the snapshot reads only
-	} else if err != nil {
-		return nil, fmt.Errorf("snapshot lock: FLUSH TABLES WITH READ LOCK: %w (grant RELOAD, or LOCK TABLES and SELECT on the mapped tables: deploy/mysql/grants.sql)", err)
-	}
-	if used == SnapshotTables {
-		if err := lockTables(ctx, conn, cfg.Tables); err != nil {
-			return nil, err
+	// the connection goes back to the pool: with the server's timeout
+	defer conn.ExecContext(context.WithoutCancel(ctx), "SET SESSION lock_wait_timeout = DEFAULT") //nolint:errcheck
+	asked := time.Now()
+	var used SnapshotMethod
+	for attempt := 1; ; attempt++ {
+		if used, err = takeLock(ctx, conn, method, cfg.Tables); err == nil || !isLockWaitTimeout(err) || attempt == lockAttempts {
+			break
 		}
+		select { // a long statement or DDL held it up; writers queued behind the wait: let them through first
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	s := &Snapshot{Method: used}
 	locked := time.Now()
@@ -180,6 +184,32 @@ func unlock(ctx context.Context, conn *sql.Conn) error {
 		return fmt.Errorf("snapshot lock: UNLOCK TABLES: %w", err)
 	}
 	return nil
+}
+
+// lockAttempts is how many times a lock that timed out is asked for again.
+const lockAttempts = 4
+
+// takeLock takes FLUSH TABLES WITH READ LOCK (SnapshotLock) or LOCK
+// TABLES ... READ (SnapshotTables, or SnapshotLock refused for want of
+// RELOAD), and returns which.
+func takeLock(ctx context.Context, conn *sql.Conn, method SnapshotMethod, tables []TableName) (SnapshotMethod, error) {
+	if method != SnapshotTables {
+		_, err := conn.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK")
+		switch {
+		case err == nil:
+			return SnapshotLock, nil
+		case !isAccessDenied(err) || len(tables) == 0:
+			return "", fmt.Errorf("snapshot lock: FLUSH TABLES WITH READ LOCK: %w (grant RELOAD, or LOCK TABLES and SELECT on the mapped tables: deploy/mysql/grants.sql)", err)
+		}
+		// no RELOAD: the tables the snapshot reads only
+	}
+	return SnapshotTables, lockTables(ctx, conn, tables)
+}
+
+// isLockWaitTimeout reports error 1205: lock_wait_timeout passed.
+func isLockWaitTimeout(err error) bool {
+	var me *drv.MySQLError
+	return errors.As(err, &me) && me.Number == 1205
 }
 
 // lockedPosition reads the binlog position and its GTID set while no

@@ -1,20 +1,7 @@
 package sink_test
 
-import (
-	"os"
+import "github.com/couponlink/couponlink/internal/cdcenv"
 
-	"github.com/couponlink/couponlink/canal"
-	"github.com/couponlink/couponlink/inventory"
-)
-
-// COUPONLINK_SNAPSHOT_POSITION=lock (make test's second run of the
-// bootstrap, crash and reconcile suites) forces the snapshot-position path
-// of Oracle MySQL on the MariaDB test server: here in the test process,
-// and in the couponlink binaries the tests start (cmd/couponlink reads it).
-func init() {
-	m, err := canal.ParseSnapshotMethod(os.Getenv("COUPONLINK_SNAPSHOT_POSITION"))
-	if err != nil {
-		panic(err)
-	}
-	inventory.SetSnapshotMethod(m)
-}
+// COUPONLINK_SNAPSHOT_POSITION=lock (make test-portable) forces the
+// snapshot-position path of Oracle MySQL on the MariaDB test server.
+func init() { cdcenv.UseSnapshotMethodFromEnv() }
