@@ -111,23 +111,11 @@ func findColumn(cols []columnInfo, name string) *columnInfo {
 }
 
 func checkBinlogSettings(ctx context.Context, conn *sql.Conn) error {
-	var logBin, format, image sql.NullString
-	err := conn.QueryRowContext(ctx, "SELECT @@GLOBAL.log_bin, @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image").
-		Scan(&logBin, &format, &image)
+	s, err := readServerSettings(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("check binlog settings: %w", err)
+		return err
 	}
-	var errs []error
-	if v := strings.ToUpper(logBin.String); v != "1" && v != "ON" {
-		errs = append(errs, errors.New("server: the binlog is off (log_bin=OFF); start the server with --log-bin"))
-	}
-	if v := strings.ToUpper(format.String); v != "ROW" {
-		errs = append(errs, fmt.Errorf("server: binlog_format is %s, couponlink needs ROW (SET GLOBAL binlog_format=ROW and in the server config)", v))
-	}
-	if v := strings.ToUpper(image.String); v != "FULL" {
-		errs = append(errs, fmt.Errorf("server: binlog_row_image is %s, couponlink needs FULL (SET GLOBAL binlog_row_image=FULL and in the server config)", v))
-	}
-	return errors.Join(errs...)
+	return s.problems()
 }
 
 // checkTable checks one table's mapped columns and primary key, and
@@ -178,7 +166,7 @@ func checkTable(ctx context.Context, conn *sql.Conn, s tableSpec, sch, tbl strin
 	return info, errors.Join(errs...)
 }
 
-func stringList(ctx context.Context, conn *sql.Conn, q string, args ...any) ([]string, error) {
+func stringList(ctx context.Context, conn queryer, q string, args ...any) ([]string, error) {
 	rows, err := conn.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err

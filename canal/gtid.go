@@ -129,14 +129,24 @@ func (g *mariaGTIDs) String() string {
 	return g.str
 }
 
-// mysqlGTIDs is a MySQL executed GTID set (go-mysql's type; slower, and
-// not exercised by the MariaDB test server).
+// mysqlGTIDs is a MySQL executed GTID set (go-mysql's type; slower; unit
+// tested, not exercised by the MariaDB test server).
 type mysqlGTIDs struct {
 	set     *mysql.MysqlGTIDSet
 	pending string
 }
 
 func (g *mysqlGTIDs) begin(ev mysql.BinlogGTIDEvent) error {
+	switch e := ev.(type) {
+	case *replication.GTIDEvent:
+		if e.GNO == 0 { // an anonymous transaction (gtid_mode OFF): no GTID
+			g.pending = ""
+			return nil
+		}
+	case *replication.GtidTaggedLogEvent: // 8.4: uuid:tag:gno
+	default:
+		return fmt.Errorf("GTID event %T on a MySQL stream", ev)
+	}
 	next, err := ev.GTIDNext()
 	if err != nil {
 		return fmt.Errorf("read GTID event: %w", err)
@@ -156,3 +166,47 @@ func (g *mysqlGTIDs) commit() {
 func (g *mysqlGTIDs) discard() { g.pending = "" }
 
 func (g *mysqlGTIDs) String() string { return g.set.String() }
+
+// NormalizeMySQLGTID is a MySQL GTID set (server_uuid:interval[:interval],
+// ...) on one line in go-mysql's canonical form: SHOW MASTER STATUS and
+// @@gtid_executed print one UUID per line, and the order of the UUIDs and
+// intervals may differ between two prints of one set. A set that does not
+// parse is returned with its white space removed.
+func NormalizeMySQLGTID(s string) string {
+	s = strings.Join(strings.Fields(s), "")
+	set, err := mysql.ParseMysqlGTIDSet(s)
+	if err != nil {
+		return s
+	}
+	return set.String()
+}
+
+// SameGTIDSet reports whether a and b are the same GTID set of the flavor
+// ("mariadb": the same domain-server-seq per domain; "mysql": the same
+// transactions, whatever the order and line breaks).
+func SameGTIDSet(flavor, a, b string) bool {
+	if flavor != mysql.MariaDBFlavor {
+		x, err1 := mysql.ParseGTIDSet(mysql.MySQLFlavor, strings.Join(strings.Fields(a), ""))
+		y, err2 := mysql.ParseGTIDSet(mysql.MySQLFlavor, strings.Join(strings.Fields(b), ""))
+		return err1 == nil && err2 == nil && x.Equal(y)
+	}
+	norm := func(s string) map[string]bool {
+		out := map[string]bool{}
+		for _, part := range strings.Split(s, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out[part] = true
+			}
+		}
+		return out
+	}
+	x, y := norm(a), norm(b)
+	if len(x) != len(y) {
+		return false
+	}
+	for k := range x {
+		if !y[k] {
+			return false
+		}
+	}
+	return true
+}

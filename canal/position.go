@@ -56,28 +56,30 @@ func splitBinlogName(name string) (string, uint64) {
 	return name[:i], n
 }
 
-// CurrentPosition returns the server's binlog end: SHOW MASTER STATUS and,
-// on MariaDB, @@gtid_binlog_pos. The two are read consistently (GTID, file,
-// GTID again until both GTID reads agree; BINLOG_GTID_POS as a fallback).
+// CurrentPosition returns the server's binlog end: SHOW MASTER STATUS (SHOW
+// BINARY LOG STATUS on MySQL 8.2+) with, on MariaDB, @@gtid_binlog_pos and,
+// on MySQL, its Executed_Gtid_Set. On MariaDB the two are read
+// consistently (GTID, file, GTID again until both GTID reads agree;
+// BINLOG_GTID_POS as a fallback).
 func CurrentPosition(ctx context.Context, db *sql.DB) (Position, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return Position{}, fmt.Errorf("current binlog position: %w", err)
 	}
 	defer conn.Close()
-	mariadb, err := isMariaDB(ctx, conn)
+	srv, err := ReadServer(ctx, conn)
 	if err != nil {
 		return Position{}, fmt.Errorf("current binlog position: %w", err)
 	}
-	if !mariadb {
-		return masterStatus(ctx, conn)
+	if !srv.MariaDB {
+		return masterStatus(ctx, conn, srv)
 	}
 	for range 10 {
 		var g1, g2 string
 		if err := conn.QueryRowContext(ctx, "SELECT @@GLOBAL.gtid_binlog_pos").Scan(&g1); err != nil {
 			return Position{}, fmt.Errorf("read gtid_binlog_pos: %w", err)
 		}
-		p, err := masterStatus(ctx, conn)
+		p, err := masterStatus(ctx, conn, srv)
 		if err != nil {
 			return Position{}, err
 		}
@@ -89,7 +91,7 @@ func CurrentPosition(ctx context.Context, db *sql.DB) (Position, error) {
 			return p, nil
 		}
 	}
-	p, err := masterStatus(ctx, conn)
+	p, err := masterStatus(ctx, conn, srv)
 	if err != nil {
 		return Position{}, err
 	}
@@ -97,42 +99,37 @@ func CurrentPosition(ctx context.Context, db *sql.DB) (Position, error) {
 	return p, err
 }
 
+// errNoSnapshotStatus: the server has no binlog_snapshot_% status
+// variables (Oracle MySQL), or they are empty (the binlog is off).
+var errNoSnapshotStatus = errors.New("snapshot position: the server has no binlog_snapshot_file/position (only MariaDB and Percona Server have them, inside START TRANSACTION WITH CONSISTENT SNAPSHOT with log_bin ON); take it under a lock (COUPONLINK_SNAPSHOT_POSITION=lock)")
+
 // SnapshotPosition returns the binlog position of the consistent snapshot of
-// tx, a MariaDB transaction opened with START TRANSACTION WITH CONSISTENT
-// SNAPSHOT: what tx reads is exactly the state at that position.
+// tx, a transaction opened with START TRANSACTION WITH CONSISTENT SNAPSHOT
+// on MariaDB or Percona Server: what tx reads is exactly the state at that
+// position. Its GTID is BINLOG_GTID_POS of it on MariaDB, Percona's
+// binlog_snapshot_gtid_executed on MySQL (empty where that is missing).
 func SnapshotPosition(ctx context.Context, tx *sql.Tx) (Position, error) {
-	rows, err := tx.QueryContext(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'")
+	vars, err := snapshotStatus(ctx, tx)
 	if err != nil {
-		return Position{}, fmt.Errorf("read binlog snapshot status: %w", err)
+		return Position{}, err
 	}
-	var p Position
-	var havePos bool
-	for rows.Next() {
-		var name, value string
-		if err := rows.Scan(&name, &value); err != nil {
-			rows.Close()
-			return Position{}, fmt.Errorf("read binlog snapshot status: %w", err)
-		}
-		switch strings.ToLower(name) {
-		case "binlog_snapshot_file":
-			p.File = value
-		case "binlog_snapshot_position":
-			n, err := strconv.ParseUint(value, 10, 32)
-			if err != nil {
-				rows.Close()
-				return Position{}, fmt.Errorf("binlog_snapshot_position %q: %w", value, err)
-			}
-			p.Pos, havePos = uint32(n), true
-		}
-	}
-	if err := rows.Close(); err != nil {
-		return Position{}, fmt.Errorf("read binlog snapshot status: %w", err)
-	}
-	if err := rows.Err(); err != nil {
-		return Position{}, fmt.Errorf("read binlog snapshot status: %w", err)
-	}
+	p := Position{File: vars["binlog_snapshot_file"]}
+	pos, havePos := vars["binlog_snapshot_position"]
 	if p.File == "" || !havePos {
-		return Position{}, errors.New("snapshot position: the server has no binlog_snapshot_file/position (is this MariaDB with log_bin ON, inside START TRANSACTION WITH CONSISTENT SNAPSHOT?)")
+		return Position{}, errNoSnapshotStatus
+	}
+	n, err := strconv.ParseUint(pos, 10, 32)
+	if err != nil {
+		return Position{}, fmt.Errorf("binlog_snapshot_position %q: %w", pos, err)
+	}
+	p.Pos = uint32(n)
+	srv, err := ReadServer(ctx, tx)
+	if err != nil {
+		return Position{}, err
+	}
+	if !srv.MariaDB {
+		p.GTID = NormalizeMySQLGTID(vars["binlog_snapshot_gtid_executed"])
+		return p, nil
 	}
 	if p.GTID, err = binlogGTIDPos(ctx, tx, p.File, p.Pos); err != nil {
 		return Position{}, err
@@ -140,36 +137,52 @@ func SnapshotPosition(ctx context.Context, tx *sql.Tx) (Position, error) {
 	return p, nil
 }
 
+// snapshotStatus reads the binlog_snapshot_% status variables, by lower
+// case name.
+func snapshotStatus(ctx context.Context, tx *sql.Tx) (map[string]string, error) {
+	rows, err := tx.QueryContext(ctx, "SHOW STATUS LIKE 'binlog_snapshot_%'")
+	if err != nil {
+		return nil, fmt.Errorf("read binlog snapshot status: %w", err)
+	}
+	defer rows.Close()
+	vars := map[string]string{}
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			return nil, fmt.Errorf("read binlog snapshot status: %w", err)
+		}
+		vars[strings.ToLower(name)] = value
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read binlog snapshot status: %w", err)
+	}
+	return vars, nil
+}
+
 type queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-func isMariaDB(ctx context.Context, q queryer) (bool, error) {
-	var v string
-	if err := q.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
-		return false, fmt.Errorf("read server version: %w", err)
-	}
-	return strings.Contains(strings.ToLower(v), "mariadb"), nil
-}
-
-// masterStatus reads File and Position of SHOW MASTER STATUS, whatever the
-// other columns are.
-func masterStatus(ctx context.Context, q queryer) (Position, error) {
-	rows, err := q.QueryContext(ctx, "SHOW MASTER STATUS")
+// masterStatus reads File, Position and (MySQL) Executed_Gtid_Set of SHOW
+// MASTER STATUS or SHOW BINARY LOG STATUS, whichever the server has,
+// whatever the other columns are.
+func masterStatus(ctx context.Context, q queryer, srv Server) (Position, error) {
+	stmt := srv.BinlogStatusStatement()
+	rows, err := q.QueryContext(ctx, stmt)
 	if err != nil {
-		return Position{}, fmt.Errorf("show master status: %w", err)
+		return Position{}, fmt.Errorf("%s: %w", strings.ToLower(stmt), err)
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
-		return Position{}, fmt.Errorf("show master status: %w", err)
+		return Position{}, fmt.Errorf("%s: %w", strings.ToLower(stmt), err)
 	}
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return Position{}, fmt.Errorf("show master status: %w", err)
+			return Position{}, fmt.Errorf("%s: %w", strings.ToLower(stmt), err)
 		}
-		return Position{}, errors.New("show master status returned no row: the server's binlog is off (log_bin=OFF)")
+		return Position{}, fmt.Errorf("%s returned no row: the server's binlog is off (log_bin=OFF): start it with --log-bin", stmt)
 	}
 	vals := make([]sql.NullString, len(cols))
 	ptrs := make([]any, len(cols))
@@ -177,7 +190,7 @@ func masterStatus(ctx context.Context, q queryer) (Position, error) {
 		ptrs[i] = &vals[i]
 	}
 	if err := rows.Scan(ptrs...); err != nil {
-		return Position{}, fmt.Errorf("show master status: %w", err)
+		return Position{}, fmt.Errorf("%s: %w", strings.ToLower(stmt), err)
 	}
 	var p Position
 	for i, c := range cols {
@@ -187,11 +200,11 @@ func masterStatus(ctx context.Context, q queryer) (Position, error) {
 		case "position":
 			n, err := strconv.ParseUint(vals[i].String, 10, 32)
 			if err != nil {
-				return Position{}, fmt.Errorf("show master status: position %q: %w", vals[i].String, err)
+				return Position{}, fmt.Errorf("%s: position %q: %w", strings.ToLower(stmt), vals[i].String, err)
 			}
 			p.Pos = uint32(n)
 		case "executed_gtid_set":
-			p.GTID = strings.ReplaceAll(vals[i].String, "\n", "")
+			p.GTID = NormalizeMySQLGTID(vals[i].String)
 		}
 	}
 	return p, rows.Err()

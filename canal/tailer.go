@@ -228,17 +228,19 @@ func (t *Tailer) prepare(ctx context.Context, from Position) (string, gtidTracke
 	if err := m.Check(ctx, db); err != nil {
 		return "", nil, fmt.Errorf("canal: %w", err)
 	}
+	if warnings, err := ServerWarnings(ctx, db); err == nil {
+		for _, w := range warnings {
+			t.log.Warn(w)
+		}
+	}
 	t.m = m
 	flavor := t.cfg.Flavor
 	if flavor == "" {
-		maria, err := isMariaDB(ctx, db)
+		srv, err := ReadServer(ctx, db)
 		if err != nil {
 			return "", nil, fmt.Errorf("canal: %w", err)
 		}
-		flavor = mysql.MySQLFlavor
-		if maria {
-			flavor = mysql.MariaDBFlavor
-		}
+		flavor = srv.Flavor()
 	}
 	gtid := from.GTID
 	if gtid == "" {

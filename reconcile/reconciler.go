@@ -36,6 +36,9 @@ func New(cfg Config) (*Reconciler, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	if err := inventory.RegisterSnapshotMetrics(cfg.Registerer); err != nil {
+		return nil, err
+	}
 	return &Reconciler{cfg: cfg, db: cfg.DB, src: inventory.NewSource(cfg.Mapping), resolved: cfg.Mapping,
 		log: cfg.Logger.With("component", "reconcile"), m: newMetrics(cfg.Registerer)}, nil
 }
@@ -179,6 +182,9 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 		return nil, nil, fmt.Errorf("snapshot: %w", err)
 	}
 	rep.SnapshotTook = time.Since(t0)
+	if snap.Taken.Locked > 0 {
+		r.log.Info("truth snapshot's position taken under a lock", "position_by", snap.Taken.Method, "lock_held", snap.Taken.Locked)
+	}
 	rep.Position, rep.Pairs = snap.Pos, len(snap.Counts)
 	for _, c := range snap.Counts {
 		rep.Coupons += c.Issued()

@@ -21,7 +21,7 @@ func (s *Sink) bootstrap(ctx context.Context) (inventory.Snapshot, error) {
 	var snap inventory.Snapshot
 	var found []Anomaly
 	// two connections: the snapshot stays open while the writes stream from it
-	_, err := s.src.WithSnapshot(ctx, s.db, func(stx *sql.Tx, pos canal.Position) error {
+	taken, err := s.src.WithSnapshotTaken(ctx, s.db, func(stx *sql.Tx, pos canal.Position) error {
 		var err error
 		if snap, err = s.src.Count(ctx, stx, pos); err != nil {
 			return err
@@ -52,7 +52,8 @@ func (s *Sink) bootstrap(ctx context.Context) (inventory.Snapshot, error) {
 	s.pos = snap.Pos
 	s.countAnomalies(found)
 	s.log.Info("bootstrapped counters from a consistent snapshot", "position", snap.Pos.String(),
-		"pairs", len(snap.Counts), "coupons", rows, "anomalies", len(found), "took", time.Since(start).Round(time.Millisecond))
+		"pairs", len(snap.Counts), "coupons", rows, "anomalies", len(found), "took", time.Since(start).Round(time.Millisecond),
+		"position_by", taken.Method, "lock_held", taken.Locked)
 	return snap, nil
 }
 

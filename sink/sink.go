@@ -80,6 +80,9 @@ func New(cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	cfg.Registerer.MustRegister(newInventoryCollector(s))
+	if err := inventory.RegisterSnapshotMetrics(cfg.Registerer); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 

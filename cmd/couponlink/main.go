@@ -50,6 +50,10 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		usage(stdout)
 		return 0
 	}
+	if err := setSnapshotMethod(); err != nil {
+		fmt.Fprintf(stderr, "couponlink: %v\n", err)
+		return 2
+	}
 	for _, c := range commands() {
 		if c.name == args[0] {
 			err := c.run(ctx, args[1:], stdout, stderr)

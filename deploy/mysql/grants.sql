@@ -13,9 +13,22 @@
 -- `couponlink migrate` itself runs as an administrator (it creates the
 -- database and tables: DDL); none of these three users can change the schema.
 --
--- Written and tested (deploy/mysql/grants_test.go) on MariaDB 10.11. On
--- MySQL 8, replace BINLOG MONITOR by REPLICATION CLIENT (see the comments);
--- the MySQL flavor is not tested here.
+-- The global (binlog) privileges differ per server: the file runs as is
+-- on MariaDB (its section is live); on Oracle MySQL, comment out the
+-- "flavor: MariaDB" section and uncomment the one of your version (drop
+-- the leading "-- " of its GRANT lines). Everything else is the same on
+-- every flavor. Tested (deploy/mysql/grants_test.go) on MariaDB 10.11
+-- only: no Oracle MySQL server can be installed where couponlink is
+-- tested, so the MySQL sections are checked for their privileges, never
+-- run against MySQL.
+--
+-- The snapshot (the cdc's bootstrap and -rebuild, the reconciler's truth)
+-- takes its binlog position without any lock on MariaDB (and Percona
+-- Server). On Oracle MySQL it takes FLUSH TABLES WITH READ LOCK for a few
+-- milliseconds (RELOAD); where RELOAD is not granted (managed MySQL), it
+-- falls back to LOCK TABLES ... READ on the mapped tables (LOCK TABLES and
+-- SELECT on their schema). Grant one of the two. README "Snapshot
+-- positions" has the guarantees and costs.
 --
 -- The tables couponlink reads are all in couponlink_db for the reference
 -- schema, so SELECT is granted on couponlink_db.*. With a legacy -mapping,
@@ -25,10 +38,34 @@
 -- couponlink_cdc: tails the binlog (couponlink cdc; also `couponlink status`).
 -- ---------------------------------------------------------------------------
 CREATE USER IF NOT EXISTS 'couponlink_cdc'@'%' IDENTIFIED BY '__CDC_PASSWORD__';
--- read the binlog (REPLICATION SLAVE) and the binlog position / GTID
--- (SHOW MASTER STATUS, BINLOG_GTID_POS: BINLOG MONITOR).
--- MySQL 8: GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'couponlink_cdc'@'%';
+-- read the binlog (REPLICATION SLAVE) and the binlog position / GTID.
+--
+-- == flavor: MariaDB 10.5.2+ (live; tested) ==
+-- SHOW MASTER STATUS and BINLOG_GTID_POS need BINLOG MONITOR (before
+-- 10.5.2: REPLICATION CLIENT). REPLICATION SLAVE may be spelled
+-- REPLICATION REPLICA from 10.5.1. No snapshot lock: binlog_snapshot_%.
 GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'couponlink_cdc'@'%';
+-- (COUPONLINK_SNAPSHOT_POSITION=lock on MariaDB also needs RELOAD, or
+-- LOCK TABLES on the schema, like MySQL.)
+--
+-- == flavor: MySQL 5.7 / 8.0 (untested) ==
+-- SHOW MASTER STATUS and gtid_executed: REPLICATION CLIENT. The snapshot
+-- lock: RELOAD (FLUSH TABLES WITH READ LOCK), or, without it, LOCK TABLES.
+-- GRANT REPLICATION SLAVE, REPLICATION CLIENT, RELOAD ON *.* TO 'couponlink_cdc'@'%';
+-- managed MySQL without RELOAD, instead of the line above:
+-- GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'couponlink_cdc'@'%';
+-- GRANT LOCK TABLES ON `couponlink_db`.* TO 'couponlink_cdc'@'%';
+--
+-- == flavor: MySQL 8.4 (untested) ==
+-- 8.4 renamed the statements (SHOW BINARY LOG STATUS, SHOW REPLICA
+-- STATUS), not these privileges: SHOW BINARY LOG STATUS needs
+-- REPLICATION CLIENT, a binlog reader REPLICATION SLAVE.
+-- GRANT REPLICATION SLAVE, REPLICATION CLIENT, RELOAD ON *.* TO 'couponlink_cdc'@'%';
+-- managed MySQL without RELOAD, instead of the line above:
+-- GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'couponlink_cdc'@'%';
+-- GRANT LOCK TABLES ON `couponlink_db`.* TO 'couponlink_cdc'@'%';
+--
+-- == every flavor ==
 -- the source tables (user_coupon, redemption_log, inventory_flow,
 -- coupon_template, channel_quota) for the snapshot of -rebuild and the
 -- derived state; correction_log (the reconciler's corrections it must see).
@@ -78,9 +115,25 @@ GRANT INSERT ON `couponlink_db`.`quota_policy_audit` TO 'couponlink_api'@'%';
 -- couponlink_reconcile: the reconciler (couponlink reconcile).
 -- ---------------------------------------------------------------------------
 CREATE USER IF NOT EXISTS 'couponlink_reconcile'@'%' IDENTIFIED BY '__RECONCILE_PASSWORD__';
--- it replays the binlog to the compared position and reads the position.
--- MySQL 8: GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'couponlink_reconcile'@'%';
+-- it replays the binlog to the compared position and reads the position;
+-- its truth is a snapshot like the cdc's bootstrap (the same lock on MySQL).
+--
+-- == flavor: MariaDB 10.5.2+ (live; tested) ==
 GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'couponlink_reconcile'@'%';
+--
+-- == flavor: MySQL 5.7 / 8.0 (untested) ==
+-- GRANT REPLICATION SLAVE, REPLICATION CLIENT, RELOAD ON *.* TO 'couponlink_reconcile'@'%';
+-- managed MySQL without RELOAD, instead of the line above:
+-- GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'couponlink_reconcile'@'%';
+-- GRANT LOCK TABLES ON `couponlink_db`.* TO 'couponlink_reconcile'@'%';
+--
+-- == flavor: MySQL 8.4 (untested) ==
+-- GRANT REPLICATION SLAVE, REPLICATION CLIENT, RELOAD ON *.* TO 'couponlink_reconcile'@'%';
+-- managed MySQL without RELOAD, instead of the line above:
+-- GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'couponlink_reconcile'@'%';
+-- GRANT LOCK TABLES ON `couponlink_db`.* TO 'couponlink_reconcile'@'%';
+--
+-- == every flavor ==
 GRANT SELECT ON `couponlink_db`.* TO 'couponlink_reconcile'@'%';
 -- fixes: counters by the difference, the template cache, its own records.
 GRANT SELECT, INSERT, UPDATE ON `couponlink_db`.`inventory_counter` TO 'couponlink_reconcile'@'%';
