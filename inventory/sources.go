@@ -236,11 +236,8 @@ func eachSource(ctx context.Context, m *canal.Mapping, open Opener, timeout time
 
 // readSource opens one source's DSN and reads it within timeout.
 func readSource(ctx context.Context, m *canal.Mapping, i int, open Opener, timeout time.Duration, read sourceRead) (Status, error) {
-	sm, spec, err := m.ForSource(m.Sources[i].Name)
-	if err != nil {
-		return Status{}, err
-	}
-	dsn, err := spec.ResolveDSN()
+	name := m.Sources[i].Name
+	sm, dsn, err := m.OneSource(name)
 	if err != nil {
 		return Status{}, err
 	}
@@ -254,7 +251,7 @@ func readSource(ctx context.Context, m *canal.Mapping, i int, open Opener, timeo
 	if err := db.PingContext(rctx); err != nil {
 		return Status{}, noAnswer(ctx, timeout, fmt.Errorf("connect: %w", err))
 	}
-	st, err := read(rctx, i, spec.Name, sm, db)
+	st, err := read(rctx, i, name, sm, db)
 	return st, noAnswer(ctx, timeout, err)
 }
 

@@ -24,13 +24,13 @@ import (
 // cdcSettings are couponlink cdc's flags.
 type cdcSettings struct {
 	dsn, mapping, source, redisAddr, redisMode, prefix, metricsAddr, name, hookURL *string
-	serverID, batchRows, hookAttempts, hookPending                         *int
-	batchWait, grace, releaseEvery, rebalanceEvery                         *time.Duration
-	rebuild, strict                                                        *bool
-	stallAfter                                                             *time.Duration
-	policy                                                                 func() quota.Policy
-	hookSecret                                                             func() string
-	level                                                                  *slog.Level
+	serverID, batchRows, hookAttempts, hookPending                                 *int
+	batchWait, grace, releaseEvery, rebalanceEvery                                 *time.Duration
+	rebuild, strict                                                                *bool
+	stallAfter                                                                     *time.Duration
+	policy                                                                         func() quota.Policy
+	hookSecret                                                                     func() string
+	level                                                                          *slog.Level
 }
 
 func cdcFlags(f *flags) *cdcSettings {
@@ -193,22 +193,13 @@ func peersOf(all *canal.Mapping, self string) ([]sink.Peer, error) {
 	if all == nil || !all.HasSources() {
 		return nil, nil
 	}
-	var out []sink.Peer
-	for _, name := range all.SourceNames() {
-		if name == self {
-			continue
-		}
-		pm, dsn, err := all.OneSource(name)
-		if err != nil {
-			closePeers(out)
-			return nil, err
-		}
-		db, err := openMySQL(dsn, 2)
-		if err != nil {
-			closePeers(out)
-			return nil, fmt.Errorf("source %s: %w", name, err)
-		}
-		out = append(out, sink.Peer{Name: name, DB: db, Mapping: pm})
+	conns, err := openSourceConns(all, self, 2)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sink.Peer, len(conns))
+	for i, c := range conns {
+		out[i] = sink.Peer{Name: c.name, DB: c.db, Mapping: c.m}
 	}
 	return out, nil
 }
@@ -217,6 +208,39 @@ func closePeers(ps []sink.Peer) {
 	for _, p := range ps {
 		p.DB.Close()
 	}
+}
+
+// sourceConn is one source of a mapping, opened: its name, mapping, DSN
+// and a pool on its server.
+type sourceConn struct {
+	name, dsn string
+	m         *canal.Mapping
+	db        *sql.DB
+}
+
+// openSourceConns opens a pool of at most maxConns on every source of m
+// but skip (none: ""); on an error it closes what it opened and names the
+// source.
+func openSourceConns(m *canal.Mapping, skip string, maxConns int) ([]sourceConn, error) {
+	var out []sourceConn
+	for _, name := range m.SourceNames() {
+		if name == skip {
+			continue
+		}
+		sm, dsn, err := m.OneSource(name)
+		var db *sql.DB
+		if err == nil {
+			db, err = openMySQL(dsn, maxConns)
+		}
+		if err != nil {
+			for _, c := range out {
+				c.db.Close()
+			}
+			return nil, fmt.Errorf("source %s: %w", name, err)
+		}
+		out = append(out, sourceConn{name: name, dsn: dsn, m: sm, db: db})
+	}
+	return out, nil
 }
 
 // dispatcher is the webhook dispatcher, or nil without -webhook-url.

@@ -64,25 +64,24 @@ func (o *reconcileSettings) runSources(ctx context.Context, m *canal.Mapping, st
 // openSources opens every source's server (the database of its DSN) and
 // its binlog settings; closeAll closes them.
 func openSources(m *canal.Mapping) ([]reconcile.SourceDB, func(), error) {
-	var dbs []reconcile.SourceDB
+	conns, err := openSourceConns(m, "", 4)
+	if err != nil {
+		return nil, nil, err
+	}
+	dbs := make([]reconcile.SourceDB, len(conns))
 	closeAll := func() {
 		for _, d := range dbs {
 			_ = d.DB.Close()
 		}
 	}
-	for _, spec := range m.Sources {
-		dsn, err := spec.ResolveDSN()
-		if err == nil {
-			d := reconcile.SourceDB{Name: spec.Name}
-			if d.Binlog, err = tailerConfig(dsn, 0, spec.Name); err == nil {
-				if d.DB, err = openMySQL(dsn, 4); err == nil {
-					dbs = append(dbs, d)
-					continue
-				}
-			}
+	for i, c := range conns {
+		dbs[i] = reconcile.SourceDB{Name: c.name, DB: c.db}
+	}
+	for i, c := range conns {
+		if dbs[i].Binlog, err = tailerConfig(c.dsn, 0, c.name); err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("source %s: %w", c.name, err)
 		}
-		closeAll()
-		return nil, nil, fmt.Errorf("source %s: %w", spec.Name, err)
 	}
 	return dbs, closeAll, nil
 }
