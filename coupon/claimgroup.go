@@ -3,7 +3,6 @@ package coupon
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -11,19 +10,31 @@ import (
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
-// The group transaction of the claim combiner: the claims of one bucket, in
-// arrival order, answered exactly as the single path would answer them one
-// after the other, with the rows the single path writes (user_claim,
-// user_coupon, channel_quota.claimed). A request_id twice in a group: the
-// second is answered after the group commits, by the single path, like a
-// retry.
+// The group transaction of the claim combiner: the claims of one template,
+// over any of its channel buckets, in arrival order, answered exactly as the
+// single path would answer them one after the other, with the rows the
+// single path writes (user_claim, user_coupon, channel_quota.claimed). A
+// request_id twice in a group: the second is answered after the group
+// commits, by the single path, like a retry.
+//
+// Locks are taken in one order by every writer: the group's per-user rows
+// (one locking read, in index order), then its bucket rows (one locking
+// read, in index order); the single path locks one user row, then one
+// bucket row. So two groups, of one process or of two, never wait on each
+// other in a cycle.
 //
 // It runs at READ COMMITTED so that the locking read of user_claim locks
 // only the rows that exist, no gaps: under REPEATABLE READ the gap locks of
-// a few hundred new users would block and deadlock the other buckets of the
-// template. A user whose row was missing at the read is then written by a
+// a few hundred new users would block and deadlock the other templates'
+// groups. A user whose row was missing at the read is then written by a
 // plain INSERT: if another transaction created the row meanwhile, the
 // duplicate key fails the group, which falls back to the single path.
+
+// bucket is one channel's row of channel_quota as the group sees it.
+type bucket struct {
+	quota, claimed int64
+	granted        int64 // slots the group gives out in this bucket
+}
 
 // runClaimGroup answers every call of the group, or marks them solo.
 func (s *Store) runClaimGroup(ctx context.Context, group []*claimCall) {
@@ -60,28 +71,27 @@ func (s *Store) claimGroupTx(ctx context.Context, tx *sql.Tx, group []*claimCall
 	for u := range counts {
 		existed[u] = true
 	}
-	var quota, claimed int64
-	err = tx.QueryRowContext(ctx, `SELECT quota, claimed FROM channel_quota WHERE template_id = ? AND channel = ? FOR UPDATE`,
-		req0.TemplateID, req0.Channel).Scan(&quota, &claimed)
-	noChannel := errors.Is(err, sql.ErrNoRows)
-	if err != nil && !noChannel {
-		return fmt.Errorf("lock channel quota: %w", err)
+	buckets, err := lockBuckets(ctx, tx, req0.TemplateID, todo)
+	if err != nil {
+		return err
 	}
 	now := s.clock()
 	var granted []*claimCall
 	added := map[string]int64{}
 	for _, c := range todo {
 		n, has := counts[c.req.UserID]
+		b := buckets[c.req.Channel]
 		switch {
 		case has && n >= rules.PerUserLimit:
 			c.err = limitReached(c.req, rules)
-		case noChannel:
+		case b == nil:
 			c.err = Invalid("channel", "template %d has no channel %q", c.req.TemplateID, c.req.Channel)
-		case claimed+int64(len(granted)) >= quota:
-			c.err = soldOut(c.req, quota, quota)
+		case b.claimed+b.granted >= b.quota:
+			c.err = soldOut(c.req, b.quota, b.quota)
 		default:
 			counts[c.req.UserID] = n + 1
 			added[c.req.UserID]++
+			b.granted++
 			c.out = Claim{TemplateID: c.req.TemplateID, UserID: c.req.UserID, Channel: c.req.Channel, Status: Available.String(),
 				ClaimedAt: now, ExpiresAt: now.Add(Seconds(rules.ValidSeconds))}
 			granted = append(granted, c)
@@ -90,13 +100,14 @@ func (s *Store) claimGroupTx(ctx context.Context, tx *sql.Tx, group []*claimCall
 	if len(granted) == 0 {
 		return nil
 	}
-	return s.writeClaimGroup(ctx, tx, granted, added, existed)
+	return s.writeClaimGroup(ctx, tx, granted, buckets, added, existed)
 }
 
 // writeClaimGroup writes the granted claims: the per-user counts, the
-// coupons, the bucket guard (last, like the single path), and reads each
+// coupons, the bucket guards (last, like the single path), and reads each
 // request's coupon id back.
-func (s *Store) writeClaimGroup(ctx context.Context, tx *sql.Tx, granted []*claimCall, added map[string]int64, existed map[string]bool) error {
+func (s *Store) writeClaimGroup(ctx context.Context, tx *sql.Tx, granted []*claimCall, buckets map[string]*bucket,
+	added map[string]int64, existed map[string]bool) error {
 	req0 := granted[0].req
 	if err := countUserClaims(ctx, tx, req0.TemplateID, added, existed); err != nil {
 		return err
@@ -110,14 +121,8 @@ func (s *Store) writeClaimGroup(ctx context.Context, tx *sql.Tx, granted []*clai
 		rowsOf("(?, ?, ?, ?, ?, ?, ?)", len(granted)), args...); err != nil {
 		return fmt.Errorf("insert the group's coupons: %w", err)
 	}
-	k := int64(len(granted))
-	res, err := tx.ExecContext(ctx, `UPDATE channel_quota SET claimed = claimed + ?
-		WHERE template_id = ? AND channel = ? AND claimed + ? <= quota`, k, req0.TemplateID, req0.Channel, k)
-	if err != nil {
-		return fmt.Errorf("reserve %d slots: %w", k, err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return errGroupGuard
+	if err := reserveSlots(ctx, tx, req0.TemplateID, buckets); err != nil {
+		return err
 	}
 	// Auto-increment ids of one multi-row INSERT are consecutive only under
 	// innodb_autoinc_lock_mode 0 or 1 and auto_increment_increment 1: read
@@ -132,6 +137,64 @@ func (s *Store) writeClaimGroup(ctx context.Context, tx *sql.Tx, granted []*clai
 			return fmt.Errorf("claim group: coupon of request_id %q not found after insert", c.req.RequestID)
 		}
 		c.out.UserCouponID = row.ID
+	}
+	return nil
+}
+
+// lockBuckets reads (and locks) the bucket rows of the group's channels; a
+// channel the template does not have has no entry.
+func lockBuckets(ctx context.Context, tx *sql.Tx, template int64, group []*claimCall) (map[string]*bucket, error) {
+	buckets := map[string]*bucket{}
+	args := []any{template}
+	seen := map[string]bool{}
+	for _, c := range group {
+		if !seen[c.req.Channel] {
+			seen[c.req.Channel] = true
+			args = append(args, c.req.Channel)
+		}
+	}
+	err := sqltx.EachRow(ctx, tx, `SELECT channel, quota, claimed FROM channel_quota WHERE template_id = ? AND channel IN (`+
+		sqltx.Placeholders(len(args)-1)+`) FOR UPDATE`, args, func(r *sql.Rows) error {
+		var ch string
+		b := &bucket{}
+		if err := r.Scan(&ch, &b.quota, &b.claimed); err != nil {
+			return err
+		}
+		buckets[ch] = b
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock the group's channel quotas: %w", err)
+	}
+	return buckets, nil
+}
+
+// reserveSlots raises each bucket's claimed by the slots the group gives
+// out in it, in one UPDATE whose guard (claimed + k <= quota, per row)
+// refuses the whole group if any bucket would pass its quota.
+func reserveSlots(ctx context.Context, tx *sql.Tx, template int64, buckets map[string]*bucket) error {
+	channels := make([]string, 0, len(buckets))
+	for ch, b := range buckets {
+		if b.granted > 0 {
+			channels = append(channels, ch)
+		}
+	}
+	sort.Strings(channels)
+	cases := make([]any, 0, 2*len(channels))
+	in := make([]any, 0, len(channels))
+	for _, ch := range channels {
+		cases = append(cases, ch, buckets[ch].granted)
+		in = append(in, ch)
+	}
+	add := "CASE channel " + strings.Repeat("WHEN ? THEN ? ", len(channels)) + "END"
+	args := append(append(append(append([]any{}, cases...), template), in...), cases...)
+	res, err := tx.ExecContext(ctx, `UPDATE channel_quota SET claimed = claimed + `+add+`
+		WHERE template_id = ? AND channel IN (`+sqltx.Placeholders(len(in))+`) AND claimed + `+add+` <= quota`, args...)
+	if err != nil {
+		return fmt.Errorf("reserve the group's slots in %d bucket(s): %w", len(channels), err)
+	}
+	if n, _ := res.RowsAffected(); n != int64(len(channels)) {
+		return errGroupGuard
 	}
 	return nil
 }

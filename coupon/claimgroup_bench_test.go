@@ -19,7 +19,7 @@ func BenchmarkClaimHotBucket(b *testing.B) {
 			s, _ := groupStore(b)
 			s.claims = nil
 			if combine {
-				s.claims = newCombiner[bucketKey](256, &s.claimStats, s.runClaimGroup)
+				s.claims = newCombiner[int64](256, &s.claimStats, s.runClaimGroup)
 			}
 			tpl := groupTemplate(b, s, 100_000_000, 1)
 			var seq atomic.Int64

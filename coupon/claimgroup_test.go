@@ -40,11 +40,21 @@ func groupTemplate(t testing.TB, s *Store, quota, perUser int64) int64 {
 // groupCalls are claims of the bucket (tpl, app) by users[i] with request ids reqs[i].
 func groupCalls(t *testing.T, s *Store, tpl int64, users, reqs []string) []*claimCall {
 	t.Helper()
+	channels := make([]string, len(users))
+	for i := range channels {
+		channels[i] = "app"
+	}
+	return groupCallsIn(t, s, tpl, channels, users, reqs)
+}
+
+// groupCallsIn are claims of the buckets (tpl, channels[i]) by users[i] with request ids reqs[i].
+func groupCallsIn(t *testing.T, s *Store, tpl int64, channels, users, reqs []string) []*claimCall {
+	t.Helper()
 	rules, err := s.templateRules(context.Background(), tpl)
 	require.NoError(t, err)
 	out := make([]*claimCall, len(users))
 	for i := range users {
-		req := ClaimRequest{TemplateID: tpl, UserID: users[i], Channel: "app", RequestID: reqs[i]}
+		req := ClaimRequest{TemplateID: tpl, UserID: users[i], Channel: channels[i], RequestID: reqs[i]}
 		require.NoError(t, req.Validate())
 		out[i] = &claimCall{member: newMember(context.Background()), req: req, rules: rules}
 	}
@@ -197,4 +207,46 @@ func TestClaimGroupUserRowRace(t *testing.T) {
 	assert.Equal(t, []string{"u1|1", "u2|1"}, dumpRows(t, db,
 		`SELECT CONCAT_WS('|', user_id, claimed) FROM user_claim WHERE template_id = ? ORDER BY user_id`, tpl))
 	assert.Equal(t, []string{"1"}, dumpRows(t, db, `SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl))
+}
+
+// One group over several buckets of a template (the combiner queues claims
+// per template): each bucket sells out on its own quota, a channel the
+// template lacks is refused alone, the per-user limit counts across
+// buckets, and the rows are those of the single path run one by one.
+func TestClaimGroupOverBuckets(t *testing.T) {
+	s, db := groupStore(t)
+	template := func() int64 {
+		tpl, err := s.CreateTemplate(context.Background(), NewTemplate{Name: "b", TotalQuota: 4,
+			Channels: map[string]int64{"app": 2, "web": 1, "mini": 1}, ValidSeconds: 3600, PerUserLimit: 2})
+		require.NoError(t, err)
+		return tpl.ID
+	}
+	channels := []string{"web", "app", "web", "tv", "app", "mini", "app", "app", "mini"}
+	users := []string{"u1", "u2", "u3", "u4", "u1", "u1", "u5", "u6", "u7"}
+	reqs := func(p string) []string {
+		out := make([]string, len(users))
+		for i := range users {
+			out[i] = fmt.Sprintf("%s-%d", p, i)
+		}
+		return out
+	}
+	single, grouped := template(), template()
+	var singleCodes []string
+	for _, c := range groupCallsIn(t, s, single, channels, users, reqs("s")) {
+		_, code := answerCode(s.claimOne(context.Background(), c.req, c.rules))
+		singleCodes = append(singleCodes, code)
+	}
+	_, groupCodes := runGroup(s, groupCallsIn(t, s, grouped, channels, users, reqs("g")))
+	assert.Equal(t, []string{"ok", "ok", "sold_out", "invalid_argument", "ok", "limit_reached", "sold_out", "sold_out", "ok"}, groupCodes)
+	assert.Equal(t, singleCodes, groupCodes)
+	for _, q := range []string{
+		`SELECT CONCAT_WS('|', channel, quota, claimed) FROM channel_quota WHERE template_id = ? ORDER BY channel`,
+		`SELECT CONCAT_WS('|', user_id, claimed) FROM user_claim WHERE template_id = ? ORDER BY user_id`,
+		`SELECT CONCAT_WS('|', user_id, channel, status) FROM user_coupon WHERE template_id = ? ORDER BY id`,
+	} {
+		assert.Equal(t, dumpRows(t, db, q, single), dumpRows(t, db, q, grouped), q)
+	}
+	assert.Equal(t, []string{"app|2|2", "mini|1|1", "web|1|1"}, dumpRows(t, db,
+		`SELECT CONCAT_WS('|', channel, quota, claimed) FROM channel_quota WHERE template_id = ? ORDER BY channel`, grouped))
+	assert.Zero(t, s.ClaimFallbacks(), "written by the group, not by the fallback")
 }

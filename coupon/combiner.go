@@ -14,8 +14,9 @@ import (
 // lock is held until COMMIT returns, and every COMMIT waits for its log
 // flush. Requests that arrive while a group transaction of their queue is
 // in flight wait, and the next transaction takes up to CombineMax of them
-// (DESIGN.md, "The write combiner"). Claims queue per (template, channel)
-// bucket (claimgroup.go), redemptions per lane of coupons (redeemgroup.go).
+// (DESIGN.md, "The write combiner"). Claims queue per template, over all
+// its channel buckets (claimgroup.go), redemptions per lane of coupons
+// (redeemgroup.go).
 // Batching is natural, as in the cdc's batcher: a lone request goes at
 // once, there is no timer, and no goroutine of the combiner's own: the
 // callers run the groups. One caller at a time leads a queue; when its
@@ -231,12 +232,6 @@ func answerGroup[C combinable](ctx context.Context, s *Store, what string, stats
 
 // The claim combiner's call and its answer.
 
-// bucketKey is one (template, channel) bucket.
-type bucketKey struct {
-	template int64
-	channel  string
-}
-
 // claimCall is one caller's claim on its way through the combiner.
 type claimCall struct {
 	member
@@ -254,10 +249,10 @@ func (c *claimCall) reset()           { c.out, c.err = Claim{}, nil }
 // ObserveClaimGroups sets the observer of claim group sizes (a metric).
 func (s *Store) ObserveClaimGroups(fn GroupObserver) { s.claimStats.observer.Store(&fn) }
 
-// claimCombined runs a validated claim through its bucket's combiner.
+// claimCombined runs a validated claim through its template's combiner.
 func (s *Store) claimCombined(ctx context.Context, req ClaimRequest, rules templateRules) (Claim, error) {
 	call := &claimCall{member: newMember(ctx), req: req, rules: rules}
-	if err := s.claims.do(bucketKey{req.TemplateID, req.Channel}, call); err != nil {
+	if err := s.claims.do(req.TemplateID, call); err != nil {
 		return Claim{}, err
 	}
 	return s.claimAnswer(call)

@@ -20,8 +20,9 @@ type Config struct {
 	// MaxAttempts bounds the retries of a transaction that lost a race
 	// (optimistic version check, deadlock, lock wait timeout). Default 8.
 	MaxAttempts int
-	// CombineClaims runs concurrent claims of one (template, channel) bucket
-	// in one transaction (combiner.go); off: one transaction per claim.
+	// CombineClaims runs concurrent claims of one template, over all its
+	// channel buckets, in one transaction (combiner.go); off: one
+	// transaction per claim.
 	CombineClaims bool
 	// CombineRedemptions runs concurrent redemptions of distinct coupons in
 	// one transaction (redeemgroup.go); off: one transaction per redemption.
@@ -39,8 +40,8 @@ type Store struct {
 	maxAttempts int
 	rules       sync.Map // template id -> templateRules (immutable once created)
 
-	claims      *combiner[bucketKey, *claimCall] // nil: every claim on the single path
-	redemptions *combiner[int, *redeemCall]      // nil: every redemption on the single path
+	claims      *combiner[int64, *claimCall] // nil: every claim on the single path
+	redemptions *combiner[int, *redeemCall]  // nil: every redemption on the single path
 	redeemLanes int
 	claimStats  groupStats
 	redeemStats groupStats
@@ -66,7 +67,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	s := &Store{db: cfg.DB, now: cfg.Now, log: cfg.Logger, maxAttempts: cfg.MaxAttempts, redeemLanes: redeemLanes}
 	if cfg.CombineClaims {
-		s.claims = newCombiner[bucketKey](cfg.CombineMax, &s.claimStats, s.runClaimGroup)
+		s.claims = newCombiner[int64](cfg.CombineMax, &s.claimStats, s.runClaimGroup)
 	}
 	if cfg.CombineRedemptions {
 		s.redemptions = newCombiner[int](cfg.CombineMax, &s.redeemStats, s.runRedeemGroup)

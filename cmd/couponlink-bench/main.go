@@ -16,6 +16,7 @@
 //	go run ./cmd/couponlink-bench -quick      # ~1 minute, small sizes
 //	go run ./cmd/couponlink-bench -smoke      # every row at tiny sizes, ≤ 30 s (make test runs it)
 //	go run ./cmd/couponlink-bench -phases sources   # only phase 6 (1 vs 2 sources, shard start-up)
+//	go run ./cmd/couponlink-bench -phases api       # only the API rows (combiners on and off, ceilings)
 //	go run ./cmd/couponlink-bench -h          # every size and duration
 //
 // A run exits non-zero when a phase fails or a correctness check fails
@@ -212,7 +213,7 @@ func defineFlags() (*config, *listFlags) {
 	flag.IntVar(&cfg.sourcesRows, "sources-rows", 200_000, "row changes of the sources phase's shop: all on one server, or half on each of two (rounded down to a multiple of 2 × -tx-rows)")
 	flag.IntVar(&cfg.sourcesReps, "sources-reps", 3, "repetitions of the sources phase's pair (1 source, 2 sources), each over new backlogs; the table shows the median")
 	flag.StringVar(&l.shards, "sources-shards", "4,256", "shard table counts of the sources phase's start-up row (`couponlink cdc` on empty shops of that many user_coupon tables)")
-	flag.StringVar(&cfg.phases, "phases", "all", "all: every phase; sources: only the sources phase (its rows alone)")
+	flag.StringVar(&cfg.phases, "phases", "all", "all: every phase; sources: only the sources phase (its rows alone); api: only the API and combiner rows")
 	flag.BoolVar(&cfg.quick, "quick", false, "short run (~1 minute): 50k+50k backlog, 3 s runs, reconcile over 100k and 1M")
 	flag.StringVar(&cfg.peerTransfer, "peer-transfer", "", "a go-mysql-transfer binary (wj596/go-mysql-transfer, built by you, never part of this repository): adds the outside peer's catch-up row")
 	flag.BoolVar(&cfg.smoke, "smoke", false, "every row at tiny sizes (≤ 30 s; part of make test): fails on any error or failed check")
@@ -265,8 +266,8 @@ func (c *config) finish(l listFlags) error {
 	if c.sourcesRows < 10*c.txRows || c.sourcesReps <= 0 {
 		return fmt.Errorf("-sources-rows must be at least 10 × -tx-rows (%d), -sources-reps positive", 10*c.txRows)
 	}
-	if c.phases != "all" && c.phases != "sources" {
-		return fmt.Errorf("-phases %q: want all or sources", c.phases)
+	if c.phases != "all" && c.phases != "sources" && c.phases != "api" {
+		return fmt.Errorf("-phases %q: want all, sources or api", c.phases)
 	}
 	c.stamp = time.Now().Format("20060102-150405")
 	if c.repo, err = filepath.Abs(c.repo); err != nil {
@@ -303,6 +304,14 @@ func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 		if err := benchSources(ctx, cfg, env, srvB, rep, log); err != nil {
 			return err
 		}
+		return rep.finish(cfg, start, log)
+	}
+	if cfg.phases == "api" {
+		api, err := runAPI(ctx, cfg, env, log)
+		if err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
+		rep.api(cfg, api)
 		return rep.finish(cfg, start, log)
 	}
 

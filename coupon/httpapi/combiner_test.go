@@ -67,6 +67,31 @@ func TestCombinedClaimsOneBucketTwoProcesses(t *testing.T) {
 	assertGrouped(t, a, b)
 }
 
+// 2,000 claims at once over 40 buckets of 25 of one template (the
+// combiner groups a template's claims across its buckets), split over two
+// API processes: every bucket exactly 25, every other answer sold_out.
+func TestCombinedClaimsFortyBucketsTwoProcesses(t *testing.T) {
+	a := combinedEnv(t)
+	b := newEnv(t, envConfig{db: a.db, combine: true})
+	channels := map[string]int{}
+	for i := range 40 {
+		channels[fmt.Sprintf("c%02d", i)] = 25
+	}
+	tpl := a.template(t, map[string]any{"total_quota": 1000, "channels": channels})
+	replies := parallel(t, 128, 2000, func(i int) (reply, error) {
+		api := []*client{a.api, b.api}[i%2]
+		return api.do("POST", "/v1/claims", map[string]any{"template_id": tpl, "user_id": fmt.Sprintf("u%04d", i),
+			"channel": fmt.Sprintf("c%02d", i%40), "request_id": fmt.Sprintf("r%04d", i)})
+	})
+	got := tallyClaims(t, a, replies, func(int) string { return "created" })
+	assert.Equal(t, map[string]int{"created": 1000, "sold_out": 1000}, got)
+	assert.Equal(t, 40, a.count(t, `SELECT COUNT(*) FROM channel_quota WHERE template_id = ? AND claimed = 25`, tpl))
+	assert.Equal(t, 40, a.count(t, `SELECT COUNT(*) FROM (SELECT channel FROM user_coupon WHERE template_id = ?
+		GROUP BY channel HAVING COUNT(*) = 25) c`, tpl))
+	assert.Equal(t, 1000, a.count(t, `SELECT COUNT(*) FROM user_claim WHERE template_id = ? AND claimed = 1`, tpl))
+	assertGrouped(t, a, b)
+}
+
 // The single path's suites, with the combiner on.
 func TestCombinedClaimsNeverOverIssue(t *testing.T) {
 	e := combinedEnv(t)
