@@ -28,6 +28,8 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sweep := f.duration("expire-interval", "COUPONLINK_EXPIRE_INTERVAL", time.Minute, "how often the API runs the expiry sweep (0: never)")
 	conns := f.int("mysql-conns", "COUPONLINK_MYSQL_CONNS", 64, "most MySQL connections the API opens")
 	grace := f.duration("shutdown-grace", "COUPONLINK_SHUTDOWN_GRACE", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
+	cdcMetrics := f.string("cdc-metrics-url", "COUPONLINK_CDC_METRICS_URL", "http://127.0.0.1:9464/metrics",
+		"the cdc's /metrics, which GET /v1/cdc/status (and the console's Health page) reads for the leader and Redis-behind gauges (empty: none)")
 	cdcName := f.string("cdc-name", "COUPONLINK_CDC_NAME", "default", "checkpoint name of the cdc whose counters the inventory route shows as `derived`")
 	// On by default: the whole suite passes with it on (issue 15); false
 	// gives one transaction per claim again, e.g. to compare in a benchmark.
@@ -49,7 +51,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	build := apiBuild{cfg: httpapi.Config{Token: token, AllowedOrigins: allowed, Logger: base, Registerer: reg, Gatherer: reg},
+	build := apiBuild{cfg: httpapi.Config{Token: token, AllowedOrigins: allowed, CDCMetricsURL: *cdcMetrics, Logger: base, Registerer: reg, Gatherer: reg},
 		store: coupon.Config{Logger: log, CombineClaims: *combine, CombineRedemptions: *combineRedeem, CombineMax: *combineMax}, cdcName: *cdcName}
 	api, servers, closeDBs, err := build.handler(ctx, *list, *dsn, *conns)
 	if err != nil {

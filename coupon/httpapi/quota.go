@@ -2,9 +2,7 @@ package httpapi
 
 import (
 	"net/http"
-	"net/url"
 
-	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/quota"
 )
 
@@ -82,17 +80,9 @@ func (s *Server) resetQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, 
 	if err != nil {
 		return 0, nil, err
 	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	q, err := query(r, "changed_by", "reason")
 	if err != nil {
-		return 0, nil, coupon.Invalid("", "the query string is malformed: %v", err)
-	}
-	for k, vs := range q {
-		switch {
-		case k != "changed_by" && k != "reason":
-			return 0, nil, coupon.Invalid(k, "unknown query parameter %q: send changed_by and reason", k)
-		case len(vs) > 1:
-			return 0, nil, coupon.Invalid(k, "%s is given %d times; send it once", k, len(vs))
-		}
+		return 0, nil, err
 	}
 	v, err := quota.ResetPolicy(r.Context(), s.store.DB(), id, q.Get("changed_by"), q.Get("reason"), quota.SourceAPI)
 	return http.StatusOK, v, err
