@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/couponlink/couponlink/console"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/coupon/httpapi"
 )
@@ -66,10 +67,11 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
+	srv := &http.Server{Handler: console.Mount(api), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
 	log.Info("api listening", "addr", ln.Addr().String(), "auth", token != "", "allowed_origins", allowed, "expire_interval", *sweep,
 		"combine_claims", *combine, "combine_redemptions", *combineRedeem, "combine_max", *combineMax)
 	fmt.Fprintf(stdout, "couponlink api listening on http://%s\n", ln.Addr())
+	fmt.Fprintf(stdout, "couponlink console on http://%s%s\n", ln.Addr(), console.Prefix)
 
 	// one group: the server and the expiry sweeper; the first that fails
 	// stops the other, and the database closes only when both returned

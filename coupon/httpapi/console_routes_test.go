@@ -381,3 +381,32 @@ func TestResolveIsNotReachableCrossSite(t *testing.T) {
 	}
 	assert.Equal(t, 0, e.count(t, `SELECT COUNT(*) FROM reconcile_task WHERE resolved_at IS NOT NULL`))
 }
+
+func TestChannelsShowTheCDCPosition(t *testing.T) {
+	e := newEnv(t, envConfig{checkpoint: "default"})
+	tpl := e.template(t, nil)
+	type channels struct {
+		CDC *struct {
+			Checkpoint string  `json:"checkpoint"`
+			Found      bool    `json:"found"`
+			Position   string  `json:"position"`
+			EventTime  *string `json:"event_time"`
+		} `json:"cdc"`
+	}
+	var got channels
+	e.expect(t, http.StatusOK, "GET", fmt.Sprintf("/v1/templates/%d/channels", tpl), nil, &got)
+	require.NotNil(t, got.CDC)
+	assert.False(t, got.CDC.Found)
+	_, err := e.db.Exec(`INSERT INTO cdc_checkpoint (name, binlog_file, binlog_pos, gtid_set, event_time) VALUES ('default', 'bin.000002', 77, '0-1-9', NOW(6))`)
+	require.NoError(t, err)
+	e.expect(t, http.StatusOK, "GET", fmt.Sprintf("/v1/templates/%d/channels", tpl), nil, &got)
+	assert.True(t, got.CDC.Found)
+	assert.Equal(t, "bin.000002:77 gtid=0-1-9", got.CDC.Position)
+	assert.NotNil(t, got.CDC.EventTime)
+
+	plain := newEnv(t)
+	tpl = plain.template(t, nil)
+	got = channels{}
+	plain.expect(t, http.StatusOK, "GET", fmt.Sprintf("/v1/templates/%d/channels", tpl), nil, &got)
+	assert.Nil(t, got.CDC, "no checkpoint named: no position")
+}

@@ -58,6 +58,7 @@ type envConfig struct {
 	db         *sql.DB          // share this database (a second API process) instead of a fresh one
 	combine    bool             // the claim and redemption combiners on (also on for every env when COUPONLINK_COMBINE_CLAIMS / _REDEMPTIONS=true)
 	cdcMetrics string           // httpapi.Config.CDCMetricsURL
+	checkpoint string           // httpapi.Config.Inventory.Checkpoint
 }
 
 // combineFromEnv runs the whole suite with a combiner on.
@@ -89,7 +90,7 @@ func newEnv(t testing.TB, cfgs ...envConfig) *env {
 	require.NoError(t, err)
 	e.store = store
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: store, Token: cfg.token, AllowedOrigins: cfg.origins, Logger: quiet,
-		Registerer: e.reg, Gatherer: e.reg, CDCMetricsURL: cfg.cdcMetrics}))
+		Registerer: e.reg, Gatherer: e.reg, CDCMetricsURL: cfg.cdcMetrics, Inventory: view.Reader{Checkpoint: cfg.checkpoint}}))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	e.api = newClient(srv.URL, cfg.token)

@@ -9,6 +9,9 @@ import (
 type channelsResponse struct {
 	Template int64               `json:"template"`
 	Channels []quota.ChannelView `json:"channels"`
+	// CDC is the cdc checkpoint the counts reflect (the API's -cdc-name),
+	// read in the same snapshot; absent when the API names none.
+	CDC *quota.CDCPosition `json:"cdc,omitempty"`
 }
 
 // channels is GET /v1/templates/{id}/channels: per channel bucket its
@@ -18,11 +21,11 @@ func (s *Server) channels(w http.ResponseWriter, r *http.Request) (int, any, err
 	if err != nil {
 		return 0, nil, err
 	}
-	cs, err := quota.Channels(r.Context(), s.store.DB(), id)
+	cs, pos, err := quota.ChannelsAt(r.Context(), s.store.DB(), id, s.cfg.Inventory.Checkpoint)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, channelsResponse{Template: id, Channels: cs}, nil
+	return http.StatusOK, channelsResponse{Template: id, Channels: cs, CDC: pos}, nil
 }
 
 // getQuotaPolicy is GET /v1/templates/{id}/quota-policy: the effective
