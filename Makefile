@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/couponlink
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: build run test test-portable test-unit servers-up servers-down bench bench-smoke vet lint clean
+.PHONY: build run test test-console console-e2e-deps test-portable test-unit servers-up servers-down bench bench-smoke vet lint clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/couponlink
@@ -16,7 +16,7 @@ run: build
 # Start the private servers, run every test, stop the servers (also on failure);
 # then a smoke run of the benchmark program (every row at tiny sizes, ~1 min, on
 # its own private servers; fails on any error or failed check), so it cannot rot.
-test:
+test: console-e2e-deps
 	@eval "$$($(SERVERS) up)" && \
 	  $(GO) vet ./... && \
 	  alerts/check.sh && \
@@ -40,6 +40,15 @@ test-portable:
 # Only the smoke run of the benchmark program.
 bench-smoke:
 	$(GO) run ./cmd/couponlink-bench -smoke
+
+# playwright-core for the console's browser test (a Go test of ./console/,
+# run by `make test`; it drives the system's /usr/bin/chromium).
+console-e2e-deps:
+	@[ -d console/e2e/node_modules/playwright-core ] || (cd console/e2e && npm ci --no-audit --no-fund)
+
+# Only the console's browser test, on the private servers; screenshots in console/e2e/out/.
+test-console:
+	@eval "$$($(SERVERS) up)" && $(MAKE) --no-print-directory console-e2e-deps && $(GO) test -count=1 -v -run Browser ./console/
 
 # Only the tests that need no server.
 test-unit:

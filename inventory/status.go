@@ -173,5 +173,13 @@ func readOutbox(ctx context.Context, db *sql.DB, st *Status) error {
 			st.OldestPending = oldest
 		}
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var failing int64
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhook_outbox WHERE status = 'pending' AND attempts > 0`).Scan(&failing); err != nil {
+		return fmt.Errorf("count failing webhook events: %w", err)
+	}
+	st.Webhooks["failing"] = failing
+	return nil
 }

@@ -75,12 +75,34 @@ type ChannelView struct {
 // guard, the cdc's counts (0 where it has none yet), redemption rate and
 // the last applied transfer. It is read in one snapshot.
 func Channels(ctx context.Context, db *sql.DB, template int64) ([]ChannelView, error) {
+	out, _, err := ChannelsAt(ctx, db, template, "")
+	return out, err
+}
+
+// CDCPosition is the named cdc checkpoint a read of its counters reflects.
+type CDCPosition struct {
+	Checkpoint string     `json:"checkpoint"`
+	Found      bool       `json:"found"` // false: the cdc has not run against this database
+	Position   string     `json:"position,omitempty"`
+	EventTime  *time.Time `json:"event_time,omitempty"` // binlog time of the last event the counters cover
+	SavedAt    *time.Time `json:"saved_at,omitempty"`
+}
+
+// ChannelsAt is Channels with, when checkpoint is not "", the position of
+// that cdc checkpoint read in the same snapshot: the counts reflect it.
+func ChannelsAt(ctx context.Context, db *sql.DB, template int64, checkpoint string) ([]ChannelView, *CDCPosition, error) {
 	var out []ChannelView
-	err := sqltx.Run(ctx, db, &sql.TxOptions{ReadOnly: true}, func(tx *sql.Tx) error {
+	var pos *CDCPosition
+	err := sqltx.Run(ctx, db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(tx *sql.Tx) error {
 		if err := checkTemplate(ctx, tx, template); err != nil {
 			return err
 		}
 		var err error
+		if checkpoint != "" {
+			if pos, err = readPosition(ctx, tx, checkpoint); err != nil {
+				return err
+			}
+		}
 		if out, err = channels(ctx, tx, template); err != nil {
 			return err
 		}
@@ -92,9 +114,34 @@ func Channels(ctx context.Context, db *sql.DB, template int64) ([]ChannelView, e
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read channels of template %d: %w", template, err)
+		return nil, nil, fmt.Errorf("read channels of template %d: %w", template, err)
 	}
-	return out, nil
+	return out, pos, nil
+}
+
+// readPosition reads the named checkpoint's position in tx.
+func readPosition(ctx context.Context, tx *sql.Tx, name string) (*CDCPosition, error) {
+	p := &CDCPosition{Checkpoint: name}
+	var file, gtid string
+	var pos uint64
+	var at sql.NullTime
+	var saved time.Time
+	err := tx.QueryRowContext(ctx, `SELECT binlog_file, binlog_pos, gtid_set, event_time, updated_at FROM cdc_checkpoint WHERE name = ?`, name).
+		Scan(&file, &pos, &gtid, &at, &saved)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return p, nil
+	case err != nil:
+		return nil, fmt.Errorf("read checkpoint %q: %w", name, err)
+	}
+	p.Found, p.Position, p.SavedAt = file != "", fmt.Sprintf("%s:%d", file, pos), &saved
+	if gtid != "" {
+		p.Position += " gtid=" + gtid
+	}
+	if at.Valid {
+		p.EventTime = &at.Time
+	}
+	return p, nil
 }
 
 func channels(ctx context.Context, tx *sql.Tx, template int64) ([]ChannelView, error) {

@@ -47,10 +47,10 @@ func (r *Reconciler) finishTask(ctx context.Context, rep *Report, mysqlSnap, red
 
 // OpenItem is a task that needs a person.
 type OpenItem struct {
-	TaskID      int64
-	StartedAt   time.Time
-	Summary     string
-	Differences []Difference
+	TaskID      int64        `json:"task_id"`
+	StartedAt   time.Time    `json:"started_at"`
+	Summary     string       `json:"summary"`
+	Differences []Difference `json:"differences"`
 }
 
 // ListOpen returns the tasks that need review and are not resolved, oldest first.

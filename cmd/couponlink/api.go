@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/couponlink/couponlink/console"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/coupon/httpapi"
 )
@@ -28,6 +29,8 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sweep := f.duration("expire-interval", "COUPONLINK_EXPIRE_INTERVAL", time.Minute, "how often the API runs the expiry sweep (0: never)")
 	conns := f.int("mysql-conns", "COUPONLINK_MYSQL_CONNS", 64, "most MySQL connections the API opens")
 	grace := f.duration("shutdown-grace", "COUPONLINK_SHUTDOWN_GRACE", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
+	cdcMetrics := f.string("cdc-metrics-url", "COUPONLINK_CDC_METRICS_URL", "http://127.0.0.1:9464/metrics",
+		"the cdc's /metrics, which GET /v1/cdc/status (and the console's Health page) reads for the leader and Redis-behind gauges (empty: none)")
 	cdcName := f.string("cdc-name", "COUPONLINK_CDC_NAME", "default", "checkpoint name of the cdc whose counters the inventory route shows as `derived`")
 	// On by default: the whole suite passes with it on (issue 15); false
 	// gives one transaction per claim again, e.g. to compare in a benchmark.
@@ -49,7 +52,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	build := apiBuild{cfg: httpapi.Config{Token: token, AllowedOrigins: allowed, Logger: base, Registerer: reg, Gatherer: reg},
+	build := apiBuild{cfg: httpapi.Config{Token: token, AllowedOrigins: allowed, CDCMetricsURL: *cdcMetrics, Logger: base, Registerer: reg, Gatherer: reg},
 		store: coupon.Config{Logger: log, CombineClaims: *combine, CombineRedemptions: *combineRedeem, CombineMax: *combineMax}, cdcName: *cdcName}
 	api, servers, closeDBs, err := build.handler(ctx, *list, *dsn, *conns)
 	if err != nil {
@@ -64,10 +67,11 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
+	srv := &http.Server{Handler: console.Mount(api), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
 	log.Info("api listening", "addr", ln.Addr().String(), "auth", token != "", "allowed_origins", allowed, "expire_interval", *sweep,
 		"combine_claims", *combine, "combine_redemptions", *combineRedeem, "combine_max", *combineMax)
 	fmt.Fprintf(stdout, "couponlink api listening on http://%s\n", ln.Addr())
+	fmt.Fprintf(stdout, "couponlink console on http://%s%s\n", ln.Addr(), console.Prefix)
 
 	// one group: the server and the expiry sweeper; the first that fails
 	// stops the other, and the database closes only when both returned

@@ -51,12 +51,14 @@ type env struct {
 }
 
 type envConfig struct {
-	token     string
-	origins   []string         // httpapi.Config.AllowedOrigins
-	realClock bool             // time.Now instead of the fake clock
-	now       func() time.Time // overrides both
-	db        *sql.DB          // share this database (a second API process) instead of a fresh one
-	combine   bool             // the claim and redemption combiners on (also on for every env when COUPONLINK_COMBINE_CLAIMS / _REDEMPTIONS=true)
+	token      string
+	origins    []string         // httpapi.Config.AllowedOrigins
+	realClock  bool             // time.Now instead of the fake clock
+	now        func() time.Time // overrides both
+	db         *sql.DB          // share this database (a second API process) instead of a fresh one
+	combine    bool             // the claim and redemption combiners on (also on for every env when COUPONLINK_COMBINE_CLAIMS / _REDEMPTIONS=true)
+	cdcMetrics string           // httpapi.Config.CDCMetricsURL
+	checkpoint string           // httpapi.Config.Inventory.Checkpoint
 }
 
 // combineFromEnv runs the whole suite with a combiner on.
@@ -88,7 +90,7 @@ func newEnv(t testing.TB, cfgs ...envConfig) *env {
 	require.NoError(t, err)
 	e.store = store
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: store, Token: cfg.token, AllowedOrigins: cfg.origins, Logger: quiet,
-		Registerer: e.reg, Gatherer: e.reg}))
+		Registerer: e.reg, Gatherer: e.reg, CDCMetricsURL: cfg.cdcMetrics, Inventory: view.Reader{Checkpoint: cfg.checkpoint}}))
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	e.api = newClient(srv.URL, cfg.token)

@@ -2,15 +2,16 @@ package httpapi
 
 import (
 	"net/http"
-	"net/url"
 
-	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/quota"
 )
 
 type channelsResponse struct {
 	Template int64               `json:"template"`
 	Channels []quota.ChannelView `json:"channels"`
+	// CDC is the cdc checkpoint the counts reflect (the API's -cdc-name),
+	// read in the same snapshot; absent when the API names none.
+	CDC *quota.CDCPosition `json:"cdc,omitempty"`
 }
 
 // channels is GET /v1/templates/{id}/channels: per channel bucket its
@@ -20,11 +21,11 @@ func (s *Server) channels(w http.ResponseWriter, r *http.Request) (int, any, err
 	if err != nil {
 		return 0, nil, err
 	}
-	cs, err := quota.Channels(r.Context(), s.store.DB(), id)
+	cs, pos, err := quota.ChannelsAt(r.Context(), s.store.DB(), id, s.cfg.Inventory.Checkpoint)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, channelsResponse{Template: id, Channels: cs}, nil
+	return http.StatusOK, channelsResponse{Template: id, Channels: cs, CDC: pos}, nil
 }
 
 // getQuotaPolicy is GET /v1/templates/{id}/quota-policy: the effective
@@ -82,17 +83,9 @@ func (s *Server) resetQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, 
 	if err != nil {
 		return 0, nil, err
 	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
+	q, err := query(r, "changed_by", "reason")
 	if err != nil {
-		return 0, nil, coupon.Invalid("", "the query string is malformed: %v", err)
-	}
-	for k, vs := range q {
-		switch {
-		case k != "changed_by" && k != "reason":
-			return 0, nil, coupon.Invalid(k, "unknown query parameter %q: send changed_by and reason", k)
-		case len(vs) > 1:
-			return 0, nil, coupon.Invalid(k, "%s is given %d times; send it once", k, len(vs))
-		}
+		return 0, nil, err
 	}
 	v, err := quota.ResetPolicy(r.Context(), s.store.DB(), id, q.Get("changed_by"), q.Get("reason"), quota.SourceAPI)
 	return http.StatusOK, v, err

@@ -109,7 +109,7 @@ func TestQuotaRoutesMethodNotAllowed(t *testing.T) {
 		{"PATCH", "/v1/templates/1/quota-policy", "GET, PUT, DELETE"},
 		{"PUT", "/v1/templates/1/channels", "GET"},
 		{"DELETE", "/v1/templates/1", "GET"},
-		{"GET", "/v1/templates", "POST"},
+		{"DELETE", "/v1/templates", "POST, GET"},
 	} {
 		r := e.must(t, c.method, c.path, nil)
 		expectError(t, r, http.StatusMethodNotAllowed, "method_not_allowed")

@@ -37,6 +37,9 @@ type Config struct {
 	// Inventory reads GET /v1/templates/{id}/inventory; its DB defaults to
 	// the Store's, and its Checkpoint, when set, adds the cdc's counters.
 	Inventory view.Reader
+	// CDCMetricsURL is the cdc's /metrics, read by GET /v1/cdc/status for
+	// the gauges only the cdc process knows (leader, Redis behind); "": none.
+	CDCMetricsURL string
 }
 
 // Server is the API's http.Handler.
@@ -89,6 +92,12 @@ func New(cfg Config) *Server {
 	s.route("PUT /v1/templates/{id}/quota-policy", s.setQuotaPolicy)
 	s.route("DELETE /v1/templates/{id}/quota-policy", s.resetQuotaPolicy)
 	s.route("GET /v1/user-coupons/{id}/history", s.history)
+	s.route("GET /v1/templates", s.listTemplates)
+	s.route("GET /v1/templates/{id}/quota-policy/history", s.policyHistory)
+	s.route("GET /v1/templates/{id}/user-coupons", s.userCoupons)
+	s.route("GET /v1/reconcile/tasks", s.reconcileTasks)
+	s.route("POST /v1/reconcile/tasks/{id}/resolve", s.resolveTask)
+	s.route("GET /v1/cdc/status", s.cdcStatus)
 	s.route("GET /healthz", s.healthz)
 	if cfg.Gatherer != nil {
 		s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))

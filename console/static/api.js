@@ -1,0 +1,60 @@
+// The API client: every page reads and writes through these functions.
+// The token lives in sessionStorage (this tab only) and goes in the
+// Authorization header, never in a URL; writes send JSON bodies, which the
+// API requires of a browser (no form can send them cross-site).
+
+const TOKEN_KEY = 'couponlink.token';
+
+export function getToken() {
+  return sessionStorage.getItem(TOKEN_KEY) || '';
+}
+
+export function setToken(t) {
+  if (t) sessionStorage.setItem(TOKEN_KEY, t);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+// ApiError is the API's one error shape: {"error": {code, field, message}}.
+export class ApiError extends Error {
+  constructor(status, body) {
+    const e = (body && body.error) || {};
+    super(e.message || `the API answered HTTP ${status}`);
+    this.status = status;
+    this.code = e.code || 'http_' + status;
+    this.field = e.field || '';
+  }
+}
+
+export async function api(method, path, body) {
+  const headers = { Accept: 'application/json' };
+  const token = getToken();
+  if (token) headers.Authorization = 'Bearer ' + token;
+  const init = { method, headers, credentials: 'omit', cache: 'no-store' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, init);
+  const text = await res.text();
+  let data = null;
+  if (text) {
+    try { data = JSON.parse(text); } catch { data = null; }
+  }
+  if (!res.ok) {
+    if (res.status === 401) window.dispatchEvent(new CustomEvent('couponlink:need-token'));
+    throw new ApiError(res.status, data);
+  }
+  return data;
+}
+
+export const get = (path) => api('GET', path);
+
+// query builds "?a=1&b=2" from the non-empty values of params.
+export function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s ? '?' + s : '';
+}

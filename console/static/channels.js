@@ -1,0 +1,139 @@
+// A campaign's channels, polled every second, with the cdc position the
+// counts reflect; and its rebalancing policy: view, edit, history.
+import { api, get, query } from './api.js';
+import { h, bar, legend, num, pct, when, page, table, errorBox, field } from './ui.js';
+
+const POLL_MS = 1000;
+const NUMBERS = ['low', 'high', 'min_claims', 'max_share', 'reserve', 'cooldown_seconds', 'min_age_seconds'];
+const INTEGERS = new Set(['min_claims', 'cooldown_seconds', 'min_age_seconds']);
+
+export async function channels(id, signal) {
+  const tpl = await get(`/v1/templates/${id}`);
+  const position = h('p', { class: 'position', id: 'cdc-position' }, 'cdc position: …');
+  const grid = h('div', { id: 'channels' });
+  const policyBox = h('section', { id: 'policy' });
+  page(`${tpl.name} (template ${tpl.id})`,
+    h('p', { class: 'muted' }, `total quota ${num(tpl.total_quota)} · per-user limit ${tpl.per_user_limit} · expiry ${tpl.expiry_policy}`),
+    h('h2', { text: 'Channels' }), legend(), position, grid,
+    h('h2', { text: 'Rebalancing policy' }), policyBox);
+
+  let policy = null;
+  const poll = async () => {
+    if (signal.aborted) return;
+    try {
+      const res = await get(`/v1/templates/${id}/channels`);
+      if (signal.aborted) return;
+      showPosition(position, res.cdc);
+      grid.replaceChildren(channelTable(res.channels, policy));
+    } catch (err) {
+      if (!signal.aborted) grid.replaceChildren(errorBox(err));
+    }
+    if (!signal.aborted) setTimeout(poll, POLL_MS);
+  };
+  const loadPolicy = async () => {
+    policy = await get(`/v1/templates/${id}/quota-policy`);
+    const hist = await get(`/v1/templates/${id}/quota-policy/history?limit=50`);
+    if (!signal.aborted) policyBox.replaceChildren(...policySection(id, policy, hist.entries, loadPolicy));
+  };
+  await loadPolicy();
+  await poll();
+}
+
+function showPosition(el, cdc) {
+  if (!cdc) {
+    el.textContent = 'cdc position: not shown (the API names no cdc checkpoint)';
+  } else if (!cdc.found) {
+    el.textContent = `cdc position: checkpoint “${cdc.checkpoint}” not written yet — held/used/frozen are 0 until the cdc runs`;
+  } else {
+    el.textContent = `cdc position: ${cdc.position} · last event ${when(cdc.event_time)} · saved ${when(cdc.saved_at)}`;
+  }
+  el.dataset.position = cdc && cdc.found ? cdc.position : '';
+}
+
+function channelTable(chs, policy) {
+  const rows = chs.map((c) => {
+    const frozen = c.expired + c.returned - c.released;
+    const t = c.last_transfer;
+    return h('tr', { 'data-channel': c.channel },
+      h('th', { scope: 'row', text: c.channel }),
+      h('td', { class: 'barcell' }, bar({ claimable: c.claimable, held: c.held, used: c.used, frozen })),
+      h('td', { class: 'n', 'data-k': 'quota', text: num(c.quota) }),
+      h('td', { class: 'n', 'data-k': 'claimable', text: num(c.claimable) }),
+      h('td', { class: 'n', 'data-k': 'claimed', text: num(c.claimed) }),
+      h('td', { class: 'n', 'data-k': 'held', text: num(c.held) }),
+      h('td', { class: 'n', 'data-k': 'used', text: num(c.used) }),
+      h('td', { class: 'n', 'data-k': 'frozen', text: num(frozen) }),
+      h('td', { class: 'n', 'data-k': 'redemption_rate', text: pct(c.redemption_rate) }),
+      h('td', { 'data-k': 'sold_out', class: c.claimable <= 0 ? 'soldout' : '', text: c.claimable <= 0 ? 'SOLD OUT' : '' }),
+      h('td', { 'data-k': 'last_transfer' }, t ? `${t.amount} ${t.from} → ${t.to} · ${t.rule} · ${when(t.at)}` : '—'));
+  });
+  const mode = policy ? policy.effective.mode : '…';
+  return h('div', {},
+    table(['channel', 'quota states', 'quota', 'claimable', 'claimed', 'held', 'used', 'frozen', 'redemption', 'sold out', 'last transfer (reason)'], rows, { class: 'grid' }),
+    h('p', { class: 'muted', id: 'policy-in-force' }, `policy in force: ${mode}` + (policy ? ` · low ${policy.effective.low} · high ${policy.effective.high} · reserve ${policy.effective.reserve} · cooldown ${policy.effective.cooldown_seconds}s` : '')));
+}
+
+function policySection(id, v, entries, reload) {
+  const eff = v.effective;
+  const summary = table(['', 'mode', ...NUMBERS], [
+    h('tr', {}, h('th', { text: 'in force' }), h('td', { text: eff.mode }), NUMBERS.map((k) => h('td', { class: 'n', text: eff[k] }))),
+    h('tr', {}, h('th', { text: 'override' }), h('td', { text: v.override.mode ?? '·' }), NUMBERS.map((k) => h('td', { class: 'n', text: v.override[k] ?? '·' }))),
+    h('tr', {}, h('th', { text: 'defaults' }), h('td', { text: v.defaults.mode }), NUMBERS.map((k) => h('td', { class: 'n', text: v.defaults[k] }))),
+  ], { class: 'grid compact', id: 'policy-view' });
+
+  const inputs = {};
+  inputs.mode = h('select', { name: 'mode' }, h('option', { value: '', text: '(keep)' }), ['off', 'signal', 'auto'].map((m) => h('option', { value: m, text: m })));
+  for (const k of NUMBERS) inputs[k] = h('input', { name: k, inputmode: 'decimal', placeholder: String(eff[k]), size: 8 });
+  inputs.changed_by = h('input', { name: 'changed_by', required: true, placeholder: 'your name' });
+  inputs.reason = h('input', { name: 'reason', required: true, placeholder: 'ticket or why', size: 30 });
+  const msg = h('div', { class: 'form-result', id: 'policy-result' });
+  const form = h('form', { id: 'policy-form', class: 'stack', novalidate: true, onsubmit: submit },
+    h('div', { class: 'fields' }, field('mode', inputs.mode), NUMBERS.map((k) => field(k, inputs[k]))),
+    h('div', { class: 'fields' }, field('changed by', inputs.changed_by), field('reason', inputs.reason)),
+    h('p', {}, h('button', { type: 'submit', text: 'Change policy' }), ' ',
+      h('button', { type: 'button', text: 'Back to the defaults', onclick: reset })),
+    msg);
+
+  async function submit(ev) {
+    ev.preventDefault();
+    const body = { changed_by: inputs.changed_by.value.trim(), reason: inputs.reason.value.trim() };
+    if (inputs.mode.value) body.mode = inputs.mode.value;
+    for (const k of NUMBERS) {
+      const s = inputs[k].value.trim();
+      if (s === '') continue;
+      const n = Number(s);
+      body[k] = Number.isFinite(n) && (!INTEGERS.has(k) || Number.isInteger(n)) ? n : s; // the API words what is wrong
+    }
+    await send(() => api('PUT', `/v1/templates/${id}/quota-policy`, body), 'Policy changed.');
+  }
+  async function reset() {
+    const q = query({ changed_by: inputs.changed_by.value.trim(), reason: inputs.reason.value.trim() });
+    await send(() => api('DELETE', `/v1/templates/${id}/quota-policy${q}`), 'The template follows the defaults again.');
+  }
+  async function send(call, ok) {
+    try {
+      await call();
+      await reload();
+      const r = document.getElementById('policy-result');
+      if (r) r.replaceChildren(h('p', { class: 'ok', role: 'status', text: ok }));
+    } catch (err) {
+      msg.replaceChildren(errorBox(err));
+    }
+  }
+
+  const rows = entries.map((e) => h('tr', { 'data-audit': e.id },
+    h('td', { text: when(e.at) }), h('td', { text: e.changed_by }), h('td', { text: e.action }), h('td', { text: e.reason }),
+    h('td', { class: 'change', text: diff(e.before, e.after) }), h('td', { text: e.source })));
+  return [summary, form, h('h3', { text: 'History' }),
+    rows.length ? table(['when', 'who', 'action', 'reason', 'old → new', 'via'], rows, { class: 'grid', id: 'policy-history' })
+      : h('p', { class: 'muted', id: 'policy-history', text: 'No change yet: the template follows the defaults.' })];
+}
+
+// diff words a policy change field by field: "mode signal → auto".
+function diff(before, after) {
+  const b = before || {};
+  const a = after || {};
+  const keys = ['mode', ...NUMBERS].filter((k) => b[k] !== a[k]);
+  if (!keys.length) return 'no change';
+  return keys.map((k) => `${k} ${b[k] ?? 'default'} → ${a[k] ?? 'default'}`).join(', ');
+}

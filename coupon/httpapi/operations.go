@@ -1,0 +1,175 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory"
+	"github.com/couponlink/couponlink/reconcile"
+)
+
+// The operations routes of the console: reconcile passes and open items,
+// resolving one, and where the cdc stands.
+
+type reconcileTasksResponse struct {
+	Passes []reconcile.Pass     `json:"passes"`
+	Open   []reconcile.OpenItem `json:"open"`
+}
+
+// reconcileTasks is GET /v1/reconcile/tasks?limit=: the last passes,
+// newest first, and the open items needing review, oldest first.
+func (s *Server) reconcileTasks(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	q, err := query(r, "limit")
+	if err != nil {
+		return 0, nil, err
+	}
+	limit, err := intParam(q, "limit", 20, 1, 200)
+	if err != nil {
+		return 0, nil, err
+	}
+	passes, err := reconcile.RecentPasses(r.Context(), s.store.DB(), int(limit))
+	if err != nil {
+		return 0, nil, err
+	}
+	open, err := reconcile.ListOpen(r.Context(), s.store.DB())
+	if err != nil {
+		return 0, nil, err
+	}
+	if open == nil {
+		open = []reconcile.OpenItem{}
+	}
+	return http.StatusOK, reconcileTasksResponse{Passes: passes, Open: open}, nil
+}
+
+type resolveBody struct {
+	Operator string `json:"operator"`
+	Note     string `json:"note"`
+}
+
+type resolveResponse struct {
+	TaskID     int64  `json:"task_id"`
+	ResolvedBy string `json:"resolved_by"`
+	Note       string `json:"note"`
+}
+
+// resolveTask is POST /v1/reconcile/tasks/{id}/resolve: closes an open
+// item with a note, as `couponlink reconcile -resolve` does.
+func (s *Server) resolveTask(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var b resolveBody
+	if err := decode(w, r, &b); err != nil {
+		return 0, nil, err
+	}
+	b.Operator, b.Note = strings.TrimSpace(b.Operator), strings.TrimSpace(b.Note)
+	switch {
+	case b.Operator == "":
+		return 0, nil, coupon.Invalid("operator", "operator is required: who resolves the item")
+	case len(b.Operator) > 64:
+		return 0, nil, coupon.Invalid("operator", "operator must be at most 64 bytes, got %d", len(b.Operator))
+	case b.Note == "":
+		return 0, nil, coupon.Invalid("note", "note is required: say what was checked or done")
+	}
+	if err := reconcile.Resolve(r.Context(), s.store.DB(), id, b.Operator, b.Note); err != nil {
+		if errors.Is(err, reconcile.ErrNotOpen) {
+			return 0, nil, &coupon.Error{Code: "not_open", Field: "id",
+				Message: fmt.Sprintf("reconcile task %d is not open: it does not exist, did not need review, or was resolved; nothing was written", id)}
+		}
+		return 0, nil, err
+	}
+	return http.StatusOK, resolveResponse{TaskID: id, ResolvedBy: b.Operator, Note: b.Note}, nil
+}
+
+// cdcStatus is GET /v1/cdc/status's answer: where the cdc stands (as
+// `couponlink status -json` shows it), the cdc's own gauges when its metrics answer, and the last reconcile pass.
+type cdcStatus struct {
+	inventory.CDCStatus
+	Process       cdcProcess      `json:"process"`
+	LastReconcile *reconcile.Pass `json:"last_reconcile"`
+}
+
+// cdcProcess is what the cdc's /metrics says; Reachable false: the API
+// could not read them (Error says why), and the gauges are null.
+type cdcProcess struct {
+	MetricsURL         string   `json:"metrics_url,omitempty"`
+	Reachable          bool     `json:"reachable"`
+	Error              string   `json:"error,omitempty"`
+	Leader             *float64 `json:"leader"`               // couponlink_cdc_leader: 1 while it applies the binlog
+	RedisBehindBatches *float64 `json:"redis_behind_batches"` // couponlink_redis_behind_batches
+	LagSeconds         *float64 `json:"lag_seconds"`          // couponlink_cdc_lag_seconds
+}
+
+func (s *Server) cdcStatus(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	if _, err := query(r); err != nil {
+		return 0, nil, err
+	}
+	name := s.cfg.Inventory.Checkpoint
+	if name == "" {
+		name = "default"
+	}
+	db := s.store.DB()
+	st, err := inventory.ReadStatus(r.Context(), db, name)
+	if err != nil {
+		return 0, nil, err
+	}
+	v := cdcStatus{CDCStatus: inventory.CDCStatusOf(name, st)}
+	passes, err := reconcile.RecentPasses(r.Context(), db, 1)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(passes) > 0 {
+		v.LastReconcile = &passes[0]
+	}
+	v.Process = s.readCDCMetrics(r.Context())
+	return http.StatusOK, v, nil
+}
+
+// readCDCMetrics reads the cdc's gauges from Config.CDCMetricsURL.
+func (s *Server) readCDCMetrics(ctx context.Context) cdcProcess {
+	p := cdcProcess{MetricsURL: s.cfg.CDCMetricsURL}
+	if p.MetricsURL == "" {
+		p.Error = "no cdc metrics URL is configured (COUPONLINK_CDC_METRICS_URL)"
+		return p
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.MetricsURL, nil)
+	if err != nil {
+		p.Error = err.Error()
+		return p
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.Error = "the cdc's metrics do not answer"
+		s.log.Debug("read cdc metrics", "url", p.MetricsURL, "err", err)
+		return p
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		p.Error = "the cdc's metrics answered " + resp.Status
+		return p
+	}
+	p.Reachable = true
+	gauges := map[string]**float64{"couponlink_cdc_leader": &p.Leader, "couponlink_redis_behind_batches": &p.RedisBehindBatches,
+		"couponlink_cdc_lag_seconds": &p.LagSeconds}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if dst := gauges[name]; ok && dst != nil {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+				*dst = &f
+			}
+		}
+	}
+	return p
+}
