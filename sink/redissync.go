@@ -101,7 +101,7 @@ func (s *Sink) freshen(ctx context.Context, templates []int64) {
 		return
 	}
 	var quotas map[inventory.Pair]inventory.Quota
-	pos, err := s.src.WithSnapshot(ctx, s.db, func(tx *sql.Tx, _ canal.Position) error {
+	pos, err := s.src.WithSnapshot(ctx, s.cfg.BinlogDB, func(tx *sql.Tx, _ canal.Position) error {
 		var err error
 		quotas, err = s.src.Quotas(ctx, tx, templates...)
 		return err

@@ -90,6 +90,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			leader = nil
 		}
 		s.m.leader.Set(0)
+		s.m.leaderEpoch.Set(0)
 		s.noProgress()
 	}
 	defer giveUp()
@@ -138,12 +139,16 @@ func (d *Daemon) attempt(ctx context.Context, leader **Leader, rebuild bool) (ra
 	if err != nil {
 		return 0, &checkError{err}
 	}
-	if err := m.Check(ctx, s.db); err != nil {
+	if err := m.Check(ctx, s.cfg.BinlogDB); err != nil {
+		return 0, &checkError{err}
+	}
+	if err := checkBinlogSource(ctx, s.db, s.cfg.BinlogDB); err != nil {
 		return 0, &checkError{err}
 	}
 	s.useMapping(m)
 	if *leader == nil {
-		if *leader, err = AcquireLeader(ctx, s.db, s.cfg.Name, s.cfg.Logger.With("component", "leader")); err != nil {
+		if *leader, err = AcquireLeader(ctx, s.db, LeaderConfig{Checkpoint: s.cfg.Name,
+			Timeout: s.cfg.LeaderTimeout, Logger: s.cfg.Logger.With("component", "leader")}); err != nil {
 			return 0, err
 		}
 	}
@@ -184,7 +189,7 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (tim
 		case <-runCtx.Done():
 		}
 	}()
-	start := canal.ResumePoint(ctx, s.db, from)
+	start := canal.ResumePoint(ctx, s.cfg.BinlogDB, from)
 	mode := "gtid"
 	if start.GTID == "" {
 		mode = "file/offset (verified against the GTID)"
