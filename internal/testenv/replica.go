@@ -126,3 +126,11 @@ func (m *MariaDB) query(q string, dest any) {
 		m.t.Fatalf("%s on %s: %v", q, m.Addr, err)
 	}
 }
+
+// StopReplicationIO stops m's IO thread: m receives nothing more from its
+// primary (what it received is still applied), as when the network
+// between them fails.
+func (m *MariaDB) StopReplicationIO() {
+	m.t.Helper()
+	m.exec("STOP SLAVE IO_THREAD")
+}
