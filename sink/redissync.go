@@ -31,7 +31,7 @@ func (s *Sink) syncRedis(ctx context.Context, templates []int64) {
 			r.dirty = true
 		}
 	}
-	stamp := inventory.Stamp(s.pos)
+	stamp := r.stampOf(s.pos)
 	var err error
 	switch {
 	case r.dirty && now.Before(r.nextTry):

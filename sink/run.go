@@ -193,6 +193,11 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (tim
 	mode := "gtid"
 	if start.GTID == "" {
 		mode = "file/offset (verified against the GTID)"
+	} else if from.File != "" {
+		// the checkpoint's file and offset are not this server's (a
+		// failover, a purged file): the Redis keys' stamps may be
+		// positions of another binlog, higher than any this one will reach
+		s.resetRedisStamps(from)
 	}
 	tables := s.cfg.Mapping.SourceTables()
 	s.log.Info("tailing the binlog", "from", from.String(), "mode", mode, "table_count", len(tables), "tables", canal.FewOf(tables, 20))
