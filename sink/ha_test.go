@@ -22,11 +22,27 @@ import (
 )
 
 // haPair is a leader and a standby `couponlink cdc` process on one
-// database, each with its own /metrics.
+// database, each with its own /metrics, and the workload they follow.
 type haPair struct {
 	leader, standby         *cdcProcess
 	leaderOps, standbyOps   string // their ops servers' addresses
 	leaderName, standbyName string // as the checkpoint names them (host:pid)
+
+	w         *workload
+	stop      atomic.Bool
+	wait      func()
+	fromEpoch int64 // the epoch the leader took
+}
+
+// startLoad starts the random workload (until checkAfterTakeover) and
+// waits until the leader applied batches of it.
+func (h *haPair) startLoad(t *testing.T, e *env) {
+	t.Helper()
+	h.w = newWorkload(e, wlConfig{Workers: 4, Ops: 1500, Quota: 400, More: func() bool { return !h.stop.Load() }})
+	h.wait = h.w.start()
+	start := e.checkpoint()
+	h.fromEpoch = start.Epoch
+	cdctest.WaitFor(t, 60*time.Second, "the leader applies batches of the load", func() bool { return e.checkpoint().Batches > start.Batches+10 })
 }
 
 func processName(p *cdcProcess) string {
@@ -102,24 +118,24 @@ func (h *haPair) awaitTakeover(t *testing.T, e *env, since time.Time, within tim
 // anomalies against the truth (a batch applied twice or skipped shows as
 // a counter or an anomaly count off the truth), and that the metrics and
 // `couponlink status` show the new leader under a newer epoch.
-func (h *haPair) checkAfterTakeover(t *testing.T, e *env, r *cdcRunner, w *workload, stop *atomic.Bool, wait func(), oldEpoch int64) {
+func (h *haPair) checkAfterTakeover(t *testing.T, e *env, r *cdcRunner) {
 	t.Helper()
 	n := e.checkpoint().Batches
 	cdctest.WaitFor(t, 60*time.Second, "the new leader applies the load", func() bool { return e.checkpoint().Batches > n+5 })
-	stop.Store(true)
-	wait()
+	h.stop.Store(true)
+	h.wait()
 	e.WaitCheckpoint()
 	require.Equal(t, e.Truth(), e.Counters(), "derived counters differ from GROUP BY over user_coupon after the takeover")
 	e.assertTemplateCaches()
 	e.AssertRedis()
 	cdctest.WaitFor(t, 60*time.Second, "no pending redemption checks", func() bool { return e.pendingChecks() == 0 })
-	want, got := w.expected(), e.anomalies()
+	want, got := h.w.expected(), e.anomalies()
 	for _, k := range []string{sink.AnomalyIllegalTransition, sink.AnomalyDeletedCoupon, sink.AnomalyUsedWithoutRedemption} {
 		require.Equal(t, want[k], got[k], "%s anomalies recorded across the takeover (a batch applied twice or skipped)", k)
 	}
 	cp := e.checkpoint()
 	require.Equal(t, h.standbyName, cp.Leader)
-	require.Greater(t, cp.Epoch, oldEpoch, "the takeover took no new epoch")
+	require.Greater(t, cp.Epoch, h.fromEpoch, "the takeover took no new epoch")
 	require.Equal(t, map[string]float64{"couponlink_cdc_leader": 1, "couponlink_cdc_leader_epoch": float64(cp.Epoch),
 		"couponlink_cdc_leader_terms_total": 1}, leaderMetrics(t, h.standbyOps), "the new leader's metrics")
 	out, err := exec.Command(r.bin, "status", "-dsn", e.DSN).CombinedOutput()
@@ -138,18 +154,14 @@ func TestHATakeoverAfterLeaderSIGKILL(t *testing.T) {
 	const bound = 10 * time.Second
 	r.args = append(r.args, "-leader-timeout", bound.String())
 	h := startHAPair(t, e, r)
-	var stop atomic.Bool
-	w := newWorkload(e, wlConfig{Workers: 4, Ops: 1500, Quota: 400, More: func() bool { return !stop.Load() }})
-	wait := w.start()
-	start := e.checkpoint()
-	cdctest.WaitFor(t, 60*time.Second, "the leader applies batches of the load", func() bool { return e.checkpoint().Batches > start.Batches+10 })
+	h.startLoad(t, e)
 
 	killed := time.Now()
 	_ = h.leader.signal(syscall.SIGKILL)
 	took := h.awaitTakeover(t, e, killed, 3*bound)
 	t.Logf("takeover after SIGKILL of the leader: %s (bound %s)", took.Round(time.Millisecond), bound)
 	require.Less(t, took, bound, "the standby took longer than -leader-timeout to apply")
-	h.checkAfterTakeover(t, e, r, w, &stop, wait, start.Epoch)
+	h.checkAfterTakeover(t, e, r)
 }
 
 // HA under a network partition: the leader reaches MariaDB through a proxy
@@ -167,17 +179,13 @@ func TestHATakeoverAfterLeaderPartition(t *testing.T) {
 	proxy := startPartitionProxy(t, cfg.Addr)
 	cfg.Addr = proxy.addr()
 	h := startHAPair(t, e, r, "-dsn", cfg.FormatDSN())
-	var stop atomic.Bool
-	w := newWorkload(e, wlConfig{Workers: 4, Ops: 1500, Quota: 400, More: func() bool { return !stop.Load() }})
-	wait := w.start()
-	start := e.checkpoint()
-	cdctest.WaitFor(t, 60*time.Second, "the leader applies batches of the load", func() bool { return e.checkpoint().Batches > start.Batches+10 })
+	h.startLoad(t, e)
 
 	cut := time.Now()
 	proxy.partition()
 	took := h.awaitTakeover(t, e, cut, 60*time.Second)
 	t.Logf("takeover after a partition of the leader: %s (-leader-timeout %s)", took.Round(time.Millisecond), timeout)
 	require.Less(t, took, timeout+5*time.Second, "the standby took longer than -leader-timeout (+ its start) to apply")
-	h.checkAfterTakeover(t, e, r, w, &stop, wait, start.Epoch)
+	h.checkAfterTakeover(t, e, r)
 	require.False(t, h.leader.exited(), "the partitioned leader exited: %v", h.leader.err)
 }
