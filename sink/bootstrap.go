@@ -21,7 +21,7 @@ func (s *Sink) bootstrap(ctx context.Context) (inventory.Snapshot, error) {
 	var snap inventory.Snapshot
 	var found []Anomaly
 	// two connections: the snapshot stays open while the writes stream from it
-	taken, err := s.src.WithSnapshotTaken(ctx, s.db, func(stx *sql.Tx, pos canal.Position) error {
+	taken, err := s.src.WithSnapshotTaken(ctx, s.cfg.BinlogDB, func(stx *sql.Tx, pos canal.Position) error {
 		var err error
 		if snap, err = s.src.Count(ctx, stx, pos); err != nil {
 			return err

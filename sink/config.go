@@ -40,6 +40,17 @@ type Config struct {
 	Mapping *canal.Mapping // the source tables; default canal.DefaultMapping()
 	Name    string         // checkpoint name; default "default"
 	Leader  string         // who runs (for status); default host:pid
+	// LeaderTimeout bounds how long the leader lock outlives a leader the
+	// server cannot hear from (host gone, network partition): the lock's
+	// session has this wait_timeout. Default DefaultLeaderTimeout (10 s),
+	// at least 2 s. A leader whose process dies frees it at once.
+	LeaderTimeout time.Duration
+	// BinlogDB is the server whose binlog the tailer reads, when it is not
+	// DB's: a replica of DB's server (log_slave_updates, same GTID domain).
+	// The snapshot of a bootstrap, the resume point and the stall watch
+	// read it, so that the checkpoint is a position of its binlog; the
+	// counters, checkpoint and lock stay on DB. Default: DB.
+	BinlogDB *sql.DB
 
 	Redis     redis.UniversalClient // nil: no Redis
 	RedisMode inventory.RedisMode   // owner (default when the mapping has channel quotas), corrector, off
@@ -97,6 +108,10 @@ func (cfg *Config) check() error {
 	if cfg.Name == "" {
 		cfg.Name = "default"
 	}
+	if cfg.BinlogDB == nil {
+		cfg.BinlogDB = cfg.DB
+	}
+	cfg.LeaderTimeout = leaderTimeout(cfg.LeaderTimeout)
 	if cfg.Leader == "" {
 		host, _ := os.Hostname()
 		cfg.Leader = fmt.Sprintf("%s:%d", host, os.Getpid())

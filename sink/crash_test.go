@@ -58,10 +58,12 @@ func newCDCRunner(t *testing.T, e *env, redisAddr string) *cdcRunner {
 	return r
 }
 
-func (r *cdcRunner) start() *cdcProcess {
+// start starts a process with the runner's arguments, then extra.
+func (r *cdcRunner) start(extra ...string) *cdcProcess {
 	r.t.Helper()
-	_, _ = r.stderr.WriteString("=== couponlink " + strings.Join(r.args, " ") + "\n")
-	cmd := exec.Command(r.bin, r.args...)
+	args := append(r.args[:len(r.args):len(r.args)], extra...)
+	_, _ = r.stderr.WriteString("=== couponlink " + strings.Join(args, " ") + "\n")
+	cmd := exec.Command(r.bin, args...)
 	cmd.Stderr = r.stderr
 	cmd.Stdout = r.stderr
 	require.NoError(r.t, cmd.Start())

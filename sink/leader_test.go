@@ -95,7 +95,7 @@ func TestFencedLeaderBecomesStandby(t *testing.T) {
 	log := testenv.QuietLogger()
 	lock := make(chan *sink.Leader, 1)
 	go func() {
-		l, err := sink.AcquireLeader(ctx, e.DB, "default", log)
+		l, err := sink.AcquireLeader(ctx, e.DB, sink.LeaderConfig{Checkpoint: "default", Logger: log})
 		assert.NoError(t, err)
 		lock <- l
 	}()

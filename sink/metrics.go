@@ -26,6 +26,8 @@ type metrics struct {
 	pendingChecks  prometheus.Gauge
 	pendingDropped prometheus.Counter
 	leader         prometheus.Gauge
+	leaderEpoch    prometheus.Gauge
+	leaderTerms    prometheus.Counter
 	bootstraps     prometheus.Counter
 	releases       prometheus.Counter
 
@@ -79,6 +81,12 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		}),
 		leader: f.NewGauge(prometheus.GaugeOpts{
 			Name: "couponlink_cdc_leader", Help: "1 while this cdc holds the leader lock and applies the binlog.",
+		}),
+		leaderEpoch: f.NewGauge(prometheus.GaugeOpts{
+			Name: "couponlink_cdc_leader_epoch", Help: "The checkpoint's epoch this cdc leads under (it grows by one at every change of leader); 0 while it is a standby.",
+		}),
+		leaderTerms: f.NewCounter(prometheus.CounterOpts{
+			Name: "couponlink_cdc_leader_terms_total", Help: "Times this cdc took the lead (the checkpoint's epoch): its first start, a takeover from another cdc, a restart of the tail after a failure.",
 		}),
 		bootstraps: f.NewCounter(prometheus.CounterOpts{
 			Name: "couponlink_cdc_bootstraps_total", Help: "Counter rebuilds from a consistent snapshot.",

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -42,6 +43,10 @@ type stock struct {
 	// run stamped a higher position (a checkpoint the server never had, a
 	// binlog numbered anew after RESET MASTER or on a new primary).
 	reset bool
+	// foreign is a checkpoint position of another server's binlog the
+	// cdc resumed from (a failover): while the sink stands there, its
+	// stamp means nothing here, so writes are stamped 0 (see stampOf).
+	foreign canal.Position
 }
 
 // write sets the stock keys of the given templates from quotas, stamped;
@@ -97,4 +102,30 @@ func (r *stock) rebuild(ctx context.Context, quotas map[inventory.Pair]inventory
 func (r *stock) flushed(ctx context.Context) (bool, error) {
 	n, err := r.rdb.Exists(ctx, r.keys.Epoch()).Result()
 	return n == 0, err
+}
+
+// resetRedisStamps makes the next Redis write a rebuild that drops the
+// keys' stamps: the sink resumed from pos, a position of another server's
+// binlog, and the stamps may be positions of that binlog, higher than any
+// this one will reach.
+func (s *Sink) resetRedisStamps(pos canal.Position) {
+	s.work.Lock()
+	defer s.work.Unlock()
+	if s.redis != nil {
+		s.redis.dirty, s.redis.reset, s.redis.foreign = true, true, pos
+	}
+}
+
+// stampOf is the stamp of the Redis writes at the sink's position pos: 0
+// while pos is still the foreign one the sink resumed from (below any
+// position of this server's binlog, which the first commit brings).
+func (r *stock) stampOf(pos canal.Position) int64 {
+	if r.foreign.IsZero() {
+		return inventory.Stamp(pos)
+	}
+	if pos == r.foreign {
+		return 0
+	}
+	r.foreign = canal.Position{}
+	return inventory.Stamp(pos)
 }

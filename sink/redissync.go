@@ -31,7 +31,7 @@ func (s *Sink) syncRedis(ctx context.Context, templates []int64) {
 			r.dirty = true
 		}
 	}
-	stamp := inventory.Stamp(s.pos)
+	stamp := r.stampOf(s.pos)
 	var err error
 	switch {
 	case r.dirty && now.Before(r.nextTry):
@@ -101,7 +101,7 @@ func (s *Sink) freshen(ctx context.Context, templates []int64) {
 		return
 	}
 	var quotas map[inventory.Pair]inventory.Quota
-	pos, err := s.src.WithSnapshot(ctx, s.db, func(tx *sql.Tx, _ canal.Position) error {
+	pos, err := s.src.WithSnapshot(ctx, s.cfg.BinlogDB, func(tx *sql.Tx, _ canal.Position) error {
 		var err error
 		quotas, err = s.src.Quotas(ctx, tx, templates...)
 		return err

@@ -90,6 +90,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			leader = nil
 		}
 		s.m.leader.Set(0)
+		s.m.leaderEpoch.Set(0)
 		s.noProgress()
 	}
 	defer giveUp()
@@ -138,12 +139,16 @@ func (d *Daemon) attempt(ctx context.Context, leader **Leader, rebuild bool) (ra
 	if err != nil {
 		return 0, &checkError{err}
 	}
-	if err := m.Check(ctx, s.db); err != nil {
+	if err := m.Check(ctx, s.cfg.BinlogDB); err != nil {
+		return 0, &checkError{err}
+	}
+	if err := checkBinlogSource(ctx, s.db, s.cfg.BinlogDB); err != nil {
 		return 0, &checkError{err}
 	}
 	s.useMapping(m)
 	if *leader == nil {
-		if *leader, err = AcquireLeader(ctx, s.db, s.cfg.Name, s.cfg.Logger.With("component", "leader")); err != nil {
+		if *leader, err = AcquireLeader(ctx, s.db, LeaderConfig{Checkpoint: s.cfg.Name,
+			Timeout: s.cfg.LeaderTimeout, Logger: s.cfg.Logger.With("component", "leader")}); err != nil {
 			return 0, err
 		}
 	}
@@ -184,10 +189,15 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (tim
 		case <-runCtx.Done():
 		}
 	}()
-	start := canal.ResumePoint(ctx, s.db, from)
+	start := canal.ResumePoint(ctx, s.cfg.BinlogDB, from)
 	mode := "gtid"
 	if start.GTID == "" {
 		mode = "file/offset (verified against the GTID)"
+	} else if from.File != "" {
+		// the checkpoint's file and offset are not this server's (a
+		// failover, a purged file): the Redis keys' stamps may be
+		// positions of another binlog, higher than any this one will reach
+		s.resetRedisStamps(from)
 	}
 	tables := s.cfg.Mapping.SourceTables()
 	s.log.Info("tailing the binlog", "from", from.String(), "mode", mode, "table_count", len(tables), "tables", canal.FewOf(tables, 20))

@@ -104,6 +104,8 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 		return canal.Position{}, err
 	}
 	s.m.leader.Set(1)
+	s.m.leaderEpoch.Set(float64(s.epoch))
+	s.m.leaderTerms.Inc()
 	cp, _, err := inventory.LoadCheckpoint(ctx, s.db, s.cfg.Name)
 	if err != nil {
 		return canal.Position{}, err

@@ -70,7 +70,7 @@ func (w *stallWatch) check(ctx context.Context) {
 		w.set(nil)
 		return
 	}
-	end, err := canal.CurrentPosition(ctx, s.db)
+	end, err := canal.CurrentPosition(ctx, s.cfg.BinlogDB)
 	if err != nil {
 		return // MySQL away: its binlog does not move either; /healthz says it
 	}

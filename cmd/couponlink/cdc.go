@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/sink"
@@ -24,6 +25,8 @@ import (
 // cdcSettings are couponlink cdc's flags.
 type cdcSettings struct {
 	dsn, mapping, source, redisAddr, redisMode, prefix, metricsAddr, name, hookURL *string
+	binlogDSN                                                                      *string
+	leaderTimeout                                                                  *time.Duration
 	serverID, batchRows, hookAttempts, hookPending                                 *int
 	batchWait, grace, releaseEvery, rebalanceEvery                                 *time.Duration
 	rebuild, strict                                                                *bool
@@ -36,6 +39,8 @@ type cdcSettings struct {
 func cdcFlags(f *flags) *cdcSettings {
 	return &cdcSettings{
 		dsn:            f.dsn(),
+		binlogDSN:      f.string("binlog-dsn", "COUPONLINK_BINLOG_DSN", "", "read the binlog from this server instead of -dsn's: a replica of it with log_slave_updates=ON (README \"Failover and replicas\"); the counters, checkpoint and leader lock stay on -dsn's server, the primary; empty: -dsn's server"),
+		leaderTimeout:  f.duration("leader-timeout", "COUPONLINK_CDC_LEADER_TIMEOUT", sink.DefaultLeaderTimeout, "how long the leader lock outlives a leader the server cannot hear from (host gone, network partition; the lock session's wait_timeout; at least 2s): a standby takes over within it. A leader whose process dies frees the lock at once"),
 		mapping:        f.string("mapping", "COUPONLINK_MAPPING", "", "YAML file naming a legacy schema's tables, columns and status codes (default: the reference schema)"),
 		source:         f.string("source", "COUPONLINK_SOURCE", "", "with a mapping that names several servers (sources:), the source this cdc follows: its DSN replaces -dsn, its name is the checkpoint name and the source label of the metrics"),
 		redisAddr:      f.string("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", "Redis address for the stock keys (empty: no Redis)"),
@@ -80,11 +85,21 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		base = base.With("source", *o.source) // one of several cdcs, one per server
 	}
 	log := base.With("component", "cdc")
-	db, err := openMySQL(*o.dsn, 8)
+	// a partitioned leader's sessions (an open batch holds the checkpoint
+	// row) end with its lock's, within -leader-timeout
+	db, err := mysqlconn.OpenIdleBounded(*o.dsn, 8, *o.leaderTimeout)
 	if err != nil {
 		return err
 	}
 	defer db.Close() // after every part below has stopped
+	binlogDB := db
+	if *o.binlogDSN != "" {
+		if binlogDB, err = openMySQL(*o.binlogDSN, 3); err != nil {
+			return fmt.Errorf("-binlog-dsn: %w", err)
+		}
+		defer binlogDB.Close()
+		log.Info("reading the binlog of another server than the counters'", "binlog_server", binlogAddr(*o.binlogDSN))
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var rdb redis.UniversalClient
@@ -97,7 +112,7 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer closePeers(peers)
-	d, err := o.daemon(db, m, peers, rdb, reg, base)
+	d, err := o.daemon(db, binlogDB, m, peers, rdb, reg, base)
 	if err != nil {
 		return err
 	}
@@ -133,7 +148,7 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // daemon is the sink, with its chores, and the tailer feeding it; m is
 // the legacy mapping (nil: the reference schema).
-func (o *cdcSettings) daemon(db *sql.DB, m *canal.Mapping, peers []sink.Peer, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*sink.Daemon, error) {
+func (o *cdcSettings) daemon(db, binlogDB *sql.DB, m *canal.Mapping, peers []sink.Peer, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*sink.Daemon, error) {
 	redisMode, err := inventory.ParseRedisMode(*o.redisMode)
 	if err != nil {
 		return nil, fmt.Errorf("-redis-mode: %w", err)
@@ -147,14 +162,15 @@ func (o *cdcSettings) daemon(db *sql.DB, m *canal.Mapping, peers []sink.Peer, rd
 	}
 	scfg := sink.Config{DB: db, Mode: sink.ModeReference, Mapping: canal.DefaultMapping(), Name: *o.name, Redis: rdb, RedisMode: redisMode,
 		Keys: inventory.Keys{Prefix: *o.prefix}, RedemptionGrace: *o.grace, Logger: log, Registerer: reg, ReleaseEvery: *o.releaseEvery,
-		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hookURL != "", Strict: *o.strict, Peers: peers}
+		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hookURL != "", Strict: *o.strict, Peers: peers,
+		BinlogDB: binlogDB, LeaderTimeout: *o.leaderTimeout}
 	if err := scfg.QuotaDefaults.Validate(); err != nil {
 		return nil, fmt.Errorf("default quota policy (-quota-* flags): %w", err)
 	}
 	if m != nil {
 		scfg.Mapping, scfg.Mode = m, sink.ModeLegacy
 	}
-	tcfg, err := tailerConfig(*o.dsn, *o.serverID, *o.name)
+	tcfg, err := tailerConfig(*o.dsn, *o.binlogDSN, *o.serverID)
 	if err != nil {
 		return nil, err
 	}
@@ -279,15 +295,36 @@ func quotaDefaultFlags(f *flags) func() quota.Policy {
 	}
 }
 
-// tailerConfig derives the binlog connection from couponlink's DSN: the
-// same server (the checkpoint shares a transaction with the counters).
-func tailerConfig(dsn string, serverID int, name string) (canal.Config, error) {
+// tailerConfig derives the binlog connection from couponlink's DSN (the
+// checkpoint shares a transaction with the counters there), or from
+// binlogDSN when set: a replica's address and credentials, and the
+// database of the DSN when binlogDSN names none.
+func tailerConfig(dsn, binlogDSN string, serverID int) (canal.Config, error) {
 	tc, err := canal.ConfigFromDSN(dsn)
 	if err != nil {
 		return tc, err
+	}
+	if binlogDSN != "" {
+		bc, err := canal.ConfigFromDSN(binlogDSN)
+		if err != nil {
+			return tc, fmt.Errorf("-binlog-dsn: %w", err)
+		}
+		if bc.Schema == "" {
+			bc.Schema = tc.Schema
+		}
+		tc = bc
 	}
 	if serverID > 0 {
 		tc.ServerID = uint32(serverID)
 	}
 	return tc, nil
+}
+
+// binlogAddr is the address a DSN names, for logs (never its password).
+func binlogAddr(dsn string) string {
+	c, err := canal.ConfigFromDSN(dsn)
+	if err != nil {
+		return "(unparsable DSN)"
+	}
+	return c.Addr
 }

@@ -151,7 +151,7 @@ func (o *reconcileSettings) reconciler(db *sql.DB, m *canal.Mapping, reg prometh
 		return nil, nil, err
 	}
 	cfg.DB, cfg.Mapping = db, m
-	if cfg.Binlog, err = tailerConfig(*o.dsn, 0, *o.name); err != nil {
+	if cfg.Binlog, err = tailerConfig(*o.dsn, "", 0); err != nil {
 		closeRedis()
 		return nil, nil, err
 	}

@@ -78,7 +78,7 @@ func openSources(m *canal.Mapping) ([]reconcile.SourceDB, func(), error) {
 		dbs[i] = reconcile.SourceDB{Name: c.name, DB: c.db}
 	}
 	for i, c := range conns {
-		if dbs[i].Binlog, err = tailerConfig(c.dsn, 0, c.name); err != nil {
+		if dbs[i].Binlog, err = tailerConfig(c.dsn, "", 0); err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("source %s: %w", c.name, err)
 		}

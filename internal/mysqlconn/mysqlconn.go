@@ -140,3 +140,25 @@ func OpenPrimary(dsn string, maxConns, n, k int) (*sql.DB, error) {
 	cfg.Params["auto_increment_offset"] = strconv.Itoa(k + 1)
 	return openConfig(cfg, dsn, maxConns)
 }
+
+// OpenIdleBounded is Open whose sessions set wait_timeout to idle (whole
+// seconds, at least 1): the server drops a session it has not heard from
+// for that long — with its locks and open transaction — as when its client
+// is cut off by a network partition. The pool closes its own idle
+// connections after idle/2, before the server would.
+func OpenIdleBounded(dsn string, maxConns int, idle time.Duration) (*sql.DB, error) {
+	cfg, err := Config(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["wait_timeout"] = strconv.Itoa(max(int((idle+time.Second-1)/time.Second), 1))
+	db, err := openConfig(cfg, dsn, maxConns)
+	if err != nil {
+		return nil, err
+	}
+	db.SetConnMaxIdleTime(max(idle/2, 500*time.Millisecond))
+	return db, nil
+}

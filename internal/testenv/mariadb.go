@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +23,9 @@ type MariaDB struct {
 	port string
 	cmd  *exec.Cmd
 	done chan struct{}
+	id   int // server_id
+	// Addr is its host:port.
+	Addr string
 	// ServerDSN is root's DSN on it, without a database.
 	ServerDSN string
 }
@@ -31,6 +35,13 @@ type MariaDB struct {
 // killed when the test ends.
 func OwnMariaDB(t testing.TB) *MariaDB {
 	t.Helper()
+	return OwnMariaDBWithID(t, 1)
+}
+
+// OwnMariaDBWithID is OwnMariaDB with the server_id id: servers of one
+// replication topology (see Replicate) need distinct ones.
+func OwnMariaDBWithID(t testing.TB, id int) *MariaDB {
+	t.Helper()
 	dir := t.TempDir()
 	install := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+filepath.Join(dir, "data"),
 		"--user="+userName(t), "--auth-root-authentication-method=normal", "--skip-test-db")
@@ -39,7 +50,7 @@ func OwnMariaDB(t testing.TB) *MariaDB {
 	}
 	addr := FreeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
-	m := &MariaDB{t: t, dir: dir, port: port, ServerDSN: "root@tcp(" + addr + ")/"}
+	m := &MariaDB{t: t, dir: dir, port: port, id: id, Addr: addr, ServerDSN: "root@tcp(" + addr + ")/"}
 	t.Cleanup(func() {
 		if m.cmd != nil {
 			m.Stop(syscall.SIGKILL)
@@ -61,8 +72,9 @@ func (m *MariaDB) Start() {
 	cmd := exec.Command(bin, "--no-defaults", "--datadir="+data,
 		"--bind-address=127.0.0.1", "--port="+m.port, "--socket="+filepath.Join(m.dir, "mysqld.sock"),
 		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"), "--log-error="+filepath.Join(m.dir, "mysqld.err"),
-		"--server-id=1", "--log-bin="+filepath.Join(data, "mysql-bin"), "--binlog-format=ROW",
-		"--binlog-row-image=FULL", "--gtid-domain-id=0", "--skip-name-resolve", "--max-connections=200",
+		"--server-id="+strconv.Itoa(m.id), "--log-bin="+filepath.Join(data, "mysql-bin"), "--binlog-format=ROW",
+		"--binlog-row-image=FULL", "--gtid-domain-id=0", "--log-slave-updates=ON", "--relay-log="+filepath.Join(data, "relay-bin"),
+		"--skip-name-resolve", "--max-connections=200",
 		"--innodb-buffer-pool-size=64M", "--innodb-log-file-size=48M",
 		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin", "--user="+userName(m.t))
 	if err := cmd.Start(); err != nil {
