@@ -1,0 +1,120 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is one couponlink process (api, cdc, reconcile) under the run's own
+// supervision: when it exits it is started again after a short pause, as
+// systemd's Restart=always or a k8s Deployment would; a fault kills it
+// with SIGKILL. Each run's output is appended to <dir>/<name>.log.
+type proc struct {
+	name string
+	bin  string
+	args []string
+	env  []string
+	dir  string
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when cmd has exited
+	exits    int // exits not caused by a fault's kill (each restarted)
+	stopping bool
+	wg       sync.WaitGroup
+}
+
+// run starts the process and keeps it running until ctx ends (then it is
+// stopped with SIGTERM and awaited).
+func (p *proc) run(ctx context.Context) error {
+	if err := p.spawn(); err != nil {
+		return err
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.supervise(ctx)
+	}()
+	return nil
+}
+
+func (p *proc) spawn() error {
+	f, err := os.OpenFile(filepath.Join(p.dir, p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
+	p.mu.Lock()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+	return nil
+}
+
+// supervise waits for each run of the process to end and starts the next.
+func (p *proc) supervise(ctx context.Context) {
+	for {
+		p.mu.Lock()
+		cmd, exited := p.cmd, p.done
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			p.mu.Lock()
+			p.stopping = true
+			p.mu.Unlock()
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+			return
+		case <-exited:
+		}
+		p.mu.Lock()
+		p.exits++
+		p.mu.Unlock()
+		p.log.Debug("process exited; restarting", "proc", p.name)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(300 * time.Millisecond): // a supervisor's restart pause
+		}
+		for p.spawn() != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// kill sends SIGKILL to the running process; the supervisor starts it again.
+func (p *proc) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Kill()
+	}
+}
+
+// wait waits until the supervisor has stopped the process (after ctx ended).
+func (p *proc) wait() { p.wg.Wait() }
