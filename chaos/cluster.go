@@ -38,7 +38,10 @@ type cluster struct {
 	log    *slog.Logger
 }
 
-const hookSecret = "chaos-secret"
+const (
+	hookSecret = "chaos-secret"
+	keyPrefix  = "couponlink:" // the processes' default
+)
 
 // dsn is couponlink's database on the run's MariaDB.
 func (cl *cluster) dsn() string { return cl.mysql.rootDSN("couponlink") }

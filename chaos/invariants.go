@@ -141,12 +141,12 @@ func checkConservation(ctx context.Context, db *sql.DB) ([]string, error) {
 	return bad, nil
 }
 
-func checkRedis(ctx context.Context, db *sql.DB, rdb *redis.Client) ([]string, error) {
+func checkRedis(ctx context.Context, db *sql.DB, rdb *redis.Client, prefix string) ([]string, error) {
 	bs, err := buckets(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	keys := inventory.Keys{Prefix: "couponlink:"}
+	keys := inventory.Keys{Prefix: prefix}
 	want := map[string]int64{}
 	for _, b := range bs {
 		want[keys.Stock(b.template, b.channel)] = b.quota - b.claimed

@@ -86,7 +86,7 @@ func (cl *cluster) quiesce(ctx context.Context) error {
 			return err
 		}
 		_ = waitFor(ctx, 30*time.Second, "the Redis keys follow channel_quota", func() (bool, string) {
-			rows, err := checkRedis(ctx, cl.db, cl.rdb)
+			rows, err := checkRedis(ctx, cl.db, cl.rdb, keyPrefix)
 			return err == nil && len(rows) == 0, fmt.Sprint(len(rows), " keys off, err ", err)
 		}) // keys still off are the check's to report
 		after, err := cl.cdcWrites(ctx)
@@ -140,7 +140,7 @@ func (cl *cluster) finalChecks(ctx context.Context, k *acks) {
 	c := cl.checks
 	c.run(ctx, invCounters, func(ctx context.Context) ([]string, error) { return checkCounters(ctx, cl.db) })
 	c.run(ctx, invConservation, func(ctx context.Context) ([]string, error) { return checkConservation(ctx, cl.db) })
-	c.run(ctx, invRedis, func(ctx context.Context) ([]string, error) { return checkRedis(ctx, cl.db, cl.rdb) })
+	c.run(ctx, invRedis, func(ctx context.Context) ([]string, error) { return checkRedis(ctx, cl.db, cl.rdb, keyPrefix) })
 	c.run(ctx, invRedemption, func(ctx context.Context) ([]string, error) { return checkRedemptions(ctx, cl.db) })
 	c.run(ctx, invIdempotency, func(ctx context.Context) ([]string, error) { return k.checkIdempotency(ctx, cl.db) })
 	c.run(ctx, invAcked, func(ctx context.Context) ([]string, error) { return k.checkAcked(ctx, cl.db) })
