@@ -18,7 +18,7 @@ type checks struct {
 
 type checkResult struct {
 	passed, failed, skipped int
-	first               []string // the first violation's rows
+	first                   []string // the first violation's rows
 }
 
 func newChecks() *checks { return &checks{res: map[string]*checkResult{}} }

@@ -98,8 +98,8 @@ func checkCounters(ctx context.Context, db *sql.DB) ([]string, error) {
 }
 
 type bucket struct {
-	template      int64
-	channel       string
+	template       int64
+	channel        string
 	quota, claimed int64
 }
 

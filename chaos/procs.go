@@ -27,7 +27,7 @@ type proc struct {
 	mu       sync.Mutex
 	cmd      *exec.Cmd
 	done     chan struct{} // closed when cmd has exited
-	exits    int // exits not caused by a fault's kill (each restarted)
+	exits    int           // exits not caused by a fault's kill (each restarted)
 	stopping bool
 	wg       sync.WaitGroup
 }
