@@ -20,22 +20,25 @@ import (
 // the api, two cdcs (one leads, one waits as the standby), the reconciler
 // daemon and the webhook receiver.
 type cluster struct {
-	dir    string
-	bin    string
-	mysql  *server
-	redis  *server
-	db     *sql.DB // root on couponlink's database: faults and checks
-	rdb    *redis.Client
-	hooks  *receiver
-	api    *proc
-	cdc1   *proc
-	cdc2   *proc
-	rec    *proc
-	procs  []*proc
-	apiC   *apiClient
-	tally  *tally
-	checks *checks
-	log    *slog.Logger
+	dir         string
+	bin         string
+	mysql       *server
+	redis       *server
+	db          *sql.DB // root on couponlink's database: faults and checks
+	rdb         *redis.Client
+	hooks       *receiver
+	api         *proc
+	cdc1        *proc
+	cdc2        *proc
+	rec         *proc
+	cdcL        *proc // the legacy shop's cdc
+	procs       []*proc
+	legacy      *legacyWriter
+	mappingFile string
+	apiC        *apiClient
+	tally       *tally
+	checks      *checks
+	log         *slog.Logger
 }
 
 const (
@@ -67,13 +70,27 @@ func startCluster(ctx context.Context, cfg Config, t *tally, ch *checks) (*clust
 		return cl, err
 	}
 	_, err = root.ExecContext(ctx, "CREATE DATABASE couponlink")
+	if err == nil {
+		_, err = root.ExecContext(ctx, "CREATE DATABASE "+legacyDB)
+	}
+	if err == nil {
+		cl.mappingFile, err = setUpLegacy(ctx, root, cfg.Repo, cfg.Dir)
+	}
 	root.Close()
 	if err != nil {
-		return cl, fmt.Errorf("create database: %w", err)
+		return cl, fmt.Errorf("create the databases: %w", err)
 	}
-	if _, err := migrations.Up(cl.dsn()); err != nil {
-		return cl, fmt.Errorf("migrate: %w", err)
+	for _, db := range []string{"couponlink", legacyDB} {
+		if _, err := migrations.Up(cl.mysql.rootDSN(db)); err != nil {
+			return cl, fmt.Errorf("migrate %s: %w", db, err)
+		}
 	}
+	shop, err := sql.Open("mysql", cl.mysql.rootDSN("shop")+"?timeout=2s&readTimeout=10s&writeTimeout=10s")
+	if err != nil {
+		return cl, err
+	}
+	shop.SetMaxOpenConns(2)
+	cl.legacy = &legacyWriter{db: shop, tally: t, used: map[int64]string{}, expected: map[string]string{}, unknown: map[int64]bool{}}
 	if cl.db, err = sql.Open("mysql", cl.dsn()+"?timeout=2s&readTimeout=30s&writeTimeout=30s&parseTime=true"); err != nil {
 		return cl, err
 	}
@@ -86,7 +103,7 @@ func startCluster(ctx context.Context, cfg Config, t *tally, ch *checks) (*clust
 }
 
 func (cl *cluster) startProcs(ctx context.Context) error {
-	ports := make([]int, 4)
+	ports := make([]int, 5)
 	for i := range ports {
 		p, err := freePort()
 		if err != nil {
@@ -110,6 +127,8 @@ func (cl *cluster) startProcs(ctx context.Context) error {
 	cl.cdc1 = mk("cdc-1", cdcArgs(addr(1))...)
 	cl.cdc2 = mk("cdc-2", cdcArgs(addr(2))...)
 	cl.rec = mk("reconcile", "reconcile", "-every", "3s", "-metrics-addr", addr(3))
+	cl.cdcL = mk("cdc-legacy", "cdc", "-dsn", cl.mysql.rootDSN(legacyDB), "-mapping", cl.mappingFile, "-redis", "",
+		"-metrics-addr", addr(4), "-redemption-grace", "2s", "-stall-after", "10m")
 	for _, p := range cl.procs {
 		if err := p.run(ctx); err != nil {
 			return err
@@ -127,6 +146,9 @@ func (cl *cluster) stop(keep bool) error {
 	}
 	if cl.hooks != nil {
 		cl.hooks.close()
+	}
+	if cl.legacy != nil {
+		_ = cl.legacy.db.Close()
 	}
 	if cl.rdb != nil {
 		_ = cl.rdb.Close()

@@ -26,6 +26,7 @@ func (cl *cluster) faults() []fault {
 		{"sigkill second cdc", 3, kill(cl.cdc2)},
 		{"sigkill api", 3, kill(cl.api)},
 		{"sigkill reconciler", 2, kill(cl.rec)},
+		{"sigkill legacy cdc", 3, kill(cl.cdcL)},
 		{"redis FLUSHALL", 3, func(ctx context.Context, _ *rand.Rand) error {
 			return cl.rdb.FlushAll(ctx).Err()
 		}},

@@ -103,3 +103,27 @@ func TestChecksFirstViolation(t *testing.T) {
 	require.Len(t, got, 21)
 	require.Equal(t, "... and 5 more", got[20])
 }
+
+// The legacy comparison names what was not reported, what was invented and
+// what was reported twice, and leaves out coupons of unknown outcome.
+func TestLegacyDiff(t *testing.T) {
+	w := &legacyWriter{expected: map[string]string{}, unknown: map[int64]bool{7: true}}
+	w.expect("deleted_coupon", 1, "DELETE")
+	w.expect("illegal_transition", 2, "USED -> EXPIRED")
+	w.expect("duplicate_redemption", 3, "second write-off")
+	got := map[string]int{
+		"deleted_coupon coupon 1":       1,
+		"duplicate_redemption coupon 3": 2,
+		"illegal_transition coupon 4":   1,
+		"deleted_coupon coupon 7":       1, // its DELETE's COMMIT failed: unknown
+	}
+	require.Equal(t, []string{
+		"invented: illegal_transition coupon 4 (reported 1 times)",
+		"not reported: illegal_transition coupon 2 (USED -> EXPIRED)",
+		"reported 2 times: duplicate_redemption coupon 3",
+	}, w.legacyDiff(got))
+	got["illegal_transition coupon 2"] = 1
+	got["duplicate_redemption coupon 3"] = 1
+	delete(got, "illegal_transition coupon 4")
+	require.Empty(t, w.legacyDiff(got))
+}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -35,17 +36,17 @@ func waitFor(ctx context.Context, within time.Duration, what string, cond func()
 
 // caughtUp waits until the cdc's checkpoint reaches the server's binlog
 // end as of the call.
-func (cl *cluster) caughtUp(ctx context.Context, within time.Duration) error {
+func caughtUp(ctx context.Context, db *sql.DB, within time.Duration) error {
 	var target canal.Position
 	if err := waitFor(ctx, within, "read the server's binlog position", func() (bool, string) {
 		var err error
-		target, err = canal.CurrentPosition(ctx, cl.db)
+		target, err = canal.CurrentPosition(ctx, db)
 		return err == nil, fmt.Sprint(err)
 	}); err != nil {
 		return err
 	}
 	return waitFor(ctx, within, "the cdc's checkpoint reaches "+target.String(), func() (bool, string) {
-		cp, found, err := inventory.LoadCheckpoint(ctx, cl.db, "default")
+		cp, found, err := inventory.LoadCheckpoint(ctx, db, "default")
 		if err != nil || !found {
 			return false, fmt.Sprintf("checkpoint found %v, err %v", found, err)
 		}
@@ -75,7 +76,7 @@ func (cl *cluster) quiesce(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("count the cdc's writes: %w", err)
 		}
-		if err := cl.caughtUp(ctx, 3*time.Minute); err != nil {
+		if err := caughtUp(ctx, cl.db, 3*time.Minute); err != nil {
 			return err
 		}
 		if err := waitFor(ctx, 3*time.Minute, "every webhook event delivered", func() (bool, string) {

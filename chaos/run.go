@@ -22,6 +22,7 @@ type Config struct {
 	Duration    time.Duration // of the workload and the faults
 	Seed        uint64        // draws the operations and the faults' kinds and moments
 	Bin         string        // the couponlink binary
+	Repo        string        // the module's root (deploy/legacy's schema)
 	Dir         string        // the run's directory: server data, process logs
 	Clients     int           // concurrent API clients
 	MaxRequests int64         // bound of the API requests
@@ -73,8 +74,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer cancel()
 	var wg sync.WaitGroup
 	var faultErr error
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); w.run(runCtx, cfg.Clients) }()
+	cl.legacy.rng = rand.New(rand.NewPCG(cfg.Seed, 1<<32))
+	go func() { defer wg.Done(); cl.legacy.run(runCtx) }()
 	go func() {
 		defer wg.Done()
 		faultErr = cl.injectFaults(runCtx, rand.New(rand.NewPCG(cfg.Seed, 0)), cfg.CheckEvery)
@@ -95,6 +98,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		ch.record(invCaughtUp, nil)
 	}
 	cl.finalChecks(ctx, k)
+	cl.checkLegacy(ctx)
 	events, deliveries := cl.eventStats(ctx)
 	var restarts []string
 	for _, p := range cl.procs {

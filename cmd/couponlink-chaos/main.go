@@ -70,7 +70,7 @@ func run() int {
 	if *keep {
 		fmt.Printf("run directory: %s\n", dir)
 	}
-	res, err := chaos.Run(ctx, chaos.Config{Duration: *duration, Seed: *seed, Bin: *bin, Dir: dir, Clients: *clients,
+	res, err := chaos.Run(ctx, chaos.Config{Duration: *duration, Seed: *seed, Bin: *bin, Repo: ".", Dir: dir, Clients: *clients,
 		MaxRequests: *maxReq, CheckEvery: *checkEvery, Keep: *keep, Logger: log, Out: os.Stdout})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "couponlink-chaos: seed %d: the harness could not run: %v\n", *seed, err)
