@@ -85,17 +85,20 @@ func startCluster(ctx context.Context, cfg Config, t *tally, ch *checks) (*clust
 			return cl, fmt.Errorf("migrate %s: %w", db, err)
 		}
 	}
+	cl.rdb = redis.NewClient(&redis.Options{Addr: cl.redis.addr()})
+	if err := cl.rdb.Set(ctx, legacyStockKey, 1000000, 0).Err(); err != nil {
+		return cl, fmt.Errorf("set the legacy stock key: %w", err)
+	}
 	shop, err := sql.Open("mysql", cl.mysql.rootDSN("shop")+"?timeout=2s&readTimeout=10s&writeTimeout=10s")
 	if err != nil {
 		return cl, err
 	}
 	shop.SetMaxOpenConns(2)
-	cl.legacy = &legacyWriter{db: shop, tally: t, used: map[int64]string{}, expected: map[string]string{}, unknown: map[int64]bool{}}
+	cl.legacy = &legacyWriter{db: shop, rdb: cl.rdb, tally: t, used: map[int64]string{}, expected: map[string]string{}, unknown: map[int64]bool{}}
 	if cl.db, err = sql.Open("mysql", cl.dsn()+"?timeout=2s&readTimeout=30s&writeTimeout=30s&parseTime=true"); err != nil {
 		return cl, err
 	}
 	cl.db.SetMaxOpenConns(8)
-	cl.rdb = redis.NewClient(&redis.Options{Addr: cl.redis.addr()})
 	if cl.hooks, err = newReceiver(hookSecret); err != nil {
 		return cl, err
 	}

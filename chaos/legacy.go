@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The legacy shop of the run: deploy/legacy/writeoff-table's schema on the
@@ -23,7 +25,13 @@ const (
 	legacyCampaign = 1
 )
 
+// legacyStockKey is the legacy front end's own Redis key: it DECRs it on
+// each claim (also when the claim then fails: drift the reconciler
+// corrects) and INCRs it when the shop deletes a coupon.
+const legacyStockKey = "shop:stock:1"
+
 const legacyMapping = `schema: shop
+redis: {template_stock: "shop:stock:{template}"}
 user_coupon: {table: coupon, id: id, template: campaign_id, channel: source, status: state, order: order_no, user: member_id}
 status: {AVAILABLE: [10], USED: [20], EXPIRED: [30], RETURNED: [40]}
 redemption_evidence: table
@@ -35,6 +43,7 @@ template: {table: campaign, id: id, total_quota: stock_total, name: title, remai
 // legacyWriter is the legacy application: one goroutine of bare SQL.
 type legacyWriter struct {
 	db    *sql.DB // root on the shop schema
+	rdb   *redis.Client
 	rng   *rand.Rand
 	tally *tally
 
@@ -124,6 +133,10 @@ func (w *legacyWriter) run(ctx context.Context) {
 }
 
 func (w *legacyWriter) claim(ctx context.Context) error {
+	_ = w.rdb.Decr(ctx, legacyStockKey).Err() // the front end's own guard; Redis may be down
+	if w.rng.IntN(20) == 0 {
+		return nil // the order failed after the DECR: the key drifts one low
+	}
 	tx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -210,6 +223,9 @@ func (w *legacyWriter) move(ctx context.Context, state int, anomaly string) erro
 		_, err := tx.ExecContext(ctx, `UPDATE shop.coupon SET state = ? WHERE id = ?`, state, id)
 		return err
 	})
+	if err == nil && state == 0 {
+		_ = w.rdb.Incr(ctx, legacyStockKey).Err()
+	}
 	if err == nil && anomaly != "" {
 		w.mu.Lock()
 		w.expect(anomaly, id, "DELETE of an AVAILABLE coupon")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os/exec"
 	"sort"
 	"time"
 )
@@ -11,6 +12,7 @@ import (
 const (
 	invLegacyAnomalies = "legacy: every anomaly the writer caused reported once, none invented"
 	invLegacyReconcile = "legacy: reconcile -once -no-fix -mapping finds nothing"
+	invLegacyRedis     = "legacy: the front end's DECRed key corrected to budget - taken (reconcile -once -mapping)"
 )
 
 // reported reads the legacy cdc's anomalies: "kind coupon <id>" -> times.
@@ -92,8 +94,9 @@ func (cl *cluster) checkLegacy(ctx context.Context) {
 	} else {
 		cl.checks.record(invLegacyAnomalies, w.legacyDiff(got))
 	}
+	cl.checks.run(ctx, invLegacyRedis, cl.checkLegacyKey)
 	cl.checks.run(ctx, invLegacyReconcile, func(ctx context.Context) ([]string, error) {
-		code, out, err := cl.reconcileOnce(ctx, "-mapping", cl.mappingFile, "-dsn", cl.mysql.rootDSN(legacyDB), "-redis", "")
+		code, out, err := cl.reconcileOnce(ctx, "-mapping", cl.mappingFile, "-dsn", cl.mysql.rootDSN(legacyDB), "-quiet", "1s")
 		if err != nil || code == 0 {
 			return nil, err
 		}
@@ -110,4 +113,26 @@ func (cl *cluster) legacyCaughtUp(ctx context.Context) error {
 	}
 	defer db.Close()
 	return caughtUp(ctx, db, 3*time.Minute)
+}
+
+// checkLegacyKey runs a reconcile pass that fixes (corrector mode: the
+// front end's key, by compare-and-set after a quiet window), then proves
+// the key equal to the budget minus the coupons taken.
+func (cl *cluster) checkLegacyKey(ctx context.Context) ([]string, error) {
+	args := []string{"reconcile", "-once", "-mapping", cl.mappingFile, "-dsn", cl.mysql.rootDSN(legacyDB),
+		"-redis", cl.redis.addr(), "-quiet", "1s", "-log-level", "warn"}
+	out, err := exec.CommandContext(ctx, cl.bin, args...).CombinedOutput()
+	if err != nil {
+		return []string{"couponlink reconcile -once -mapping (fixing): " + err.Error(), string(out)}, nil
+	}
+	var want int64
+	if err := cl.db.QueryRowContext(ctx, `SELECT c.stock_total - (SELECT COUNT(*) FROM shop.coupon WHERE campaign_id = c.id)
+		FROM shop.campaign c WHERE c.id = ?`, legacyCampaign).Scan(&want); err != nil {
+		return nil, err
+	}
+	got, err := cl.rdb.Get(ctx, legacyStockKey).Int64()
+	if err != nil || got != want {
+		return []string{fmt.Sprintf("%s = %d (%v), budget - taken = %d", legacyStockKey, got, err, want)}, nil
+	}
+	return nil, nil
 }
