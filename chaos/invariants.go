@@ -15,6 +15,7 @@ const (
 	invCaughtUp     = "cdc caught up to the binlog end"
 	invCounters     = "counters equal the truth"
 	invConservation = "conservation and no over-issue (claimed = held+used+frozen <= quota)"
+	invQuotaSum     = "quota conserved across transfers (channel quotas add up to the template's)"
 	invRedis        = "Redis equals claimable"
 	invRedemption   = "every USED coupon has exactly one redemption in effect (others none)"
 	invIdempotency  = "each idempotency key used once (replays answer the same)"
@@ -139,6 +140,19 @@ func checkConservation(ctx context.Context, db *sql.DB) ([]string, error) {
 		}
 	}
 	return bad, nil
+}
+
+func checkQuotaSum(ctx context.Context, db *sql.DB) ([]string, error) {
+	var bad []string
+	err := scanAll(ctx, db, `SELECT t.id, t.total_quota, COALESCE(SUM(q.quota), 0) FROM coupon_template t
+		LEFT JOIN channel_quota q ON q.template_id = t.id GROUP BY t.id, t.total_quota HAVING t.total_quota <> COALESCE(SUM(q.quota), 0)`,
+		func(r *sql.Rows) error {
+			var id, total, sum int64
+			err := r.Scan(&id, &total, &sum)
+			bad = append(bad, fmt.Sprintf("template %d: total_quota %d, channel quotas add up to %d", id, total, sum))
+			return err
+		})
+	return bad, err
 }
 
 func checkRedis(ctx context.Context, db *sql.DB, rdb *redis.Client, prefix string) ([]string, error) {

@@ -42,6 +42,14 @@ func TestCheckerFindsViolations(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"user_coupon 2: status 2, 0 redemptions in effect"}, rows)
 
+	exec(`INSERT INTO coupon_template (id, name, total_quota, valid_seconds) VALUES (2, 't2', 5, 3600)`)
+	exec(`INSERT INTO channel_quota (template_id, channel, quota) VALUES (2, 'app', 3), (2, 'web', 1)`)
+	rows, err = checkQuotaSum(ctx, db) // a transfer that lost one
+	require.NoError(t, err)
+	require.Equal(t, []string{"template 2: total_quota 5, channel quotas add up to 4"}, rows)
+	exec(`DELETE FROM channel_quota WHERE template_id = 2`)
+	exec(`DELETE FROM coupon_template WHERE id = 2`)
+
 	rows, err = checkRedis(ctx, db, rdb, prefix) // no keys at all
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
@@ -66,6 +74,7 @@ func TestCheckerFindsViolations(t *testing.T) {
 	for name, fn := range map[string]func() ([]string, error){
 		"counters":     func() ([]string, error) { return checkCounters(ctx, db) },
 		"conservation": func() ([]string, error) { return checkConservation(ctx, db) },
+		"quota sum":    func() ([]string, error) { return checkQuotaSum(ctx, db) },
 		"redemptions":  func() ([]string, error) { return checkRedemptions(ctx, db) },
 		"redis":        func() ([]string, error) { return checkRedis(ctx, db, rdb, prefix) },
 		"acked":        func() ([]string, error) { return k.checkAcked(ctx, db) },

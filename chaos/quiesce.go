@@ -141,6 +141,7 @@ func (cl *cluster) finalChecks(ctx context.Context, k *acks) {
 	c := cl.checks
 	c.run(ctx, invCounters, func(ctx context.Context) ([]string, error) { return checkCounters(ctx, cl.db) })
 	c.run(ctx, invConservation, func(ctx context.Context) ([]string, error) { return checkConservation(ctx, cl.db) })
+	c.run(ctx, invQuotaSum, func(ctx context.Context) ([]string, error) { return checkQuotaSum(ctx, cl.db) })
 	c.run(ctx, invRedis, func(ctx context.Context) ([]string, error) { return checkRedis(ctx, cl.db, cl.rdb, keyPrefix) })
 	c.run(ctx, invRedemption, func(ctx context.Context) ([]string, error) { return checkRedemptions(ctx, cl.db) })
 	c.run(ctx, invIdempotency, func(ctx context.Context) ([]string, error) { return k.checkIdempotency(ctx, cl.db) })

@@ -13,6 +13,8 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
+	"io"
+	stdlog "log"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -20,6 +22,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/couponlink/couponlink/chaos"
 )
@@ -46,6 +50,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "couponlink-chaos: -log-level %q: %v\n", *level, err)
 		return 2
 	}
+	_ = mysql.SetLogger(stdlog.New(io.Discard, "", 0)) // the driver's notes of connections a fault closed
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
 	if *seed == 0 {
 		var b [8]byte
