@@ -27,7 +27,8 @@ type proc struct {
 	mu       sync.Mutex
 	cmd      *exec.Cmd
 	done     chan struct{} // closed when cmd has exited
-	exits    int           // exits not caused by a fault's kill (each restarted)
+	exits    int           // exits, the faults' kills included (each restarted)
+	kills    int           // SIGKILLs sent by the faults
 	stopping bool
 	wg       sync.WaitGroup
 }
@@ -111,8 +112,14 @@ func (p *proc) supervise(ctx context.Context) {
 func (p *proc) kill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cmd != nil && p.cmd.Process != nil {
+	if p.cmd == nil {
+		return
+	}
+	select {
+	case <-p.done: // between a run and its restart: nothing to kill
+	default:
 		_ = p.cmd.Process.Kill()
+		p.kills++
 	}
 }
 

@@ -40,7 +40,7 @@ func (r report) print(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %d |\n", kind, r.tally.faults[kind])
 	}
 	fmt.Fprintf(w, "| **all** | **%d** |\n\n", nf)
-	fmt.Fprintf(w, "process exits (the faults' kills included), each restarted by the harness as a supervisor would: %s\n", strings.Join(r.restarts, ", "))
+	fmt.Fprintf(w, "process exits not caused by a fault's SIGKILL (each restarted by the harness, as a supervisor would): %s\n", strings.Join(r.restarts, ", "))
 	fmt.Fprintf(w, "webhook events: %d in the outbox, %d deliveries received\n\n", r.events, r.deliveries)
 	r.checks.mu.Lock()
 	defer r.checks.mu.Unlock()

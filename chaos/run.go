@@ -103,7 +103,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var restarts []string
 	for _, p := range cl.procs {
 		p.mu.Lock()
-		restarts = append(restarts, fmt.Sprintf("%s %d", p.name, p.exits))
+		restarts = append(restarts, fmt.Sprintf("%s %d", p.name, p.exits-p.kills))
 		p.mu.Unlock()
 	}
 	rep := report{seed: cfg.Seed, ran: ran, tally: t, checks: ch, events: events, deliveries: deliveries, restarts: restarts}
