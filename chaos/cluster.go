@@ -129,6 +129,7 @@ func (cl *cluster) startProcs(ctx context.Context) error {
 	cl.api = mk("api", "api", "-addr", addr(0), "-expire-interval", "0")
 	cl.cdc1 = mk("cdc-1", cdcArgs(addr(1))...)
 	cl.cdc2 = mk("cdc-2", cdcArgs(addr(2))...)
+	cl.cdc1.metrics, cl.cdc2.metrics = addr(1), addr(2)
 	cl.rec = mk("reconcile", "reconcile", "-every", "3s", "-metrics-addr", addr(3))
 	cl.cdcL = mk("cdc-legacy", "cdc", "-dsn", cl.mysql.rootDSN(legacyDB), "-mapping", cl.mappingFile, "-redis", "",
 		"-metrics-addr", addr(4), "-redemption-grace", "2s", "-stall-after", "10m")

@@ -22,8 +22,14 @@ func (cl *cluster) faults() []fault {
 		return func(context.Context, *rand.Rand) error { p.kill(); return nil }
 	}
 	return []fault{
-		{"sigkill cdc (leader or standby)", 4, kill(cl.cdc1)},
-		{"sigkill second cdc", 3, kill(cl.cdc2)},
+		{"sigkill leading cdc", 4, func(ctx context.Context, _ *rand.Rand) error {
+			cl.leader(ctx, true).kill()
+			return nil
+		}},
+		{"sigkill standby cdc", 3, func(ctx context.Context, _ *rand.Rand) error {
+			cl.leader(ctx, false).kill()
+			return nil
+		}},
 		{"sigkill api", 3, kill(cl.api)},
 		{"sigkill reconciler", 2, kill(cl.rec)},
 		{"sigkill legacy cdc", 3, kill(cl.cdcL)},
@@ -58,6 +64,19 @@ func (cl *cluster) faults() []fault {
 			return nil
 		}},
 	}
+}
+
+// leader returns the cdc that leads now (lead) or the other one; when
+// neither says it leads (both between two attempts), cdc-1 or cdc-2.
+func (cl *cluster) leader(ctx context.Context, lead bool) *proc {
+	l, o := cl.cdc1, cl.cdc2
+	if !l.leads(ctx) && o.leads(ctx) {
+		l, o = o, l
+	}
+	if lead {
+		return l
+	}
+	return o
 }
 
 // restartServer stops a server with sig, leaves it down for a drawn

@@ -3,10 +3,13 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,6 +26,8 @@ type proc struct {
 	env  []string
 	dir  string
 	log  *slog.Logger
+	// metrics is a cdc's -metrics-addr, where /metrics says whether it leads
+	metrics string
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -125,3 +130,29 @@ func (p *proc) kill() {
 
 // wait waits until the supervisor has stopped the process (after ctx ended).
 func (p *proc) wait() { p.wg.Wait() }
+
+// leads reports whether the cdc's /metrics says it holds the leader lock
+// (couponlink_cdc_leader 1); false when it does not answer.
+func (p *proc) leads(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metrics+"/metrics", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if strings.HasPrefix(line, "couponlink_cdc_leader") {
+			return strings.HasSuffix(strings.TrimSpace(line), " 1")
+		}
+	}
+	return false
+}
