@@ -105,9 +105,11 @@ func (c *client) loop(ctx context.Context) {
 }
 
 // send calls the API, again with the same body while there is no answer
-// (up to 4 tries) and, when retry is drawn, once more after a 2xx: a retry
-// of the same request. It counts each call under kind and returns the
-// first 2xx answer's decoding into out, and the replay's into again.
+// or a 5xx (up to 4 tries) and, one time in four after a 2xx, once more: a
+// retry of the same request, which must be answered as a replay (2xx; a
+// 4xx is recorded as a violation). It counts each call under kind and
+// decodes the first answer into out and the retry's into again (nil: no
+// retry); the caller compares them.
 func (c *client) send(ctx context.Context, kind, method, path string, in, out, again any) (answer, bool) {
 	var first answer
 	var ok bool
@@ -133,10 +135,14 @@ func (c *client) send(ctx context.Context, kind, method, path string, in, out, a
 		if ctx.Err() == nil {
 			c.w.tally.op(kind+"_retry", a.result(err))
 		}
-		if err != nil || !a.ok() {
-			again = nil
+		if err == nil && a.status >= 400 && a.status < 500 && ctx.Err() == nil {
+			// the same request again after a 2xx must be a replay, never refused
+			k := c.w.acks
+			k.mu.Lock()
+			k.replays = append(k.replays, fmt.Sprintf("%s %s %v: first answer %d, the same request again %d %s",
+				kind, path, in, first.status, a.status, a.body))
+			k.mu.Unlock()
 		}
-		_ = again
 	}
 	return first, ok
 }
