@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/chaos"
 )
@@ -50,7 +51,8 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "couponlink-chaos: -log-level %q: %v\n", *level, err)
 		return 2
 	}
-	_ = mysql.SetLogger(stdlog.New(io.Discard, "", 0)) // the driver's notes of connections a fault closed
+	_ = mysql.SetLogger(stdlog.New(io.Discard, "", 0)) // the drivers' notes of connections a fault closed
+	redis.SetLogger(quiet{})
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
 	if *seed == 0 {
 		var b [8]byte
@@ -91,3 +93,9 @@ func run() int {
 	fmt.Printf("every invariant held (seed %d)\n", *seed)
 	return 0
 }
+
+// quiet is a go-redis logger that drops its notes (a Redis a fault
+// stopped is expected here).
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
