@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -39,6 +40,9 @@ redemption_log: {table: coupon_writeoff, id: id, coupon: coupon_id, order: order
 template: {table: campaign, id: id, total_quota: stock_total, name: title, remaining: stock_left,
            per_user_limit: limit_per_user, end_time: ends_at}
 `
+
+// errNoCoupon: the writer had no coupon in the state an operation needs.
+var errNoCoupon = errors.New("no coupon to act on")
 
 // legacyWriter is the legacy application: one goroutine of bare SQL.
 type legacyWriter struct {
@@ -121,7 +125,10 @@ func (w *legacyWriter) run(ctx context.Context) {
 			kind, err = "legacy use without write-off", w.use(ctx, false)
 		}
 		result := "ok"
-		if err != nil {
+		switch {
+		case err == errNoCoupon:
+			result = "no coupon to act on"
+		case err != nil:
 			result = "error"
 		}
 		w.tally.op(kind, result)
@@ -179,7 +186,7 @@ func (w *legacyWriter) take() int64 {
 func (w *legacyWriter) use(ctx context.Context, writeOff bool) error {
 	id := w.take()
 	if id == 0 {
-		return nil
+		return errNoCoupon
 	}
 	order := fmt.Sprintf("L%d", w.n)
 	err := w.tx(ctx, id, func(tx *sql.Tx) error {
@@ -210,7 +217,7 @@ func (w *legacyWriter) use(ctx context.Context, writeOff bool) error {
 func (w *legacyWriter) move(ctx context.Context, state int, anomaly string) error {
 	id := w.take()
 	if id == 0 {
-		return nil
+		return errNoCoupon
 	}
 	err := w.tx(ctx, id, func(tx *sql.Tx) error {
 		if state == 0 {
@@ -255,7 +262,7 @@ func (w *legacyWriter) usedCoupon() (int64, string) {
 func (w *legacyWriter) illegal(ctx context.Context) error {
 	id, _ := w.usedCoupon()
 	if id == 0 {
-		return nil
+		return errNoCoupon
 	}
 	err := w.tx(ctx, id, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE shop.coupon SET state = 30 WHERE id = ?`, id)
@@ -272,7 +279,7 @@ func (w *legacyWriter) illegal(ctx context.Context) error {
 func (w *legacyWriter) duplicate(ctx context.Context) error {
 	id, order := w.usedCoupon()
 	if id == 0 {
-		return nil
+		return errNoCoupon
 	}
 	err := w.tx(ctx, id, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO shop.coupon_writeoff (coupon_id, order_no, store_id) VALUES (?, ?, 2)`, id, order)

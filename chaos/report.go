@@ -10,13 +10,15 @@ import (
 // report is the run's table: operations by kind and result, faults by
 // kind, process restarts, webhook events, invariants checked.
 type report struct {
-	seed       uint64
-	ran        time.Duration
-	tally      *tally
-	checks     *checks
-	events     int64
-	deliveries int
-	restarts   []string
+	seed            uint64
+	ran             time.Duration
+	quiet           time.Duration // from the workload's end to quiescence and the reference schema's checks
+	legacyAnomalies int           // the anomalies the legacy writer caused
+	tally           *tally
+	checks          *checks
+	events          int64
+	deliveries      int
+	restarts        []string
 }
 
 func (r report) print(w io.Writer) {
@@ -41,7 +43,9 @@ func (r report) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "| **all** | **%d** |\n\n", nf)
 	fmt.Fprintf(w, "process exits not caused by a fault's SIGKILL (each restarted by the harness, as a supervisor would): %s\n", strings.Join(r.restarts, ", "))
-	fmt.Fprintf(w, "webhook events: %d in the outbox, %d deliveries received\n\n", r.events, r.deliveries)
+	fmt.Fprintf(w, "webhook events: %d in the outbox, %d deliveries received\n", r.events, r.deliveries)
+	fmt.Fprintf(w, "anomalies the legacy writer caused: %d\n", r.legacyAnomalies)
+	fmt.Fprintf(w, "quiescence and the checks of the reference schema took %s after the workload stopped\n\n", r.quiet.Round(100*time.Millisecond))
 	r.checks.mu.Lock()
 	defer r.checks.mu.Unlock()
 	fmt.Fprintln(w, "| invariant | passed | failed | skipped |\n|---|---:|---:|---:|")

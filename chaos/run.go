@@ -92,12 +92,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	ran := time.Since(start)
 	cfg.Logger.Info("workload stopped; waiting for quiescence", "requests", w.requests.Load())
+	qStart := time.Now()
 	if err := cl.quiesce(ctx); err != nil {
 		ch.record(invCaughtUp, []string{err.Error()})
 	} else {
 		ch.record(invCaughtUp, nil)
 	}
 	cl.finalChecks(ctx, k)
+	quiet := time.Since(qStart)
 	cl.checkLegacy(ctx)
 	events, deliveries := cl.eventStats(ctx)
 	var restarts []string
@@ -106,7 +108,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		restarts = append(restarts, fmt.Sprintf("%s %d", p.name, p.exits-p.kills))
 		p.mu.Unlock()
 	}
-	rep := report{seed: cfg.Seed, ran: ran, tally: t, checks: ch, events: events, deliveries: deliveries, restarts: restarts}
+	cl.legacy.mu.Lock()
+	caused := len(cl.legacy.expected)
+	cl.legacy.mu.Unlock()
+	rep := report{seed: cfg.Seed, ran: ran, quiet: quiet, tally: t, checks: ch, events: events, deliveries: deliveries,
+		restarts: restarts, legacyAnomalies: caused}
 	rep.print(cfg.Out)
 	var res Result
 	res.Violation, res.Rows = ch.firstViolation()
