@@ -101,19 +101,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	cl.finalChecks(ctx, k)
 	quiet := time.Since(qStart)
 	cl.checkLegacy(ctx)
-	events, deliveries := cl.eventStats(ctx)
-	var restarts []string
-	for _, p := range cl.procs {
-		p.mu.Lock()
-		restarts = append(restarts, fmt.Sprintf("%s %d", p.name, p.exits-p.kills))
-		p.mu.Unlock()
-	}
-	cl.legacy.mu.Lock()
-	caused := len(cl.legacy.expected)
-	cl.legacy.mu.Unlock()
-	rep := report{seed: cfg.Seed, ran: ran, quiet: quiet, tally: t, checks: ch, events: events, deliveries: deliveries,
-		restarts: restarts, legacyAnomalies: caused}
-	rep.print(cfg.Out)
+	cl.report(ctx, cfg.Seed, ran, quiet).print(cfg.Out)
 	var res Result
 	res.Violation, res.Rows = ch.firstViolation()
 	return res, nil
@@ -158,4 +146,20 @@ func (w *workload) createTemplates(ctx context.Context) error {
 		w.autoTpl = out.ID
 	}
 	return nil
+}
+
+// report gathers the run's table.
+func (cl *cluster) report(ctx context.Context, seed uint64, ran, quiet time.Duration) report {
+	events, deliveries := cl.eventStats(ctx)
+	var restarts []string
+	for _, p := range cl.procs {
+		p.mu.Lock()
+		restarts = append(restarts, fmt.Sprintf("%s %d", p.name, p.exits-p.kills))
+		p.mu.Unlock()
+	}
+	cl.legacy.mu.Lock()
+	caused := len(cl.legacy.expected)
+	cl.legacy.mu.Unlock()
+	return report{seed: seed, ran: ran, quiet: quiet, tally: cl.tally, checks: cl.checks, events: events,
+		deliveries: deliveries, restarts: restarts, legacyAnomalies: caused}
 }
