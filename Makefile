@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/couponlink
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: build run test test-console console-e2e-deps test-portable test-unit servers-up servers-down bench bench-smoke vet lint clean
+.PHONY: build run test test-console console-e2e-deps test-portable test-unit servers-up servers-down bench bench-smoke chaos chaos-smoke vet lint clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/couponlink
@@ -15,14 +15,16 @@ run: build
 
 # Start the private servers, run every test, stop the servers (also on failure);
 # then a smoke run of the benchmark program (every row at tiny sizes, ~1 min, on
-# its own private servers; fails on any error or failed check), so it cannot rot.
+# its own private servers; fails on any error or failed check), so it cannot rot;
+# then the 60-second chaos run (chaos-smoke, on its own private servers).
 test: console-e2e-deps
 	@eval "$$($(SERVERS) up)" && \
 	  $(GO) vet ./... && \
 	  alerts/check.sh && \
 	  $(GO) test $(TESTFLAGS) ./... && \
 	  $(MAKE) --no-print-directory test-portable ; rc=$$?; $(SERVERS) down; [ $$rc -eq 0 ] || exit $$rc; \
-	  $(GO) run ./cmd/couponlink-bench -smoke -log-level warn > /dev/null
+	  $(GO) run ./cmd/couponlink-bench -smoke -log-level warn > /dev/null && \
+	  $(MAKE) --no-print-directory chaos-smoke
 
 # The bootstrap, crash and reconcile suites again with the snapshot position
 # taken the way of Oracle MySQL (FLUSH TABLES WITH READ LOCK), forced on
@@ -49,6 +51,19 @@ console-e2e-deps:
 # Only the console's browser test, on the private servers; screenshots in console/e2e/out/.
 test-console:
 	@eval "$$($(SERVERS) up)" && $(MAKE) --no-print-directory console-e2e-deps && $(GO) test -count=1 -v -run Browser ./console/
+
+# The seeded fault-injection soak (README "Reliability"): its own private
+# MariaDB and Redis, the couponlink processes, API clients, faults drawn from
+# the seed, the invariants checked. CHAOSFLAGS: -duration, -seed (reproduce a
+# run), -clients, -keep (keep the logs), ...; exit 1 on a violation.
+CHAOSFLAGS ?= -duration 10m
+chaos:
+	$(GO) run ./cmd/couponlink-chaos $(CHAOSFLAGS)
+
+# The 60-second chaos run of make test: a fixed seed, then a random one (printed).
+chaos-smoke:
+	$(GO) run ./cmd/couponlink-chaos -duration 30s -seed 16 -log-level warn && \
+	  $(GO) run ./cmd/couponlink-chaos -duration 30s -log-level warn
 
 # Only the tests that need no server.
 test-unit:
