@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/couponlink
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: build run test test-portable test-unit servers-up servers-down bench bench-smoke vet lint clean
+.PHONY: build run test test-portable test-unit servers-up servers-down bench bench-smoke vet vuln lint clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/couponlink
@@ -19,6 +19,7 @@ run: build
 test:
 	@eval "$$($(SERVERS) up)" && \
 	  $(GO) vet ./... && \
+	  GO=$(GO) deploy/vuln/check.sh && \
 	  alerts/check.sh && \
 	  $(GO) test $(TESTFLAGS) ./... && \
 	  $(MAKE) --no-print-directory test-portable ; rc=$$?; $(SERVERS) down; [ $$rc -eq 0 ] || exit $$rc; \
@@ -58,6 +59,11 @@ bench:
 
 vet:
 	$(GO) vet ./...
+
+# govulncheck against a vulnerability database built offline from the
+# golang.org/x/vulndb module (deploy/vuln/check.sh); make test runs it too.
+vuln:
+	@GO=$(GO) deploy/vuln/check.sh
 
 clean:
 	rm -rf bin .run
