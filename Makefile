@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin/couponlink
 TESTFLAGS ?= -race -count=1 -timeout 15m
 
-.PHONY: build run test test-console console-e2e-deps test-portable test-unit servers-up servers-down bench bench-smoke chaos chaos-smoke vet lint clean
+.PHONY: build run test test-console console-e2e-deps test-portable test-unit servers-up servers-down bench bench-smoke chaos chaos-smoke vet vuln lint clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/couponlink
@@ -20,6 +20,7 @@ run: build
 test: console-e2e-deps
 	@eval "$$($(SERVERS) up)" && \
 	  $(GO) vet ./... && \
+	  GO=$(GO) deploy/vuln/check.sh && \
 	  alerts/check.sh && \
 	  $(GO) test $(TESTFLAGS) ./... && \
 	  $(MAKE) --no-print-directory test-portable ; rc=$$?; $(SERVERS) down; [ $$rc -eq 0 ] || exit $$rc; \
@@ -82,6 +83,11 @@ bench:
 
 vet:
 	$(GO) vet ./...
+
+# govulncheck against a vulnerability database built offline from the
+# golang.org/x/vulndb module (deploy/vuln/check.sh); make test runs it too.
+vuln:
+	@GO=$(GO) deploy/vuln/check.sh
 
 clean:
 	rm -rf bin .run

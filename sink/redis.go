@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/redisconn"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -82,7 +83,7 @@ func (r *stock) write(ctx context.Context, quotas map[inventory.Pair]inventory.Q
 	return nil
 }
 
-// rebuild writes every stock key and then the epoch marker.
+// rebuild writes every stock key and then the epoch markers.
 func (r *stock) rebuild(ctx context.Context, quotas map[inventory.Pair]inventory.Quota, stamp int64) error {
 	templates := templatesIn(quotas)
 	for start := 0; start < len(templates); start += 200 {
@@ -90,18 +91,45 @@ func (r *stock) rebuild(ctx context.Context, quotas map[inventory.Pair]inventory
 			return err
 		}
 	}
-	if err := r.rdb.Set(ctx, r.keys.Epoch(), strconv.FormatInt(stamp, 10), 0).Err(); err != nil {
+	markers, err := redisconn.OnEachMaster(ctx, r.rdb, r.keys.Epoch())
+	if err != nil {
 		return err
+	}
+	pipe := r.rdb.Pipeline()
+	for _, k := range markers {
+		pipe.Set(ctx, k, strconv.FormatInt(stamp, 10), 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("set the epoch markers: %w", err)
 	}
 	r.reset = false
 	return nil
 }
 
 // flushed reports whether Redis lost couponlink's copy (FLUSHALL, a restart
-// without persistence): the epoch marker is gone.
+// without persistence): an epoch marker is gone. A Redis Cluster has one
+// on each master (a master that lost its keys lost its marker), so a new
+// master (or one serving other slots after a resharding) makes a rebuild
+// too.
 func (r *stock) flushed(ctx context.Context) (bool, error) {
-	n, err := r.rdb.Exists(ctx, r.keys.Epoch()).Result()
-	return n == 0, err
+	markers, err := redisconn.OnEachMaster(ctx, r.rdb, r.keys.Epoch())
+	if err != nil {
+		return false, err
+	}
+	pipe := r.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(markers))
+	for i, k := range markers {
+		cmds[i] = pipe.Exists(ctx, k) // one key each: a cluster refuses keys of several slots
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, err
+	}
+	for _, c := range cmds {
+		if c.Val() == 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // resetRedisStamps makes the next Redis write a rebuild that drops the

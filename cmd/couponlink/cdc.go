@@ -16,6 +16,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/mysqlconn"
+	"github.com/couponlink/couponlink/internal/redisconn"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/sink"
@@ -29,7 +30,7 @@ type cdcSettings struct {
 	leaderTimeout                                                                  *time.Duration
 	serverID, batchRows, hookAttempts, hookPending                                 *int
 	batchWait, grace, releaseEvery, rebalanceEvery                                 *time.Duration
-	rebuild, strict                                                                *bool
+	rebuild, strict, redisCluster                                                  *bool
 	stallAfter                                                                     *time.Duration
 	policy                                                                         func() quota.Policy
 	hookSecret                                                                     func() string
@@ -43,7 +44,8 @@ func cdcFlags(f *flags) *cdcSettings {
 		leaderTimeout:  f.duration("leader-timeout", "COUPONLINK_CDC_LEADER_TIMEOUT", sink.DefaultLeaderTimeout, "how long the leader lock outlives a leader the server cannot hear from (host gone, network partition; the lock session's wait_timeout; at least 2s): a standby takes over within it. A leader whose process dies frees the lock at once"),
 		mapping:        f.string("mapping", "COUPONLINK_MAPPING", "", "YAML file naming a legacy schema's tables, columns and status codes (default: the reference schema)"),
 		source:         f.string("source", "COUPONLINK_SOURCE", "", "with a mapping that names several servers (sources:), the source this cdc follows: its DSN replaces -dsn, its name is the checkpoint name and the source label of the metrics"),
-		redisAddr:      f.string("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", "Redis address for the stock keys (empty: no Redis)"),
+		redisAddr:      f.string("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", "Redis address for the stock keys, or a comma-separated list of a Redis Cluster's nodes (empty: no Redis)"),
+		redisCluster:   f.bool("redis-cluster", "COUPONLINK_REDIS_CLUSTER", false, "-redis names a Redis Cluster even when it is one address (two or more always are)"),
 		redisMode:      f.string("redis-mode", "COUPONLINK_REDIS_MODE", "", "owner (couponlink writes the stock keys; default for the reference schema), corrector (a legacy front end owns them; default with -mapping) or off"),
 		prefix:         f.string("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys"),
 		metricsAddr:    f.string("metrics-addr", "COUPONLINK_CDC_METRICS_ADDR", "127.0.0.1:9464", "listen address of /metrics, /healthz and /status (the status as JSON, as couponlink status -json prints it; empty: none)"),
@@ -104,7 +106,10 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var rdb redis.UniversalClient
 	if *o.redisAddr != "" {
-		rdb = redis.NewClient(&redis.Options{Addr: *o.redisAddr, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		if rdb, err = redisconn.Open(redisconn.Options{Addr: *o.redisAddr, Cluster: *o.redisCluster,
+			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}); err != nil {
+			return err
+		}
 		defer rdb.Close()
 	}
 	peers, err := peersOf(all, *o.source)

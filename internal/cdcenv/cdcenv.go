@@ -20,6 +20,7 @@ import (
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/mysqlconn"
+	"github.com/couponlink/couponlink/internal/redisconn"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/migrations"
@@ -32,7 +33,7 @@ type Env struct {
 	DB     *sql.DB
 	DSN    string
 	DBName string
-	RDB    *redis.Client
+	RDB    redis.UniversalClient
 	Keys   inventory.Keys
 	Store  *coupon.Store
 	CDC    *CDC // the last one started
@@ -217,12 +218,8 @@ func (e *Env) Settle() {
 // PrefixKeys lists the test's keys (SCAN: the Redis is shared).
 func (e *Env) PrefixKeys() []string { return prefixKeys(e.RDB, e.Keys.Prefix) }
 
-func prefixKeys(rdb *redis.Client, prefix string) []string {
-	var out []string
-	it := rdb.Scan(context.Background(), 0, prefix+"*", 1000).Iterator()
-	for it.Next(context.Background()) {
-		out = append(out, it.Val())
-	}
+func prefixKeys(rdb redis.UniversalClient, prefix string) []string {
+	out, _ := redisconn.ScanPrefix(context.Background(), rdb, prefix) // every master of a cluster
 	return out
 }
 

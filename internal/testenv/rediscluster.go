@@ -1,0 +1,137 @@
+package testenv
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/couponlink/couponlink/internal/redisconn"
+)
+
+// RedisCluster is a Redis Cluster of the test's own: three masters without
+// replicas on free loopback ports, in a temporary directory, killed by PID
+// when the test ends.
+type RedisCluster struct {
+	t     testing.TB
+	Addrs []string // the masters, host:port
+	cmds  []*exec.Cmd
+	dones []chan struct{}
+}
+
+// OwnRedisCluster starts three redis-server processes in cluster mode,
+// joins them with `redis-cli --cluster create` (every slot over the three
+// masters) and waits until each node says cluster_state:ok.
+func OwnRedisCluster(t testing.TB) *RedisCluster {
+	t.Helper()
+	c := &RedisCluster{t: t}
+	t.Cleanup(c.stop)
+	for i := range 3 {
+		dir := filepath.Join(t.TempDir(), "node")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatalf("cluster node dir: %v", err)
+		}
+		addr, port := clusterPort(t)
+		cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", port, "--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir, "--save", "", "--appendonly", "no",
+			"--logfile", filepath.Join(dir, "redis.log"))
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start cluster node %d: %v", i, err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		c.Addrs, c.cmds, c.dones = append(c.Addrs, addr), append(c.cmds, cmd), append(c.dones, done)
+	}
+	for _, a := range c.Addrs {
+		c.waitNode(a, "PONG", func(n *redis.Client) string { return n.Ping(context.Background()).Val() })
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs...)
+	out, err := exec.Command("redis-cli", append(args, "--cluster-replicas", "0", "--cluster-yes")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	for _, a := range c.Addrs {
+		c.waitNode(a, "cluster_state:ok", func(n *redis.Client) string { return n.ClusterInfo(context.Background()).Val() })
+	}
+	return c
+}
+
+// clusterPort finds a free loopback port whose cluster bus port (port +
+// 10000) is free too.
+func clusterPort(t testing.TB) (addr, port string) {
+	t.Helper()
+	for range 100 {
+		addr = FreeAddr(t)
+		p, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
+		if p+10000 > 65535 {
+			continue
+		}
+		if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+10000)); err == nil {
+			_ = ln.Close()
+			return addr, strconv.Itoa(p)
+		}
+	}
+	t.Fatal("no free port pair (port, port + 10000) for a cluster node")
+	return "", ""
+}
+
+// waitNode polls a node until what it answers contains want (30 s at most).
+func (c *RedisCluster) waitNode(addr, want string, ask func(*redis.Client) string) {
+	c.t.Helper()
+	n := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second})
+	defer n.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(ask(n), want) {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("cluster node %s did not answer %q within 30 s", addr, want)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
+}
+
+// Client is a cluster client on the masters with the cdc command's short
+// timeouts, closed when the test ends.
+func (c *RedisCluster) Client() redis.UniversalClient {
+	c.t.Helper()
+	rdb, err := redisconn.Open(redisconn.Options{Addr: strings.Join(c.Addrs, ","),
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	if err != nil {
+		c.t.Fatalf("cluster client: %v", err)
+	}
+	c.t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// FlushAll runs FLUSHALL on every master.
+func (c *RedisCluster) FlushAll() {
+	c.t.Helper()
+	for _, a := range c.Addrs {
+		c.Flush(a)
+	}
+}
+
+// Flush runs FLUSHALL on one master.
+func (c *RedisCluster) Flush(addr string) {
+	c.t.Helper()
+	n := redis.NewClient(&redis.Options{Addr: addr})
+	defer n.Close()
+	if err := n.FlushAll(context.Background()).Err(); err != nil {
+		c.t.Fatalf("FLUSHALL on %s: %v", addr, err)
+	}
+}
+
+// stop kills every node by its PID and waits until each has exited.
+func (c *RedisCluster) stop() {
+	for i, cmd := range c.cmds {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-c.dones[i]
+	}
+}
