@@ -55,49 +55,6 @@ func enqueue(t testing.TB, db *sql.DB, n int) {
 	}
 }
 
-// RedisEntries reads the whole stream: per event id, how many entries,
-// and each id's body.
-func RedisEntries(t testing.TB, rdb *redis.Client, stream string) (count map[string]int, bodies map[string]string) {
-	t.Helper()
-	entries, err := rdb.XRange(context.Background(), stream, "-", "+").Result()
-	require.NoError(t, err)
-	count, bodies = map[string]int{}, map[string]string{}
-	for _, e := range entries {
-		id, _ := e.Values[streams.FieldID].(string)
-		count[id]++
-		bodies[id], _ = e.Values[streams.FieldBody].(string)
-	}
-	return count, bodies
-}
-
-// JetStreamMessages reads every message of the stream: per Nats-Msg-Id,
-// how many messages, and each one's data.
-func JetStreamMessages(t testing.TB, url, name string) (count map[string]int, bodies map[string]string) {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	ctx := context.Background()
-	s, err := js.Stream(ctx, name)
-	require.NoError(t, err)
-	info, err := s.Info(ctx)
-	require.NoError(t, err)
-	count, bodies = map[string]int{}, map[string]string{}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		require.NoError(t, err)
-		id := m.Header.Get(nats.MsgIdHdr)
-		count[id]++
-		bodies[id] = string(m.Data)
-	}
-	return count, bodies
-}
-
 // relays runs a relay per sink until the test ends.
 func relays(t *testing.T, db *sql.DB, reg prometheus.Registerer, sinks []webhook.Sink) {
 	t.Helper()
@@ -185,9 +142,9 @@ func TestEverySinkEveryEventOnceAcrossOutages(t *testing.T) {
 
 	want := outbox(t, db)
 	require.Len(t, want, 210)
-	rc, rb := RedisEntries(t, rdb, "ev")
+	rc, rb := testenv.StreamEntries(t, rdb, "ev")
 	requireExactlyOnce(t, want, rc, rb, 2, "redis")
-	nc, nb := JetStreamMessages(t, ns.URL(), "EV")
+	nc, nb := testenv.JetStreamMessages(t, ns.URL(), "EV")
 	requireExactlyOnce(t, want, nc, nb, 1, "nats")
 	resent := 0
 	for _, n := range rc {
@@ -275,7 +232,7 @@ func TestNATSRefusedEventDropped(t *testing.T) {
 		_, err := r.Round(ctx)
 		require.NoError(t, err)
 	}
-	count, _ := JetStreamMessages(t, ns.URL(), "SMALL")
+	count, _ := testenv.JetStreamMessages(t, ns.URL(), "SMALL")
 	require.Len(t, count, 3, "the events around the refused one")
 	require.True(t, caughtUp(t, db, "nats"))
 	var dropped int
