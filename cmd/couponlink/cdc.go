@@ -161,7 +161,7 @@ func (o *cdcSettings) daemon(db *sql.DB, m *canal.Mapping, peers []sink.Peer, rd
 	}
 	scfg := sink.Config{DB: db, Mode: sink.ModeReference, Mapping: canal.DefaultMapping(), Name: *o.name, Redis: rdb, RedisMode: redisMode,
 		Keys: inventory.Keys{Prefix: *o.prefix}, RedemptionGrace: *o.grace, Logger: log, Registerer: reg, ReleaseEvery: *o.releaseEvery,
-		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hookURL != "" || o.events.on(), Strict: *o.strict, Peers: peers}
+		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hookURL != "" || o.events.on(), ChannelLow: *o.events.lowShare, Strict: *o.strict, Peers: peers}
 	if err := scfg.QuotaDefaults.Validate(); err != nil {
 		return nil, fmt.Errorf("default quota policy (-quota-* flags): %w", err)
 	}

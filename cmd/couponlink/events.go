@@ -15,6 +15,7 @@ import (
 type eventSettings struct {
 	sinks                   func() string
 	maxAttempts, maxPending *int
+	lowShare                *float64
 }
 
 func eventFlags(f *flags) *eventSettings {
@@ -23,6 +24,7 @@ func eventFlags(f *flags) *eventSettings {
 			"redis://host:port[/db]?stream=couponlink:events&maxlen=1000000&name=redis, "+
 			"nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&duplicates=2m&name=nats (README: Integrations); empty: none"),
 		maxAttempts: f.int("event-sink-max-attempts", "COUPONLINK_EVENT_SINK_MAX_ATTEMPTS", 12, "rounds a stream sink may refuse one event (too large) before it is dropped; an unreachable sink is retried without limit"),
+		lowShare:    f.float("channel-low-share", "COUPONLINK_CHANNEL_LOW_SHARE", 0.1, "a channel bucket whose claimable slots fall to this share of its quota (rounded up) or below writes a channel.low event (0: none)"),
 		maxPending:  f.int("event-sink-max-pending", "COUPONLINK_EVENT_SINK_MAX_PENDING", 100_000, "events a stream sink may fall behind; beyond it its oldest are dropped (counted, logged)"),
 	}
 }
