@@ -9,11 +9,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-
-	"github.com/couponlink/couponlink/streams"
 )
 
-// StreamEntries reads a whole Redis stream of events: per event id, how many entries,
+// StreamEntries reads a whole Redis stream of events (the fields id and
+// body, as streams.RedisStream writes them): per event id, how many entries,
 // and each id's body.
 func StreamEntries(t testing.TB, rdb *redis.Client, stream string) (count map[string]int, bodies map[string]string) {
 	t.Helper()
@@ -21,9 +20,9 @@ func StreamEntries(t testing.TB, rdb *redis.Client, stream string) (count map[st
 	require.NoError(t, err)
 	count, bodies = map[string]int{}, map[string]string{}
 	for _, e := range entries {
-		id, _ := e.Values[streams.FieldID].(string)
+		id, _ := e.Values["id"].(string)
 		count[id]++
-		bodies[id], _ = e.Values[streams.FieldBody].(string)
+		bodies[id], _ = e.Values["body"].(string)
 	}
 	return count, bodies
 }
