@@ -1,31 +1,19 @@
 package reconcile_test
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/reconcile"
 	"github.com/couponlink/couponlink/webhook"
 )
 
-// reviewEvents reads the outbox's reconcile.needs_review bodies.
+// reviewEvents reads the outbox's reconcile.needs_review events.
 func (e *env) reviewEvents() []map[string]any {
 	e.T.Helper()
-	rows, err := e.DB.Query(`SELECT body FROM webhook_outbox WHERE event = ? ORDER BY id`, webhook.ReconcileReview)
-	require.NoError(e.T, err)
-	defer rows.Close()
-	var out []map[string]any
-	for rows.Next() {
-		var body []byte
-		require.NoError(e.T, rows.Scan(&body))
-		var ev map[string]any
-		require.NoError(e.T, json.Unmarshal(body, &ev))
-		out = append(out, ev)
-	}
-	require.NoError(e.T, rows.Err())
-	return out
+	return testenv.OutboxEvents(e.T, e.DB, webhook.ReconcileReview)
 }
 
 // A pass that leaves a difference for a person writes one

@@ -1,7 +1,6 @@
 package sink_test
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -29,6 +28,11 @@ import (
 func TestStreamsExactlyOnceAcrossCDCKillsAndSinkRestarts(t *testing.T) {
 	e := newEnv(t)
 	ns, rs := testenv.OwnNATS(t), testenv.OwnRedis(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("nats-server's log:\n%s", ns.Log())
+		}
+	})
 	runner := newCDCRunner(t, e, testenv.RedisAddr(t))
 	runner.args = append(runner.args, "-event-sinks", fmt.Sprintf("redis://%s?stream=ev,nats://%s?stream=EV&subject=ev", rs.Addr, ns.Addr),
 		"-quota-mode", "auto", "-quota-min-age", "0s", "-quota-cooldown", "0s", "-quota-min-claims", "20", "-quota-low", "0.6",
@@ -70,7 +74,7 @@ func TestStreamsExactlyOnceAcrossCDCKillsAndSinkRestarts(t *testing.T) {
 	var want, rb, nb map[string]string
 	var rc, nc map[string]int
 	cdctest.WaitFor(t, 120*time.Second, "both sinks hold every event of the outbox", func() bool {
-		want = outboxEvents(t, e)
+		want = testenv.OutboxBodies(t, e.DB)
 		rc, rb = testenv.StreamEntries(t, rdb, "ev")
 		nc, nb = testenv.JetStreamMessages(t, ns.URL(), "EV")
 		return e.pendingChecks() == 0 && maps.Equal(want, rb) && maps.Equal(want, nb)
@@ -90,22 +94,6 @@ func TestStreamsExactlyOnceAcrossCDCKillsAndSinkRestarts(t *testing.T) {
 	}
 	t.Logf("Redis: %d entries for %d events (%d sent again after kills)", len(want)+resent, len(want), resent)
 	require.NoError(t, p.signal(syscall.SIGTERM), "couponlink cdc did not exit cleanly on SIGTERM")
-}
-
-// outboxEvents is every event of the outbox: id -> stored body.
-func outboxEvents(t *testing.T, e *env) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	rows, err := e.DB.QueryContext(context.Background(), `SELECT event_id, body FROM webhook_outbox`)
-	require.NoError(t, err)
-	defer rows.Close()
-	for rows.Next() {
-		var id, body string
-		require.NoError(t, rows.Scan(&id, &body))
-		out[id] = body
-	}
-	require.NoError(t, rows.Err())
-	return out
 }
 
 // forRows calls f with the one string column of each row of query.

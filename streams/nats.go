@@ -76,6 +76,9 @@ func (s *NATSStream) Send(ctx context.Context, msgs []webhook.Message) (int, err
 		msg.Header.Set(HeaderEvent, m.Type)
 		_, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(m.ID), jetstream.WithExpectStream(s.cfg.Stream))
 		if err != nil {
+			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) {
+				s.ready = false // gone (deleted, or lost by the server): look for it, or make it, again
+			}
 			err = fmt.Errorf("publish event %s to %s: %w", m.ID, msg.Subject, err)
 			if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) {
 				err = webhook.Refused(err)

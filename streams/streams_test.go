@@ -22,22 +22,6 @@ import (
 	"github.com/couponlink/couponlink/webhook"
 )
 
-// outbox is every event of the outbox: id -> stored body.
-func outbox(t testing.TB, db *sql.DB) map[string]string {
-	t.Helper()
-	rows, err := db.Query(`SELECT event_id, body FROM webhook_outbox`)
-	require.NoError(t, err)
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var id, body string
-		require.NoError(t, rows.Scan(&id, &body))
-		out[id] = body
-	}
-	require.NoError(t, rows.Err())
-	return out
-}
-
 // enqueue writes n events of every type in transactions of three.
 func enqueue(t testing.TB, db *sql.DB, n int) {
 	t.Helper()
@@ -140,7 +124,7 @@ func TestEverySinkEveryEventOnceAcrossOutages(t *testing.T) {
 	enqueue(t, db, 30)
 	both("both sinks take the resent and the new events")
 
-	want := outbox(t, db)
+	want := testenv.OutboxBodies(t, db)
 	require.Len(t, want, 210)
 	rc, rb := testenv.StreamEntries(t, rdb, "ev")
 	requireExactlyOnce(t, want, rc, rb, 2, "redis")
@@ -195,7 +179,7 @@ func TestRedisConsumerGroupSeesEveryEvent(t *testing.T) {
 			require.NoError(t, rdb.XAck(ctx, stream, "orders", m.ID).Err())
 		}
 	}
-	require.Equal(t, outbox(t, db), seen, "the consumer group did not see every event once")
+	require.Equal(t, testenv.OutboxBodies(t, db), seen, "the consumer group did not see every event once")
 	require.Equal(t, 10, dupes)
 	pending, err := rdb.XPending(ctx, stream, "orders").Result()
 	require.NoError(t, err)

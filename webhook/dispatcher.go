@@ -157,30 +157,16 @@ func New(cfg Config) (*Dispatcher, error) {
 // never fatal: while the database fails (down, restarting) the wait between
 // ticks doubles up to maxFailWait. It returns nil when ctx ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	wait := d.cfg.PollEvery
-	for tick := 0; ; tick++ {
+	poll(ctx, d.cfg.PollEvery, d.log, "webhook dispatcher", func(tick int) (bool, error) {
 		var errs []error
 		if tick%housekeepEvery == 0 {
 			if err := d.housekeep(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("housekeeping: %w", err))
 			}
 		}
-		errs = append(errs, d.drain(ctx))
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err := errors.Join(errs...); err != nil {
-			d.log.Error("webhook dispatcher failed; trying again", "err", err, "retry_in", wait)
-			wait = min(2*wait, max(maxFailWait, d.cfg.PollEvery))
-		} else {
-			wait = d.cfg.PollEvery
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
+		return false, errors.Join(append(errs, d.drain(ctx))...)
+	})
+	return nil
 }
 
 // drain runs Deliver rounds while they find full batches, up to

@@ -133,32 +133,15 @@ func (r *Relay) Name() string { return r.name }
 func (r *Relay) Run(ctx context.Context) error {
 	defer r.sink.Close()
 	defer r.handBack(ctx)
-	wait := r.cfg.PollEvery
-	for tick := 0; ; tick++ {
+	poll(ctx, r.cfg.PollEvery, r.log, "event relay", func(tick int) (bool, error) {
 		var errs []error
 		if tick%housekeepEvery == 0 {
 			errs = append(errs, r.housekeep(ctx))
 		}
 		full, err := r.Round(ctx)
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err := errors.Join(errs...); err != nil {
-			r.log.Error("event relay failed; trying again", "err", err, "retry_in", wait)
-			wait = min(2*wait, max(maxFailWait, r.cfg.PollEvery))
-		} else {
-			wait = r.cfg.PollEvery
-		}
-		if full && err == nil {
-			continue // a backlog: the next batch at once
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
+		return full && err == nil, errors.Join(append(errs, err)...)
+	})
+	return nil
 }
 
 // Round runs one delivery round: take (or keep) the sink's lease, read the

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -37,11 +39,14 @@ func JetStreamMessages(t testing.TB, url, name string) (count map[string]int, bo
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	ctx := context.Background()
+	count, bodies = map[string]int{}, map[string]string{}
 	s, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return count, bodies // not made yet (or lost by the server)
+	}
 	require.NoError(t, err)
 	info, err := s.Info(ctx)
 	require.NoError(t, err)
-	count, bodies = map[string]int{}, map[string]string{}
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -53,4 +58,38 @@ func JetStreamMessages(t testing.TB, url, name string) (count map[string]int, bo
 		bodies[id] = string(m.Data)
 	}
 	return count, bodies
+}
+
+// OutboxBodies is every event of db's outbox: id -> stored body.
+func OutboxBodies(t testing.TB, db *sql.DB) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	rows, err := db.Query(`SELECT event_id, body FROM webhook_outbox`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var id, body string
+		require.NoError(t, rows.Scan(&id, &body))
+		out[id] = body
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// OutboxEvents decodes the outbox's events of one type, in outbox order.
+func OutboxEvents(t testing.TB, db *sql.DB, event string) []map[string]any {
+	t.Helper()
+	rows, err := db.Query(`SELECT body FROM webhook_outbox WHERE event = ? ORDER BY id`, event)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []map[string]any
+	for rows.Next() {
+		var body []byte
+		require.NoError(t, rows.Scan(&body))
+		var ev map[string]any
+		require.NoError(t, json.Unmarshal(body, &ev))
+		out = append(out, ev)
+	}
+	require.NoError(t, rows.Err())
+	return out
 }

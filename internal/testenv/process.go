@@ -66,15 +66,22 @@ func (p *process) stop(sig syscall.Signal) {
 	if p.cmd == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(sig)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		p.t.Errorf("%s did not exit within 30 s of %s; killed", p.name, sig)
-	}
+	stopCmd(p.t, p.name, p.cmd, p.done, sig)
 	p.cmd = nil
+}
+
+// stopCmd sends sig to a server started by cmd and waits (done closes when
+// it has exited); after 60 s it kills it and fails the test.
+func stopCmd(t testing.TB, name string, cmd *exec.Cmd, done chan struct{}, sig syscall.Signal) {
+	t.Helper()
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Errorf("%s did not exit within 60 s of %s; killed", name, sig)
+	}
 }
 
 // pause stops (SIGSTOP) or resumes (SIGCONT) the running server: while

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -50,3 +51,9 @@ func (s *Server) Start() { s.p.start() }
 // Pause makes the server unreachable without closing its port (SIGSTOP);
 // Pause(false) resumes it.
 func (s *Server) Pause(on bool) { s.p.pause(on) }
+
+// Log is the server's output so far (for a failing test's message).
+func (s *Server) Log() string {
+	b, _ := os.ReadFile(filepath.Join(s.p.dir, s.p.name+".log"))
+	return string(b)
+}
