@@ -222,8 +222,9 @@ func (r *Relay) record(ctx context.Context, pos position, sent []Message, n int,
 			"attempts", r.cfg.MaxAttempts, "err", next.lastErr)
 	case sendErr != nil:
 		r.m.count(r.name, resultFailed, 1)
+		refused := IsRefused(sendErr) // the event's own fault: counts toward MaxAttempts
 		r.log.Warn("event delivery failed; will retry", "event_id", sent[n].ID, "event", sent[n].Type, "taken", n,
-			"attempt", next.attempts, "next_try", next.nextAttempt, "refused", IsRefused(sendErr), "err", next.lastErr)
+			"attempt", next.attempts, "next_try", next.nextAttempt, "refused", refused, "err", next.lastErr)
 	case pos.attempts > 0:
 		r.log.Info("events delivered again after failed rounds", "failed_rounds", pos.attempts, "events", n)
 	}
