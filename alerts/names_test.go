@@ -77,6 +77,9 @@ func registered(t *testing.T) map[string]bool {
 	if _, err := webhook.New(webhook.Config{DB: db, URL: "http://127.0.0.1:1/hook", Secret: []byte("s"), Registerer: rec}); err != nil {
 		t.Fatalf("webhook.New: %v", err)
 	}
+	if _, err := webhook.NewSinkMetrics(rec); err != nil {
+		t.Fatalf("webhook.NewSinkMetrics: %v", err)
+	}
 
 	names := map[string]bool{}
 	for _, c := range rec.collectors {

@@ -135,6 +135,10 @@ type QuotaChange struct {
 	// SoldOut marks the change that took the bucket's last claimable slot:
 	// claimed < quota before it, claimed >= quota after (quota > 0).
 	SoldOut bool
+	// Updated: an UPDATE of the same bucket; PrevQuota and PrevClaimed
+	// are its before image (the channel.low signal compares them).
+	Updated                bool
+	PrevQuota, PrevClaimed int64
 }
 
 // TemplateChange is a template row as of one binlog row change: its

@@ -298,6 +298,7 @@ func (d *decoder) quota(l *layout, action string, rows [][]any, b *Batch) error 
 			b.Quotas = append(b.Quotas, before, after)
 		case before.Quota != after.Quota || before.Claimed != after.Claimed:
 			after.SoldOut = before.Claimed < before.Quota && after.Quota > 0 && after.Claimed >= after.Quota
+			after.Updated, after.PrevQuota, after.PrevClaimed = true, before.Quota, before.Claimed
 			b.Quotas = append(b.Quotas, after)
 		}
 	})

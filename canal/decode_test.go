@@ -271,9 +271,9 @@ func TestDecodeRedemptionQuotaFlow(t *testing.T) {
 	}, b.Redemptions)
 	require.Equal(t, []QuotaChange{
 		{Template: 3, Channel: "app", Quota: 10, Inserted: true},
-		{Template: 3, Channel: "app", Quota: 10, Claimed: 1},
-		{Template: 3, Channel: "app", Quota: 1, Claimed: 1, SoldOut: true},
-		{Template: 3, Channel: "app", Quota: 10, Claimed: 1},
+		{Template: 3, Channel: "app", Quota: 10, Claimed: 1, Updated: true, PrevQuota: 10},
+		{Template: 3, Channel: "app", Quota: 1, Claimed: 1, SoldOut: true, Updated: true, PrevQuota: 10, PrevClaimed: 1},
+		{Template: 3, Channel: "app", Quota: 10, Claimed: 1, Updated: true, PrevQuota: 1, PrevClaimed: 1},
 		{Template: 3, Channel: "app", Quota: 10, Claimed: 1, Deleted: true},
 		{Template: 3, Channel: "web", Quota: 10, Claimed: 1},
 		{Template: 3, Channel: "web", Quota: 10, Claimed: 1, Deleted: true},

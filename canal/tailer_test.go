@@ -211,7 +211,7 @@ func TestTailerEndToEnd(t *testing.T) {
 	require.Len(t, rs, 1)
 	require.Equal(t, Redemption{ID: 1, Coupon: 1, Template: 3, Channel: "app", Order: "o1", At: rs[0].At}, rs[0])
 	require.WithinDuration(t, time.Now(), rs[0].At, time.Minute)
-	require.Equal(t, []QuotaChange{{Template: 3, Channel: "app", Quota: 1000, Inserted: true}, {Template: 3, Channel: "app", Quota: 1000, Claimed: 103}}, qs)
+	require.Equal(t, []QuotaChange{{Template: 3, Channel: "app", Quota: 1000, Inserted: true}, {Template: 3, Channel: "app", Quota: 1000, Claimed: 103, Updated: true, PrevQuota: 1000}}, qs)
 
 	// Batches are cut at transaction ends only: the 100-row transaction is
 	// in one batch.
@@ -262,7 +262,7 @@ func TestTailerEndToEnd(t *testing.T) {
 			require.NoError(t, stop())
 			ts, _, qs := allOf(again)
 			require.Equal(t, rest, strip(ts))
-			require.Equal(t, []QuotaChange{{Template: 3, Channel: "app", Quota: 1000, Claimed: 103}}, qs)
+			require.Equal(t, []QuotaChange{{Template: 3, Channel: "app", Quota: 1000, Claimed: 103, Updated: true, PrevQuota: 1000}}, qs)
 			end := again[len(again)-1].End
 			g, err := binlogGTIDPos(ctx, db, end.File, end.Pos)
 			require.NoError(t, err)

@@ -50,6 +50,10 @@ type Config struct {
 	// AutoFix: correct what is safe. Default true; false only reports.
 	AutoFix *bool
 	Actor   string // who the corrections are recorded as; default "reconciler"
+	// Events writes a reconcile.needs_review event to the webhook outbox
+	// in the transaction that records a pass needing a person (the
+	// webhook and the stream sinks deliver it).
+	Events bool
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
+	"github.com/couponlink/couponlink/webhook"
 )
 
 // Task statuses (reconcile_task.status), and the runs metric's results.
@@ -35,14 +38,47 @@ func (r *Reconciler) finishTask(ctx context.Context, rep *Report, mysqlSnap, red
 	}
 	ds, _ := json.Marshal(diffs)
 	summary := truncate(rep.Summary(), 512)
-	_, err := r.db.ExecContext(ctx, `UPDATE reconcile_task SET finished_at = ?, binlog_file = ?, binlog_pos = ?, gtid_set = ?,
-		mysql_snapshot = ?, redis_snapshot = ?, differences = ?, status = ?, summary = ? WHERE id = ?`,
-		rep.Finished.UTC(), rep.Position.File, rep.Position.Pos, rep.Position.GTID, string(ms), string(rs), string(ds),
-		rep.Status, summary, rep.TaskID)
+	// the task's record and its event commit together: the event exists
+	// if and only if the task says needs_review
+	err := sqltx.Run(ctx, r.db, nil, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE reconcile_task SET finished_at = ?, binlog_file = ?, binlog_pos = ?, gtid_set = ?,
+			mysql_snapshot = ?, redis_snapshot = ?, differences = ?, status = ?, summary = ? WHERE id = ?`,
+			rep.Finished.UTC(), rep.Position.File, rep.Position.Pos, rep.Position.GTID, string(ms), string(rs), string(ds),
+			rep.Status, summary, rep.TaskID); err != nil {
+			return err
+		}
+		return webhook.Enqueue(ctx, tx, r.reviewEvents(rep, summary)...)
+	})
 	if err != nil {
 		return fmt.Errorf("finish reconcile task %d: %w", rep.TaskID, err)
 	}
 	return nil
+}
+
+// reviewSample is how many differences a reconcile.needs_review event
+// carries (the task row has them all).
+const reviewSample = 10
+
+// reviewEvents is the reconcile.needs_review event of a pass that left
+// differences for a person, when Events is on; none otherwise.
+func (r *Reconciler) reviewEvents(rep *Report, summary string) []webhook.Event {
+	if !r.cfg.Events || rep.Status != resultNeedsReview {
+		return nil
+	}
+	var sample []Difference
+	n := 0
+	for _, d := range rep.Differences {
+		if d.Action != ActionNeedsReview && d.Action != ActionReported {
+			continue
+		}
+		n++
+		if len(sample) < reviewSample {
+			sample = append(sample, d)
+		}
+	}
+	return []webhook.Event{{Type: webhook.ReconcileReview, Time: rep.Finished, Data: map[string]any{
+		"task": rep.TaskID, "source": rep.Source, "summary": summary, "differences": n, "sample": sample,
+		"binlog": rep.Position.String(), "checkpoint": rep.Checkpoint.String()}}}
 }
 
 // OpenItem is a task that needs a person.

@@ -86,7 +86,12 @@ type Config struct {
 	QuotaDefaults quota.Policy
 	// Webhooks writes events (sold out, released, transfers, anomalies) to
 	// the webhook outbox, in the transaction of the change they report.
-	Webhooks          bool
+	Webhooks bool
+	// ChannelLow is the share of a bucket's quota at or below which its
+	// claimable slots are "low": the change that brings them there (from
+	// above, not to 0, which is channel.sold_out) writes a channel.low
+	// event. 0: no channel.low events.
+	ChannelLow        float64
 	MaxLabelTemplates int // templates exported in couponlink_inventory; default 200
 	// Peers are the mapping's other sources, when it spans several
 	// servers: the redemption-evidence checks look there too (peers.go).
@@ -151,6 +156,9 @@ func (cfg *Config) check() error {
 	}
 	if cfg.Rebalance && cfg.Mapping.ChannelQuota == nil {
 		return errors.New("sink: rebalancing needs channel quotas in the mapping")
+	}
+	if cfg.ChannelLow < 0 || cfg.ChannelLow >= 1 {
+		return fmt.Errorf("sink: ChannelLow %v is not a share from 0 (off) to below 1", cfg.ChannelLow)
 	}
 	if cfg.MaxLabelTemplates <= 0 {
 		cfg.MaxLabelTemplates = 200

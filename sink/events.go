@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"database/sql"
+	"math"
 	"sort"
 	"time"
 
@@ -36,13 +37,34 @@ func (s *Sink) batchEvents(b *canal.Batch, released []release, anomalies []Anoma
 	}
 	var out []webhook.Event
 	for _, q := range b.Quotas {
-		if q.SoldOut {
+		switch {
+		case q.SoldOut:
 			out = append(out, webhook.Event{Type: webhook.ChannelSoldOut, Time: at, Template: q.Template, Channel: q.Channel,
 				Data: map[string]any{"quota": q.Quota, "claimed": q.Claimed, "claimable": 0}})
+		case s.cfg.ChannelLow > 0 && turnsLow(q, s.cfg.ChannelLow):
+			out = append(out, webhook.Event{Type: webhook.ChannelLow, Time: at, Template: q.Template, Channel: q.Channel,
+				Data: map[string]any{"quota": q.Quota, "claimed": q.Claimed, "claimable": q.Quota - q.Claimed,
+					"threshold": lowThreshold(q.Quota, s.cfg.ChannelLow), "low_share": s.cfg.ChannelLow}})
 		}
 	}
 	out = append(out, releasedEvents(released, at)...)
 	return append(out, anomalyEvents(anomalies, at, b.End)...)
+}
+
+// lowThreshold is the claimable count at or below which a bucket of
+// quota is low: share of it, rounded up, at least 1.
+func lowThreshold(quota int64, share float64) int64 {
+	return max(int64(math.Ceil(float64(quota)*share)), 1)
+}
+
+// turnsLow says whether the update q brought its bucket's claimable slots
+// from above its low threshold to at or below it, not to 0.
+func turnsLow(q canal.QuotaChange, share float64) bool {
+	if !q.Updated || q.Quota <= 0 {
+		return false
+	}
+	before, after := q.PrevQuota-q.PrevClaimed, q.Quota-q.Claimed
+	return before > lowThreshold(q.PrevQuota, share) && after > 0 && after <= lowThreshold(q.Quota, share)
 }
 
 // releasedEvents is one quota.released event per channel bucket.

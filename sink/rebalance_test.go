@@ -104,18 +104,7 @@ func (e *env) transfers(tpl int64) []transferRow {
 // outbox reads the webhook events of one type, in order.
 func (e *env) outbox(event string) []map[string]any {
 	e.T.Helper()
-	rows, err := e.DB.Query(`SELECT body FROM webhook_outbox WHERE event = ? ORDER BY id`, event)
-	require.NoError(e.T, err)
-	defer rows.Close()
-	var out []map[string]any
-	for rows.Next() {
-		var body []byte
-		require.NoError(e.T, rows.Scan(&body))
-		var ev map[string]any
-		require.NoError(e.T, json.Unmarshal(body, &ev))
-		out = append(out, ev)
-	}
-	return out
+	return testenv.OutboxEvents(e.T, e.DB, event)
 }
 
 func (e *env) setPolicy(tpl int64, mode string, edit func(*quota.Override)) {
@@ -205,7 +194,7 @@ func TestRebalanceWorkedExample(t *testing.T) {
 	assert.Equal(t, "B", soldOut[0]["channel"])
 	st, err := inventory.ReadStatus(context.Background(), e.DB, "default")
 	require.NoError(t, err)
-	assert.Equal(t, map[string]int64{"pending": 2}, st.Webhooks, "couponlink status shows the outbox (no dispatcher here)")
+	assert.Equal(t, map[string]int64{"pending": 2, "failing": 0}, st.Webhooks, "couponlink status shows the outbox (no dispatcher here)")
 	assert.False(t, st.OldestPending.IsZero())
 	assert.Empty(t, e.anomalies(), "the seed is legal: claims, then redemptions")
 

@@ -5,15 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-retryablehttp"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -56,7 +53,10 @@ type Config struct {
 	Lease      time.Duration
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // default: a new registry
-	Now        func() time.Time      // clock for backoff and due times; default time.Now
+	// SinkMetrics, when set, also counts the deliveries (and the pending
+	// rows) under sink="webhook", beside the stream sinks.
+	SinkMetrics *SinkMetrics
+	Now         func() time.Time // clock for backoff and due times; default time.Now
 }
 
 // withDefaults fills the zero fields and checks the rest.
@@ -128,11 +128,11 @@ func (c Config) withDefaults() (Config, error) {
 // dispatchers (one per cdc replica) may share one outbox: each row is
 // claimed by one of them at a time.
 type Dispatcher struct {
-	cfg    Config
-	db     *sql.DB
-	log    *slog.Logger
-	client *retryablehttp.Client
-	m      *metrics
+	cfg  Config
+	db   *sql.DB
+	log  *slog.Logger
+	sink Sink // the receiver (HTTP)
+	m    *metrics
 }
 
 // New returns a Dispatcher for cfg. It refuses a missing database, URL or
@@ -147,34 +147,9 @@ func New(cfg Config) (*Dispatcher, error) {
 		return nil, err
 	}
 	d := &Dispatcher{cfg: cfg, db: cfg.DB, log: cfg.Logger.With("component", "webhook"), m: m}
-	d.client = d.newClient()
+	d.sink = newHTTPSink(cfg, d.log)
+	cfg.SinkMetrics.declare(d.sink.Name())
 	return d, nil
-}
-
-// newClient builds the retrying HTTP client: quick retries on connection
-// errors, 429 and 5xx; redirects are not followed (a 3xx is a failed round).
-func (d *Dispatcher) newClient() *retryablehttp.Client {
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = sendParallel
-	c := retryablehttp.NewClient()
-	c.HTTPClient = &http.Client{
-		Timeout:       d.cfg.Timeout,
-		Transport:     transport,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	c.Logger = debugLogger{d.log}
-	c.RetryMax = d.cfg.Retries
-	c.RetryWaitMin = retryWaitMin
-	c.RetryWaitMax = retryWaitMax
-	// a Retry-After header may ask for longer; a round does not wait for
-	// it (the next round's backoff is the long wait)
-	c.Backoff = func(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
-		return min(retryablehttp.DefaultBackoff(lo, hi, attempt, resp), hi)
-	}
-	// hand back the last answer, so a 5xx after the retries is reported
-	// with its status rather than as "giving up"
-	c.ErrorHandler = retryablehttp.PassthroughErrorHandler
-	return c
 }
 
 // Run delivers due events every PollEvery, and keeps the outbox bounded
@@ -182,30 +157,16 @@ func (d *Dispatcher) newClient() *retryablehttp.Client {
 // never fatal: while the database fails (down, restarting) the wait between
 // ticks doubles up to maxFailWait. It returns nil when ctx ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	wait := d.cfg.PollEvery
-	for tick := 0; ; tick++ {
+	poll(ctx, d.cfg.PollEvery, d.log, "webhook dispatcher", func(tick int) (bool, error) {
 		var errs []error
 		if tick%housekeepEvery == 0 {
 			if err := d.housekeep(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("housekeeping: %w", err))
 			}
 		}
-		errs = append(errs, d.drain(ctx))
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err := errors.Join(errs...); err != nil {
-			d.log.Error("webhook dispatcher failed; trying again", "err", err, "retry_in", wait)
-			wait = min(2*wait, max(maxFailWait, d.cfg.PollEvery))
-		} else {
-			wait = d.cfg.PollEvery
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-	}
+		return false, errors.Join(append(errs, d.drain(ctx))...)
+	})
+	return nil
 }
 
 // drain runs Deliver rounds while they find full batches, up to
@@ -304,29 +265,10 @@ func (d *Dispatcher) sendAll(ctx context.Context, rows []outboxRow) []error {
 	return errs
 }
 
-// send POSTs one stored body, signed, with quick retries. Any answer but
-// 2xx is an error.
+// send hands one stored event to the sink (the receiver).
 func (d *Dispatcher) send(ctx context.Context, r outboxRow) error {
-	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, d.cfg.URL, r.body)
-	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "couponlink-webhook")
-	req.Header.Set(HeaderEvent, r.event)
-	req.Header.Set(HeaderEventID, r.eventID)
-	req.Header.Set(HeaderSignature, Sign(d.cfg.Secret, r.body))
-	resp, err := d.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		return fmt.Errorf("receiver answered %s: %s", resp.Status, strings.TrimSpace(string(snippet)))
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // to reuse the connection
-	return nil
+	_, err := d.sink.Send(ctx, []Message{{OutboxID: r.id, ID: r.eventID, Type: r.event, Body: r.body}})
+	return err
 }
 
 // record writes the result of one round on its row and counts it. It says
@@ -342,6 +284,7 @@ func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, tok
 			return false, err
 		}
 		d.m.deliveries.WithLabelValues(r.event, resultDelivered).Inc()
+		d.cfg.SinkMetrics.count(d.sink.Name(), resultDelivered, 1)
 		if r.attempts > 0 {
 			d.log.Info("webhook delivered after failed rounds", "event_id", r.eventID, "event", r.event,
 				"failed_rounds", r.attempts)
@@ -357,6 +300,7 @@ func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, tok
 			return false, err
 		}
 		d.m.deliveries.WithLabelValues(r.event, resultDropped).Inc()
+		d.cfg.SinkMetrics.count(d.sink.Name(), resultDropped, 1)
 		d.log.Error("webhook dropped: delivery attempts exhausted", "event_id", r.eventID, "event", r.event,
 			"attempts", attempts, "err", lastErr)
 		return false, nil
@@ -368,6 +312,7 @@ func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, tok
 		return false, err
 	}
 	d.m.deliveries.WithLabelValues(r.event, resultFailed).Inc()
+	d.cfg.SinkMetrics.count(d.sink.Name(), resultFailed, 1)
 	d.log.Warn("webhook delivery failed; will retry", "event_id", r.eventID, "event", r.event,
 		"attempt", attempts, "max_attempts", d.cfg.MaxAttempts, "next_try", next, "err", lastErr)
 	return false, nil
@@ -411,12 +356,3 @@ func truncate(s string, n int) string {
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
-
-// debugLogger hands retryablehttp's per-request chatter to slog at Debug:
-// the dispatcher logs each round's outcome itself.
-type debugLogger struct{ l *slog.Logger }
-
-func (a debugLogger) Error(msg string, kv ...any) { a.l.Debug("webhook http: "+msg, kv...) }
-func (a debugLogger) Info(msg string, kv ...any)  { a.l.Debug("webhook http: "+msg, kv...) }
-func (a debugLogger) Debug(msg string, kv ...any) { a.l.Debug("webhook http: "+msg, kv...) }
-func (a debugLogger) Warn(msg string, kv ...any)  { a.l.Debug("webhook http: "+msg, kv...) }

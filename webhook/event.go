@@ -1,5 +1,7 @@
 // Package webhook tells outside receivers what the cdc saw: quota
-// recommendations and transfers, releases, sold-out channels, anomalies.
+// recommendations and transfers, releases, sold-out and low channels,
+// anomalies, and reconcile passes that need a person. The receivers are
+// the webhook (Dispatcher) and stream sinks (Relay, package streams).
 //
 // Events go through an outbox: Enqueue writes them into webhook_outbox in
 // the transaction of the change they report, so an event exists if and
@@ -31,11 +33,13 @@ const (
 	QuotaTransferred    = "quota.transferred"
 	QuotaReleased       = "quota.released"
 	ChannelSoldOut      = "channel.sold_out"
+	ChannelLow          = "channel.low"
 	AnomalyDetected     = "anomaly.detected"
+	ReconcileReview     = "reconcile.needs_review"
 )
 
 // Types lists every event type, for metrics and validation.
-var Types = []string{QuotaRecommendation, QuotaTransferred, QuotaReleased, ChannelSoldOut, AnomalyDetected}
+var Types = []string{QuotaRecommendation, QuotaTransferred, QuotaReleased, ChannelSoldOut, ChannelLow, AnomalyDetected, ReconcileReview}
 
 // Headers of a delivery request.
 const (

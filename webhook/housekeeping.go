@@ -65,6 +65,7 @@ func (d *Dispatcher) countDropped(dropped, pending int, byEvent map[string]int) 
 	for e, n := range byEvent {
 		d.m.deliveries.WithLabelValues(e, resultDropped).Add(float64(n))
 	}
+	d.cfg.SinkMetrics.count(d.sink.Name(), resultDropped, dropped)
 	d.log.Warn("webhook outbox full: dropped the oldest pending events", "dropped", dropped,
 		"pending", pending, "max_pending", d.cfg.MaxPending, "by_event", byEvent)
 }
@@ -118,7 +119,9 @@ func (d *Dispatcher) refreshGauges(ctx context.Context) error {
 		return fmt.Errorf("measure the webhook outbox: %w", err)
 	}
 	d.m.pending.Set(float64(pending))
-	d.m.oldestPending.Set(max(time.Duration(ageMicros)*time.Microsecond, 0).Seconds())
+	age := max(time.Duration(ageMicros)*time.Microsecond, 0).Seconds()
+	d.m.oldestPending.Set(age)
+	d.cfg.SinkMetrics.setPending(d.sink.Name(), pending, age)
 	return nil
 }
 

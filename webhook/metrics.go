@@ -6,14 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Results of a delivery round, the result label of
-// couponlink_webhook_deliveries_total.
-const (
-	resultDelivered = "delivered" // the receiver answered 2xx
-	resultFailed    = "failed"    // a round failed; the event will be tried again
-	resultDropped   = "dropped"   // given up: attempts exhausted or outbox overflow
-)
-
 type metrics struct {
 	deliveries    *prometheus.CounterVec
 	pending       prometheus.Gauge

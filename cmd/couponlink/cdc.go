@@ -35,6 +35,7 @@ type cdcSettings struct {
 	policy                                                                         func() quota.Policy
 	hookSecret                                                                     func() string
 	level                                                                          *slog.Level
+	events                                                                         *eventSettings
 }
 
 func cdcFlags(f *flags) *cdcSettings {
@@ -65,6 +66,7 @@ func cdcFlags(f *flags) *cdcSettings {
 		hookAttempts:   f.int("webhook-max-attempts", "COUPONLINK_WEBHOOK_MAX_ATTEMPTS", 12, "delivery rounds (with exponential backoff, 1 s to 10 min) before an event is dropped"),
 		hookPending:    f.int("webhook-max-pending", "COUPONLINK_WEBHOOK_MAX_PENDING", 100_000, "bound of the webhook outbox; beyond it the oldest events are dropped (counted, logged)"),
 		level:          f.logLevel(),
+		events:         eventFlags(f),
 	}
 }
 
@@ -121,7 +123,15 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	hooks, err := o.dispatcher(db, reg, base)
+	sm, err := sinkMetrics(reg, *o.hookURL != "" || o.events.on())
+	if err != nil {
+		return err
+	}
+	hooks, err := o.dispatcher(db, reg, sm, base)
+	if err != nil {
+		return err
+	}
+	relays, err := o.events.relays(db, sm, hooks == nil, base)
 	if err != nil {
 		return err
 	}
@@ -143,6 +153,10 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 			return nil
 		})
+	}
+	for _, r := range relays {
+		log.Info("event sink on", "sink", r.Name())
+		g.Go(func() error { return r.Run(gctx) }) // a sink that is down holds back only itself
 	}
 	// the daemon waits for MySQL (at start too), checks the mapping and
 	// outlives database restarts; it returns only on ctx or what a restart
@@ -167,7 +181,7 @@ func (o *cdcSettings) daemon(db, binlogDB *sql.DB, m *canal.Mapping, peers []sin
 	}
 	scfg := sink.Config{DB: db, Mode: sink.ModeReference, Mapping: canal.DefaultMapping(), Name: *o.name, Redis: rdb, RedisMode: redisMode,
 		Keys: inventory.Keys{Prefix: *o.prefix}, RedemptionGrace: *o.grace, Logger: log, Registerer: reg, ReleaseEvery: *o.releaseEvery,
-		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hookURL != "", Strict: *o.strict, Peers: peers,
+		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hookURL != "" || o.events.on(), ChannelLow: *o.events.lowShare, Strict: *o.strict, Peers: peers,
 		BinlogDB: binlogDB, LeaderTimeout: *o.leaderTimeout}
 	if err := scfg.QuotaDefaults.Validate(); err != nil {
 		return nil, fmt.Errorf("default quota policy (-quota-* flags): %w", err)
@@ -265,12 +279,12 @@ func openSourceConns(m *canal.Mapping, skip string, maxConns int) ([]sourceConn,
 }
 
 // dispatcher is the webhook dispatcher, or nil without -webhook-url.
-func (o *cdcSettings) dispatcher(db *sql.DB, reg prometheus.Registerer, log *slog.Logger) (*webhook.Dispatcher, error) {
+func (o *cdcSettings) dispatcher(db *sql.DB, reg prometheus.Registerer, sm *webhook.SinkMetrics, log *slog.Logger) (*webhook.Dispatcher, error) {
 	if *o.hookURL == "" {
 		return nil, nil
 	}
 	return webhook.New(webhook.Config{DB: db, URL: *o.hookURL, Secret: []byte(o.hookSecret()), MaxAttempts: *o.hookAttempts,
-		MaxPending: *o.hookPending, Logger: log, Registerer: reg})
+		MaxPending: *o.hookPending, Logger: log, Registerer: reg, SinkMetrics: sm})
 }
 
 // redactURL hides a URL's password, for logs.

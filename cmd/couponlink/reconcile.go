@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/user"
 	"slices"
 	"strconv"
@@ -28,7 +29,7 @@ type reconcileSettings struct {
 	dsn, mapping, redisAddr, redisMode, prefix, name, note, metricsAddr *string
 	source                                                              *string
 	every, quiet, catchUp                                               *time.Duration
-	once, list, noFix, redisCluster                                     *bool
+	once, list, noFix, redisCluster, events                             *bool
 	resolve, absT                                                       *int
 	rel                                                                 *float64
 	level                                                               *slog.Level
@@ -53,9 +54,11 @@ func reconcileFlags(f *flags) *reconcileSettings {
 		catchUp:      f.duration("catch-up-wait", "COUPONLINK_RECONCILE_CATCH_UP", 30*time.Second, "bound of the binlog replay between the snapshot and the cdc's checkpoint, and of the wait for another pass (one pass at a time per database)"),
 		absT:         f.int("abs-threshold", "COUPONLINK_RECONCILE_ABS", 100, "a counter or template count off by more than this and by more than -rel-threshold of the truth is left for a person, otherwise fixed"),
 		rel:          f.float("rel-threshold", "COUPONLINK_RECONCILE_REL", 0.05, "share of the truth, above 0 and at most 1 (0.05 = 5%): a counter or template count off by more than this and by more than -abs-threshold is left for a person"),
-		noFix:        f.bool("no-fix", "COUPONLINK_RECONCILE_NO_FIX", false, "only report, correct nothing (with -once: exit 1 when anything differs)"),
-		metricsAddr:  f.string("metrics-addr", "COUPONLINK_RECONCILE_METRICS_ADDR", "127.0.0.1:9465", "listen address of /metrics, /healthz and /status (the cdc's status as JSON, as couponlink status -json prints it) for the daemon (empty: none)"),
-		level:        f.logLevel(),
+		events: f.bool("events", "COUPONLINK_RECONCILE_EVENTS", os.Getenv("COUPONLINK_WEBHOOK_URL") != "" || os.Getenv("COUPONLINK_EVENT_SINKS") != "",
+			"write a reconcile.needs_review event to the webhook outbox with each pass that needs a person (default: on when COUPONLINK_WEBHOOK_URL or COUPONLINK_EVENT_SINKS is set, as for the cdc that delivers it)"),
+		noFix:       f.bool("no-fix", "COUPONLINK_RECONCILE_NO_FIX", false, "only report, correct nothing (with -once: exit 1 when anything differs)"),
+		metricsAddr: f.string("metrics-addr", "COUPONLINK_RECONCILE_METRICS_ADDR", "127.0.0.1:9465", "listen address of /metrics, /healthz and /status (the cdc's status as JSON, as couponlink status -json prints it) for the daemon (empty: none)"),
+		level:       f.logLevel(),
 	}
 }
 
@@ -128,7 +131,7 @@ func (o *reconcileSettings) resolveTask(ctx context.Context, db *sql.DB, stdout 
 // database, its binlog and the mapping), and how to close its Redis client.
 func (o *reconcileSettings) config(reg prometheus.Registerer, log *slog.Logger) (reconcile.Config, func(), error) {
 	cfg := reconcile.Config{Checkpoint: *o.name, QuietWindow: *o.quiet, CatchUpWait: *o.catchUp,
-		AbsThreshold: int64(*o.absT), RelThreshold: *o.rel, Logger: log, Registerer: reg}
+		AbsThreshold: int64(*o.absT), RelThreshold: *o.rel, Events: *o.events, Logger: log, Registerer: reg}
 	var err error
 	if cfg.RedisMode, err = inventory.ParseRedisMode(*o.redisMode); err != nil {
 		return cfg, nil, fmt.Errorf("-redis-mode: %w", err)

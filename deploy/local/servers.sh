@@ -51,6 +51,8 @@ install_missing() {
   command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || pkgs+=(mariadb-server)
   command -v mariadb >/dev/null 2>&1 || pkgs+=(mariadb-client)
   command -v redis-server >/dev/null 2>&1 || pkgs+=(redis-server)
+  # the event-stream tests start their own nats-server -js (testenv.OwnNATS)
+  command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || pkgs+=(nats-server)
   if [ ${#pkgs[@]} -gt 0 ]; then
     log "installing ${pkgs[*]}"
     export DEBIAN_FRONTEND=noninteractive

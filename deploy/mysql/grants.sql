@@ -86,6 +86,7 @@ GRANT INSERT ON `couponlink_db`.`quota_transfer_log` TO 'couponlink_cdc'@'%';
 GRANT INSERT, UPDATE ON `couponlink_db`.`quota_policy` TO 'couponlink_cdc'@'%';
 GRANT INSERT ON `couponlink_db`.`quota_policy_audit` TO 'couponlink_cdc'@'%';
 GRANT INSERT, UPDATE, DELETE ON `couponlink_db`.`webhook_outbox` TO 'couponlink_cdc'@'%';
+GRANT INSERT, UPDATE ON `couponlink_db`.`event_sink_position` TO 'couponlink_cdc'@'%';
 GRANT INSERT ON `couponlink_db`.`inventory_flow` TO 'couponlink_cdc'@'%';
 GRANT INSERT, DELETE ON `couponlink_db`.`release_due` TO 'couponlink_cdc'@'%';
 -- the leader lock (GET_LOCK / IS_USED_LOCK / RELEASE_LOCK) needs no privilege.
@@ -140,4 +141,6 @@ GRANT SELECT, INSERT, UPDATE ON `couponlink_db`.`inventory_counter` TO 'couponli
 GRANT UPDATE (`issued_count`, `used_count`, `expired_count`) ON `couponlink_db`.`coupon_template` TO 'couponlink_reconcile'@'%';
 GRANT SELECT, INSERT, UPDATE ON `couponlink_db`.`reconcile_task` TO 'couponlink_reconcile'@'%';
 GRANT SELECT, INSERT ON `couponlink_db`.`correction_log` TO 'couponlink_reconcile'@'%';
+-- a pass that needs a person writes a reconcile.needs_review event with its task.
+GRANT INSERT ON `couponlink_db`.`webhook_outbox` TO 'couponlink_reconcile'@'%';
 -- its single-pass lock (GET_LOCK) needs no privilege.

@@ -124,13 +124,6 @@ func (m *MariaDB) Stop(sig syscall.Signal) {
 	if m.cmd == nil {
 		return
 	}
-	_ = m.cmd.Process.Signal(sig)
-	select {
-	case <-m.done:
-	case <-time.After(60 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.done
-		m.t.Errorf("mariadbd did not exit within 60 s of %s; killed", sig)
-	}
+	stopCmd(m.t, "mariadbd", m.cmd, m.done, sig)
 	m.cmd = nil
 }

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"database/sql"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/couponlink/couponlink/streams"
+	"github.com/couponlink/couponlink/webhook"
+)
+
+// eventSettings are the cdc's flags of the event streams (Redis streams,
+// NATS JetStream) beside the webhook.
+type eventSettings struct {
+	sinks                   func() string
+	maxAttempts, maxPending *int
+	lowShare                *float64
+}
+
+func eventFlags(f *flags) *eventSettings {
+	return &eventSettings{
+		sinks: f.secret("event-sinks", "COUPONLINK_EVENT_SINKS", "comma-separated stream sinks of the webhook events, each with its own position: "+
+			"redis://host:port[/db]?stream=couponlink:events&maxlen=1000000&name=redis, "+
+			"nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&duplicates=2m&name=nats (README: Integrations); empty: none"),
+		maxAttempts: f.int("event-sink-max-attempts", "COUPONLINK_EVENT_SINK_MAX_ATTEMPTS", 12, "rounds a stream sink may refuse one event (too large) before it is dropped; an unreachable sink is retried without limit"),
+		lowShare:    f.float("channel-low-share", "COUPONLINK_CHANNEL_LOW_SHARE", 0.1, "a channel bucket whose claimable slots fall to this share of its quota (rounded up) or below writes a channel.low event (0: none)"),
+		maxPending:  f.int("event-sink-max-pending", "COUPONLINK_EVENT_SINK_MAX_PENDING", 100_000, "events a stream sink may fall behind; beyond it its oldest are dropped (counted, logged)"),
+	}
+}
+
+// on says whether any stream sink is configured.
+func (o *eventSettings) on() bool { return o.sinks() != "" }
+
+// relays opens the configured sinks and returns a relay for each (none
+// without -event-sinks). prune: no webhook dispatcher prunes the outbox,
+// the relays do.
+func (o *eventSettings) relays(db *sql.DB, m *webhook.SinkMetrics, prune bool, log *slog.Logger) ([]*webhook.Relay, error) {
+	sinks, err := streams.Open(o.sinks())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*webhook.Relay, 0, len(sinks))
+	for i, s := range sinks {
+		r, err := webhook.NewRelay(webhook.RelayConfig{DB: db, Sink: s, MaxAttempts: *o.maxAttempts, MaxPending: *o.maxPending,
+			PruneOutbox: prune, Metrics: m, Logger: log})
+		if err != nil {
+			for _, s := range sinks[i:] {
+				_ = s.Close()
+			}
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// sinkMetrics registers the per-sink delivery metrics when the webhook or
+// a stream sink is on (nil otherwise).
+func sinkMetrics(reg prometheus.Registerer, on bool) (*webhook.SinkMetrics, error) {
+	if !on {
+		return nil, nil
+	}
+	return webhook.NewSinkMetrics(reg)
+}

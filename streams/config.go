@@ -1,0 +1,131 @@
+// Package streams holds the event sinks beside webhooks: a Redis stream
+// and a NATS JetStream subject, each fed from the webhook outbox by a
+// webhook.Relay with its own position. Open parses the cdc's
+// -event-sinks list.
+package streams
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/couponlink/couponlink/webhook"
+)
+
+// Defaults of a sink URL's parameters.
+const (
+	DefaultRedisStream = "couponlink:events"
+	DefaultMaxLen      = 1_000_000
+	DefaultSubject     = "couponlink.events"
+	DefaultNATSStream  = "COUPONLINK_EVENTS"
+)
+
+// Open builds the sinks of spec, a comma-separated list of URLs:
+//
+//	redis://[user:password@]host:port[/db]?stream=couponlink:events&maxlen=1000000&name=redis
+//	nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&create=true&duplicates=2m&max_msgs=0&name=nats
+//
+// (rediss:// and tls:// for TLS). Every parameter is optional; name
+// defaults to the scheme's family (redis, nats) and must be unique: it
+// keys the sink's position and labels its metrics. Empty spec: no sinks.
+// On an error it closes what it opened; the error never shows a password.
+func Open(spec string) ([]webhook.Sink, error) {
+	var out []webhook.Sink
+	seen := map[string]bool{}
+	fail := func(err error) ([]webhook.Sink, error) {
+		for _, s := range out {
+			_ = s.Close()
+		}
+		return nil, err
+	}
+	for raw := range strings.SplitSeq(spec, ",") {
+		raw = strings.TrimSpace(raw)
+		if raw == "" {
+			continue
+		}
+		s, err := open(raw)
+		if err != nil {
+			return fail(err)
+		}
+		if seen[s.Name()] {
+			_ = s.Close()
+			return fail(fmt.Errorf("event sink name %q used twice: give each its own with ?name=", s.Name()))
+		}
+		seen[s.Name()] = true
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func open(raw string) (webhook.Sink, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("event sink: an unparsable URL")
+	}
+	q := u.Query()
+	param := func(k, def string) string {
+		v := q.Get(k)
+		q.Del(k)
+		if v == "" {
+			return def
+		}
+		return v
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		name, stream := param("name", "redis"), param("stream", DefaultRedisStream)
+		maxLen, err := strconv.ParseInt(param("maxlen", strconv.Itoa(DefaultMaxLen)), 10, 64)
+		if err != nil || maxLen < 0 {
+			return nil, fmt.Errorf("event sink %s (%s): maxlen is not a count", name, u.Redacted())
+		}
+		u.RawQuery = q.Encode()
+		opt, err := redis.ParseURL(u.String())
+		if err != nil {
+			return nil, fmt.Errorf("event sink %s (%s): %v", name, u.Redacted(), redactErr(err, u))
+		}
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
+		return NewRedisStream(name, redis.NewClient(opt), stream, maxLen), nil
+	case "nats", "tls":
+		cfg := NATSConfig{Name: param("name", "nats"), Subject: param("subject", DefaultSubject), Stream: param("stream", DefaultNATSStream)}
+		var err error
+		if cfg.Create, err = strconv.ParseBool(param("create", "true")); err != nil {
+			return nil, fmt.Errorf("event sink %s (%s): create is not true or false", cfg.Name, u.Redacted())
+		}
+		if cfg.Duplicates, err = time.ParseDuration(param("duplicates", "2m")); err != nil || cfg.Duplicates <= 0 {
+			return nil, fmt.Errorf("event sink %s (%s): duplicates is not a positive duration", cfg.Name, u.Redacted())
+		}
+		if cfg.MaxMsgs, err = strconv.ParseInt(param("max_msgs", "0"), 10, 64); err != nil || cfg.MaxMsgs < 0 {
+			return nil, fmt.Errorf("event sink %s (%s): max_msgs is not a count", cfg.Name, u.Redacted())
+		}
+		if len(q) > 0 {
+			return nil, fmt.Errorf("event sink %s (%s): unknown parameters %v", cfg.Name, u.Redacted(), keys(q))
+		}
+		u.RawQuery = ""
+		cfg.URL = u.String()
+		return NewNATSStream(cfg)
+	default:
+		return nil, fmt.Errorf("event sink %s: the scheme is not redis, rediss, nats or tls", u.Redacted())
+	}
+}
+
+// redactErr hides the URL's password in an error of the parser.
+func redactErr(err error, u *url.URL) string {
+	msg := err.Error()
+	if p, ok := u.User.Password(); ok && p != "" {
+		msg = strings.ReplaceAll(msg, p, "xxxxx")
+	}
+	return msg
+}
+
+func keys(q url.Values) []string {
+	out := make([]string, 0, len(q))
+	for k := range q {
+		out = append(out, k)
+	}
+	return out
+}
