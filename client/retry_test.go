@@ -26,6 +26,12 @@ type flaky struct {
 	attempts atomic.Int32
 }
 
+// wrap serves next through f.
+func (f *flaky) wrap(next http.Handler) http.Handler {
+	f.next = next
+	return f
+}
+
 func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method+" "+r.URL.Path != f.pattern {
 		f.next.ServeHTTP(w, r)
@@ -61,12 +67,8 @@ func unavailable(w http.ResponseWriter, _ *http.Request, _ http.Handler) {
 // answer is lost; the retry carries the same request id and answers the
 // same coupon, replayed, and only one coupon exists.
 func TestClaimRetriedAfterConnectionReset(t *testing.T) {
-	a := newAPI(t)
-	f := &flaky{next: a.srv, pattern: "POST /v1/claims", failures: 1, fail: servedThenReset}
-	c := serve(t, f)
-	ctx := ctxOf(t)
-	tpl, err := c.CreateTemplate(ctx, twoChannels("reset", 5))
-	require.NoError(t, err)
+	f := &flaky{pattern: "POST /v1/claims", failures: 1, fail: servedThenReset}
+	a, c, ctx, tpl := started(t, f.wrap)
 
 	cl, err := c.Claim(ctx, client.ClaimRequest{TemplateID: tpl.ID, UserID: "u1", Channel: "app"})
 	require.NoError(t, err)
@@ -81,12 +83,8 @@ func TestClaimRetriedAfterConnectionReset(t *testing.T) {
 
 // TestRedeemRetriedAfter503: a 503 is retried; the redemption happens once.
 func TestRedeemRetriedAfter503(t *testing.T) {
-	a := newAPI(t)
-	f := &flaky{next: a.srv, pattern: "POST /v1/redemptions", failures: 2, fail: unavailable}
-	c := serve(t, f)
-	ctx := ctxOf(t)
-	tpl, err := c.CreateTemplate(ctx, twoChannels("503", 5))
-	require.NoError(t, err)
+	f := &flaky{pattern: "POST /v1/redemptions", failures: 2, fail: unavailable}
+	_, c, ctx, tpl := started(t, f.wrap)
 	cl, err := c.Claim(ctx, client.ClaimRequest{TemplateID: tpl.ID, UserID: "u1", Channel: "app"})
 	require.NoError(t, err)
 	red, err := c.Redeem(ctx, client.RedeemRequest{UserCouponID: cl.UserCouponID, OrderID: "o1"})
