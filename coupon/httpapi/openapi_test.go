@@ -155,3 +155,44 @@ type recordingTB struct {
 func (r *recordingTB) Errorf(format string, args ...any) {
 	r.errors = append(r.errors, fmt.Sprintf(format, args...))
 }
+
+// TestConformanceValidatorsAgree: the suite's wrapper validates with
+// kin-openapi's native validator (fastValidation); on the 3.1 keywords of
+// the document it gives the verdicts of the JSON Schema 2020-12 one.
+func TestConformanceValidatorsAgree(t *testing.T) {
+	doc, _ := openAPIDoc(t)
+	policy := `"effective":{"mode":"off","low":0.2,"high":0.8,"min_claims":1,"max_share":0.5,"reserve":0.1,"cooldown_seconds":1,"min_age_seconds":1},` +
+		`"defaults":{"mode":"off","low":0.2,"high":0.8,"min_claims":1,"max_share":0.5,"reserve":0.1,"cooldown_seconds":1,"min_age_seconds":1},` +
+		`"override":{},"version":0,"updated_by":"","template":1`
+	channel := `"channel":"app","quota":1,"claimed":0,"held":0,"used":0,"expired":0,"returned":0,"released":0,"claimable":1`
+	for _, c := range []struct {
+		schema, body string
+		valid        bool
+	}{
+		{"PolicyView", `{` + policy + `,"updated_at":null}`, true},
+		{"PolicyView", `{` + policy + `,"updated_at":"2030-01-01T00:00:00Z"}`, true},
+		{"PolicyView", `{` + policy + `,"updated_at":5}`, false},
+		{"PolicyView", `{` + policy + `}`, false},
+		{"ChannelView", `{` + channel + `,"redemption_rate":null,"last_transfer":null}`, true},
+		{"ChannelView", `{` + channel + `,"redemption_rate":0.5,"last_transfer":{"id":1,"decision":"d","from":"a","to":"b","amount":1,"rule":"r","mode":"auto","at":"2030-01-01T00:00:00Z"}}`, true},
+		{"ChannelView", `{` + channel + `,"redemption_rate":"high","last_transfer":null}`, false},
+		{"ChannelView", `{` + channel + `,"redemption_rate":null,"last_transfer":"x"}`, false},
+		{"ErrorOf409", `{"error":{"code":"sold_out","message":"m"}}`, true},
+		{"ErrorOf409", `{"error":{"code":"invalid_argument","message":"m"}}`, false},
+		{"ErrorOf409", `{"error":{"code":"sold_out","message":"m","extra":1}}`, false},
+		{"ErrorOf400", `{"error":{"code":"invalid_argument","field":"user_id","message":"m"}}`, true},
+		{"ErrorOf400", `{"error":{"code":"not_found","message":"m"}}`, false},
+		{"Health", `{"status":"ok","time":"2030-01-01T00:00:00Z"}`, true},
+		{"Health", `{"status":"down","time":"2030-01-01T00:00:00Z"}`, false},
+		{"QuotaPolicyChange", `{"mode":null,"low":0.1,"changed_by":"a","reason":"b"}`, true},
+		{"QuotaPolicyChange", `{"mode":3,"changed_by":"a","reason":"b"}`, false},
+		{"CreateTemplateRequest", `{"name":"n","total_quota":1,"channels":{"a":1},"valid_seconds":1,"per_user_limit":null}`, true},
+		{"CreateTemplateRequest", `{"name":"n","total_quota":1,"channels":{"a":-1},"valid_seconds":1}`, false},
+	} {
+		s := doc.Components.Schemas[c.schema].Value
+		v := jsonValue(t, json.RawMessage(c.body))
+		native, v2020 := s.VisitJSON(v), s.VisitJSON(v, openapi3.EnableJSONSchema2020())
+		assert.Equal(t, c.valid, native == nil, "native validator, %s %s: %v", c.schema, c.body, native)
+		assert.Equal(t, c.valid, v2020 == nil, "2020-12 validator, %s %s: %v", c.schema, c.body, v2020)
+	}
+}
