@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/couponlink/couponlink/client"
 )
 
 // loadResult is one closed-loop run.
@@ -172,6 +172,7 @@ type apiProc struct {
 	base    string // http://127.0.0.1:<port>
 	combine bool   // its claim and redemption combiners on
 	tag     string // in its request ids and log lines
+	api     *client.Client
 }
 
 // startAPIBench opens the pools and starts `couponlink api` (expiry sweep
@@ -208,6 +209,8 @@ func (a *apiBench) startAPI(ctx context.Context, combine bool) (*apiProc, error)
 		return nil, err
 	}
 	p := &apiProc{base: fmt.Sprintf("http://127.0.0.1:%d", port), combine: combine, tag: "on"}
+	// no retries: a failed call counts as an error of the run
+	p.api = client.New(p.base, client.WithHTTPClient(a.client), client.WithRetries(1, 0, 0))
 	name := "api"
 	if !combine {
 		p.tag, name = "off", "api-off"
@@ -238,10 +241,10 @@ func (a *apiBench) close() {
 // fixtures creates, through the API, the hot template (one channel) and
 // the one of 40 channels, and the redemption pool in the latter.
 func (a *apiBench) fixtures(ctx context.Context) (hotTpl, bucketTpl int64, pool []int64, err error) {
-	if hotTpl, err = createTemplate(ctx, a.client, a.on.base, "bench api hot", 1); err != nil {
+	if hotTpl, err = createTemplate(ctx, a.on.api, "bench api hot", 1); err != nil {
 		return 0, 0, nil, err
 	}
-	if bucketTpl, err = createTemplate(ctx, a.client, a.on.base, "bench api 40 buckets", 40); err != nil {
+	if bucketTpl, err = createTemplate(ctx, a.on.api, "bench api 40 buckets", 40); err != nil {
 		return 0, 0, nil, err
 	}
 	if pool, err = couponPool(ctx, a.e, bucketTpl, 2*a.cfg.redeemPool); err != nil {
@@ -306,8 +309,8 @@ func (a *apiBench) insertCeiling(ctx context.Context, tag string, rows int) load
 // the claim's own transaction in raw SQL.
 func (a *apiBench) claims(ctx context.Context, p *apiProc, tpl int64, tag string, buckets int) loadResult {
 	send := func(ctx context.Context, id, ch string) error {
-		body := fmt.Sprintf(`{"template_id":%d,"user_id":%q,"channel":%q,"request_id":%q}`, tpl, id, ch, id)
-		return post(ctx, a.client, p.base+"/v1/claims", body, http.StatusCreated)
+		c, err := p.api.Claim(ctx, client.ClaimRequest{TemplateID: tpl, UserID: id, Channel: ch, RequestID: id})
+		return fresh(err, c.Replayed, "claim "+id)
 	}
 	msg, rateKey := "API claims", "claims_per_s"
 	if p == nil {
@@ -334,8 +337,8 @@ func (a *apiBench) redemptions(ctx context.Context, p *apiProc, pool []int64) lo
 		if k >= len(pool) {
 			return errPoolEmpty
 		}
-		body := fmt.Sprintf(`{"user_coupon_id":%d,"order_id":"o-%d"}`, pool[k], pool[k])
-		return post(ctx, a.client, p.base+"/v1/redemptions", body, http.StatusCreated)
+		r, err := p.api.Redeem(ctx, client.RedeemRequest{UserCouponID: pool[k], OrderID: "o-" + strconv.FormatInt(pool[k], 10)})
+		return fresh(err, r.Replayed, "redemption of "+strconv.FormatInt(pool[k], 10))
 	})
 	if next.Load() >= int64(len(pool)) {
 		a.log.Warn("the redemption pool ran out before the end of the run; raise -redeem-pool", "pool", len(pool))
@@ -393,36 +396,18 @@ func waitHealthy(ctx context.Context, client *http.Client, base string, c *child
 	return fmt.Errorf("couponlink api did not answer /healthz in 30 s; log:\n%s", tail(c.log, 10))
 }
 
-func post(ctx context.Context, client *http.Client, url, body string, want int) error {
-	return postJSON(ctx, client, url, body, want, nil)
-}
-
-// postJSON is post that decodes the answer into out (nil: discarded).
-func postJSON(ctx context.Context, client *http.Client, url, body string, want int, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return err
+// fresh is err, or an error when the write was a replay: the load's
+// request ids and orders are new, so each write must be new (201).
+func fresh(err error, replayed bool, what string) error {
+	if err == nil && replayed {
+		return fmt.Errorf("%s: answered as a replay (200), not created", what)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != want {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
-		return fmt.Errorf("%s: HTTP %d: %s", url, resp.StatusCode, bytes.TrimSpace(b))
-	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	_, err = io.Copy(io.Discard, resp.Body)
 	return err
 }
 
 // createTemplate creates a template of n channels through the API (one
 // "hot" channel when n is 1), with quota to spare.
-func createTemplate(ctx context.Context, client *http.Client, base, name string, n int) (int64, error) {
+func createTemplate(ctx context.Context, api *client.Client, name string, n int) (int64, error) {
 	ch := map[string]int64{}
 	if n == 1 {
 		ch["hot"] = 50_000_000
@@ -435,25 +420,8 @@ func createTemplate(ctx context.Context, client *http.Client, base, name string,
 	for _, q := range ch {
 		total += q
 	}
-	body, _ := json.Marshal(map[string]any{"name": name, "total_quota": total, "channels": ch, "valid_seconds": 90 * 24 * 3600})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/templates", bytes.NewReader(body))
+	t, err := api.CreateTemplate(ctx, client.NewTemplate{Name: name, TotalQuota: total, Channels: ch, ValidSeconds: 90 * 24 * 3600})
 	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var t struct {
-		ID int64 `json:"id"`
-	}
-	if resp.StatusCode != http.StatusCreated {
-		b, _ := io.ReadAll(resp.Body)
-		return 0, fmt.Errorf("create template: HTTP %d: %s", resp.StatusCode, b)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&t); err != nil {
 		return 0, fmt.Errorf("create template: %w", err)
 	}
 	return t.ID, nil

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/couponlink/couponlink/client"
 )
 
 // The API runs of phase 4 with the write combiners (issue 15) on and off:
@@ -107,15 +109,12 @@ func (a *apiBench) timedClaims(ctx context.Context, tpl int64) pacedLoad {
 	out := pacedLoad{start: time.Now()}
 	r := a.load(ctx, a.on, func(ctx context.Context, cl, i int) error {
 		id := fmt.Sprintf("lag-%d-%d", cl, i)
-		var c struct {
-			ID int64 `json:"user_coupon_id"`
-		}
-		err := postJSON(ctx, a.client, a.on.base+"/v1/claims",
-			fmt.Sprintf(`{"template_id":%d,"user_id":%q,"channel":"hot","request_id":%q}`, tpl, id, id), http.StatusCreated, &c)
+		c, err := a.on.api.Claim(ctx, client.ClaimRequest{TemplateID: tpl, UserID: id, Channel: "hot", RequestID: id})
+		err = fresh(err, c.Replayed, "claim "+id)
 		if err == nil {
 			at := time.Now()
 			mu.Lock()
-			out.commits = append(out.commits, commit{c.ID, at})
+			out.commits = append(out.commits, commit{c.UserCouponID, at})
 			mu.Unlock()
 		}
 		return err

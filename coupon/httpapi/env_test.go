@@ -48,6 +48,7 @@ type env struct {
 	reg   *prometheus.Registry
 	url   string
 	api   *client
+	srv   *httpapi.Server
 }
 
 type envConfig struct {
@@ -89,8 +90,13 @@ func newEnv(t testing.TB, cfgs ...envConfig) *env {
 		CombineRedemptions: cfg.combine || combineFromEnv("REDEMPTIONS")})
 	require.NoError(t, err)
 	e.store = store
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Store: store, Token: cfg.token, AllowedOrigins: cfg.origins, Logger: quiet,
-		Registerer: e.reg, Gatherer: e.reg, CDCMetricsURL: cfg.cdcMetrics, Inventory: view.Reader{Checkpoint: cfg.checkpoint}}))
+	e.srv = httpapi.New(httpapi.Config{Store: store, Token: cfg.token, AllowedOrigins: cfg.origins, Logger: quiet,
+		Registerer: e.reg, Gatherer: e.reg, CDCMetricsURL: cfg.cdcMetrics, Inventory: view.Reader{Checkpoint: cfg.checkpoint}})
+	var h http.Handler = e.srv
+	if _, bench := t.(*testing.B); !bench {
+		h = conform(t, h) // every exchange checked against openapi.json
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL
 	e.api = newClient(srv.URL, cfg.token)

@@ -54,6 +54,7 @@ type Server struct {
 	// allowed is the methods routed on each path, for the 405 answers; it
 	// is written only while New registers the routes.
 	allowed map[string][]string
+	routes  []string // the registered patterns, for Routes
 }
 
 // New builds the API's routes.
@@ -99,8 +100,10 @@ func New(cfg Config) *Server {
 	s.route("POST /v1/reconcile/tasks/{id}/resolve", s.resolveTask)
 	s.route("GET /v1/cdc/status", s.cdcStatus)
 	s.route("GET /healthz", s.healthz)
+	s.route("GET /openapi.json", s.openAPI)
 	if cfg.Gatherer != nil {
 		s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+		s.routes = append(s.routes, "GET /metrics")
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, &coupon.Error{Code: coupon.CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
@@ -172,6 +175,7 @@ func (s *Server) route(pattern string, h handlerFunc) {
 		})
 	}
 	s.allowed[path] = append(s.allowed[path], method)
+	s.routes = append(s.routes, pattern)
 }
 
 // Authorized reports whether r may use the routes under /v1: it carries
