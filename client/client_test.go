@@ -119,6 +119,10 @@ func TestEveryRouteHasACall(t *testing.T) {
 	cl, err := c.Claim(ctx, client.ClaimRequest{TemplateID: tpl.ID, UserID: "u1", Channel: "sms"})
 	require.NoError(t, err)
 	signal := "signal"
+	res, err := a.db.Exec(`INSERT INTO reconcile_task (started_at, finished_at, status, summary) VALUES (NOW(6), NOW(6), 'needs_review', 'test')`)
+	require.NoError(t, err)
+	task, err := res.LastInsertId()
+	require.NoError(t, err)
 	calls := map[string]func() error{
 		"POST /v1/templates":                     func() error { _, err := c.CreateTemplate(ctx, twoChannels("again", 1)); return err },
 		"GET /v1/templates/{id}":                 func() error { _, err := c.GetTemplate(ctx, tpl.ID); return err },
@@ -142,9 +146,45 @@ func TestEveryRouteHasACall(t *testing.T) {
 		"POST /v1/voids":                    func() error { return voidOne(ctx, c, cl.UserCouponID) },
 		"POST /v1/expire":                   func() error { _, err := c.Expire(ctx, 0); return err },
 		"GET /v1/user-coupons/{id}/history": func() error { _, err := c.History(ctx, cl.UserCouponID); return err },
-		"GET /healthz":                      func() error { _, err := c.Health(ctx); return err },
-		"GET /openapi.json":                 func() error { _, err := c.OpenAPI(ctx); return err },
-		"GET /metrics":                      func() error { _, err := c.Metrics(ctx); return err },
+		"GET /v1/templates": func() error {
+			p, err := c.ListTemplates(ctx, client.TemplatesQuery{Search: t.Name(), Limit: 10})
+			if err == nil && (len(p.Templates) != 1 || p.Templates[0].ID != tpl.ID) {
+				return &client.Error{Message: "the list does not find the template"}
+			}
+			return err
+		},
+		"GET /v1/templates/{id}/quota-policy/history": func() error { return policyHistory(ctx, c, tpl.ID) },
+		"GET /v1/templates/{id}/user-coupons": func() error {
+			u, err := c.UserCoupons(ctx, tpl.ID, "u1")
+			if err == nil && (len(u.Coupons) != 1 || u.Coupons[0].UserCouponID != cl.UserCouponID) {
+				return &client.Error{Message: "u1's coupon is not listed"}
+			}
+			return err
+		},
+		"GET /v1/reconcile/tasks": func() error {
+			r, err := c.ReconcileTasks(ctx, 5)
+			if err == nil && (len(r.Open) != 1 || r.Open[0].TaskID != task) {
+				return &client.Error{Message: "the open task is not listed"}
+			}
+			return err
+		},
+		"POST /v1/reconcile/tasks/{id}/resolve": func() error {
+			r, err := c.ResolveTask(ctx, task, "ops", "checked")
+			if err == nil && r.ResolvedBy != "ops" {
+				return &client.Error{Message: "unexpected resolve answer"}
+			}
+			return err
+		},
+		"GET /v1/cdc/status": func() error {
+			s, err := c.CDCStatus(ctx)
+			if err == nil && (s.Checkpoint != "default" || s.Process.Reachable) {
+				return &client.Error{Message: "unexpected cdc status"}
+			}
+			return err
+		},
+		"GET /healthz":      func() error { _, err := c.Health(ctx); return err },
+		"GET /openapi.json": func() error { _, err := c.OpenAPI(ctx); return err },
+		"GET /metrics":      func() error { _, err := c.Metrics(ctx); return err },
 	}
 	for _, route := range a.srv.Routes() { // in registration order: redeem before refund
 		call, ok := calls[route]
@@ -160,6 +200,16 @@ func setSignal(ctx context.Context, c *client.Client, tpl int64, mode *string) e
 	v, err := c.SetQuotaPolicy(ctx, tpl, client.PolicyChange{Override: client.Override{Mode: mode}, ChangedBy: "ops", Reason: "test"})
 	if err == nil && v.Effective.Mode != *mode {
 		return &client.Error{Message: "the mode was not set: " + v.Effective.Mode}
+	}
+	return err
+}
+
+// policyHistory reads the history after the PUT and DELETE of the test:
+// the reset is the newest.
+func policyHistory(ctx context.Context, c *client.Client, tpl int64) error {
+	h, err := c.QuotaPolicyHistory(ctx, tpl, 1)
+	if err == nil && (len(h.Entries) != 1 || h.Entries[0].After != nil || h.Entries[0].ChangedBy != "ops") {
+		return &client.Error{Message: "unexpected policy history"}
 	}
 	return err
 }

@@ -25,6 +25,7 @@ const (
 	CodeAlreadyRefunded      Code = "already_refunded"       // 409: the order's redemption was refunded
 	CodeCouponExpired        Code = "coupon_expired"         // 409: past expires_at, awaiting the sweep
 	CodeConflict             Code = "conflict"               // 409: lost a race too many times (retried on idempotent calls)
+	CodeNotOpen              Code = "not_open"               // 409: the reconcile task is not open (missing, not needing review, or resolved)
 	CodeUnsupportedMediaType Code = "unsupported_media_type" // 415
 	CodeInternal             Code = "internal"               // 500
 	CodeUnavailable          Code = "unavailable"            // 503 (retried on idempotent calls)

@@ -221,6 +221,19 @@ type ChannelView struct {
 type Channels struct {
 	Template int64         `json:"template"`
 	Channels []ChannelView `json:"channels"`
+	// CDC is the cdc checkpoint the counts reflect; nil when the API
+	// names none (-cdc-name).
+	CDC *CDCPosition `json:"cdc,omitempty"`
+}
+
+// CDCPosition is where a cdc checkpoint stands; Found false: the cdc has
+// not run against the database.
+type CDCPosition struct {
+	Checkpoint string     `json:"checkpoint"`
+	Found      bool       `json:"found"`
+	Position   string     `json:"position,omitempty"`   // file:pos [gtid=...]
+	EventTime  *time.Time `json:"event_time,omitempty"` // the binlog time of the last event the counts cover
+	SavedAt    *time.Time `json:"saved_at,omitempty"`
 }
 
 // Policy is a quota policy.
