@@ -300,18 +300,10 @@ func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	rep := newReport(cfg, env)
-	if cfg.phases == "sources" {
-		if err := benchSources(ctx, cfg, env, srvB, rep, log); err != nil {
+	if cfg.phases != "all" {
+		if err := benchOne(ctx, cfg, env, srvB, rep, log); err != nil {
 			return err
 		}
-		return rep.finish(cfg, start, log)
-	}
-	if cfg.phases == "api" {
-		api, err := runAPI(ctx, cfg, env, log)
-		if err != nil {
-			return fmt.Errorf("api: %w", err)
-		}
-		rep.api(cfg, api)
 		return rep.finish(cfg, start, log)
 	}
 
@@ -372,6 +364,19 @@ func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 
 	rep.profile(ctx, cfg, cu.profile, log)
 	return rep.finish(cfg, start, log)
+}
+
+// benchOne runs the one phase -phases names (sources or api) and adds its rows.
+func benchOne(ctx context.Context, cfg config, env *env, srvB *serverB, rep *Report, log *slog.Logger) error {
+	if cfg.phases == "sources" {
+		return benchSources(ctx, cfg, env, srvB, rep, log)
+	}
+	api, err := runAPI(ctx, cfg, env, log)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	rep.api(cfg, api)
+	return nil
 }
 
 // benchSources runs phase 6 and adds its rows.

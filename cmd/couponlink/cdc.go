@@ -135,33 +135,47 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	// one group: the first part that fails stops the others, and the
-	// database closes only when all have returned
+	return o.run(ctx, cdcParts{reg: reg, db: db, mapping: m, daemon: d, hooks: hooks, relays: relays}, log)
+}
+
+// cdcParts are what a running cdc is made of.
+type cdcParts struct {
+	reg     *prometheus.Registry
+	db      *sql.DB
+	mapping *canal.Mapping
+	daemon  *sink.Daemon
+	hooks   *webhook.Dispatcher
+	relays  []*webhook.Relay
+}
+
+// run runs the parts of a cdc in one group: the first part that fails
+// stops the others, and the database closes only when all have returned.
+func (o *cdcSettings) run(ctx context.Context, p cdcParts, log *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
 	if *o.metricsAddr != "" {
-		ops, err := listenOps(*o.metricsAddr, reg, db, *o.name, m, d.Stalled, log)
+		ops, err := listenOps(*o.metricsAddr, p.reg, p.db, *o.name, p.mapping, p.daemon.Stalled, log)
 		if err != nil {
 			return err
 		}
 		g.Go(func() error { return ops.Run(gctx) })
 	}
-	if hooks != nil {
+	if p.hooks != nil {
 		log.Info("webhooks on", "url", redactURL(*o.hookURL))
 		g.Go(func() error {
-			if err := hooks.Run(gctx); err != nil {
+			if err := p.hooks.Run(gctx); err != nil {
 				return fmt.Errorf("webhook dispatcher: %w", err)
 			}
 			return nil
 		})
 	}
-	for _, r := range relays {
+	for _, r := range p.relays {
 		log.Info("event sink on", "sink", r.Name())
 		g.Go(func() error { return r.Run(gctx) }) // a sink that is down holds back only itself
 	}
 	// the daemon waits for MySQL (at start too), checks the mapping and
 	// outlives database restarts; it returns only on ctx or what a restart
 	// cannot fix
-	g.Go(func() error { return d.Run(gctx) })
+	g.Go(func() error { return p.daemon.Run(gctx) })
 	return g.Wait()
 }
 
