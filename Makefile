@@ -44,10 +44,10 @@ test-portable:
 bench-smoke:
 	$(GO) run ./cmd/couponlink-bench -smoke
 
-# playwright-core for the console's browser test (a Go test of ./console/,
-# run by `make test`; it drives the system's /usr/bin/chromium).
+# Chromium, node and npm (apt-get when missing) and playwright-core for the
+# console's browser test (a Go test of ./console/, run by `make test`).
 console-e2e-deps:
-	@[ -d console/e2e/node_modules/playwright-core ] || (cd console/e2e && npm ci --no-audit --no-fund)
+	@console/e2e/deps.sh
 
 # Only the console's browser test, on the private servers; screenshots in console/e2e/out/.
 test-console:
