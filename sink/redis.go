@@ -132,6 +132,47 @@ func (r *stock) flushed(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
+// redisStampsAhead reports whether a stock key carries a stamp above pos's:
+// a write of a batch this server's binlog does not hold at pos, as when the
+// cdc wrote it on a primary that failed over before its checkpoint reached
+// the replica (whose binlog may even hold the checkpoint's file and offset,
+// so the resume cannot tell). Redis unreachable counts as ahead: a rebuild
+// from the truth is right whatever the stamps were.
+func (s *Sink) redisStampsAhead(ctx context.Context, pos canal.Position) bool {
+	s.work.Lock()
+	r := s.redis
+	s.work.Unlock()
+	if r == nil {
+		return false
+	}
+	ahead, err := r.stampsAhead(ctx, inventory.Stamp(pos))
+	if err != nil {
+		s.log.Warn("cannot read the Redis stamps at start: the keys are rebuilt", "err", err)
+		return true
+	}
+	return ahead
+}
+
+// stampsAhead reports whether a key's stamp is above at.
+func (r *stock) stampsAhead(ctx context.Context, at int64) (bool, error) {
+	hashes, err := redisconn.ScanPrefix(ctx, r.rdb, r.keys.Prefix+"stamp:{")
+	if err != nil {
+		return false, err
+	}
+	for _, h := range hashes {
+		vals, err := r.rdb.HVals(ctx, h).Result()
+		if err != nil {
+			return false, fmt.Errorf("read the stamps %s: %w", h, err)
+		}
+		for _, v := range vals {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > at {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 // resetRedisStamps makes the next Redis write a rebuild that drops the
 // keys' stamps: the sink resumed from pos, a position of another server's
 // binlog, and the stamps may be positions of that binlog, higher than any

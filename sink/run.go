@@ -193,10 +193,13 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (tim
 	mode := "gtid"
 	if start.GTID == "" {
 		mode = "file/offset (verified against the GTID)"
-	} else if from.File != "" {
+	}
+	if (start.GTID != "" && from.File != "") || s.redisStampsAhead(ctx, from) {
 		// the checkpoint's file and offset are not this server's (a
-		// failover, a purged file): the Redis keys' stamps may be
-		// positions of another binlog, higher than any this one will reach
+		// failover, a purged file), or keys are stamped past them (a
+		// failover whose new primary's binlog has the same offsets up to
+		// the checkpoint): the stamps may be positions of another binlog,
+		// higher than any this one will reach at that point
 		s.resetRedisStamps(from)
 	}
 	tables := s.cfg.Mapping.SourceTables()

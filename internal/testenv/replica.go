@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 )
 
@@ -45,7 +46,12 @@ func (m *MariaDB) WaitRelayApplied(within time.Duration) string {
 	deadline := time.Now().Add(within)
 	for {
 		st := m.slaveStatus()
-		if st["Master_Log_File"] == st["Relay_Master_Log_File"] && st["Read_Master_Log_Pos"] == st["Exec_Master_Log_Pos"] {
+		// everything read is applied; or the IO thread was stopped inside a
+		// transaction, whose incomplete tail the SQL thread never applies
+		// (it has read all the relay log and waits for more)
+		applied := st["Master_Log_File"] == st["Relay_Master_Log_File"] && st["Read_Master_Log_Pos"] == st["Exec_Master_Log_Pos"]
+		stalled := st["Slave_IO_Running"] == "No" && strings.Contains(st["Slave_SQL_Running_State"], "has read all relay log")
+		if applied || stalled {
 			var pos string
 			m.query("SELECT @@gtid_slave_pos", &pos)
 			return pos
