@@ -145,7 +145,10 @@ func (s *Sink) redisStampsAhead(ctx context.Context, pos canal.Position) bool {
 	if r == nil {
 		return false
 	}
-	ahead, err := r.stampsAhead(ctx, inventory.Stamp(pos))
+	s.mu.RLock()
+	templates := templatesIn(s.quotas)
+	s.mu.RUnlock()
+	ahead, err := r.stampsAhead(ctx, templates, inventory.Stamp(pos))
 	if err != nil {
 		s.log.Warn("cannot read the Redis stamps at start: the keys are rebuilt", "err", err)
 		return true
@@ -153,18 +156,19 @@ func (s *Sink) redisStampsAhead(ctx context.Context, pos canal.Position) bool {
 	return ahead
 }
 
-// stampsAhead reports whether a key's stamp is above at.
-func (r *stock) stampsAhead(ctx context.Context, at int64) (bool, error) {
-	hashes, err := redisconn.ScanPrefix(ctx, r.rdb, r.keys.Prefix+"stamp:{")
-	if err != nil {
-		return false, err
+// stampsAhead reports whether a stock key of the templates carries a stamp
+// above at: one pipelined HVALS per template's stamp hash, no keyspace scan.
+func (r *stock) stampsAhead(ctx context.Context, templates []int64, at int64) (bool, error) {
+	pipe := r.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(templates))
+	for i, tpl := range templates {
+		cmds[i] = pipe.HVals(ctx, r.keys.Stamps(tpl)) // one key each: one slot on a cluster
 	}
-	for _, h := range hashes {
-		vals, err := r.rdb.HVals(ctx, h).Result()
-		if err != nil {
-			return false, fmt.Errorf("read the stamps %s: %w", h, err)
-		}
-		for _, v := range vals {
+	if _, err := pipe.Exec(ctx); err != nil && len(templates) > 0 {
+		return false, fmt.Errorf("read the stamps of %d templates: %w", len(templates), err)
+	}
+	for _, c := range cmds {
+		for _, v := range c.Val() {
 			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > at {
 				return true, nil
 			}
