@@ -26,13 +26,7 @@ import (
 
 // cdcSettings are couponlink cdc's flags, by concern.
 type cdcSettings struct {
-	db       settings.Database
-	mapping  settings.Mapping
-	redis    settings.Redis
-	cp       settings.Checkpoint
-	metrics  settings.Metrics
-	logging  settings.Logging
-	snapshot settings.Snapshot
+	daemonSettings
 	// the binlog stream: which server, as which replica, the leader lock
 	binlogDSN     *string
 	serverID      *int
@@ -55,15 +49,15 @@ const cdcSummary = "Tails the MySQL binlog and turns coupon row changes into cou
 
 func cdcFlags(stderr io.Writer) (*settings.Flags, *cdcSettings) {
 	f := newFlags("cdc", cdcSummary, stderr)
-	o := &cdcSettings{
-		mapping: settings.Mapping{FileUse: "YAML file naming a legacy schema's tables, columns and status codes (default: the reference schema)",
-			SourceUse: "with a mapping that names several servers (sources:), the source this cdc follows: its DSN replaces -dsn, its name is the checkpoint name and the source label of the metrics"},
-		redis: settings.Redis{AddrUse: "Redis address for the stock keys, or a comma-separated list of a Redis Cluster's nodes (empty: no Redis)",
-			ModeUse: "owner (couponlink writes the stock keys; default for the reference schema), corrector (a legacy front end owns them; default with -mapping) or off"},
-		cp:      settings.Checkpoint{Use: "checkpoint name (one per source schema)"},
-		metrics: settings.Metrics{Daemon: "cdc", Use: "listen address of /metrics, /healthz and /status (the status as JSON, as couponlink status -json prints it; empty: none)"},
-	}
-	f.Add(&o.db, &o.mapping, &o.redis, &o.cp, &o.metrics, &o.logging, &o.snapshot)
+	o := &cdcSettings{}
+	o.register(f, "cdc", daemonUses{
+		mapping:   "YAML file naming a legacy schema's tables, columns and status codes (default: the reference schema)",
+		source:    "with a mapping that names several servers (sources:), the source this cdc follows: its DSN replaces -dsn, its name is the checkpoint name and the source label of the metrics",
+		redis:     "Redis address for the stock keys, or a comma-separated list of a Redis Cluster's nodes (empty: no Redis)",
+		redisMode: "owner (couponlink writes the stock keys; default for the reference schema), corrector (a legacy front end owns them; default with -mapping) or off",
+		name:      "checkpoint name (one per source schema)",
+		metrics:   "listen address of /metrics, /healthz and /status (the status as JSON, as couponlink status -json prints it; empty: none)",
+	})
 	o.binlogDSN = f.EnvString("binlog-dsn", "COUPONLINK_BINLOG_DSN", "", "read the binlog from this server instead of -dsn's: a replica of it with log_slave_updates=ON (README \"Failover and replicas\"); the counters, checkpoint and leader lock stay on -dsn's server, the primary; empty: -dsn's server")
 	o.serverID = f.EnvInt("server-id", "COUPONLINK_CDC_SERVER_ID", 0, "replica server id the cdc uses on the binlog stream (0: derived from the checkpoint name and pid)")
 	o.leaderTimeout = f.EnvDuration("leader-timeout", "COUPONLINK_CDC_LEADER_TIMEOUT", sink.DefaultLeaderTimeout, "how long the leader lock outlives a leader the server cannot hear from (host gone, network partition; the lock session's wait_timeout; at least 2s): a standby takes over within it. A leader whose process dies frees the lock at once")

@@ -34,24 +34,15 @@ func mappingUsage(w io.Writer) {
 	fmt.Fprintf(w, "  %-6s %s\n", "check", mappingCheckSummary)
 }
 
-// mappingCheckSettings are couponlink mapping check's flags.
-type mappingCheckSettings struct {
-	db      settings.Database
-	mapping settings.Mapping
-}
-
-func mappingCheckFlags(stderr io.Writer) (*settings.Flags, *mappingCheckSettings) {
-	f := newFlags("mapping check", "Connects to the server of the DSN (as the cdc does) and checks the mapping against its live schema: "+
+func mappingCheckFlags(stderr io.Writer) (*settings.Flags, *dbMapping) {
+	return dbMappingFlags("mapping check", "Connects to the server of the DSN (as the cdc does) and checks the mapping against its live schema: "+
 		"the tables, columns and binlog settings the cdc checks at start; the mapped columns' types (ids, codes, budgets, limits and "+
 		"counts integer; end times DATETIME or TIMESTAMP); nullable status or template columns (undecodable rows are possible: a warning); "+
 		"the indexes the checks' queries need (missing: a warning with the CREATE INDEX to add). Prints what each role maps to and which "+
 		"checks are on, and which are off because the shop lacks the data. With a mapping naming several sources, checks each source "+
-		"on its own server (its DSN, its tables) and reports each. Exit code 1 on errors, 0 with warnings only.", stderr)
-	o := &mappingCheckSettings{mapping: settings.Mapping{
-		FileUse:   "YAML mapping of the legacy schema to check (empty: couponlink's reference schema)",
-		SourceUse: "with a mapping of several sources: check this source only (default: every source)"}}
-	f.Add(&o.db, &o.mapping)
-	return f, o
+		"on its own server (its DSN, its tables) and reports each. Exit code 1 on errors, 0 with warnings only.",
+		"YAML mapping of the legacy schema to check (empty: couponlink's reference schema)",
+		"with a mapping of several sources: check this source only (default: every source)", stderr)
 }
 
 func runMappingCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {

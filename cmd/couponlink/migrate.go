@@ -11,20 +11,11 @@ import (
 	"github.com/couponlink/couponlink/migrations"
 )
 
-// migrateSettings are couponlink migrate's flags.
-type migrateSettings struct {
-	db      settings.Database
-	mapping settings.Mapping
-}
-
-func migrateFlags(stderr io.Writer) (*settings.Flags, *migrateSettings) {
-	f := newFlags("migrate", "Creates the database named in the DSN when it is missing and applies every schema migration not yet applied (golang-migrate, versions in schema_migrations). "+
-		"With a -mapping naming several sources, does so on every source's server, in the database of the source's DSN (or on -source's only), one line per source.", stderr)
-	o := &migrateSettings{mapping: settings.Mapping{
-		FileUse:   "YAML mapping of a legacy schema; when it names sources, migrate each source's server instead of -dsn's",
-		SourceUse: "with a mapping of several sources: migrate this source's server only (default: every source)"}}
-	f.Add(&o.db, &o.mapping)
-	return f, o
+func migrateFlags(stderr io.Writer) (*settings.Flags, *dbMapping) {
+	return dbMappingFlags("migrate", "Creates the database named in the DSN when it is missing and applies every schema migration not yet applied (golang-migrate, versions in schema_migrations). "+
+		"With a -mapping naming several sources, does so on every source's server, in the database of the source's DSN (or on -source's only), one line per source.",
+		"YAML mapping of a legacy schema; when it names sources, migrate each source's server instead of -dsn's",
+		"with a mapping of several sources: migrate this source's server only (default: every source)", stderr)
 }
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {

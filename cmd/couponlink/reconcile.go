@@ -27,13 +27,7 @@ import (
 
 // reconcileSettings are couponlink reconcile's flags, by concern.
 type reconcileSettings struct {
-	db       settings.Database
-	mapping  settings.Mapping
-	redis    settings.Redis
-	cp       settings.Checkpoint
-	metrics  settings.Metrics
-	logging  settings.Logging
-	snapshot settings.Snapshot
+	daemonSettings
 	// a pass: its waits, what it fixes, what it leaves for a person, its events
 	quiet, catchUp *time.Duration
 	absT           *int
@@ -52,15 +46,15 @@ const reconcileSummary = "Proves that the cdc's counters, coupon_template's cach
 
 func reconcileFlags(stderr io.Writer) (*settings.Flags, *reconcileSettings) {
 	f := newFlags("reconcile", reconcileSummary, stderr)
-	o := &reconcileSettings{
-		mapping: settings.Mapping{FileUse: "YAML mapping of a legacy schema (default: the reference schema)",
-			SourceUse: "with a mapping with sources: the source whose task -resolve closes (a task id is one source's)"},
-		redis: settings.Redis{AddrUse: "Redis address, or a comma-separated list of a Redis Cluster's nodes (empty: Redis is not compared)",
-			ModeUse: "owner (couponlink's stock keys) or corrector (the mapping's legacy keys); default by schema"},
-		cp:      settings.Checkpoint{Use: "the cdc's checkpoint name"},
-		metrics: settings.Metrics{Daemon: "reconcile", Use: "listen address of /metrics, /healthz and /status (the cdc's status as JSON, as couponlink status -json prints it) for the daemon (empty: none)"},
-	}
-	f.Add(&o.db, &o.mapping, &o.redis, &o.cp, &o.metrics, &o.logging, &o.snapshot)
+	o := &reconcileSettings{}
+	o.register(f, "reconcile", daemonUses{
+		mapping:   "YAML mapping of a legacy schema (default: the reference schema)",
+		source:    "with a mapping with sources: the source whose task -resolve closes (a task id is one source's)",
+		redis:     "Redis address, or a comma-separated list of a Redis Cluster's nodes (empty: Redis is not compared)",
+		redisMode: "owner (couponlink's stock keys) or corrector (the mapping's legacy keys); default by schema",
+		name:      "the cdc's checkpoint name",
+		metrics:   "listen address of /metrics, /healthz and /status (the cdc's status as JSON, as couponlink status -json prints it) for the daemon (empty: none)",
+	})
 	o.quiet = f.EnvDuration("quiet", "COUPONLINK_RECONCILE_QUIET", 5*time.Second, "a Redis key is corrected only if it and the truth stayed put this long")
 	o.catchUp = f.EnvDuration("catch-up-wait", "COUPONLINK_RECONCILE_CATCH_UP", 30*time.Second, "bound of the binlog replay between the snapshot and the cdc's checkpoint, and of the wait for another pass (one pass at a time per database)")
 	o.absT = f.EnvInt("abs-threshold", "COUPONLINK_RECONCILE_ABS", 100, "a counter or template count off by more than this and by more than -rel-threshold of the truth is left for a person, otherwise fixed")

@@ -135,54 +135,40 @@ func (f *Flags) EnvSecret(name, env, usage string) func() string {
 
 // EnvDuration is a duration flag set by env too.
 func (f *Flags) EnvDuration(name, env string, def time.Duration, usage string) *time.Duration {
-	f.fromEnv(env, func(v string) error {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return errors.New("not a duration (e.g. 30s, 5m)")
-		}
-		def = d
-		return nil
-	})
+	f.fromEnv(env, setTo(&def, time.ParseDuration, "not a duration (e.g. 30s, 5m)"))
 	return f.Duration(name, def, f.bind(name, env, usage))
 }
 
 // EnvInt is an integer flag set by env too.
 func (f *Flags) EnvInt(name, env string, def int, usage string) *int {
-	f.fromEnv(env, func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return errors.New("not an integer")
-		}
-		def = n
-		return nil
-	})
+	f.fromEnv(env, setTo(&def, strconv.Atoi, "not an integer"))
 	return f.Int(name, def, f.bind(name, env, usage))
 }
 
 // EnvFloat is a number flag set by env too.
 func (f *Flags) EnvFloat(name, env string, def float64, usage string) *float64 {
-	f.fromEnv(env, func(v string) error {
-		n, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			return errors.New("not a number")
-		}
-		def = n
-		return nil
-	})
+	parse := func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }
+	f.fromEnv(env, setTo(&def, parse, "not a number"))
 	return f.Float64(name, def, f.bind(name, env, usage))
 }
 
 // EnvBool is a boolean flag set by env too.
 func (f *Flags) EnvBool(name, env string, def bool, usage string) *bool {
-	f.fromEnv(env, func(v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return errors.New("not true or false")
-		}
-		def = b
-		return nil
-	})
+	f.fromEnv(env, setTo(&def, strconv.ParseBool, "not true or false"))
 	return f.Bool(name, def, f.bind(name, env, usage))
+}
+
+// setTo is a setter of fromEnv: the value parse reads becomes *def; what
+// parse refuses is the error not ("not a number").
+func setTo[T any](def *T, parse func(string) (T, error), not string) func(string) error {
+	return func(v string) error {
+		x, err := parse(v)
+		if err != nil {
+			return errors.New(not)
+		}
+		*def = x
+		return nil
+	}
 }
 
 // EnvVar is a flag of any type set by env too: env's value goes through
