@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // FlagSets lists every command's flags as the command builds them: its
@@ -70,8 +73,22 @@ func TestSnapshotPositionFlag(t *testing.T) {
 		assert.Equal(t, 2, code, errs)
 		assert.Contains(t, errs, `invalid value "ftwrl" for flag -snapshot-position: not a snapshot position method (auto, status, lock or tables)`)
 	}
+	defer inventory.SetSnapshotMethod(canal.SnapshotAuto)
+	badDSN := "nobody@tcp(127.0.0.1:1"
+	t.Setenv("COUPONLINK_SNAPSHOT_POSITION", "tables")
+	code, _, errs := cli(t, "reconcile", "-once", "-dsn", badDSN)
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, "parse MySQL DSN", "a good method: the pass goes on to the database")
+	assert.Equal(t, canal.SnapshotTables, inventory.SetSnapshotMethod(canal.SnapshotAuto), "the variable's method is the process's")
+	code, _, errs = cli(t, "reconcile", "-once", "-dsn", badDSN, "-snapshot-position", "lock")
+	assert.Equal(t, 2, code, errs)
+	assert.Equal(t, canal.SnapshotLock, inventory.SetSnapshotMethod(canal.SnapshotAuto), "the flag wins over the variable")
+
 	t.Setenv("COUPONLINK_SNAPSHOT_POSITION", "ftwrl")
-	code, _, errs := cli(t, "reconcile", "-once")
+	code, _, errs = cli(t, "reconcile", "-once")
 	assert.Equal(t, 2, code, errs)
 	assert.Contains(t, errs, `bad environment: COUPONLINK_SNAPSHOT_POSITION="ftwrl" is not a snapshot position method (auto, status, lock or tables)`)
+	code, _, errs = cli(t, "status", "-dsn", badDSN)
+	assert.Equal(t, 1, code, errs)
+	assert.Contains(t, errs, "parse MySQL DSN", "a command that takes no snapshot does not read the variable")
 }

@@ -133,12 +133,17 @@ func TestGroups(t *testing.T) {
 		sn  Snapshot
 	)
 	want := map[string][2]string{ // flag: variable, default
-		"dsn": {"COUPONLINK_MYSQL_DSN", DefaultDSN}, "redis": {"COUPONLINK_REDIS_ADDR", "127.0.0.1:6380"},
-		"redis-cluster": {"COUPONLINK_REDIS_CLUSTER", "false"}, "redis-mode": {"COUPONLINK_REDIS_MODE", ""},
-		"key-prefix": {"COUPONLINK_KEY_PREFIX", "couponlink:"}, "mapping": {"COUPONLINK_MAPPING", ""},
-		"source": {"COUPONLINK_SOURCE", ""}, "name": {"COUPONLINK_CDC_NAME", "default"},
-		"metrics-addr": {"COUPONLINK_RECONCILE_METRICS_ADDR", "127.0.0.1:9465"},
-		"log-level":    {"COUPONLINK_LOG_LEVEL", "info"}, "snapshot-position": {"COUPONLINK_SNAPSHOT_POSITION", "auto"},
+		"dsn":               {"COUPONLINK_MYSQL_DSN", DefaultDSN},
+		"redis":             {"COUPONLINK_REDIS_ADDR", "127.0.0.1:6380"},
+		"redis-cluster":     {"COUPONLINK_REDIS_CLUSTER", "false"},
+		"redis-mode":        {"COUPONLINK_REDIS_MODE", ""},
+		"key-prefix":        {"COUPONLINK_KEY_PREFIX", "couponlink:"},
+		"mapping":           {"COUPONLINK_MAPPING", ""},
+		"source":            {"COUPONLINK_SOURCE", ""},
+		"name":              {"COUPONLINK_CDC_NAME", "default"},
+		"metrics-addr":      {"COUPONLINK_RECONCILE_METRICS_ADDR", "127.0.0.1:9465"},
+		"log-level":         {"COUPONLINK_LOG_LEVEL", "info"},
+		"snapshot-position": {"COUPONLINK_SNAPSHOT_POSITION", "auto"},
 	}
 	n := 0
 	for _, w := range want { // the test's environment (the servers' exports) does not count
