@@ -17,67 +17,72 @@ import (
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/internal/redisconn"
+	"github.com/couponlink/couponlink/internal/settings"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/sink"
 	"github.com/couponlink/couponlink/webhook"
 )
 
-// cdcSettings are couponlink cdc's flags.
+// cdcSettings are couponlink cdc's flags, by concern.
 type cdcSettings struct {
-	dsn, mapping, source, redisAddr, redisMode, prefix, metricsAddr, name, hookURL *string
-	binlogDSN                                                                      *string
-	leaderTimeout                                                                  *time.Duration
-	serverID, batchRows, hookAttempts, hookPending                                 *int
-	batchWait, grace, releaseEvery, rebalanceEvery                                 *time.Duration
-	rebuild, strict, redisCluster                                                  *bool
-	stallAfter                                                                     *time.Duration
-	policy                                                                         func() quota.Policy
-	hookSecret                                                                     func() string
-	level                                                                          *slog.Level
-	events                                                                         *eventSettings
+	daemonSettings
+	// the binlog stream: which server, as which replica, the leader lock
+	binlogDSN     *string
+	serverID      *int
+	leaderTimeout *time.Duration
+	rebuild       *bool
+	// batches of counters, and the source rows the mapping cannot decode
+	batchRows  *int
+	batchWait  *time.Duration
+	strict     *bool
+	stallAfter *time.Duration
+	// the sink's chores and the default quota policy
+	grace, releaseEvery, rebalanceEvery *time.Duration
+	policy                              func() quota.Policy
+	// the events: the webhook, the stream sinks
+	hooks  *webhookSettings
+	events *eventSettings
 }
 
-func cdcFlags(f *flags) *cdcSettings {
-	return &cdcSettings{
-		dsn:            f.dsn(),
-		binlogDSN:      f.string("binlog-dsn", "COUPONLINK_BINLOG_DSN", "", "read the binlog from this server instead of -dsn's: a replica of it with log_slave_updates=ON (README \"Failover and replicas\"); the counters, checkpoint and leader lock stay on -dsn's server, the primary; empty: -dsn's server"),
-		leaderTimeout:  f.duration("leader-timeout", "COUPONLINK_CDC_LEADER_TIMEOUT", sink.DefaultLeaderTimeout, "how long the leader lock outlives a leader the server cannot hear from (host gone, network partition; the lock session's wait_timeout; at least 2s): a standby takes over within it. A leader whose process dies frees the lock at once"),
-		mapping:        f.string("mapping", "COUPONLINK_MAPPING", "", "YAML file naming a legacy schema's tables, columns and status codes (default: the reference schema)"),
-		source:         f.string("source", "COUPONLINK_SOURCE", "", "with a mapping that names several servers (sources:), the source this cdc follows: its DSN replaces -dsn, its name is the checkpoint name and the source label of the metrics"),
-		redisAddr:      f.string("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", "Redis address for the stock keys, or a comma-separated list of a Redis Cluster's nodes (empty: no Redis)"),
-		redisCluster:   f.bool("redis-cluster", "COUPONLINK_REDIS_CLUSTER", false, "-redis names a Redis Cluster even when it is one address (two or more always are)"),
-		redisMode:      f.string("redis-mode", "COUPONLINK_REDIS_MODE", "", "owner (couponlink writes the stock keys; default for the reference schema), corrector (a legacy front end owns them; default with -mapping) or off"),
-		prefix:         f.string("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys"),
-		metricsAddr:    f.string("metrics-addr", "COUPONLINK_CDC_METRICS_ADDR", "127.0.0.1:9464", "listen address of /metrics, /healthz and /status (the status as JSON, as couponlink status -json prints it; empty: none)"),
-		name:           f.string("name", "COUPONLINK_CDC_NAME", "default", "checkpoint name (one per source schema)"),
-		serverID:       f.int("server-id", "COUPONLINK_CDC_SERVER_ID", 0, "replica server id the cdc uses on the binlog stream (0: derived from the checkpoint name and pid)"),
-		batchRows:      f.int("batch-rows", "COUPONLINK_CDC_BATCH_ROWS", 5000, "the most rows one batch (one MySQL transaction of counters) gathers while the previous one is applied"),
-		batchWait:      f.duration("batch-wait", "COUPONLINK_CDC_BATCH_WAIT", 0, "if positive, a batch waits up to this long after its first row for more (fewer, larger batches; more lag); 0: applied as soon as the sink is free"),
-		grace:          f.duration("redemption-grace", "COUPONLINK_REDEMPTION_GRACE", 30*time.Second, "how long a USED coupon may wait for its redemption row before it is an anomaly"),
-		rebuild:        f.bool("rebuild", "COUPONLINK_CDC_REBUILD", false, "rebuild the counters from a consistent snapshot, then stream from its position"),
-		strict:         f.bool("strict", "COUPONLINK_CDC_STRICT", false, "stop (no retry) at a source row the mapping cannot decode (NULL or unmapped status, NULL id) instead of recording an undecodable_row anomaly and going on"),
-		stallAfter:     f.duration("stall-after", "COUPONLINK_CDC_STALL_AFTER", 30*time.Second, "the checkpoint behind the server's binlog end and not moving for this long is a stall: /healthz answers 503 and couponlink_cdc_stalled is 1"),
-		releaseEvery:   f.duration("release-every", "COUPONLINK_RELEASE_EVERY", 10*time.Second, "how often expired coupons whose release cooldown is over are looked for"),
-		rebalanceEvery: f.duration("rebalance-every", "COUPONLINK_REBALANCE_EVERY", 30*time.Second, "how often the channel-quota rebalancing rule runs"),
-		policy:         quotaDefaultFlags(f),
-		hookURL:        f.string("webhook-url", "COUPONLINK_WEBHOOK_URL", "", "receiver of the webhook events (quota.*, channel.sold_out, anomaly.detected); empty: no webhooks"),
-		hookSecret:     f.secret("webhook-secret", "COUPONLINK_WEBHOOK_SECRET", "HMAC-SHA256 key the webhook bodies are signed with (required with -webhook-url)"),
-		hookAttempts:   f.int("webhook-max-attempts", "COUPONLINK_WEBHOOK_MAX_ATTEMPTS", 12, "delivery rounds (with exponential backoff, 1 s to 10 min) before an event is dropped"),
-		hookPending:    f.int("webhook-max-pending", "COUPONLINK_WEBHOOK_MAX_PENDING", 100_000, "bound of the webhook outbox; beyond it the oldest events are dropped (counted, logged)"),
-		level:          f.logLevel(),
-		events:         eventFlags(f),
-	}
+const cdcSummary = "Tails the MySQL binlog and turns coupon row changes into counters (exactly-once, with the checkpoint), Redis stock keys, anomalies and metrics. One leader per checkpoint; a second cdc waits as a hot standby."
+
+func cdcFlags(stderr io.Writer) (*settings.Flags, *cdcSettings) {
+	f := newFlags("cdc", cdcSummary, stderr)
+	o := &cdcSettings{}
+	o.register(f, "cdc", daemonUses{
+		mapping:   "YAML file naming a legacy schema's tables, columns and status codes (default: the reference schema)",
+		source:    "with a mapping that names several servers (sources:), the source this cdc follows: its DSN replaces -dsn, its name is the checkpoint name and the source label of the metrics",
+		redis:     "Redis address for the stock keys, or a comma-separated list of a Redis Cluster's nodes (empty: no Redis)",
+		redisMode: "owner (couponlink writes the stock keys; default for the reference schema), corrector (a legacy front end owns them; default with -mapping) or off",
+		name:      "checkpoint name (one per source schema)",
+		metrics:   "listen address of /metrics, /healthz and /status (the status as JSON, as couponlink status -json prints it; empty: none)",
+	})
+	o.binlogDSN = f.EnvString("binlog-dsn", "COUPONLINK_BINLOG_DSN", "", "read the binlog from this server instead of -dsn's: a replica of it with log_slave_updates=ON (README \"Failover and replicas\"); the counters, checkpoint and leader lock stay on -dsn's server, the primary; empty: -dsn's server")
+	o.serverID = f.EnvInt("server-id", "COUPONLINK_CDC_SERVER_ID", 0, "replica server id the cdc uses on the binlog stream (0: derived from the checkpoint name and pid)")
+	o.leaderTimeout = f.EnvDuration("leader-timeout", "COUPONLINK_CDC_LEADER_TIMEOUT", sink.DefaultLeaderTimeout, "how long the leader lock outlives a leader the server cannot hear from (host gone, network partition; the lock session's wait_timeout; at least 2s): a standby takes over within it. A leader whose process dies frees the lock at once")
+	o.rebuild = f.EnvBool("rebuild", "COUPONLINK_CDC_REBUILD", false, "rebuild the counters from a consistent snapshot, then stream from its position")
+	o.batchRows = f.EnvInt("batch-rows", "COUPONLINK_CDC_BATCH_ROWS", 5000, "the most rows one batch (one MySQL transaction of counters) gathers while the previous one is applied")
+	o.batchWait = f.EnvDuration("batch-wait", "COUPONLINK_CDC_BATCH_WAIT", 0, "if positive, a batch waits up to this long after its first row for more (fewer, larger batches; more lag); 0: applied as soon as the sink is free")
+	o.strict = f.EnvBool("strict", "COUPONLINK_CDC_STRICT", false, "stop (no retry) at a source row the mapping cannot decode (NULL or unmapped status, NULL id) instead of recording an undecodable_row anomaly and going on")
+	o.stallAfter = f.EnvDuration("stall-after", "COUPONLINK_CDC_STALL_AFTER", 30*time.Second, "the checkpoint behind the server's binlog end and not moving for this long is a stall: /healthz answers 503 and couponlink_cdc_stalled is 1")
+	o.grace = f.EnvDuration("redemption-grace", "COUPONLINK_REDEMPTION_GRACE", 30*time.Second, "how long a USED coupon may wait for its redemption row before it is an anomaly")
+	o.releaseEvery = f.EnvDuration("release-every", "COUPONLINK_RELEASE_EVERY", 10*time.Second, "how often expired coupons whose release cooldown is over are looked for")
+	o.rebalanceEvery = f.EnvDuration("rebalance-every", "COUPONLINK_REBALANCE_EVERY", 30*time.Second, "how often the channel-quota rebalancing rule runs")
+	o.policy = quotaDefaultFlags(f)
+	o.hooks = webhookFlags(f)
+	o.events = eventFlags(f)
+	return f, o
 }
 
 func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("cdc", "Tails the MySQL binlog and turns coupon row changes into counters (exactly-once, with the checkpoint), Redis stock keys, anomalies and metrics. One leader per checkpoint; a second cdc waits as a hot standby.", stderr)
-	o := cdcFlags(f)
-	if err := f.parse(args); err != nil {
+	f, o := cdcFlags(stderr)
+	if err := f.Parse(args); err != nil {
 		return err
 	}
-	base := newLogger(stderr, *o.level) // sink, canal and webhook name their components
-	all, err := readMapping(*o.mapping)
+	inventory.SetSnapshotMethod(*o.snapshot.Method)
+	base := o.logging.Logger(stderr) // sink, canal and webhook name their components
+	all, err := readMapping(*o.mapping.File)
 	if err != nil {
 		return err
 	}
@@ -85,13 +90,13 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	if *o.source != "" {
-		base = base.With("source", *o.source) // one of several cdcs, one per server
+	if *o.mapping.Source != "" {
+		base = base.With("source", *o.mapping.Source) // one of several cdcs, one per server
 	}
 	log := base.With("component", "cdc")
 	// a partitioned leader's sessions (an open batch holds the checkpoint
 	// row) end with its lock's, within -leader-timeout
-	db, err := mysqlconn.OpenIdleBounded(*o.dsn, 8, *o.leaderTimeout)
+	db, err := mysqlconn.OpenIdleBounded(*o.db.DSN, 8, *o.leaderTimeout)
 	if err != nil {
 		return err
 	}
@@ -107,14 +112,14 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var rdb redis.UniversalClient
-	if *o.redisAddr != "" {
-		if rdb, err = redisconn.Open(redisconn.Options{Addr: *o.redisAddr, Cluster: *o.redisCluster,
+	if *o.redis.Addr != "" {
+		if rdb, err = redisconn.Open(redisconn.Options{Addr: *o.redis.Addr, Cluster: *o.redis.Cluster,
 			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}); err != nil {
 			return err
 		}
 		defer rdb.Close()
 	}
-	peers, err := peersOf(all, *o.source)
+	peers, err := peersOf(all, *o.mapping.Source)
 	if err != nil {
 		return err
 	}
@@ -123,11 +128,11 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	sm, err := sinkMetrics(reg, *o.hookURL != "" || o.events.on())
+	sm, err := sinkMetrics(reg, *o.hooks.url != "" || o.events.on())
 	if err != nil {
 		return err
 	}
-	hooks, err := o.dispatcher(db, reg, sm, base)
+	hooks, err := o.hooks.dispatcher(db, reg, sm, base)
 	if err != nil {
 		return err
 	}
@@ -152,15 +157,15 @@ type cdcParts struct {
 // stops the others, and the database closes only when all have returned.
 func (o *cdcSettings) run(ctx context.Context, p cdcParts, log *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
-	if *o.metricsAddr != "" {
-		ops, err := listenOps(*o.metricsAddr, p.reg, p.db, *o.name, p.mapping, p.daemon.Stalled, log)
+	if *o.metrics.Addr != "" {
+		ops, err := listenOps(*o.metrics.Addr, p.reg, p.db, *o.cp.Name, p.mapping, p.daemon.Stalled, log)
 		if err != nil {
 			return err
 		}
 		g.Go(func() error { return ops.Run(gctx) })
 	}
 	if p.hooks != nil {
-		log.Info("webhooks on", "url", redactURL(*o.hookURL))
+		log.Info("webhooks on", "url", redactURL(*o.hooks.url))
 		g.Go(func() error {
 			if err := p.hooks.Run(gctx); err != nil {
 				return fmt.Errorf("webhook dispatcher: %w", err)
@@ -182,7 +187,7 @@ func (o *cdcSettings) run(ctx context.Context, p cdcParts, log *slog.Logger) err
 // daemon is the sink, with its chores, and the tailer feeding it; m is
 // the legacy mapping (nil: the reference schema).
 func (o *cdcSettings) daemon(db, binlogDB *sql.DB, m *canal.Mapping, peers []sink.Peer, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*sink.Daemon, error) {
-	redisMode, err := inventory.ParseRedisMode(*o.redisMode)
+	redisMode, err := inventory.ParseRedisMode(*o.redis.Mode)
 	if err != nil {
 		return nil, fmt.Errorf("-redis-mode: %w", err)
 	}
@@ -193,9 +198,9 @@ func (o *cdcSettings) daemon(db, binlogDB *sql.DB, m *canal.Mapping, peers []sin
 		// every series says which source it counts: dashboards and alerts sum over sources
 		reg = prometheus.WrapRegistererWith(prometheus.Labels{"source": m.Source()}, reg)
 	}
-	scfg := sink.Config{DB: db, Mode: sink.ModeReference, Mapping: canal.DefaultMapping(), Name: *o.name, Redis: rdb, RedisMode: redisMode,
-		Keys: inventory.Keys{Prefix: *o.prefix}, RedemptionGrace: *o.grace, Logger: log, Registerer: reg, ReleaseEvery: *o.releaseEvery,
-		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hookURL != "" || o.events.on(), ChannelLow: *o.events.lowShare, Strict: *o.strict, Peers: peers,
+	scfg := sink.Config{DB: db, Mode: sink.ModeReference, Mapping: canal.DefaultMapping(), Name: *o.cp.Name, Redis: rdb, RedisMode: redisMode,
+		Keys: inventory.Keys{Prefix: *o.redis.Prefix}, RedemptionGrace: *o.grace, Logger: log, Registerer: reg, ReleaseEvery: *o.releaseEvery,
+		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hooks.url != "" || o.events.on(), ChannelLow: *o.events.lowShare, Strict: *o.strict, Peers: peers,
 		BinlogDB: binlogDB, LeaderTimeout: *o.leaderTimeout}
 	if err := scfg.QuotaDefaults.Validate(); err != nil {
 		return nil, fmt.Errorf("default quota policy (-quota-* flags): %w", err)
@@ -203,7 +208,7 @@ func (o *cdcSettings) daemon(db, binlogDB *sql.DB, m *canal.Mapping, peers []sin
 	if m != nil {
 		scfg.Mapping, scfg.Mode = m, sink.ModeLegacy
 	}
-	tcfg, err := tailerConfig(*o.dsn, *o.binlogDSN, *o.serverID)
+	tcfg, err := tailerConfig(*o.db.DSN, *o.binlogDSN, *o.serverID)
 	if err != nil {
 		return nil, err
 	}
@@ -220,17 +225,17 @@ func (o *cdcSettings) daemon(db, binlogDB *sql.DB, m *canal.Mapping, peers []sin
 // mapping; a mapping of one server is returned as it is.
 func (o *cdcSettings) useSource(all *canal.Mapping) (*canal.Mapping, error) {
 	if all == nil {
-		if *o.source != "" {
-			return nil, fmt.Errorf("-source %q needs -mapping: sources are named in the mapping file", *o.source)
+		if *o.mapping.Source != "" {
+			return nil, fmt.Errorf("-source %q needs -mapping: sources are named in the mapping file", *o.mapping.Source)
 		}
 		return nil, nil
 	}
-	m, dsn, err := all.OneSource(*o.source)
+	m, dsn, err := all.OneSource(*o.mapping.Source)
 	if err != nil {
 		return nil, err
 	}
 	if dsn != "" {
-		*o.dsn, *o.name = dsn, *o.source
+		*o.db.DSN, *o.cp.Name = dsn, *o.mapping.Source
 	}
 	return m, nil
 }
@@ -292,15 +297,6 @@ func openSourceConns(m *canal.Mapping, skip string, maxConns int) ([]sourceConn,
 	return out, nil
 }
 
-// dispatcher is the webhook dispatcher, or nil without -webhook-url.
-func (o *cdcSettings) dispatcher(db *sql.DB, reg prometheus.Registerer, sm *webhook.SinkMetrics, log *slog.Logger) (*webhook.Dispatcher, error) {
-	if *o.hookURL == "" {
-		return nil, nil
-	}
-	return webhook.New(webhook.Config{DB: db, URL: *o.hookURL, Secret: []byte(o.hookSecret()), MaxAttempts: *o.hookAttempts,
-		MaxPending: *o.hookPending, Logger: log, Registerer: reg, SinkMetrics: sm})
-}
-
 // redactURL hides a URL's password, for logs.
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
@@ -312,16 +308,16 @@ func redactURL(raw string) string {
 
 // quotaDefaultFlags are the rebalancing policy of templates without an
 // override; the cdc publishes them (quota_policy row 0) at start.
-func quotaDefaultFlags(f *flags) func() quota.Policy {
+func quotaDefaultFlags(f *settings.Flags) func() quota.Policy {
 	d := quota.Defaults()
-	mode := f.string("quota-mode", "COUPONLINK_QUOTA_MODE", d.Mode, "default rebalancing mode: off, signal (recommend only) or auto (move quota)")
-	low := f.float("quota-low", "COUPONLINK_QUOTA_LOW", d.Low, "a channel redeeming below this rate gives unclaimed quota")
-	high := f.float("quota-high", "COUPONLINK_QUOTA_HIGH", d.High, "a channel redeeming above this rate receives quota")
-	minClaims := f.int("quota-min-claims", "COUPONLINK_QUOTA_MIN_CLAIMS", int(d.MinClaims), "claims a channel needs before its rate is judged")
-	maxShare := f.float("quota-max-share", "COUPONLINK_QUOTA_MAX_SHARE", d.MaxShare, "most of a giver's claimable quota one decision moves")
-	reserve := f.float("quota-reserve", "COUPONLINK_QUOTA_RESERVE", d.Reserve, "share of its quota a giver always keeps claimable")
-	cooldown := f.duration("quota-cooldown", "COUPONLINK_QUOTA_COOLDOWN", time.Duration(d.CooldownSeconds)*time.Second, "at most one decision per template per this long")
-	minAge := f.duration("quota-min-age", "COUPONLINK_QUOTA_MIN_AGE", time.Duration(d.MinAgeSeconds)*time.Second, "no decision before a campaign is this old")
+	mode := f.EnvString("quota-mode", "COUPONLINK_QUOTA_MODE", d.Mode, "default rebalancing mode: off, signal (recommend only) or auto (move quota)")
+	low := f.EnvFloat("quota-low", "COUPONLINK_QUOTA_LOW", d.Low, "a channel redeeming below this rate gives unclaimed quota")
+	high := f.EnvFloat("quota-high", "COUPONLINK_QUOTA_HIGH", d.High, "a channel redeeming above this rate receives quota")
+	minClaims := f.EnvInt("quota-min-claims", "COUPONLINK_QUOTA_MIN_CLAIMS", int(d.MinClaims), "claims a channel needs before its rate is judged")
+	maxShare := f.EnvFloat("quota-max-share", "COUPONLINK_QUOTA_MAX_SHARE", d.MaxShare, "most of a giver's claimable quota one decision moves")
+	reserve := f.EnvFloat("quota-reserve", "COUPONLINK_QUOTA_RESERVE", d.Reserve, "share of its quota a giver always keeps claimable")
+	cooldown := f.EnvDuration("quota-cooldown", "COUPONLINK_QUOTA_COOLDOWN", time.Duration(d.CooldownSeconds)*time.Second, "at most one decision per template per this long")
+	minAge := f.EnvDuration("quota-min-age", "COUPONLINK_QUOTA_MIN_AGE", time.Duration(d.MinAgeSeconds)*time.Second, "no decision before a campaign is this old")
 	return func() quota.Policy {
 		return quota.Policy{Mode: *mode, Low: *low, High: *high, MinClaims: int64(*minClaims), MaxShare: *maxShare, Reserve: *reserve,
 			CooldownSeconds: int64(*cooldown / time.Second), MinAgeSeconds: int64(*minAge / time.Second)}

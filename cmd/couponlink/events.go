@@ -6,9 +6,35 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/couponlink/couponlink/internal/settings"
 	"github.com/couponlink/couponlink/streams"
 	"github.com/couponlink/couponlink/webhook"
 )
+
+// webhookSettings are the cdc's flags of the webhook.
+type webhookSettings struct {
+	url                     *string
+	secret                  func() string
+	maxAttempts, maxPending *int
+}
+
+func webhookFlags(f *settings.Flags) *webhookSettings {
+	return &webhookSettings{
+		url:         f.EnvString("webhook-url", "COUPONLINK_WEBHOOK_URL", "", "receiver of the webhook events (quota.*, channel.sold_out, anomaly.detected); empty: no webhooks"),
+		secret:      f.EnvSecret("webhook-secret", "COUPONLINK_WEBHOOK_SECRET", "HMAC-SHA256 key the webhook bodies are signed with (required with -webhook-url)"),
+		maxAttempts: f.EnvInt("webhook-max-attempts", "COUPONLINK_WEBHOOK_MAX_ATTEMPTS", 12, "delivery rounds (with exponential backoff, 1 s to 10 min) before an event is dropped"),
+		maxPending:  f.EnvInt("webhook-max-pending", "COUPONLINK_WEBHOOK_MAX_PENDING", 100_000, "bound of the webhook outbox; beyond it the oldest events are dropped (counted, logged)"),
+	}
+}
+
+// dispatcher is the webhook dispatcher, or nil without -webhook-url.
+func (o *webhookSettings) dispatcher(db *sql.DB, reg prometheus.Registerer, sm *webhook.SinkMetrics, log *slog.Logger) (*webhook.Dispatcher, error) {
+	if *o.url == "" {
+		return nil, nil
+	}
+	return webhook.New(webhook.Config{DB: db, URL: *o.url, Secret: []byte(o.secret()), MaxAttempts: *o.maxAttempts,
+		MaxPending: *o.maxPending, Logger: log, Registerer: reg, SinkMetrics: sm})
+}
 
 // eventSettings are the cdc's flags of the event streams (Redis streams,
 // NATS JetStream) beside the webhook.
@@ -18,14 +44,14 @@ type eventSettings struct {
 	lowShare                *float64
 }
 
-func eventFlags(f *flags) *eventSettings {
+func eventFlags(f *settings.Flags) *eventSettings {
 	return &eventSettings{
-		sinks: f.secret("event-sinks", "COUPONLINK_EVENT_SINKS", "comma-separated stream sinks of the webhook events, each with its own position: "+
+		sinks: f.EnvSecret("event-sinks", "COUPONLINK_EVENT_SINKS", "comma-separated stream sinks of the webhook events, each with its own position: "+
 			"redis://host:port[/db]?stream=couponlink:events&maxlen=1000000&name=redis, "+
 			"nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&duplicates=2m&name=nats (README: Integrations); empty: none"),
-		maxAttempts: f.int("event-sink-max-attempts", "COUPONLINK_EVENT_SINK_MAX_ATTEMPTS", 12, "rounds a stream sink may refuse one event (too large) before it is dropped; an unreachable sink is retried without limit"),
-		lowShare:    f.float("channel-low-share", "COUPONLINK_CHANNEL_LOW_SHARE", 0.1, "a channel bucket whose claimable slots fall to this share of its quota (rounded up) or below writes a channel.low event (0: none)"),
-		maxPending:  f.int("event-sink-max-pending", "COUPONLINK_EVENT_SINK_MAX_PENDING", 100_000, "events a stream sink may fall behind; beyond it its oldest are dropped (counted, logged)"),
+		maxAttempts: f.EnvInt("event-sink-max-attempts", "COUPONLINK_EVENT_SINK_MAX_ATTEMPTS", 12, "rounds a stream sink may refuse one event (too large) before it is dropped; an unreachable sink is retried without limit"),
+		lowShare:    f.EnvFloat("channel-low-share", "COUPONLINK_CHANNEL_LOW_SHARE", 0.1, "a channel bucket whose claimable slots fall to this share of its quota (rounded up) or below writes a channel.low event (0: none)"),
+		maxPending:  f.EnvInt("event-sink-max-pending", "COUPONLINK_EVENT_SINK_MAX_PENDING", 100_000, "events a stream sink may fall behind; beyond it its oldest are dropped (counted, logged)"),
 	}
 }
 

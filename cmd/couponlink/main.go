@@ -29,13 +29,11 @@ func commands() []command {
 		{"status", "print where the cdc stands: checkpoint, lag, anomalies, inventory; -template: its channels", runStatus},
 		{"quota", "show, set, reset and audit a template's quota rebalancing policy (quota policy ...)", runQuota},
 		{"mapping", "check a legacy mapping against the live schema: roles, types, NULLs, indexes, checks on and off (mapping check)", runMapping},
+		{"version", "print the build: module version, VCS revision and time, Go version", runVersion},
 	}
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
-
-// errUsage means a usage message was already printed.
-var errUsage = errors.New("usage")
 
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -46,13 +44,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runContext runs the command named by args[0] until it ends or ctx does,
 // and returns the process's exit code.
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		usage(stdout)
 		return 0
-	}
-	if err := setSnapshotMethod(); err != nil {
-		fmt.Fprintf(stderr, "couponlink: %v\n", err)
-		return 2
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -77,6 +71,9 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	usage(stderr)
 	return 2
 }
+
+// isHelp says whether arg asks for the usage of a command of commands.
+func isHelp(arg string) bool { return arg == "help" || arg == "-h" || arg == "--help" }
 
 // exitCode ends the command with that code, its report already printed.
 type exitCode int

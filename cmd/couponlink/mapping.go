@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/settings"
 )
 
 const mappingCheckSummary = "check a mapping against the live schema: what each role maps to, column types, NULLs, " +
@@ -16,7 +17,7 @@ const mappingCheckSummary = "check a mapping against the live schema: what each 
 
 // runMapping is `couponlink mapping check [flags]`.
 func runMapping(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+	if len(args) > 0 && isHelp(args[0]) {
 		mappingUsage(stdout)
 		return nil
 	}
@@ -33,39 +34,43 @@ func mappingUsage(w io.Writer) {
 	fmt.Fprintf(w, "  %-6s %s\n", "check", mappingCheckSummary)
 }
 
-func runMappingCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("mapping check", "Connects to the server of the DSN (as the cdc does) and checks the mapping against its live schema: "+
+func mappingCheckFlags(stderr io.Writer) (*settings.Flags, *dbMapping) {
+	return dbMappingFlags("mapping check", "Connects to the server of the DSN (as the cdc does) and checks the mapping against its live schema: "+
 		"the tables, columns and binlog settings the cdc checks at start; the mapped columns' types (ids, codes, budgets, limits and "+
 		"counts integer; end times DATETIME or TIMESTAMP); nullable status or template columns (undecodable rows are possible: a warning); "+
 		"the indexes the checks' queries need (missing: a warning with the CREATE INDEX to add). Prints what each role maps to and which "+
 		"checks are on, and which are off because the shop lacks the data. With a mapping naming several sources, checks each source "+
-		"on its own server (its DSN, its tables) and reports each. Exit code 1 on errors, 0 with warnings only.", stderr)
-	dsn := f.dsn()
-	path := f.string("mapping", "COUPONLINK_MAPPING", "", "YAML mapping of the legacy schema to check (empty: couponlink's reference schema)")
-	source := f.string("source", "COUPONLINK_SOURCE", "", "with a mapping of several sources: check this source only (default: every source)")
-	if err := f.parse(args); err != nil {
+		"on its own server (its DSN, its tables) and reports each. Exit code 1 on errors, 0 with warnings only.",
+		"YAML mapping of the legacy schema to check (empty: couponlink's reference schema)",
+		"with a mapping of several sources: check this source only (default: every source)", stderr)
+}
+
+func runMappingCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, o := mappingCheckFlags(stderr)
+	if err := f.Parse(args); err != nil {
 		return err
 	}
+	path, source := *o.mapping.File, *o.mapping.Source
 	m := canal.DefaultMapping()
-	if *path != "" {
+	if path != "" {
 		var err error
-		if m, err = canal.ReadMappingFile(*path); err != nil {
+		if m, err = canal.ReadMappingFile(path); err != nil {
 			fmt.Fprintf(stdout, "errors\n  - %v\n", err)
 			fmt.Fprintln(stderr, "couponlink mapping check: the mapping is refused (see errors above)")
 			return exitCode(1)
 		}
 	}
 	if m.HasSources() {
-		return checkSources(ctx, m, *path, *source, stdout, stderr)
+		return checkSources(ctx, m, path, source, stdout, stderr)
 	}
-	if *source != "" {
+	if source != "" {
 		return errors.New("-source needs a -mapping that names sources")
 	}
-	r, err := inspectOn(ctx, m, *dsn)
+	r, err := inspectOn(ctx, m, *o.db.DSN)
 	if err != nil {
 		return err
 	}
-	name := *path
+	name := path
 	if name == "" {
 		name = "the reference schema"
 	}

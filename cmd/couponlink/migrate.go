@@ -7,31 +7,35 @@ import (
 	"io"
 	"strings"
 
+	"github.com/couponlink/couponlink/internal/settings"
 	"github.com/couponlink/couponlink/migrations"
 )
 
+func migrateFlags(stderr io.Writer) (*settings.Flags, *dbMapping) {
+	return dbMappingFlags("migrate", "Creates the database named in the DSN when it is missing and applies every schema migration not yet applied (golang-migrate, versions in schema_migrations). "+
+		"With a -mapping naming several sources, does so on every source's server, in the database of the source's DSN (or on -source's only), one line per source.",
+		"YAML mapping of a legacy schema; when it names sources, migrate each source's server instead of -dsn's",
+		"with a mapping of several sources: migrate this source's server only (default: every source)", stderr)
+}
+
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("migrate", "Creates the database named in the DSN when it is missing and applies every schema migration not yet applied (golang-migrate, versions in schema_migrations). "+
-		"With a -mapping naming several sources, does so on every source's server, in the database of the source's DSN (or on -source's only), one line per source.", stderr)
-	dsn := f.dsn()
-	mappingFile := f.string("mapping", "COUPONLINK_MAPPING", "", "YAML mapping of a legacy schema; when it names sources, migrate each source's server instead of -dsn's")
-	source := f.string("source", "COUPONLINK_SOURCE", "", "with a mapping of several sources: migrate this source's server only (default: every source)")
-	if err := f.parse(args); err != nil {
+	f, o := migrateFlags(stderr)
+	if err := f.Parse(args); err != nil {
 		return err
 	}
-	m, err := readMapping(*mappingFile)
+	m, err := readMapping(*o.mapping.File)
 	if err != nil {
 		return err
 	}
 	if m == nil || !m.HasSources() {
-		if *source != "" {
+		if *o.mapping.Source != "" {
 			return errors.New("-source needs a -mapping that names sources")
 		}
-		return migrateOne(stdout, "", *dsn)
+		return migrateOne(stdout, "", *o.db.DSN)
 	}
 	names := m.SourceNames()
-	if *source != "" {
-		names = []string{*source}
+	if *o.mapping.Source != "" {
+		names = []string{*o.mapping.Source}
 	}
 	var failed []string
 	for _, name := range names {

@@ -11,32 +11,46 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/settings"
 	"github.com/couponlink/couponlink/quota"
 )
 
 type quotaCommand struct {
 	name, summary string
 	run           func(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error
+	flags         func(name string, stderr io.Writer) *settings.Flags // run's, for FlagSets
 }
 
 func quotaCommands() []quotaCommand {
 	return []quotaCommand{
-		{"show", "print a template's rebalancing policy: each field, its value and whether an override or the defaults set it", runPolicyShow},
-		{"set", "change fields of a template's override (only the flags given), audited", runPolicySet},
-		{"reset", "delete a template's override: it follows the defaults again, audited", runPolicyReset},
-		{"audit", "list the changes of a template's policy, newest first", runPolicyAudit},
+		{"show", "print a template's rebalancing policy: each field, its value and whether an override or the defaults set it", runPolicyShow, flagsOnly(policyShowFlags)},
+		{"set", "change fields of a template's override (only the flags given), audited", runPolicySet, flagsOnly(policySetFlags)},
+		{"reset", "delete a template's override: it follows the defaults again, audited", runPolicyReset, flagsOnly(policyResetFlags)},
+		{"audit", "list the changes of a template's policy, newest first", runPolicyAudit, flagsOnly(policyAuditFlags)},
+	}
+}
+
+// flagsOnly is the flag set of a policy command's flag function.
+func flagsOnly[S any](flags func(string, io.Writer) (*settings.Flags, S)) func(string, io.Writer) *settings.Flags {
+	return func(name string, stderr io.Writer) *settings.Flags {
+		f, _ := flags(name, stderr)
+		return f
 	}
 }
 
 // runQuota is `couponlink quota policy <show|set|reset|audit> [flags]`.
 func runQuota(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+	if len(args) > 0 && isHelp(args[0]) {
 		quotaUsage(stdout)
 		return nil
 	}
 	if len(args) < 2 || args[0] != "policy" {
 		quotaUsage(stderr)
 		return errUsage
+	}
+	if isHelp(args[1]) {
+		quotaUsage(stdout)
+		return nil
 	}
 	for _, c := range quotaCommands() {
 		if c.name == args[1] {
@@ -80,41 +94,60 @@ func reportDomain(stderr io.Writer, name string, err error) error {
 	return exitCode(1)
 }
 
-// template is the -template flag the policy commands require.
-func (f *flags) template() *int64 {
-	return f.Int64("template", 0, "id of the template (required)")
+// policySettings are the flags every policy command has: the database
+// and the template.
+type policySettings struct {
+	db       settings.Database
+	template *int64
 }
 
-// parseTemplate parses args and checks that -template was given.
-func (f *flags) parseTemplate(args []string, template *int64) error {
-	if err := f.parse(args); err != nil {
+// register adds -dsn and the -template the policy commands require.
+func (o *policySettings) register(f *settings.Flags) {
+	f.Add(&o.db)
+	o.template = f.Int64("template", 0, "id of the template (required)")
+}
+
+// parse parses args and checks that -template was given.
+func (o *policySettings) parse(f *settings.Flags, args []string) error {
+	if err := f.Parse(args); err != nil {
 		return err
 	}
-	if *template <= 0 {
+	if *o.template <= 0 {
 		fmt.Fprintln(f.Output(), "-template is required: the id of a template")
 		return errUsage
 	}
 	return nil
 }
 
-func runPolicyShow(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+// policyShowSettings are couponlink quota policy show's flags.
+type policyShowSettings struct {
+	policySettings
+	asJSON *bool
+}
+
+func policyShowFlags(name string, stderr io.Writer) (*settings.Flags, *policyShowSettings) {
 	f := newFlags(name, "Prints the rebalancing policy of a template: each field's effective value, whether the template's override or the defaults set it, and the default.", stderr)
-	dsn := f.dsn()
-	template := f.template()
-	asJSON := f.bool("json", "", false, "print the policy as JSON, as GET /v1/templates/{id}/quota-policy does")
-	if err := f.parseTemplate(args, template); err != nil {
+	o := &policyShowSettings{}
+	o.register(f)
+	o.asJSON = f.Bool("json", false, "print the policy as JSON, as GET /v1/templates/{id}/quota-policy does")
+	return f, o
+}
+
+func runPolicyShow(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	f, o := policyShowFlags(name, stderr)
+	if err := o.parse(f, args); err != nil {
 		return err
 	}
-	db, err := openMySQL(*dsn, 2)
+	db, err := openMySQL(*o.db.DSN, 2)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	v, err := quota.GetPolicy(ctx, db, *template)
+	v, err := quota.GetPolicy(ctx, db, *o.template)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if *o.asJSON {
 		return printJSON(stdout, v)
 	}
 	return printPolicy(stdout, v)
@@ -162,62 +195,88 @@ func policyFields(v quota.PolicyView) []policyField {
 	}
 }
 
-func runPolicySet(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+// policySetSettings are couponlink quota policy set's flags: the fields
+// to change, and who changes them and why.
+type policySetSettings struct {
+	policySettings
+	mode                         *string
+	low, high, maxShare, reserve *float64
+	minClaims                    *int64
+	cooldown, minAge             *time.Duration
+	by, reason                   *string
+}
+
+func policySetFlags(name string, stderr io.Writer) (*settings.Flags, *policySetSettings) {
 	f := newFlags(name, "Changes the fields of a template's override named by the flags given (the others keep their value), checks the result over the defaults, and records who, why and what in the audit.", stderr)
-	dsn := f.dsn()
-	template := f.template()
-	mode := f.String("mode", "", "off, signal (recommend only) or auto (move quota)")
-	low := f.Float64("low", 0, "a channel whose redemption rate is below this gives quota (0 to 1)")
-	high := f.Float64("high", 0, "a channel whose redemption rate is above this receives quota (0 to 1)")
-	minClaims := f.Int64("min-claims", 0, "claims a channel needs before its rate counts")
-	maxShare := f.Float64("max-share", 0, "most of a giver's claimable quota one decision moves (0 to 1)")
-	reserve := f.Float64("reserve", 0, "share of its quota a giver always keeps claimable (0 to 1)")
-	cooldown := f.Duration("cooldown", 0, "least time between two decisions of the template (e.g. 1h)")
-	minAge := f.Duration("min-age", 0, "no decision before the campaign is this old (e.g. 1h)")
-	by := f.String("by", "", "who makes the change (required)")
-	reason := f.String("reason", "", "why, e.g. a ticket (required)")
-	if err := f.parseTemplate(args, template); err != nil {
+	o := &policySetSettings{}
+	o.register(f)
+	o.mode = f.String("mode", "", "off, signal (recommend only) or auto (move quota)")
+	o.low = f.Float64("low", 0, "a channel whose redemption rate is below this gives quota (0 to 1)")
+	o.high = f.Float64("high", 0, "a channel whose redemption rate is above this receives quota (0 to 1)")
+	o.minClaims = f.Int64("min-claims", 0, "claims a channel needs before its rate counts")
+	o.maxShare = f.Float64("max-share", 0, "most of a giver's claimable quota one decision moves (0 to 1)")
+	o.reserve = f.Float64("reserve", 0, "share of its quota a giver always keeps claimable (0 to 1)")
+	o.cooldown = f.Duration("cooldown", 0, "least time between two decisions of the template (e.g. 1h)")
+	o.minAge = f.Duration("min-age", 0, "no decision before the campaign is this old (e.g. 1h)")
+	o.by, o.reason = whoAndWhy(f, "who makes the change (required)")
+	return f, o
+}
+
+// whoAndWhy are -by and -reason, which an audited change requires.
+func whoAndWhy(f *settings.Flags, byUse string) (by, reason *string) {
+	return f.String("by", "", byUse), f.String("reason", "", "why, e.g. a ticket (required)")
+}
+
+func runPolicySet(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	f, o := policySetFlags(name, stderr)
+	if err := o.parse(f, args); err != nil {
 		return err
 	}
-	var change quota.Override
-	var bad error
-	f.Visit(func(fl *flag.Flag) {
-		switch fl.Name {
-		case "mode":
-			change.Mode = mode
-		case "low":
-			change.Low = low
-		case "high":
-			change.High = high
-		case "min-claims":
-			change.MinClaims = minClaims
-		case "max-share":
-			change.MaxShare = maxShare
-		case "reserve":
-			change.Reserve = reserve
-		case "cooldown":
-			change.CooldownSeconds, bad = seconds("cooldown_seconds", *cooldown, bad)
-		case "min-age":
-			change.MinAgeSeconds, bad = seconds("min_age_seconds", *minAge, bad)
-		}
-	})
-	if bad != nil {
-		return bad
+	change, err := o.change(f)
+	if err != nil {
+		return err
 	}
 	if change.Empty() {
 		fmt.Fprintln(stderr, "nothing to change: give at least one of -mode, -low, -high, -min-claims, -max-share, -reserve, -cooldown, -min-age")
 		return errUsage
 	}
-	db, err := openMySQL(*dsn, 2)
+	db, err := openMySQL(*o.db.DSN, 2)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	v, err := quota.SetPolicy(ctx, db, *template, change, *by, *reason, quota.SourceCLI)
+	v, err := quota.SetPolicy(ctx, db, *o.template, change, *o.by, *o.reason, quota.SourceCLI)
 	if err != nil {
 		return err
 	}
 	return printPolicy(stdout, v)
+}
+
+// change is the override of the fields whose flags were given.
+func (o *policySetSettings) change(f *settings.Flags) (quota.Override, error) {
+	var change quota.Override
+	var bad error
+	f.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "mode":
+			change.Mode = o.mode
+		case "low":
+			change.Low = o.low
+		case "high":
+			change.High = o.high
+		case "min-claims":
+			change.MinClaims = o.minClaims
+		case "max-share":
+			change.MaxShare = o.maxShare
+		case "reserve":
+			change.Reserve = o.reserve
+		case "cooldown":
+			change.CooldownSeconds, bad = seconds("cooldown_seconds", *o.cooldown, bad)
+		case "min-age":
+			change.MinAgeSeconds, bad = seconds("min_age_seconds", *o.minAge, bad)
+		}
+	})
+	return change, bad
 }
 
 // seconds is d in whole seconds, or the first error.
@@ -232,50 +291,73 @@ func seconds(field string, d time.Duration, bad error) (*int64, error) {
 	return &s, nil
 }
 
-func runPolicyReset(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+// policyResetSettings are couponlink quota policy reset's flags.
+type policyResetSettings struct {
+	policySettings
+	by, reason *string
+}
+
+func policyResetFlags(name string, stderr io.Writer) (*settings.Flags, *policyResetSettings) {
 	f := newFlags(name, "Deletes a template's override, so that it follows the defaults again; recorded in the audit. A template without an override is left as it is.", stderr)
-	dsn := f.dsn()
-	template := f.template()
-	by := f.String("by", "", "who resets the policy (required)")
-	reason := f.String("reason", "", "why, e.g. a ticket (required)")
-	if err := f.parseTemplate(args, template); err != nil {
+	o := &policyResetSettings{}
+	o.register(f)
+	o.by, o.reason = whoAndWhy(f, "who resets the policy (required)")
+	return f, o
+}
+
+func runPolicyReset(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	f, o := policyResetFlags(name, stderr)
+	if err := o.parse(f, args); err != nil {
 		return err
 	}
-	db, err := openMySQL(*dsn, 2)
+	db, err := openMySQL(*o.db.DSN, 2)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	v, err := quota.ResetPolicy(ctx, db, *template, *by, *reason, quota.SourceCLI)
+	v, err := quota.ResetPolicy(ctx, db, *o.template, *o.by, *o.reason, quota.SourceCLI)
 	if err != nil {
 		return err
 	}
 	return printPolicy(stdout, v)
 }
 
-func runPolicyAudit(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+// policyAuditSettings are couponlink quota policy audit's flags.
+type policyAuditSettings struct {
+	db       settings.Database
+	template *int64
+	limit    *int
+}
+
+func policyAuditFlags(name string, stderr io.Writer) (*settings.Flags, *policyAuditSettings) {
 	f := newFlags(name, "Lists the changes of a template's policy, newest first: when, version, set or reset, who, from where (cli, api, config), why, and the override before and after.", stderr)
-	dsn := f.dsn()
-	template := f.Int64("template", -1, "id of the template (required; 0 lists the changes of the defaults the cdc publishes)")
-	limit := f.int("limit", "", 20, "most changes to list (at most 1000)")
-	if err := f.parse(args); err != nil {
+	o := &policyAuditSettings{}
+	f.Add(&o.db)
+	o.template = f.Int64("template", -1, "id of the template (required; 0 lists the changes of the defaults the cdc publishes)")
+	o.limit = f.Int("limit", 20, "most changes to list (at most 1000)")
+	return f, o
+}
+
+func runPolicyAudit(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
+	f, o := policyAuditFlags(name, stderr)
+	if err := f.Parse(args); err != nil {
 		return err
 	}
-	if *template < 0 {
+	if *o.template < 0 {
 		fmt.Fprintln(stderr, "-template is required: the id of a template, or 0 for the defaults")
 		return errUsage
 	}
-	db, err := openMySQL(*dsn, 2)
+	db, err := openMySQL(*o.db.DSN, 2)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	entries, err := quota.Audit(ctx, db, *template, *limit)
+	entries, err := quota.Audit(ctx, db, *o.template, *o.limit)
 	if err != nil {
 		return err
 	}
 	if len(entries) == 0 {
-		fmt.Fprintf(stdout, "no changes of the policy of template %d\n", *template)
+		fmt.Fprintf(stdout, "no changes of the policy of template %d\n", *o.template)
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)

@@ -20,54 +20,62 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/redisconn"
+	"github.com/couponlink/couponlink/internal/settings"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
 )
 
-// reconcileSettings are couponlink reconcile's flags.
+// reconcileSettings are couponlink reconcile's flags, by concern.
 type reconcileSettings struct {
-	dsn, mapping, redisAddr, redisMode, prefix, name, note, metricsAddr *string
-	source                                                              *string
-	every, quiet, catchUp                                               *time.Duration
-	once, list, noFix, redisCluster, events                             *bool
-	resolve, absT                                                       *int
-	rel                                                                 *float64
-	level                                                               *slog.Level
+	daemonSettings
+	// a pass: its waits, what it fixes, what it leaves for a person, its events
+	quiet, catchUp *time.Duration
+	absT           *int
+	rel            *float64
+	noFix, events  *bool
+	// the daemon's passes
+	every *time.Duration
+	// the one-shot actions, on the command line only: one pass, the open
+	// items, closing one
+	once, list *bool
+	resolve    *int
+	note       *string
 }
 
-func reconcileFlags(f *flags) *reconcileSettings {
-	return &reconcileSettings{
-		dsn:          f.dsn(),
-		mapping:      f.string("mapping", "COUPONLINK_MAPPING", "", "YAML mapping of a legacy schema (default: the reference schema)"),
-		redisAddr:    f.string("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", "Redis address, or a comma-separated list of a Redis Cluster's nodes (empty: Redis is not compared)"),
-		redisCluster: f.bool("redis-cluster", "COUPONLINK_REDIS_CLUSTER", false, "-redis names a Redis Cluster even when it is one address (two or more always are)"),
-		redisMode:    f.string("redis-mode", "COUPONLINK_REDIS_MODE", "", "owner (couponlink's stock keys) or corrector (the mapping's legacy keys); default by schema"),
-		prefix:       f.string("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys"),
-		name:         f.string("name", "COUPONLINK_CDC_NAME", "default", "the cdc's checkpoint name"),
-		every:        f.duration("every", "COUPONLINK_RECONCILE_EVERY", 10*time.Minute, "time between passes of the daemon"),
-		once:         f.bool("once", "", false, "run one pass, print the report, exit 0 (clean or fixed), 1 (needs review; with -no-fix, any difference) or 2 (error: the pass stopped; its task keeps what it found and fixed before; with sources: a source's pass or the cross-source step, the others' reports printed all the same)"),
-		list:         f.bool("list", "", false, "list the open items (passes that need review) and exit"),
-		resolve:      f.int("resolve", "", 0, "close the open item with this task id (with -note)"),
-		note:         f.string("note", "", "", "what was checked or done, for -resolve"),
-		source:       f.string("source", "COUPONLINK_SOURCE", "", "with a mapping with sources: the source whose task -resolve closes (a task id is one source's)"),
-		quiet:        f.duration("quiet", "COUPONLINK_RECONCILE_QUIET", 5*time.Second, "a Redis key is corrected only if it and the truth stayed put this long"),
-		catchUp:      f.duration("catch-up-wait", "COUPONLINK_RECONCILE_CATCH_UP", 30*time.Second, "bound of the binlog replay between the snapshot and the cdc's checkpoint, and of the wait for another pass (one pass at a time per database)"),
-		absT:         f.int("abs-threshold", "COUPONLINK_RECONCILE_ABS", 100, "a counter or template count off by more than this and by more than -rel-threshold of the truth is left for a person, otherwise fixed"),
-		rel:          f.float("rel-threshold", "COUPONLINK_RECONCILE_REL", 0.05, "share of the truth, above 0 and at most 1 (0.05 = 5%): a counter or template count off by more than this and by more than -abs-threshold is left for a person"),
-		events: f.bool("events", "COUPONLINK_RECONCILE_EVENTS", os.Getenv("COUPONLINK_WEBHOOK_URL") != "" || os.Getenv("COUPONLINK_EVENT_SINKS") != "",
-			"write a reconcile.needs_review event to the webhook outbox with each pass that needs a person (default: on when COUPONLINK_WEBHOOK_URL or COUPONLINK_EVENT_SINKS is set, as for the cdc that delivers it)"),
-		noFix:       f.bool("no-fix", "COUPONLINK_RECONCILE_NO_FIX", false, "only report, correct nothing (with -once: exit 1 when anything differs)"),
-		metricsAddr: f.string("metrics-addr", "COUPONLINK_RECONCILE_METRICS_ADDR", "127.0.0.1:9465", "listen address of /metrics, /healthz and /status (the cdc's status as JSON, as couponlink status -json prints it) for the daemon (empty: none)"),
-		level:       f.logLevel(),
-	}
+const reconcileSummary = "Proves that the cdc's counters, coupon_template's cached counts, channel_quota and the Redis stock keys equal the truth in MySQL; fixes what is safe, records every pass in reconcile_task, leaves the rest for a person. With a mapping with sources: each source on its own server (its dsn), then the checks of a template's whole on the sum over the sources. Runs every -every as a daemon with /metrics, or once with -once (exit 0 clean or fixed, 1 needs review or, with -no-fix, any difference, 2 error)."
+
+func reconcileFlags(stderr io.Writer) (*settings.Flags, *reconcileSettings) {
+	f := newFlags("reconcile", reconcileSummary, stderr)
+	o := &reconcileSettings{}
+	o.register(f, "reconcile", daemonUses{
+		mapping:   "YAML mapping of a legacy schema (default: the reference schema)",
+		source:    "with a mapping with sources: the source whose task -resolve closes (a task id is one source's)",
+		redis:     "Redis address, or a comma-separated list of a Redis Cluster's nodes (empty: Redis is not compared)",
+		redisMode: "owner (couponlink's stock keys) or corrector (the mapping's legacy keys); default by schema",
+		name:      "the cdc's checkpoint name",
+		metrics:   "listen address of /metrics, /healthz and /status (the cdc's status as JSON, as couponlink status -json prints it) for the daemon (empty: none)",
+	})
+	o.quiet = f.EnvDuration("quiet", "COUPONLINK_RECONCILE_QUIET", 5*time.Second, "a Redis key is corrected only if it and the truth stayed put this long")
+	o.catchUp = f.EnvDuration("catch-up-wait", "COUPONLINK_RECONCILE_CATCH_UP", 30*time.Second, "bound of the binlog replay between the snapshot and the cdc's checkpoint, and of the wait for another pass (one pass at a time per database)")
+	o.absT = f.EnvInt("abs-threshold", "COUPONLINK_RECONCILE_ABS", 100, "a counter or template count off by more than this and by more than -rel-threshold of the truth is left for a person, otherwise fixed")
+	o.rel = f.EnvFloat("rel-threshold", "COUPONLINK_RECONCILE_REL", 0.05, "share of the truth, above 0 and at most 1 (0.05 = 5%): a counter or template count off by more than this and by more than -abs-threshold is left for a person")
+	o.noFix = f.EnvBool("no-fix", "COUPONLINK_RECONCILE_NO_FIX", false, "only report, correct nothing (with -once: exit 1 when anything differs)")
+	o.events = f.EnvBool("events", "COUPONLINK_RECONCILE_EVENTS", os.Getenv("COUPONLINK_WEBHOOK_URL") != "" || os.Getenv("COUPONLINK_EVENT_SINKS") != "",
+		"write a reconcile.needs_review event to the webhook outbox with each pass that needs a person (default: on when COUPONLINK_WEBHOOK_URL or COUPONLINK_EVENT_SINKS is set, as for the cdc that delivers it)")
+	o.every = f.EnvDuration("every", "COUPONLINK_RECONCILE_EVERY", 10*time.Minute, "time between passes of the daemon")
+	o.once = f.Bool("once", false, "run one pass, print the report, exit 0 (clean or fixed), 1 (needs review; with -no-fix, any difference) or 2 (error: the pass stopped; its task keeps what it found and fixed before; with sources: a source's pass or the cross-source step, the others' reports printed all the same)")
+	o.list = f.Bool("list", false, "list the open items (passes that need review) and exit")
+	o.resolve = f.Int("resolve", 0, "close the open item with this task id (with -note)")
+	o.note = f.String("note", "", "what was checked or done, for -resolve")
+	return f, o
 }
 
 func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newFlags("reconcile", "Proves that the cdc's counters, coupon_template's cached counts, channel_quota and the Redis stock keys equal the truth in MySQL; fixes what is safe, records every pass in reconcile_task, leaves the rest for a person. With a mapping with sources: each source on its own server (its dsn), then the checks of a template's whole on the sum over the sources. Runs every -every as a daemon with /metrics, or once with -once (exit 0 clean or fixed, 1 needs review or, with -no-fix, any difference, 2 error).", stderr)
-	o := reconcileFlags(f)
-	if err := f.parse(args); err != nil {
+	f, o := reconcileFlags(stderr)
+	if err := f.Parse(args); err != nil {
 		return err
 	}
+	inventory.SetSnapshotMethod(*o.snapshot.Method)
 	// with -once, whatever keeps the pass from running is exit code 2 (1 means "needs review")
 	failed := func(err error) error {
 		if !*o.once {
@@ -79,15 +87,15 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if !(*o.rel > 0 && *o.rel <= 1) { // 0 would mean the package's default
 		return failed(fmt.Errorf("-rel-threshold must be a share of the truth above 0 and at most 1 (0.05 = 5%%), got %v", *o.rel))
 	}
-	base := newLogger(stderr, *o.level) // reconcile names its component
-	m, err := readMapping(*o.mapping)
+	base := o.logging.Logger(stderr) // reconcile names its component
+	m, err := readMapping(*o.mapping.File)
 	if err != nil {
 		return failed(err)
 	}
 	if m != nil && m.HasSources() {
 		return o.runSources(ctx, m, stdout, stderr, failed, base)
 	}
-	db, err := openMySQL(*o.dsn, 4)
+	db, err := openMySQL(*o.db.DSN, 4)
 	if err != nil {
 		return failed(err)
 	}
@@ -96,8 +104,8 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case *o.list:
 		return printOpen(ctx, db, stdout, "")
 	case *o.resolve > 0:
-		if *o.source != "" {
-			return fmt.Errorf("-source %q: the mapping names no sources", *o.source)
+		if *o.mapping.Source != "" {
+			return fmt.Errorf("-source %q: the mapping names no sources", *o.mapping.Source)
 		}
 		return o.resolveTask(ctx, db, stdout)
 	}
@@ -130,18 +138,18 @@ func (o *reconcileSettings) resolveTask(ctx context.Context, db *sql.DB, stdout 
 // config is the reconciler settings the flags describe (all but the
 // database, its binlog and the mapping), and how to close its Redis client.
 func (o *reconcileSettings) config(reg prometheus.Registerer, log *slog.Logger) (reconcile.Config, func(), error) {
-	cfg := reconcile.Config{Checkpoint: *o.name, QuietWindow: *o.quiet, CatchUpWait: *o.catchUp,
+	cfg := reconcile.Config{Checkpoint: *o.cp.Name, QuietWindow: *o.quiet, CatchUpWait: *o.catchUp,
 		AbsThreshold: int64(*o.absT), RelThreshold: *o.rel, Events: *o.events, Logger: log, Registerer: reg}
 	var err error
-	if cfg.RedisMode, err = inventory.ParseRedisMode(*o.redisMode); err != nil {
+	if cfg.RedisMode, err = inventory.ParseRedisMode(*o.redis.Mode); err != nil {
 		return cfg, nil, fmt.Errorf("-redis-mode: %w", err)
 	}
-	cfg.Keys.Prefix = *o.prefix
+	cfg.Keys.Prefix = *o.redis.Prefix
 	fix := !*o.noFix
 	cfg.AutoFix = &fix
 	closeRedis := func() {}
-	if *o.redisAddr != "" {
-		rdb, err := redisconn.Open(redisconn.Options{Addr: *o.redisAddr, Cluster: *o.redisCluster, DialTimeout: time.Second})
+	if *o.redis.Addr != "" {
+		rdb, err := redisconn.Open(redisconn.Options{Addr: *o.redis.Addr, Cluster: *o.redis.Cluster, DialTimeout: time.Second})
 		if err != nil {
 			return cfg, nil, err
 		}
@@ -158,7 +166,7 @@ func (o *reconcileSettings) reconciler(db *sql.DB, m *canal.Mapping, reg prometh
 		return nil, nil, err
 	}
 	cfg.DB, cfg.Mapping = db, m
-	if cfg.Binlog, err = tailerConfig(*o.dsn, "", 0); err != nil {
+	if cfg.Binlog, err = tailerConfig(*o.db.DSN, "", 0); err != nil {
 		closeRedis()
 		return nil, nil, err
 	}
@@ -190,11 +198,11 @@ func reconcileOnce(ctx context.Context, r *reconcile.Reconciler, stdout, stderr 
 // daemon runs the reconciler's loop and the ops server in one group: the
 // first that fails stops the other.
 func (o *reconcileSettings) daemon(ctx context.Context, r *reconcile.Reconciler, reg *prometheus.Registry, db *sql.DB, log *slog.Logger) error {
-	m, err := readMapping(*o.mapping) // read and checked before, by reconciler
+	m, err := readMapping(*o.mapping.File) // read and checked before, by reconciler
 	if err != nil {
 		return err
 	}
-	return o.serve(ctx, reg, db, *o.name, m, log, func(ctx context.Context) error { return r.Run(ctx, *o.every) })
+	return o.serve(ctx, reg, db, *o.cp.Name, m, log, func(ctx context.Context) error { return r.Run(ctx, *o.every) })
 }
 
 // serve runs the reconciler's loop (run) and the ops server (/status of
@@ -202,8 +210,8 @@ func (o *reconcileSettings) daemon(ctx context.Context, r *reconcile.Reconciler,
 func (o *reconcileSettings) serve(ctx context.Context, reg *prometheus.Registry, db *sql.DB, name string, m *canal.Mapping,
 	log *slog.Logger, run func(context.Context) error) error {
 	g, gctx := errgroup.WithContext(ctx)
-	if *o.metricsAddr != "" {
-		ops, err := listenOps(*o.metricsAddr, reg, db, name, m, nil, log)
+	if *o.metrics.Addr != "" {
+		ops, err := listenOps(*o.metrics.Addr, reg, db, name, m, nil, log)
 		if err != nil {
 			return err
 		}

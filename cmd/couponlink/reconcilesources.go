@@ -30,7 +30,7 @@ func (o *reconcileSettings) runSources(ctx context.Context, m *canal.Mapping, st
 	case *o.list:
 		return listSources(ctx, dbs, stdout, stderr)
 	case *o.resolve > 0:
-		i := slices.IndexFunc(dbs, func(d reconcile.SourceDB) bool { return d.Name == *o.source })
+		i := slices.IndexFunc(dbs, func(d reconcile.SourceDB) bool { return d.Name == *o.mapping.Source })
 		if i < 0 {
 			return fmt.Errorf("-resolve with a mapping with sources needs -source, one of %s: task ids are per source (each on its server)",
 				strings.Join(m.SourceNames(), ", "))

@@ -11,68 +11,88 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/settings"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/inventory/view"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/sink"
 )
 
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// statusSettings are couponlink status's flags.
+type statusSettings struct {
+	db      settings.Database
+	mapping settings.Mapping
+	cp      settings.Checkpoint
+	// with several sources, how long a source may take to answer
+	timeout *time.Duration
+	// what to print, on the command line only: a template's channels, JSON
+	template *int64
+	asJSON   *bool
+}
+
+func statusFlags(stderr io.Writer) (*settings.Flags, *statusSettings) {
 	f := newFlags("status", "Prints where the cdc stands: checkpoint, lag, events applied, anomalies, and per template and channel the derived states. "+
 		"With -mapping (a legacy schema), also each template's name, budget, remaining stock, claimable and end time, and the channels' labels. "+
 		"With -template, prints that template's channels instead: quota, claims, counts, redemption rate and last quota transfer "+
 		"(for a legacy template: its row in the shop's template table and its channels' counts). "+
 		"With a mapping of several sources, asks every source's server at once: each source's state, checkpoint and lag, then the "+
 		"counts summed over the sources that answered, saying which each sum holds and which it leaves out.", stderr)
-	dsn := f.dsn()
-	name := f.string("name", "COUPONLINK_CDC_NAME", "default", "checkpoint name")
-	mappingFile := f.string("mapping", "COUPONLINK_MAPPING", "", "YAML mapping of the legacy schema the cdc reads (default: the reference schema)")
-	template := f.Int64("template", 0, "print the channels of this template")
-	asJSON := f.bool("json", "", false, "print as JSON: the status (what GET /status of the cdc's ops server answers), or with -template the channels")
-	source := f.string("source", "COUPONLINK_SOURCE", "", "with a mapping of several sources: print this source's status alone, on its server (default: every source, summed)")
-	timeout := f.duration("timeout", "COUPONLINK_STATUS_TIMEOUT", 5*time.Second, "with several sources: how long each source's server may take to answer before it is shown down")
-	if err := f.parse(args); err != nil {
+	o := &statusSettings{
+		mapping: settings.Mapping{FileUse: "YAML mapping of the legacy schema the cdc reads (default: the reference schema)",
+			SourceUse: "with a mapping of several sources: print this source's status alone, on its server (default: every source, summed)"},
+		cp: settings.Checkpoint{Use: "checkpoint name"},
+	}
+	f.Add(&o.db, &o.mapping, &o.cp)
+	o.timeout = f.EnvDuration("timeout", "COUPONLINK_STATUS_TIMEOUT", 5*time.Second, "with several sources: how long each source's server may take to answer before it is shown down")
+	o.template = f.Int64("template", 0, "print the channels of this template")
+	o.asJSON = f.Bool("json", false, "print as JSON: the status (what GET /status of the cdc's ops server answers), or with -template the channels")
+	return f, o
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, o := statusFlags(stderr)
+	if err := f.Parse(args); err != nil {
 		return err
 	}
-	m, err := readMapping(*mappingFile)
+	m, err := readMapping(*o.mapping.File)
 	if err != nil {
 		return err
 	}
-	if m == nil && *source != "" {
+	if m == nil && *o.mapping.Source != "" {
 		return errors.New("-source needs a -mapping that names sources")
 	}
-	if m != nil && m.HasSources() && *source == "" {
-		return reportDomain(stderr, "status", printSourcesStatus(ctx, m, *template, *asJSON, *timeout, stdout))
+	if m != nil && m.HasSources() && *o.mapping.Source == "" {
+		return reportDomain(stderr, "status", printSourcesStatus(ctx, m, *o.template, *o.asJSON, *o.timeout, stdout))
 	}
 	if m != nil {
 		var sourceDSN string
-		if m, sourceDSN, err = m.OneSource(*source); err != nil {
+		if m, sourceDSN, err = m.OneSource(*o.mapping.Source); err != nil {
 			return err
 		}
-		if *source != "" {
-			*dsn, *name = sourceDSN, *source // the source's server, and its checkpoint
+		if *o.mapping.Source != "" {
+			*o.db.DSN, *o.cp.Name = sourceDSN, *o.mapping.Source // the source's server, and its checkpoint
 		}
 	}
-	db, err := openMySQL(*dsn, 2)
+	db, err := openMySQL(*o.db.DSN, 2)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if *template > 0 {
+	if *o.template > 0 {
 		if m != nil {
-			return reportDomain(stderr, "status", printLegacyTemplate(ctx, db, m, *template, *asJSON, stdout))
+			return reportDomain(stderr, "status", printLegacyTemplate(ctx, db, m, *o.template, *o.asJSON, stdout))
 		}
-		return reportDomain(stderr, "status", printChannels(ctx, db, *template, *asJSON, stdout))
+		return reportDomain(stderr, "status", printChannels(ctx, db, *o.template, *o.asJSON, stdout))
 	}
-	if *asJSON {
-		return writeStatusJSON(ctx, stdout, db, *name, m)
+	if *o.asJSON {
+		return writeStatusJSON(ctx, stdout, db, *o.cp.Name, m)
 	}
-	st, err := inventory.ReadMappedStatus(ctx, db, *name, m)
+	st, err := inventory.ReadMappedStatus(ctx, db, *o.cp.Name, m)
 	if err != nil {
 		return err
 	}
 	if !st.Found {
-		fmt.Fprintf(stdout, "no checkpoint %q yet: the cdc has not run against this database\n", *name)
+		fmt.Fprintf(stdout, "no checkpoint %q yet: the cdc has not run against this database\n", *o.cp.Name)
 		return nil
 	}
 	printCheckpoint(stdout, st)
