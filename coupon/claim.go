@@ -84,7 +84,7 @@ func (s *Store) claimOne(ctx context.Context, req ClaimRequest, rules templateRu
 	err := s.retry(ctx, "claim", func() error {
 		c.out = newClaim(req, rules, s.clock())
 		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
-			if err := s.countClaim(ctx, tx, req, rules); err != nil {
+			if err := countClaim(ctx, tx, req, rules); err != nil {
 				return err
 			}
 			err := writeGrants(ctx, tx, req.TemplateID, []*claimCall{c}, map[string]*bucket{req.Channel: {granted: 1}})
@@ -111,7 +111,7 @@ func (s *Store) claimOne(ctx context.Context, req ClaimRequest, rules templateRu
 // the raise back with the transaction. The raise changes the row that
 // existed (2 rows affected, whether or not the pool counts found rows) or
 // inserts it (1).
-func (s *Store) countClaim(ctx context.Context, tx *sql.Tx, req ClaimRequest, rules templateRules) error {
+func countClaim(ctx context.Context, tx *sql.Tx, req ClaimRequest, rules templateRules) error {
 	res, err := addUserClaims(ctx, tx, req.TemplateID, []string{req.UserID}, []int64{1}, false)
 	if err != nil {
 		return err
@@ -127,7 +127,7 @@ func (s *Store) countClaim(ctx context.Context, tx *sql.Tx, req ClaimRequest, ru
 	return limitRefusal(req, rules, before, n == 2)
 }
 
-// writeGrants writes granted claims whose per-user counts are written: the
+// writeGrants writes granted claims, once their per-user counts are: the
 // coupons, then the buckets' guards (errSlotGuard if one refuses).
 func writeGrants(ctx context.Context, tx *sql.Tx, template int64, granted []*claimCall, buckets map[string]*bucket) error {
 	if err := insertCoupons(ctx, tx, granted); err != nil {

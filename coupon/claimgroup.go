@@ -11,8 +11,11 @@ import (
 
 // The group transaction of the claim combiner: the claims of one template,
 // over any of its channel buckets, in arrival order, answered exactly as the
-// single path would answer them one after the other, with the rows the
-// single path writes (user_claim, user_coupon, channel_quota.claimed). A
+// single path would answer them one after the other: the same decisions
+// (claimRefusal), the same writers (writeGrants) of the same rows
+// (user_claim, user_coupon, channel_quota.claimed). Only the per-user
+// counts are read differently: the group reads and locks them first, the
+// single path raises its one count and reads the old one back. A
 // request_id twice in a group: the second is answered after the group
 // commits, by the single path, like a retry.
 //

@@ -17,17 +17,18 @@ import (
 // after the group, exactly as the loser of two concurrent requests is
 // today (the replay of the same redemption, or already_used).
 //
-// The group transaction answers each request as redeemOne would: it reads
-// the coupons, then every request's (order, coupon) key (a redemption
-// found is answered as the single path's replay, for any coupon state,
-// which is also what the single path answers once its insert hit the key);
-// a coupon that is not AVAILABLE and before its expiry is refused alone
-// (already_used, illegal_transition, coupon_expired; an unknown coupon
-// not_found). The others get one multi-row INSERT of their redemption_log
-// rows and one UPDATE of their coupons, each guarded by its own (id,
-// version, status) as on the single path; the rows the UPDATE changed must
-// be all of them, else the group rolls back and falls back. Redemption ids
-// are read back by idempotency_key.
+// The group transaction answers each request as redeemOne would, by the
+// same decision (redemptionDecision) and the same writers
+// (writeRedemptions): it reads the coupons, then every request's (order,
+// coupon) key (a redemption found is answered as the single path's replay,
+// for any coupon state, which is also what the single path answers once
+// its insert hit the key); a coupon that is not AVAILABLE and before its
+// expiry is refused alone (already_used, illegal_transition,
+// coupon_expired; an unknown coupon not_found). The others get one
+// multi-row INSERT of their redemption_log rows and one UPDATE of their
+// coupons, each guarded by its own (id, version, status); the rows the
+// UPDATE changed must be all of them, else the group rolls back and falls
+// back.
 
 // redeemLanes is how many redemption groups of one process may be in
 // flight at once (Store.redeemLanes; benchmarks vary it).

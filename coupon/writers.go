@@ -23,6 +23,13 @@ func rowsOf(tuple string, n int) string {
 	return strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", ")
 }
 
+// insertRows inserts n rows into a table's columns (into: "table (a, b,
+// ...)"), args holding each row's values in turn, and suffix after them.
+func insertRows(ctx context.Context, tx *sql.Tx, into string, n int, args []any, suffix string) (sql.Result, error) {
+	tuple := "(" + sqltx.Placeholders(len(args)/n) + ")"
+	return tx.ExecContext(ctx, `INSERT INTO `+into+` VALUES `+rowsOf(tuple, n)+suffix, args...)
+}
+
 // couponsWhere reads the coupons of a condition on user_coupon.
 func couponsWhere(ctx context.Context, q sqltx.Querier, where string, args ...any) ([]couponRow, error) {
 	var out []couponRow
@@ -34,30 +41,27 @@ func couponsWhere(ctx context.Context, q sqltx.Querier, where string, args ...an
 	return out, err
 }
 
-// couponsByRequest reads the coupons of the given request_ids.
-func couponsByRequest(ctx context.Context, q sqltx.Querier, ids []any) (map[string]couponRow, error) {
-	rows, err := couponsWhere(ctx, q, `request_id IN (`+sqltx.Placeholders(len(ids))+`)`, ids...)
+// couponsBy reads the coupons whose column is one of vals, by key.
+func couponsBy[K comparable](ctx context.Context, q sqltx.Querier, column string, vals []any, key func(couponRow) K) (map[K]couponRow, error) {
+	rows, err := couponsWhere(ctx, q, column+` IN (`+sqltx.Placeholders(len(vals))+`)`, vals...)
 	if err != nil {
-		return nil, fmt.Errorf("look up %d coupon(s) by request_id: %w", len(ids), err)
+		return nil, fmt.Errorf("look up %d coupon(s) by %s: %w", len(vals), column, err)
 	}
-	out := make(map[string]couponRow, len(rows))
+	out := make(map[K]couponRow, len(rows))
 	for _, c := range rows {
-		out[c.RequestID.String] = c
+		out[key(c)] = c
 	}
 	return out, nil
 }
 
+// couponsByRequest reads the coupons of the given request_ids.
+func couponsByRequest(ctx context.Context, q sqltx.Querier, ids []any) (map[string]couponRow, error) {
+	return couponsBy(ctx, q, "request_id", ids, func(c couponRow) string { return c.RequestID.String })
+}
+
 // couponsByID reads the coupons of the given ids (an unknown id has no entry).
 func couponsByID(ctx context.Context, q sqltx.Querier, ids []any) (map[int64]couponRow, error) {
-	rows, err := couponsWhere(ctx, q, `id IN (`+sqltx.Placeholders(len(ids))+`)`, ids...)
-	if err != nil {
-		return nil, fmt.Errorf("read %d user coupon(s): %w", len(ids), err)
-	}
-	out := make(map[int64]couponRow, len(rows))
-	for _, c := range rows {
-		out[c.ID] = c
-	}
-	return out, nil
+	return couponsBy(ctx, q, "id", ids, func(c couponRow) int64 { return c.ID })
 }
 
 // addUserClaims raises the per-user counts of a template, users[i]'s by
@@ -70,11 +74,11 @@ func addUserClaims(ctx context.Context, tx *sql.Tx, template int64, users []stri
 	for i, u := range users {
 		args = append(args, template, u, adds[i])
 	}
-	q := `INSERT INTO user_claim (template_id, user_id, claimed) VALUES ` + rowsOf("(?, ?, ?)", len(users))
-	if !fresh {
-		q += ` ON DUPLICATE KEY UPDATE claimed = LAST_INSERT_ID(claimed) + VALUES(claimed)`
+	suffix := ` ON DUPLICATE KEY UPDATE claimed = LAST_INSERT_ID(claimed) + VALUES(claimed)`
+	if fresh {
+		suffix = ""
 	}
-	res, err := tx.ExecContext(ctx, q, args...)
+	res, err := insertRows(ctx, tx, `user_claim (template_id, user_id, claimed)`, len(users), args, suffix)
 	if err != nil {
 		return nil, fmt.Errorf("count the claims of %d user(s): %w", len(users), err)
 	}
@@ -88,9 +92,8 @@ func insertCoupons(ctx context.Context, tx *sql.Tx, granted []*claimCall) error 
 	for _, c := range granted {
 		args = append(args, c.req.TemplateID, c.req.UserID, c.req.Channel, Available, c.out.ClaimedAt, c.out.ExpiresAt, c.req.RequestID)
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO user_coupon
-		(template_id, user_id, channel, status, claimed_at, expires_at, request_id) VALUES `+
-		rowsOf("(?, ?, ?, ?, ?, ?, ?)", len(granted)), args...)
+	res, err := insertRows(ctx, tx, `user_coupon (template_id, user_id, channel, status, claimed_at, expires_at, request_id)`,
+		len(granted), args, "")
 	if err != nil {
 		return fmt.Errorf("insert %d coupon(s): %w", len(granted), err)
 	}
@@ -167,9 +170,8 @@ func insertRedemptions(ctx context.Context, tx *sql.Tx, calls []*redeemCall) err
 		args = append(args, c.coupon.ID, c.coupon.TemplateID, c.coupon.Channel, c.req.OrderID, c.out.RedeemedAt, c.key)
 		keys[i] = c.key
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO redemption_log
-		(user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key) VALUES `+
-		rowsOf("(?, ?, ?, ?, ?, ?)", len(calls)), args...)
+	res, err := insertRows(ctx, tx, `redemption_log (user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key)`,
+		len(calls), args, "")
 	if err != nil {
 		return fmt.Errorf("insert %d redemption(s): %w", len(calls), err)
 	}
@@ -251,9 +253,8 @@ func insertFlows(ctx context.Context, tx *sql.Tx, fs ...flowRow) (sql.Result, er
 		args = append(args, f.Coupon.ID, f.Kind, f.Seq, f.Coupon.TemplateID, f.Coupon.Channel, f.From, f.To,
 			nullString(f.Mode), nullString(f.OrderID), nullString(f.Reason), nullString(f.Operator), nullString(f.RequestID), f.CreatedAt)
 	}
-	return tx.ExecContext(ctx, `INSERT INTO inventory_flow
-		(user_coupon_id, kind, seq, template_id, channel, from_status, to_status, mode, order_id, reason, operator, request_id, created_at)
-		VALUES `+rowsOf("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", len(fs)), args...)
+	return insertRows(ctx, tx, `inventory_flow (user_coupon_id, kind, seq, template_id, channel, from_status, to_status,
+		mode, order_id, reason, operator, request_id, created_at)`, len(fs), args, "")
 }
 
 // insertFlow writes one inventory_flow row and returns its id.
