@@ -75,108 +75,94 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	return s.claimOne(ctx, req, rules)
 }
 
-// claimOne is the single path: one claim, one transaction.
+// claimOne is the single path: one claim, one transaction, written as a
+// group of one. The user's count is raised and read in one statement (the
+// row lock of (template, user) serialises the user's claims); the bucket's
+// guard comes last, so that the hot row is locked for the shortest time.
 func (s *Store) claimOne(ctx context.Context, req ClaimRequest, rules templateRules) (Claim, error) {
-	var out Claim
+	c := &claimCall{req: req, rules: rules}
 	err := s.retry(ctx, "claim", func() error {
-		now := s.clock()
-		out = Claim{TemplateID: req.TemplateID, UserID: req.UserID, Channel: req.Channel, Status: Available.String(),
-			ClaimedAt: now, ExpiresAt: now.Add(Seconds(rules.ValidSeconds))}
+		c.out = newClaim(req, rules, s.clock())
 		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
-			// The per-user limit: one row lock per (template, user). A refusal
-			// leaves the row as it is and marks itself with LAST_INSERT_ID(claimed),
-			// which is at least 1; a counted claim (insert or +1) reports 0. Rows
-			// affected cannot tell them apart: with clientFoundRows the
-			// unchanged row counts 1, like an insert.
-			res, err := tx.ExecContext(ctx, `INSERT INTO user_claim (template_id, user_id, claimed) VALUES (?, ?, 1)
-				ON DUPLICATE KEY UPDATE claimed = IF(claimed < ?, claimed + 1, LAST_INSERT_ID(claimed))`,
-				req.TemplateID, req.UserID, rules.PerUserLimit)
-			if err != nil {
-				return fmt.Errorf("count the user's claims: %w", err)
-			}
-			refused, err := res.LastInsertId()
-			if err != nil {
-				return fmt.Errorf("count the user's claims: %w", err)
-			}
-			if refused > 0 {
-				return limitReached(req, rules)
-			}
-			res, err = tx.ExecContext(ctx, `INSERT INTO user_coupon
-				(template_id, user_id, channel, status, claimed_at, expires_at, request_id) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-				req.TemplateID, req.UserID, req.Channel, Available, out.ClaimedAt, out.ExpiresAt, req.RequestID)
-			if err != nil {
+			if err := countClaim(ctx, tx, req, rules); err != nil {
 				return err
 			}
-			if out.UserCouponID, err = res.LastInsertId(); err != nil {
-				return err
-			}
-			// the bucket guard, last: the hot row is locked for the shortest time
-			res, err = tx.ExecContext(ctx, `UPDATE channel_quota SET claimed = claimed + 1
-				WHERE template_id = ? AND channel = ? AND claimed < quota`, req.TemplateID, req.Channel)
-			if err != nil {
-				return fmt.Errorf("reserve a slot: %w", err)
-			}
-			if n, _ := res.RowsAffected(); n == 0 {
+			err := writeGrants(ctx, tx, req.TemplateID, []*claimCall{c}, map[string]*bucket{req.Channel: {granted: 1}})
+			if errors.Is(err, errSlotGuard) {
 				return s.noSlot(ctx, tx, req)
 			}
-			return nil
+			return err
 		})
 	})
 	if err != nil {
 		// A concurrent request with the same request_id may have won: its
 		// coupon then fails ours with a duplicate key, or counts against the
 		// per-user limit or the bucket first. Answer with that coupon.
-		if c, found, rerr := s.claimReplay(ctx, req); found || rerr != nil {
-			return c, rerr
+		if r, found, rerr := s.claimReplay(ctx, req); found || rerr != nil {
+			return r, rerr
 		}
 		return Claim{}, err
 	}
-	return out, nil
+	return c.out, nil
 }
 
-// noSlot tells "no such channel" from "sold out".
-func (s *Store) noSlot(ctx context.Context, tx *sql.Tx, req ClaimRequest) error {
-	var quota, claimed int64
-	err := tx.QueryRowContext(ctx, `SELECT quota, claimed FROM channel_quota WHERE template_id = ? AND channel = ?`,
-		req.TemplateID, req.Channel).Scan(&quota, &claimed)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Invalid("channel", "template %d has no channel %q", req.TemplateID, req.Channel)
-	}
+// countClaim counts the claim against the user's per-user limit: the
+// count is raised, and the count it had before decides; a refusal rolls
+// the raise back with the transaction. The raise changes the row that
+// existed (2 rows affected, whether or not the pool counts found rows) or
+// inserts it (1).
+func countClaim(ctx context.Context, tx *sql.Tx, req ClaimRequest, rules templateRules) error {
+	res, err := addUserClaims(ctx, tx, req.TemplateID, []string{req.UserID}, []int64{1}, false)
 	if err != nil {
+		return err
+	}
+	before, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("count the user's claims: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("count the user's claims: %w", err)
+	}
+	return limitRefusal(req, rules, before, n == 2)
+}
+
+// writeGrants writes granted claims, once their per-user counts are: the
+// coupons, then the buckets' guards (errSlotGuard if one refuses).
+func writeGrants(ctx context.Context, tx *sql.Tx, template int64, granted []*claimCall, buckets map[string]*bucket) error {
+	if err := insertCoupons(ctx, tx, granted); err != nil {
+		return err
+	}
+	return reserveSlots(ctx, tx, template, buckets)
+}
+
+// noSlot tells "no such channel" from "sold out" once the bucket's guard
+// refused the slot.
+func (s *Store) noSlot(ctx context.Context, tx *sql.Tx, req ClaimRequest) error {
+	b := &bucket{}
+	err := tx.QueryRowContext(ctx, `SELECT quota, claimed FROM channel_quota WHERE template_id = ? AND channel = ?`,
+		req.TemplateID, req.Channel).Scan(&b.quota, &b.claimed)
+	if errors.Is(err, sql.ErrNoRows) {
+		b = nil
+	} else if err != nil {
 		return fmt.Errorf("read channel quota: %w", err)
 	}
-	return soldOut(req, claimed, quota)
-}
-
-func soldOut(req ClaimRequest, claimed, quota int64) error {
-	return conflictf(CodeSoldOut, "channel %q of template %d is sold out (%d of %d claimed)", req.Channel, req.TemplateID, claimed, quota)
-}
-
-func limitReached(req ClaimRequest, rules templateRules) error {
-	return conflictf(CodeLimitReached, "user %s has already claimed %d coupon(s) of template %d, the per-user limit",
-		req.UserID, rules.PerUserLimit, req.TemplateID)
+	if err := slotRefusal(req, b); err != nil {
+		return err
+	}
+	return errRaceLost // a slot came free since the guard: claim again
 }
 
 // claimReplay finds an earlier claim with the same request_id.
 func (s *Store) claimReplay(ctx context.Context, req ClaimRequest) (Claim, bool, error) {
-	c, err := scanCoupon(s.db.QueryRowContext(ctx, `SELECT `+couponColumns+` FROM user_coupon WHERE request_id = ?`, req.RequestID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Claim{}, false, nil
-	}
+	cs, err := couponsByRequest(ctx, s.db, []any{req.RequestID})
 	if err != nil {
-		return Claim{}, false, fmt.Errorf("look up request_id: %w", err)
+		return Claim{}, false, err
+	}
+	c, found := cs[req.RequestID]
+	if !found {
+		return Claim{}, false, nil
 	}
 	out, err := replayAnswer(c, req)
 	return out, true, err
-}
-
-// replayAnswer answers a request whose request_id already has coupon c.
-func replayAnswer(c couponRow, req ClaimRequest) (Claim, error) {
-	if c.TemplateID != req.TemplateID || c.UserID != req.UserID || c.Channel != req.Channel {
-		return Claim{}, conflictf(CodeIdempotencyConflict,
-			"request_id %q was already used for another claim (template %d, user %s, channel %s); use a new request_id",
-			req.RequestID, c.TemplateID, c.UserID, c.Channel)
-	}
-	return Claim{UserCouponID: c.ID, TemplateID: c.TemplateID, UserID: c.UserID, Channel: c.Channel,
-		Status: c.Status.String(), ClaimedAt: c.ClaimedAt, ExpiresAt: c.ExpiresAt, Replayed: true}, nil
 }

@@ -5,15 +5,17 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // The group transaction of the claim combiner: the claims of one template,
 // over any of its channel buckets, in arrival order, answered exactly as the
-// single path would answer them one after the other, with the rows the
-// single path writes (user_claim, user_coupon, channel_quota.claimed). A
+// single path would answer them one after the other: the same decisions
+// (claimRefusal), the same writers (writeGrants) of the same rows
+// (user_claim, user_coupon, channel_quota.claimed). Only the per-user
+// counts are read differently: the group reads and locks them first, the
+// single path raises its one count and reads the old one back. A
 // request_id twice in a group: the second is answered after the group
 // commits, by the single path, like a retry.
 //
@@ -29,12 +31,6 @@ import (
 // groups. A user whose row was missing at the read is then written by a
 // plain INSERT: if another transaction created the row meanwhile, the
 // duplicate key fails the group, which falls back to the single path.
-
-// bucket is one channel's row of channel_quota as the group sees it.
-type bucket struct {
-	quota, claimed int64
-	granted        int64 // slots the group gives out in this bucket
-}
 
 // runClaimGroup answers every call of the group, or marks them solo.
 func (s *Store) runClaimGroup(ctx context.Context, group []*claimCall) {
@@ -81,64 +77,23 @@ func (s *Store) claimGroupTx(ctx context.Context, tx *sql.Tx, group []*claimCall
 	for _, c := range todo {
 		n, has := counts[c.req.UserID]
 		b := buckets[c.req.Channel]
-		switch {
-		case has && n >= rules.PerUserLimit:
-			c.err = limitReached(c.req, rules)
-		case b == nil:
-			c.err = Invalid("channel", "template %d has no channel %q", c.req.TemplateID, c.req.Channel)
-		case b.claimed+b.granted >= b.quota:
-			c.err = soldOut(c.req, b.quota, b.quota)
-		default:
-			counts[c.req.UserID] = n + 1
-			added[c.req.UserID]++
-			b.granted++
-			c.out = Claim{TemplateID: c.req.TemplateID, UserID: c.req.UserID, Channel: c.req.Channel, Status: Available.String(),
-				ClaimedAt: now, ExpiresAt: now.Add(Seconds(rules.ValidSeconds))}
-			granted = append(granted, c)
+		if c.err = claimRefusal(c.req, rules, n, has, b); c.err != nil {
+			continue
 		}
+		counts[c.req.UserID] = n + 1
+		added[c.req.UserID]++
+		b.granted++
+		c.out = newClaim(c.req, rules, now)
+		granted = append(granted, c)
 	}
 	if len(granted) == 0 {
 		return nil
 	}
-	return s.writeClaimGroup(ctx, tx, granted, buckets, added, existed)
-}
-
-// writeClaimGroup writes the granted claims: the per-user counts, the
-// coupons, the bucket guards (last, like the single path), and reads each
-// request's coupon id back.
-func (s *Store) writeClaimGroup(ctx context.Context, tx *sql.Tx, granted []*claimCall, buckets map[string]*bucket,
-	added map[string]int64, existed map[string]bool) error {
-	req0 := granted[0].req
 	if err := countUserClaims(ctx, tx, req0.TemplateID, added, existed); err != nil {
 		return err
 	}
-	args := make([]any, 0, 7*len(granted))
-	for _, c := range granted {
-		args = append(args, c.req.TemplateID, c.req.UserID, c.req.Channel, Available, c.out.ClaimedAt, c.out.ExpiresAt, c.req.RequestID)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO user_coupon
-		(template_id, user_id, channel, status, claimed_at, expires_at, request_id) VALUES `+
-		rowsOf("(?, ?, ?, ?, ?, ?, ?)", len(granted)), args...); err != nil {
-		return fmt.Errorf("insert the group's coupons: %w", err)
-	}
-	if err := reserveSlots(ctx, tx, req0.TemplateID, buckets); err != nil {
-		return err
-	}
-	// Auto-increment ids of one multi-row INSERT are consecutive only under
-	// innodb_autoinc_lock_mode 0 or 1 and auto_increment_increment 1: read
-	// them back instead of assuming either.
-	rows, err := couponsByRequest(ctx, tx, requestIDs(granted))
-	if err != nil {
-		return err
-	}
-	for _, c := range granted {
-		row, ok := rows[c.req.RequestID]
-		if !ok {
-			return fmt.Errorf("claim group: coupon of request_id %q not found after insert", c.req.RequestID)
-		}
-		c.out.UserCouponID = row.ID
-	}
-	return nil
+	// a guard that refuses what the group's locked read allowed fails the group
+	return writeGrants(ctx, tx, req0.TemplateID, granted, buckets)
 }
 
 // lockBuckets reads (and locks) the bucket rows of the group's channels; a
@@ -167,36 +122,6 @@ func lockBuckets(ctx context.Context, tx *sql.Tx, template int64, group []*claim
 		return nil, fmt.Errorf("lock the group's channel quotas: %w", err)
 	}
 	return buckets, nil
-}
-
-// reserveSlots raises each bucket's claimed by the slots the group gives
-// out in it, in one UPDATE whose guard (claimed + k <= quota, per row)
-// refuses the whole group if any bucket would pass its quota.
-func reserveSlots(ctx context.Context, tx *sql.Tx, template int64, buckets map[string]*bucket) error {
-	channels := make([]string, 0, len(buckets))
-	for ch, b := range buckets {
-		if b.granted > 0 {
-			channels = append(channels, ch)
-		}
-	}
-	sort.Strings(channels)
-	cases := make([]any, 0, 2*len(channels))
-	in := make([]any, 0, len(channels))
-	for _, ch := range channels {
-		cases = append(cases, ch, buckets[ch].granted)
-		in = append(in, ch)
-	}
-	add := "CASE channel " + strings.Repeat("WHEN ? THEN ? ", len(channels)) + "END"
-	args := append(append(append(append([]any{}, cases...), template), in...), cases...)
-	res, err := tx.ExecContext(ctx, `UPDATE channel_quota SET claimed = claimed + `+add+`
-		WHERE template_id = ? AND channel IN (`+sqltx.Placeholders(len(in))+`) AND claimed + `+add+` <= quota`, args...)
-	if err != nil {
-		return fmt.Errorf("reserve the group's slots in %d bucket(s): %w", len(channels), err)
-	}
-	if n, _ := res.RowsAffected(); n != int64(len(channels)) {
-		return errGroupGuard
-	}
-	return nil
 }
 
 // lockUserClaims reads (and locks) the per-user counts of the group's
@@ -236,63 +161,19 @@ func countUserClaims(ctx context.Context, tx *sql.Tx, template int64, added map[
 		users = append(users, u)
 	}
 	sort.Strings(users) // one lock order for every writer
-	var ins, upd []any
-	for _, u := range users {
-		if !existed[u] {
-			ins = append(ins, template, u, added[u])
-		} else {
-			upd = append(upd, template, u, added[u])
+	for _, fresh := range []bool{true, false} {
+		var us []string
+		var adds []int64
+		for _, u := range users {
+			if existed[u] != fresh {
+				us, adds = append(us, u), append(adds, added[u])
+			}
 		}
-	}
-	if len(ins) > 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO user_claim (template_id, user_id, claimed) VALUES `+
-			rowsOf("(?, ?, ?)", len(ins)/3), ins...); err != nil {
-			return fmt.Errorf("insert the group's per-user counts: %w", err)
-		}
-	}
-	if len(upd) > 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO user_claim (template_id, user_id, claimed) VALUES `+
-			rowsOf("(?, ?, ?)", len(upd)/3)+` ON DUPLICATE KEY UPDATE claimed = claimed + VALUES(claimed)`, upd...); err != nil {
-			return fmt.Errorf("count the group's per-user claims: %w", err)
+		if len(us) > 0 {
+			if _, err := addUserClaims(ctx, tx, template, us, adds, fresh); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
-}
-
-// couponsByRequest reads the coupons of the given request_ids.
-func couponsByRequest(ctx context.Context, q sqltx.Querier, ids []any) (map[string]couponRow, error) {
-	rows, err := couponsWhere(ctx, q, "request_id", ids)
-	out := make(map[string]couponRow, len(rows))
-	for _, c := range rows {
-		out[c.RequestID.String] = c
-	}
-	return out, err
-}
-
-// couponsWhere reads the coupons whose column is one of vals.
-func couponsWhere(ctx context.Context, q sqltx.Querier, column string, vals []any) ([]couponRow, error) {
-	var out []couponRow
-	err := sqltx.EachRow(ctx, q, `SELECT `+couponColumns+` FROM user_coupon WHERE `+column+` IN (`+
-		sqltx.Placeholders(len(vals))+`)`, vals, func(r *sql.Rows) error {
-		c, err := scanCoupon(r)
-		out = append(out, c)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("look up the group's coupons by %s: %w", column, err)
-	}
-	return out, nil
-}
-
-func requestIDs(group []*claimCall) []any {
-	ids := make([]any, len(group))
-	for i, c := range group {
-		ids[i] = c.req.RequestID
-	}
-	return ids
-}
-
-// rowsOf is n copies of a VALUES tuple.
-func rowsOf(tuple string, n int) string {
-	return strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", ")
 }

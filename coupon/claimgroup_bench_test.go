@@ -19,7 +19,7 @@ func BenchmarkClaimHotBucket(b *testing.B) {
 			s, _ := groupStore(b)
 			s.claims = nil
 			if combine {
-				s.claims = newCombiner[int64](256, &s.claimStats, s.runClaimGroup)
+				s.claims = newCombiner[int64](s, 256, &s.claimStats, s.runClaimGroup)
 			}
 			tpl := groupTemplate(b, s, 100_000_000, 1)
 			var seq atomic.Int64
@@ -55,7 +55,7 @@ func BenchmarkRedeem(b *testing.B) {
 			tpl := groupTemplate(b, s, int64(b.N), int64(b.N))
 			ids := seedCoupons(b, db, tpl, b.N)
 			if lanes > 0 {
-				s.redemptions, s.redeemLanes = newCombiner[int](256, &s.redeemStats, s.runRedeemGroup), lanes
+				s.redemptions, s.redeemLanes = newCombiner[int](s, 256, &s.redeemStats, s.runRedeemGroup), lanes
 			}
 			var seq atomic.Int64
 			b.SetParallelism(64)

@@ -61,13 +61,16 @@ func groupCallsIn(t *testing.T, s *Store, tpl int64, channels, users, reqs []str
 	return out
 }
 
-// answers runs the group and returns each member's answer ("id:N", "replay:N" or the error code).
+// runGroup runs the group, then answers each member left solo as the
+// combiner does, and returns each member's answer and its code ("ok",
+// "replay" or the error code).
 func runGroup(s *Store, group []*claimCall) ([]Claim, []string) {
 	s.runClaimGroup(context.Background(), group)
 	claims := make([]Claim, len(group))
 	codes := make([]string, len(group))
 	for i, c := range group {
-		claims[i], codes[i] = answerCode(s.claimAnswer(c))
+		settle(s, c)
+		claims[i], codes[i] = answerCode(c.out, c.err)
 	}
 	return claims, codes
 }

@@ -3,7 +3,6 @@ package coupon
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -72,6 +71,7 @@ type queue[C any] struct {
 
 // combiner queues calls C by key K and runs them in groups of up to max.
 type combiner[K comparable, C combinable] struct {
+	store  *Store // answers the solo calls
 	max    int
 	run    func(ctx context.Context, group []C) // answers the group's calls, or marks them solo
 	stats  *groupStats
@@ -79,15 +79,25 @@ type combiner[K comparable, C combinable] struct {
 	queues map[K]*queue[C]
 }
 
-func newCombiner[K comparable, C combinable](max int, stats *groupStats, run func(context.Context, []C)) *combiner[K, C] {
-	return &combiner[K, C]{max: max, run: run, stats: stats, queues: map[K]*queue[C]{}}
+func newCombiner[K comparable, C combinable](s *Store, max int, stats *groupStats, run func(context.Context, []C)) *combiner[K, C] {
+	return &combiner[K, C]{store: s, max: max, run: run, stats: stats, queues: map[K]*queue[C]{}}
 }
 
-// do takes call through k's queue, in a group this caller leads or one led
-// by another caller. When it returns nil, call is answered (its out and
-// err) or marked solo; ctx's error if call left the queue before a leader
+// do takes call through k's queue and answers it: in a group this caller
+// leads or one led by another caller, or, if the group left it solo, alone
+// on the single path. ctx's error if call left the queue before a leader
 // took it.
 func (c *combiner[K, C]) do(k K, call C) error {
+	if err := c.take(k, call); err != nil {
+		return err
+	}
+	settle(c.store, call)
+	return nil
+}
+
+// take takes call through k's queue: when it returns nil, call is answered
+// (its out and err) or marked solo.
+func (c *combiner[K, C]) take(k K, call C) error {
 	m := call.base()
 	c.mu.Lock()
 	q := c.queues[k]
@@ -118,6 +128,13 @@ func (c *combiner[K, C]) do(k K, call C) error {
 		}
 	}
 	return nil
+}
+
+// settle answers call alone on the single path if its group left it solo.
+func settle[C combinable](s *Store, call C) {
+	if call.base().solo {
+		call.single(s)
+	}
 }
 
 // dequeue removes a call that is still waiting; false if a leader took it.
@@ -180,9 +197,6 @@ func (c *combiner[K, C]) handOn(k K, q *queue[C]) {
 // reads see what has committed, as the single path's autocommit reads do,
 // and lock no gaps (claimgroup.go).
 var groupTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-
-// errGroupGuard means a row guard refused what the group's read allowed.
-var errGroupGuard = errors.New("group: a row guard refused what the group's read allowed")
 
 // fault is the tests' hook into a group transaction at a stage.
 func (s *Store) fault(stage string, size int) error {
@@ -254,14 +268,6 @@ func (s *Store) claimCombined(ctx context.Context, req ClaimRequest, rules templ
 	call := &claimCall{member: newMember(ctx), req: req, rules: rules}
 	if err := s.claims.do(req.TemplateID, call); err != nil {
 		return Claim{}, err
-	}
-	return s.claimAnswer(call)
-}
-
-// claimAnswer is a call's own answer, from the group or the single path.
-func (s *Store) claimAnswer(call *claimCall) (Claim, error) {
-	if call.solo {
-		call.single(s)
 	}
 	return call.out, call.err
 }

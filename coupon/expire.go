@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/couponlink/couponlink/internal/sqltx"
@@ -63,54 +62,26 @@ func (s *Store) expireBatch(ctx context.Context, n int) (int, error) {
 		got = 0
 		now := s.clock()
 		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
-			rows, err := tx.QueryContext(ctx, `SELECT `+couponColumns+` FROM user_coupon
-				WHERE status = ? AND expires_at <= ? ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`, Available, now, n)
+			due, err := couponsWhere(ctx, tx, `status = ? AND expires_at <= ? ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`,
+				Available, now, n)
 			if err != nil {
 				return fmt.Errorf("find due coupons: %w", err)
-			}
-			var due []couponRow
-			for rows.Next() {
-				c, err := scanCoupon(rows)
-				if err != nil {
-					rows.Close()
-					return err
-				}
-				due = append(due, c)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
 			}
 			if len(due) == 0 {
 				return nil
 			}
-			var flows, ids strings.Builder
-			flowArgs := make([]any, 0, 7*len(due))
-			idArgs := make([]any, 0, len(due)+2)
-			idArgs = append(idArgs, Expired, Available)
+			flows := make([]flowRow, len(due))
 			for i, c := range due {
-				if i > 0 {
-					flows.WriteString(", ")
-					ids.WriteString(", ")
-				}
 				// seq = the version it expires from: once per state change, even
 				// for a coupon a legacy writer revived after an earlier expiry
-				flows.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-				flowArgs = append(flowArgs, c.ID, FlowExpire, c.Version, c.TemplateID, c.Channel, Available, Expired, now)
-				ids.WriteString("?")
-				idArgs = append(idArgs, c.ID)
+				flows[i] = flowRow{Coupon: c, Kind: FlowExpire, Seq: c.Version, From: Available, To: Expired, CreatedAt: now}
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO inventory_flow
-				(user_coupon_id, kind, seq, template_id, channel, from_status, to_status, created_at) VALUES `+flows.String(), flowArgs...); err != nil {
+			if _, err := insertFlows(ctx, tx, flows...); err != nil {
 				return fmt.Errorf("insert expiry flows: %w", err)
 			}
-			res, err := tx.ExecContext(ctx, `UPDATE user_coupon SET status = ?, version = version + 1
-				WHERE status = ? AND id IN (`+ids.String()+`)`, idArgs...)
-			if err != nil {
-				return fmt.Errorf("expire coupons: %w", err)
-			}
-			if n, _ := res.RowsAffected(); int(n) != len(due) {
-				return errRaceLost // cannot happen under FOR UPDATE; never half-apply
+			// the guards cannot refuse under FOR UPDATE; if they did, nothing is half-applied
+			if err := moveCoupons(ctx, tx, Expired, due, ""); err != nil {
+				return err
 			}
 			got = len(due)
 			return nil

@@ -62,92 +62,47 @@ func (s *Store) Redeem(ctx context.Context, req RedeemRequest) (Redemption, erro
 	return s.redeemOne(ctx, req)
 }
 
-// redeemOne is the single path: one redemption, one transaction.
+// redeemOne is the single path: one redemption, one transaction, written
+// as a group of one.
 func (s *Store) redeemOne(ctx context.Context, req RedeemRequest) (Redemption, error) {
-	key := RedemptionKey(req.OrderID, req.UserCouponID)
-	var out Redemption
+	c := &redeemCall{req: req, key: RedemptionKey(req.OrderID, req.UserCouponID)}
 	lookup := false // an AVAILABLE coupon skips the key look-up until the key turns out taken
 	err := s.retry(ctx, "redemption", func() error {
 		// The coupon first, then the key: a redemption by this order that
 		// commits between the two reads is found by the second, and is not
 		// taken for another order's (already_used).
-		c, err := loadCoupon(ctx, s.db, req.UserCouponID)
+		coupons, err := couponsByID(ctx, s.db, []any{req.UserCouponID})
 		if err != nil {
 			return err
 		}
-		if lookup || !redeemable(c, s.clock()) {
-			k, found, err := s.redemptionByKey(ctx, key)
-			if err != nil {
-				return err
-			}
-			if found {
-				out, err = k.replay()
+		var k *keyedRedemption
+		if row, ok := coupons[req.UserCouponID]; ok && (lookup || !redeemable(row, s.clock())) {
+			if k, err = s.redemptionByKey(ctx, c.key); err != nil {
 				return err
 			}
 		}
-		now := s.clock()
-		if err := redeemRefusal(c, now); err != nil {
-			return err
+		if !c.decide(coupons, k, s.clock()) {
+			return c.err
 		}
-		out = Redemption{UserCouponID: c.ID, OrderID: req.OrderID, RedeemedAt: now, Status: Used.String()}
 		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, `INSERT INTO redemption_log
-				(user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key) VALUES (?, ?, ?, ?, ?, ?)`,
-				c.ID, c.TemplateID, c.Channel, req.OrderID, now, key)
+			err := writeRedemptions(ctx, tx, []*redeemCall{c})
 			if isDuplicate(err) {
 				lookup = true
 				return errRaceLost // the same redemption exists: replay it
 			}
-			if err != nil {
-				return fmt.Errorf("insert redemption: %w", err)
-			}
-			if out.RedemptionID, err = res.LastInsertId(); err != nil {
-				return err
-			}
-			return updateStatus(ctx, tx, c, Used, "order_id = ?, redeemed_at = ?", req.OrderID, now)
+			return err
 		})
 	})
-	return out, err
+	return c.out, err
 }
 
-// redeemable is an AVAILABLE coupon before its expiry. Any other coupon is
-// answered by its key's redemption if there is one (a replay), else
-// refused by redeemRefusal.
-func redeemable(c couponRow, now time.Time) bool {
-	return c.Status == Available && now.Before(c.ExpiresAt)
-}
-
-// redeemRefusal is why coupon c cannot be redeemed at now (nil: it can).
-func redeemRefusal(c couponRow, now time.Time) error {
-	switch {
-	case c.Status == Used:
-		return conflictf(CodeAlreadyUsed, "coupon %d was already redeemed by another order", c.ID)
-	case c.Status != Available:
-		return IllegalTransition(c.Status, Used, ActionRedeem)
-	case !now.Before(c.ExpiresAt):
-		return conflictf(CodeCouponExpired, "coupon %d expired at %s; it can no longer be redeemed",
-			c.ID, c.ExpiresAt.Format(time.RFC3339))
+// writeRedemptions writes decided redemptions: their redemption_log rows,
+// then their coupons to USED under each one's version guard.
+func writeRedemptions(ctx context.Context, tx *sql.Tx, calls []*redeemCall) error {
+	if err := insertRedemptions(ctx, tx, calls); err != nil {
+		return err
 	}
-	return nil
-}
-
-// updateStatus moves a coupon from the state it was read in, guarded by its
-// version; a concurrent change makes it errRaceLost.
-func updateStatus(ctx context.Context, tx *sql.Tx, c couponRow, to Status, set string, args ...any) error {
-	q := `UPDATE user_coupon SET status = ?, version = version + 1`
-	if set != "" {
-		q += ", " + set
-	}
-	q += ` WHERE id = ? AND version = ? AND status = ?`
-	all := append(append([]any{to}, args...), c.ID, c.Version, c.Status)
-	res, err := tx.ExecContext(ctx, q, all...)
-	if err != nil {
-		return fmt.Errorf("update coupon %d to %s: %w", c.ID, to, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return errRaceLost
-	}
-	return nil
+	return markUsed(ctx, tx, calls)
 }
 
 // keyedRedemption is the redemption of an (order, coupon) key with what
@@ -160,12 +115,15 @@ type keyedRedemption struct {
 }
 
 // redemptionByKey reads, in one statement, the redemption of key, its
-// coupon's state and its refund, if any: a refund commits the flow and the
-// coupon's new state together, so the two are never seen half-way.
-func (s *Store) redemptionByKey(ctx context.Context, key string) (keyedRedemption, bool, error) {
+// coupon's state and its refund (nil: no redemption has the key): a refund
+// commits the flow and the coupon's new state together, so the two are
+// never seen half-way.
+func (s *Store) redemptionByKey(ctx context.Context, key string) (*keyedRedemption, error) {
 	ks, err := redemptionsByKey(ctx, s.db, []any{key})
-	k, found := ks[key]
-	return k, found, err
+	if k, found := ks[key]; found {
+		return &k, err
+	}
+	return nil, err
 }
 
 // redemptionsByKey is redemptionByKey for several keys at once.
@@ -199,24 +157,4 @@ func redemptionsByKey(ctx context.Context, q sqltx.Querier, keys []any) (map[str
 		return nil, fmt.Errorf("look up %d redemption key(s): %w", len(keys), err)
 	}
 	return out, nil
-}
-
-// replay answers a redemption request whose key is taken: with the
-// redemption while it is in effect (the coupon USED by it), else refused.
-// A refunded redemption is final, so that a late retry of the original
-// request never consumes the coupon again.
-func (k keyedRedemption) replay() (Redemption, error) {
-	switch {
-	case k.refund != nil:
-		return Redemption{}, conflictf(CodeAlreadyRefunded,
-			"order %s redeemed coupon %d (redemption %d) and that redemption was refunded with mode %q at %s; "+
-				"a refunded redemption is final and is not redeemed again: to redeem the coupon again, use a new order_id",
-			k.OrderID, k.UserCouponID, k.RedemptionID, k.refund.Mode, k.refund.RefundedAt.Format(time.RFC3339Nano))
-	case k.coupon == Used && k.couponOrder == k.OrderID:
-		return k.Redemption, nil
-	case k.coupon == Used:
-		// no refund row, yet another order holds it: changed outside the API
-		return Redemption{}, conflictf(CodeAlreadyUsed, "coupon %d is now redeemed by another order", k.UserCouponID)
-	}
-	return Redemption{}, IllegalTransition(k.coupon, Used, ActionRedeem)
 }

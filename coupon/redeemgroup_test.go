@@ -41,16 +41,14 @@ func redeemCalls(t *testing.T, coupons []int64, orders []string) []*redeemCall {
 }
 
 // runRedemptions runs the group, then each member's own answer (a solo
-// one on the single path, as redeemCombined does): "ok", "replay" or the
+// one on the single path, as the combiner does): "ok", "replay" or the
 // error code.
 func runRedemptions(s *Store, group []*redeemCall) ([]Redemption, []string) {
 	s.runRedeemGroup(context.Background(), group)
 	out := make([]Redemption, len(group))
 	codes := make([]string, len(group))
 	for i, c := range group {
-		if c.solo {
-			c.single(s)
-		}
+		settle(s, c)
 		out[i], codes[i] = redeemCode(c.out, c.err)
 	}
 	return out, codes

@@ -69,11 +69,11 @@ func (s *Store) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
 		if err != nil {
 			return err
 		}
-		red, found, err := s.redemptionByKey(ctx, RedemptionKey(req.OrderID, req.UserCouponID))
+		red, err := s.redemptionByKey(ctx, RedemptionKey(req.OrderID, req.UserCouponID))
 		if err != nil {
 			return err
 		}
-		if !found {
+		if red == nil {
 			return conflictf(CodeOrderMismatch, "order %s did not redeem coupon %d; only the order that redeemed a coupon may refund it",
 				req.OrderID, req.UserCouponID)
 		}
@@ -105,9 +105,9 @@ func (s *Store) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
 			}
 			out.FlowID = id
 			if to == Available {
-				return updateStatus(ctx, tx, c, to, "order_id = NULL, redeemed_at = NULL")
+				return moveCoupons(ctx, tx, to, []couponRow{c}, "order_id = NULL, redeemed_at = NULL")
 			}
-			return updateStatus(ctx, tx, c, to, "")
+			return moveCoupons(ctx, tx, to, []couponRow{c}, "")
 		})
 	})
 	return out, err

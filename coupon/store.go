@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // Config wires a Store.
@@ -67,10 +69,10 @@ func New(cfg Config) (*Store, error) {
 	}
 	s := &Store{db: cfg.DB, now: cfg.Now, log: cfg.Logger, maxAttempts: cfg.MaxAttempts, redeemLanes: redeemLanes}
 	if cfg.CombineClaims {
-		s.claims = newCombiner[int64](cfg.CombineMax, &s.claimStats, s.runClaimGroup)
+		s.claims = newCombiner[int64](s, cfg.CombineMax, &s.claimStats, s.runClaimGroup)
 	}
 	if cfg.CombineRedemptions {
-		s.redemptions = newCombiner[int](cfg.CombineMax, &s.redeemStats, s.runRedeemGroup)
+		s.redemptions = newCombiner[int](s, cfg.CombineMax, &s.redeemStats, s.runRedeemGroup)
 	}
 	return s, nil
 }
@@ -95,15 +97,27 @@ func (s *Store) retry(ctx context.Context, what string, attempt func() error) er
 		if err == nil || !retryable(err) {
 			return err
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
 		// a short, growing pause lets the winner commit
-		time.Sleep(time.Duration(i*i) * time.Millisecond)
+		if err := pause(ctx, time.Duration(i*i)*time.Millisecond); err != nil {
+			return err
+		}
 	}
 	s.log.Warn("gave up after repeated races", "op", what, "attempts", s.maxAttempts, "err", err)
 	return &Error{Code: CodeConflict, Message: fmt.Sprintf(
 		"%s lost a race with concurrent changes %d times; nothing was written; retry the request", what, s.maxAttempts)}
+}
+
+// pause waits for d, or returns ctx's error as soon as ctx is done.
+func pause(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d): // an unfired timer is collected once unreferenced
+		return nil
+	}
 }
 
 func retryable(err error) bool {
@@ -149,21 +163,20 @@ func scanCoupon(r rowScanner) (couponRow, error) {
 	return c, err
 }
 
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // loadCoupon reads one coupon, or returns a not_found *Error.
-func loadCoupon(ctx context.Context, q querier, id int64) (couponRow, error) {
-	c, err := scanCoupon(q.QueryRowContext(ctx, `SELECT `+couponColumns+` FROM user_coupon WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, NotFound("user coupon", id)
-	}
+func loadCoupon(ctx context.Context, q sqltx.Querier, id int64) (couponRow, error) {
+	cs, err := couponsByID(ctx, q, []any{id})
 	if err != nil {
-		return c, fmt.Errorf("read user coupon %d: %w", id, err)
+		return couponRow{}, err
+	}
+	c, ok := cs[id]
+	if !ok {
+		return c, couponNotFound(id)
 	}
 	return c, nil
 }
+
+func couponNotFound(id int64) *Error { return NotFound("user coupon", id) }
 
 // flowRow is one inventory_flow row to write.
 type flowRow struct {
@@ -187,17 +200,5 @@ const (
 	FlowRelease    = "release"
 	FlowCorrection = "correction"
 )
-
-func insertFlow(ctx context.Context, tx *sql.Tx, f flowRow) (int64, error) {
-	res, err := tx.ExecContext(ctx, `INSERT INTO inventory_flow
-		(user_coupon_id, kind, seq, template_id, channel, from_status, to_status, mode, order_id, reason, operator, request_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		f.Coupon.ID, f.Kind, f.Seq, f.Coupon.TemplateID, f.Coupon.Channel, f.From, f.To,
-		nullString(f.Mode), nullString(f.OrderID), nullString(f.Reason), nullString(f.Operator), nullString(f.RequestID), f.CreatedAt)
-	if err != nil {
-		return 0, err
-	}
-	return res.LastInsertId()
-}
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

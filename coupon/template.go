@@ -172,17 +172,11 @@ func (s *Store) CreateTemplate(ctx context.Context, nt NewTemplate) (Template, e
 		if t.ID, err = res.LastInsertId(); err != nil {
 			return err
 		}
-		var b strings.Builder
 		args := make([]any, 0, 3*len(names))
-		b.WriteString("INSERT INTO channel_quota (template_id, channel, quota) VALUES ")
-		for i, name := range names {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(?, ?, ?)")
+		for _, name := range names {
 			args = append(args, t.ID, name, nt.Channels[name])
 		}
-		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		if _, err := insertRows(ctx, tx, `channel_quota (template_id, channel, quota)`, len(names), args, ""); err != nil {
 			return fmt.Errorf("insert channel quotas: %w", err)
 		}
 		return nil

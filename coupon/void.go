@@ -167,7 +167,7 @@ func (s *Store) voidOne(ctx context.Context, req VoidRequest, id int64) (VoidRes
 			if err != nil {
 				return fmt.Errorf("insert void flow: %w", err)
 			}
-			return updateStatus(ctx, tx, c, Returned, "")
+			return moveCoupons(ctx, tx, Returned, []couponRow{c}, "")
 		})
 		if err == nil {
 			out.Result, out.Status = VoidVoided, Returned.String()
