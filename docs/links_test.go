@@ -35,13 +35,14 @@ type link struct {
 	target string
 }
 
-// pages are the documents the checker reads: README.md and docs/*.md.
+// pages are the documents the checker reads: README.md, docs/*.md and the
+// other folders' own READMEs and runbook.
 func pages(t *testing.T) []string {
 	t.Helper()
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	require.NoError(t, err)
 	require.NotEmpty(t, docs)
-	out := []string{"README.md"}
+	out := []string{"README.md", "deploy/README.md", "alerts/RUNBOOK.md"}
 	for _, d := range docs {
 		rel, err := filepath.Rel(root, d)
 		require.NoError(t, err)
