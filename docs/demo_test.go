@@ -81,23 +81,19 @@ func demoEnv(env []string) []string {
 }
 
 // startDemo runs `bin/couponlink args...` in dir until the test ends
-// (SIGTERM, then wait); its output is returned.
+// (SIGTERM, killed 20 s later if still running); its output is returned.
 func startDemo(t *testing.T, dir string, env []string, args ...string) *testenv.Output {
 	t.Helper()
 	out := &testenv.Output{}
-	cmd := exec.Command(filepath.Join(dir, "bin", "couponlink"), args...)
+	ctx, stop := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "bin", "couponlink"), args...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, demoEnv(env), out, out
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 20 * time.Second
 	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		stop()
+		_ = cmd.Wait()
 		if t.Failed() {
 			t.Logf("couponlink %s:\n%s", strings.Join(args, " "), out.String())
 		}
