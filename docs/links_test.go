@@ -183,8 +183,8 @@ func checkRelative(t *testing.T, l link, u *url.URL, cache map[string]map[string
 func TestLinksResolve(t *testing.T) {
 	cache := map[string]map[string]bool{}
 	var bad []string
-	n := 0
-	for _, p := range pages(t) {
+	n, all := 0, pages(t)
+	for _, p := range all {
 		for _, l := range linksOf(t, p) {
 			n++
 			u, err := url.Parse(l.target)
@@ -203,6 +203,7 @@ func TestLinksResolve(t *testing.T) {
 		}
 	}
 	sort.Strings(bad)
+	t.Logf("%d links in %d pages, %d broken", n, len(all), len(bad))
 	assert.Empty(t, bad, "broken links:\n%s", strings.Join(bad, "\n"))
 	assert.Greater(t, n, 100, "the checker found too few links: is it reading the pages?")
 }
