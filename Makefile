@@ -53,7 +53,7 @@ console-e2e-deps:
 test-console:
 	@eval "$$($(SERVERS) up)" && $(MAKE) --no-print-directory console-e2e-deps && $(GO) test -count=1 -v -run Browser ./console/
 
-# The seeded fault-injection soak (README "Reliability"): its own private
+# The seeded fault-injection soak (docs/testing.md "Reliability"): its own private
 # MariaDB and Redis, the couponlink processes, API clients, faults drawn from
 # the seed, the invariants checked. CHAOSFLAGS: -duration, -seed (reproduce a
 # run), -clients, -keep (keep the logs), ...; exit 1 on a violation.
@@ -76,8 +76,10 @@ servers-down:
 	@$(SERVERS) down
 
 # couponlink beside its ceilings, in one run, on its own private servers
-# (about 6 minutes on 2 cores, 1.5 of them seeding 10M coupons for the
-# reconcile row); results in bench/results/. BENCHFLAGS=-quick: ~1 minute.
+# (the last full run took 32 minutes on 2 cores shared with other work;
+# ~1.5 minutes of a run seed 10M coupons for the reconcile row, ~2 are the
+# sources phase: docs/performance.md); results in bench/results/.
+# BENCHFLAGS=-quick: ~1 minute.
 bench:
 	$(GO) build -o bin/couponlink-bench ./cmd/couponlink-bench && ./bin/couponlink-bench $(BENCHFLAGS)
 

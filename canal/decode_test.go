@@ -116,7 +116,7 @@ func TestDecodeUserCoupon(t *testing.T) {
 			uc(7, int64(3), "app", int8(1), nil), uc(7, int64(3), "app", int8(1), nil),
 			uc(8, int64(3), "app", int8(1), nil), uc(8, int64(3), "app", int8(2), "o8")),
 			[]Transition{prevOrder(tr(8, 3, "app", A, U, "o8"), "")}, 2},
-		// value types (BINLOG-NOTES #5)
+		// value types (docs/binlog.md #5)
 		{"int16 status, uint64 template", ev(ucTable, gocanal.InsertAction, uc(7, uint64(3), "app", int16(1), nil)), []Transition{tr(7, 3, "app", N, A, "")}, 1},
 		{"int32 status, int32 template", ev(ucTable, gocanal.InsertAction, uc(7, int32(3), "app", int32(1), nil)), []Transition{tr(7, 3, "app", N, A, "")}, 1},
 		{"int64 status", ev(ucTable, gocanal.InsertAction, uc(7, int64(3), "app", int64(1), nil)), []Transition{tr(7, 3, "app", N, A, "")}, 1},

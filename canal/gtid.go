@@ -11,7 +11,7 @@ import (
 )
 
 // gtidTracker keeps the GTID set of the committed transactions itself (go-mysql
-// only reports one when started from a GTID set, BINLOG-NOTES #3): begin
+// only reports one when started from a GTID set, docs/binlog.md #3): begin
 // records the GTID of the transaction that starts, commit folds it in.
 // begin is called by the reader alone; commit and String under the
 // batcher's lock.

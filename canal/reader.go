@@ -79,7 +79,7 @@ func (r *reader) OnPosSynced(h *replication.EventHeader, pos mysql.Position, _ m
 	r.st.events.Add(1)
 	if h.EventType == replication.ROTATE_EVENT {
 		// After a GTID start the first rotate is a fake (file, 4): keep the
-		// position of the last commit (BINLOG-NOTES #4); End moves at the
+		// position of the last commit (docs/binlog.md #4); End moves at the
 		// next commit.
 		r.file = pos.Name
 		return nil

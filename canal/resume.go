@@ -9,7 +9,7 @@ import (
 
 // ResumePoint chooses how to resume from a saved position. A GTID start
 // costs go-mysql 15–25% more CPU per event than a file/offset start
-// (BINLOG-NOTES #10), so when a MariaDB server proves that p's file and
+// (docs/binlog.md #10), so when a MariaDB server proves that p's file and
 // offset are the same point as p's GTID (BINLOG_GTID_POS(file, offset)
 // equals it: same server, file not purged) it returns p without its GTID
 // and the tailer streams by file and offset. Otherwise (another server

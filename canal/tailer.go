@@ -6,16 +6,16 @@
 // DDL: a DDL on a source table makes the tailer re-read the table's current
 // definition and locate the mapped columns again (a mapped column that is
 // gone is an error). Because go-mysql only knows the current definition
-// (BINLOG-NOTES #7), a row event whose column count differs from it (replay
+// (docs/binlog.md #7), a row event whose column count differs from it (replay
 // of binlog written before an ALTER) is refused with ErrSchemaChanged.
 //
 // GTID: the tailer keeps the GTID position itself (go-mysql reports one only
-// after a GTID start, BINLOG-NOTES #3): each GTID event's domain-server-seq is
+// after a GTID start, docs/binlog.md #3): each GTID event's domain-server-seq is
 // folded into the set when its transaction commits, so a batch's End carries
 // both the file/offset after the commit and the GTID position including it.
 // Started from a file/offset on MariaDB, the set is seeded with
 // BINLOG_GTID_POS(file, offset). A start from a GTID ignores the fake
-// rotate's (file, 4) (BINLOG-NOTES #4): End keeps the start position until
+// rotate's (file, 4) (docs/binlog.md #4): End keeps the start position until
 // the first commit.
 package canal
 

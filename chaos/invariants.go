@@ -10,7 +10,7 @@ import (
 	"github.com/couponlink/couponlink/inventory"
 )
 
-// The invariants checked at quiescence (DESIGN.md's, and the run's own).
+// The invariants checked at quiescence (docs/design.md's, and the run's own).
 const (
 	invCaughtUp     = "cdc caught up to the binlog end"
 	invCounters     = "counters equal the truth"

@@ -1,8 +1,8 @@
 // Package chaos is couponlink's seeded, process-level fault-injection soak:
 // a private MariaDB and Redis, the real couponlink binary as processes (api,
 // two cdcs, the reconciler), a webhook receiver, concurrent API clients and
-// faults drawn from one seed, and a checker of the invariants of DESIGN.md
-// at checkpoints and after quiescence. `make chaos` runs it.
+// faults drawn from one seed, and a checker of the invariants of
+// docs/design.md at checkpoints and after quiescence. `make chaos` runs it.
 package chaos
 
 import (

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Private MariaDB (binlog ROW, FULL row image, GTID) and Redis for couponlink's
+# Private MariaDB (binlog ROW, FULL row image and metadata, GTID) and Redis for couponlink's
 # local runs and tests. Never touches the servers on the default ports.
 #
 #   deploy/local/servers.sh up      start both (idempotent), wait until they answer
@@ -76,7 +76,7 @@ up_mysql() {
     --bind-address=127.0.0.1 --port="$MPORT" --socket="$BASE/mysqld.sock" \
     --pid-file="$BASE/mysqld.pid" --log-error="$BASE/mysqld.err" \
     --server-id=1 --log-bin="$BASE/data/mysql-bin" --binlog-format=ROW \
-    --binlog-row-image=FULL --gtid-domain-id=0 --log-slave-updates=ON \
+    --binlog-row-image=FULL --binlog-row-metadata=FULL --gtid-domain-id=0 --log-slave-updates=ON \
     --skip-name-resolve --max-connections=1000 --innodb-buffer-pool-size=512M \
     --innodb-log-file-size=256M --max-binlog-size=256M \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \

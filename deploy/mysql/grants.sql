@@ -27,7 +27,7 @@
 -- Server). On Oracle MySQL it takes FLUSH TABLES WITH READ LOCK for a few
 -- milliseconds (RELOAD); where RELOAD is not granted (managed MySQL), it
 -- falls back to LOCK TABLES ... READ on the mapped tables (LOCK TABLES and
--- SELECT on their schema). Grant one of the two. README "Snapshot
+-- SELECT on their schema). Grant one of the two. docs/servers.md "Snapshot
 -- positions" has the guarantees and costs.
 --
 -- The tables couponlink reads are all in couponlink_db for the reference
