@@ -70,7 +70,7 @@ func newMariaDB(ctx context.Context, dir string) (*server, error) {
 			"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "mysqld.sock"),
 			"--pid-file=" + filepath.Join(dir, "mysqld.pid"), "--log-error=" + filepath.Join(dir, "mysqld.err"),
 			"--server-id=1", "--log-bin=" + filepath.Join(data, "mysql-bin"), "--binlog-format=ROW",
-			"--binlog-row-image=FULL", "--gtid-domain-id=0", "--log-slave-updates=ON", "--skip-name-resolve",
+			"--binlog-row-image=FULL", "--binlog-row-metadata=FULL", "--gtid-domain-id=0", "--log-slave-updates=ON", "--skip-name-resolve",
 			"--max-connections=400", "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=48M",
 			"--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin"}
 	}

@@ -13,7 +13,7 @@ import (
 // lock is held until COMMIT returns, and every COMMIT waits for its log
 // flush. Requests that arrive while a group transaction of their queue is
 // in flight wait, and the next transaction takes up to CombineMax of them
-// (DESIGN.md, "The write combiner"). Claims queue per template, over all
+// (docs/design.md, "The write combiner's contract"). Claims queue per template, over all
 // its channel buckets (claimgroup.go), redemptions per lane of coupons
 // (redeemgroup.go).
 // Batching is natural, as in the cdc's batcher: a lone request goes at

@@ -14,7 +14,7 @@ import (
 
 func ptr(v int64) *int64 { return &v }
 
-// Validate fills in the defaults of DESIGN.md.
+// Validate fills in the template defaults of docs/design.md.
 func TestNewTemplateDefaults(t *testing.T) {
 	nt := coupon.NewTemplate{Name: "  spring sale ", TotalQuota: 10, Channels: map[string]int64{"app": 6, "sms": 4}, ValidSeconds: 60}
 	require.NoError(t, nt.Validate())

@@ -3,7 +3,7 @@ package coupon
 // Action is a business action that moves a user coupon between states.
 type Action string
 
-// The business actions of DESIGN.md's transition table.
+// The business actions of the transition table (docs/design.md, "The state machine").
 const (
 	ActionClaim         Action = "claim"
 	ActionRedeem        Action = "redeem"
@@ -34,7 +34,7 @@ type Rule struct {
 	Effect   QuotaEffect
 }
 
-// Rules is DESIGN.md's table of legal transitions, and nothing else.
+// Rules is the table of legal transitions (docs/design.md, "The state machine"), and nothing else.
 var Rules = []Rule{
 	{None, Available, ActionClaim, EffectReserve},
 	{Available, Used, ActionRedeem, EffectConsume},

@@ -11,7 +11,7 @@ import (
 	"github.com/couponlink/couponlink/coupon"
 )
 
-// The legal transitions of DESIGN.md, written out independently of
+// The legal transitions of docs/design.md, written out independently of
 // coupon.Rules: (from, action) -> (to, quota effect).
 type legalMove struct {
 	to     coupon.Status
@@ -36,14 +36,14 @@ var designTable = map[coupon.Status]map[coupon.Action]legalMove{
 var allActions = []coupon.Action{coupon.ActionClaim, coupon.ActionRedeem, coupon.ActionRefundRestore,
 	coupon.ActionExpire, coupon.ActionVoid, coupon.ActionRefundRecycle}
 
-// targetOf is where an action always leads (from DESIGN.md), legal or not.
+// targetOf is where an action always leads (from docs/design.md), legal or not.
 var targetOf = map[coupon.Action]coupon.Status{
 	coupon.ActionClaim: coupon.Available, coupon.ActionRedeem: coupon.Used, coupon.ActionRefundRestore: coupon.Available,
 	coupon.ActionExpire: coupon.Expired, coupon.ActionVoid: coupon.Returned, coupon.ActionRefundRecycle: coupon.Returned,
 }
 
 // Every (from state, action) pair: the 4 stored states and "no row" x the 6
-// actions. Legal pairs give the DESIGN.md target and quota effect; every
+// actions. Legal pairs give the docs/design.md target and quota effect; every
 // other pair is an *Error illegal_transition that names both states.
 func TestCheckEveryStateAndAction(t *testing.T) {
 	legal := 0
@@ -73,7 +73,7 @@ func TestCheckEveryStateAndAction(t *testing.T) {
 			})
 		}
 	}
-	assert.Equal(t, 6, legal, "DESIGN.md has six legal transitions")
+	assert.Equal(t, 6, legal, "docs/design.md has six legal transitions")
 }
 
 // Legal(from, to) over all 25 pairs of states is exactly the six rules; a

@@ -49,7 +49,7 @@ func (s *Source) Redeemed(ctx context.Context, q Querier, coupons []int64) (map[
 
 // PairsOf returns the (template, channel) of the given coupons that still
 // have a row, in any shard of a sharded coupon table (coupon ids are unique
-// across shards: README "Sharded tables").
+// across shards: docs/legacy-schemas.md "Sharded tables").
 func (s *Source) PairsOf(ctx context.Context, q Querier, coupons []int64) (map[int64]Pair, error) {
 	uc := s.m.UserCoupon
 	out := map[int64]Pair{}

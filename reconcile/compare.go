@@ -289,7 +289,7 @@ func duplicateIDs(dups []inventory.DuplicateID) []Difference {
 	for _, d := range dups {
 		out = append(out, Difference{Store: StoreLegacy, Target: fmt.Sprintf("coupon %d/shards", d.ID), Field: "shards", Expected: 1,
 			Found: ptr(int64(len(d.Tables))), Action: ActionNeedsReview,
-			Reason: fmt.Sprintf("coupon id %d is in %d shards (%s): couponlink needs coupon ids unique across the shards (README \"Sharded tables\"); "+
+			Reason: fmt.Sprintf("coupon id %d is in %d shards (%s): couponlink needs coupon ids unique across the shards (docs/legacy-schemas.md, \"Sharded tables\"); "+
 				"the counters stay right, but the redemptions and anomalies of this id cannot be told apart", d.ID, len(d.Tables), strings.Join(d.Tables, ", "))})
 	}
 	return out

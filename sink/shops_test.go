@@ -26,8 +26,7 @@ import (
 	"github.com/couponlink/couponlink/sink"
 )
 
-// The three legacy shop layouts of deploy/legacy (README "Legacy
-// schemas"), each attached as it is: its schema.sql and its mapping.yaml,
+// The three legacy shop layouts of deploy/legacy (docs/legacy-schemas.md), each attached as it is: its schema.sql and its mapping.yaml,
 // written only by raw SQL the way such a shop's code writes, while the cdc
 // is killed (-9) and restarted. Counters must equal the truth, and the
 // anomalies must be exactly the faults the test injected, kind by kind.

@@ -42,7 +42,7 @@ func apiFlags(stderr io.Writer) (*settings.Flags, *apiSettings) {
 	o := &apiSettings{}
 	f.Add(&o.db, &o.logging)
 	o.primaries = f.EnvString("primaries", "COUPONLINK_PRIMARIES", "",
-		"YAML file listing several primaries (couponlink-native over several servers; see the README); -dsn is then not used")
+		"YAML file listing several primaries (couponlink-native over several servers; docs/several-primaries.md); -dsn is then not used")
 	o.conns = f.EnvInt("mysql-conns", "COUPONLINK_MYSQL_CONNS", 64, "most MySQL connections the API opens")
 	o.addr = f.EnvString("addr", "COUPONLINK_API_ADDR", "127.0.0.1:8080", "listen address")
 	o.token = f.EnvSecret("token", "COUPONLINK_API_TOKEN", "when set, every /v1 route needs Authorization: Bearer <token>")

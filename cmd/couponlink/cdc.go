@@ -58,7 +58,7 @@ func cdcFlags(stderr io.Writer) (*settings.Flags, *cdcSettings) {
 		name:      "checkpoint name (one per source schema)",
 		metrics:   "listen address of /metrics, /healthz and /status (the status as JSON, as couponlink status -json prints it; empty: none)",
 	})
-	o.binlogDSN = f.EnvString("binlog-dsn", "COUPONLINK_BINLOG_DSN", "", "read the binlog from this server instead of -dsn's: a replica of it with log_slave_updates=ON (README \"Failover and replicas\"); the counters, checkpoint and leader lock stay on -dsn's server, the primary; empty: -dsn's server")
+	o.binlogDSN = f.EnvString("binlog-dsn", "COUPONLINK_BINLOG_DSN", "", "read the binlog from this server instead of -dsn's: a replica of it with log_slave_updates=ON (docs/cdc.md, \"Failover and replicas\"); the counters, checkpoint and leader lock stay on -dsn's server, the primary; empty: -dsn's server")
 	o.serverID = f.EnvInt("server-id", "COUPONLINK_CDC_SERVER_ID", 0, "replica server id the cdc uses on the binlog stream (0: derived from the checkpoint name and pid)")
 	o.leaderTimeout = f.EnvDuration("leader-timeout", "COUPONLINK_CDC_LEADER_TIMEOUT", sink.DefaultLeaderTimeout, "how long the leader lock outlives a leader the server cannot hear from (host gone, network partition; the lock session's wait_timeout; at least 2s): a standby takes over within it. A leader whose process dies frees the lock at once")
 	o.rebuild = f.EnvBool("rebuild", "COUPONLINK_CDC_REBUILD", false, "rebuild the counters from a consistent snapshot, then stream from its position")

@@ -48,7 +48,7 @@ func eventFlags(f *settings.Flags) *eventSettings {
 	return &eventSettings{
 		sinks: f.EnvSecret("event-sinks", "COUPONLINK_EVENT_SINKS", "comma-separated stream sinks of the webhook events, each with its own position: "+
 			"redis://host:port[/db]?stream=couponlink:events&maxlen=1000000&name=redis, "+
-			"nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&duplicates=2m&name=nats (README: Integrations); empty: none"),
+			"nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&duplicates=2m&name=nats (docs/events.md); empty: none"),
 		maxAttempts: f.EnvInt("event-sink-max-attempts", "COUPONLINK_EVENT_SINK_MAX_ATTEMPTS", 12, "rounds a stream sink may refuse one event (too large) before it is dropped; an unreachable sink is retried without limit"),
 		lowShare:    f.EnvFloat("channel-low-share", "COUPONLINK_CHANNEL_LOW_SHARE", 0.1, "a channel bucket whose claimable slots fall to this share of its quota (rounded up) or below writes a channel.low event (0: none)"),
 		maxPending:  f.EnvInt("event-sink-max-pending", "COUPONLINK_EVENT_SINK_MAX_PENDING", 100_000, "events a stream sink may fall behind; beyond it its oldest are dropped (counted, logged)"),

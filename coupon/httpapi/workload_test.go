@@ -71,7 +71,7 @@ func pick[T any](rng *rand.Rand, xs []T) (T, bool) {
 // void batches, expiry sweeps on a fake clock — over two templates, five
 // channels and 300 users, with inventory and history reads in between.
 // Afterwards MySQL must hold exactly what the API answered, and every
-// invariant of DESIGN.md must hold.
+// invariant of docs/design.md must hold.
 func TestRandomWorkload(t *testing.T) {
 	e := newEnv(t)
 	w := &workload{e: e, templates: []wlTemplate{

@@ -73,7 +73,7 @@ func (m *MariaDB) Start() {
 		"--bind-address=127.0.0.1", "--port="+m.port, "--socket="+filepath.Join(m.dir, "mysqld.sock"),
 		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"), "--log-error="+filepath.Join(m.dir, "mysqld.err"),
 		"--server-id="+strconv.Itoa(m.id), "--log-bin="+filepath.Join(data, "mysql-bin"), "--binlog-format=ROW",
-		"--binlog-row-image=FULL", "--gtid-domain-id=0", "--log-slave-updates=ON", "--relay-log="+filepath.Join(data, "relay-bin"),
+		"--binlog-row-image=FULL", "--binlog-row-metadata=FULL", "--gtid-domain-id=0", "--log-slave-updates=ON", "--relay-log="+filepath.Join(data, "relay-bin"),
 		"--skip-name-resolve", "--max-connections=200",
 		"--innodb-buffer-pool-size=64M", "--innodb-log-file-size=48M",
 		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin", "--user="+userName(m.t))
