@@ -88,14 +88,7 @@ func (a *apiBench) groupStats(ctx context.Context, kind string) (groups, request
 func (a *apiBench) lagAtLoad(ctx context.Context, tpl int64) (*lagResult, error) {
 	res := &lagResult{warm: min(time.Second, a.cfg.apiDuration/5)}
 	a.log.Info("cdc lag at the combined API load", "duration", a.cfg.apiDuration)
-	err := followLag(ctx, a.cfg, a.e, tpl, res, a.log, func(h *meteredSink) {
-		h.takeApplies()
-		h.sql.take()
-		cpu0, db0 := cpuTime(), a.e.mariadbCPU()
-		res.load = a.timedClaims(ctx, tpl)
-		res.benchCores = (cpuTime() - cpu0).Seconds() / res.load.took.Seconds()
-		res.dbCores = (a.e.mariadbCPU() - db0).Seconds() / res.load.took.Seconds()
-	})
+	err := followLag(ctx, a.cfg, a.e, tpl, res, a.log, func() pacedLoad { return a.timedClaims(ctx, tpl) })
 	res.target = int(res.load.rate())
 	a.log.Info("lag at the combined API load", "claims_per_s", res.target, "counter_p50", res.counter.P50, "counter_p99", res.counter.P99,
 		"redis_p99", res.redis.P99, "noop_p99", res.noop.P99, "missing", res.missing)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -42,7 +40,7 @@ func runMemory(ctx context.Context, cfg config, e *env, cu *catchupResult, log *
 	if err := resetState(ctx, e, cu.single.from, false); err != nil {
 		return res, err
 	}
-	events0, _, err := readCheckpoint(ctx, e)
+	events0, _, err := e.checkpoint().read(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -51,7 +49,7 @@ func runMemory(ctx context.Context, cfg config, e *env, cu *catchupResult, log *
 		return res, err
 	}
 	// The peer, side by side: a no-op reader over the same range, just before.
-	if res.noop, err = timeNoop(ctx, e, modeStart(cu.single.from, "file"), target, log); err != nil {
+	if res.noop, err = timeNoop(ctx, e, []string{sourceRegex()}, modeStart(cu.single.from, "file"), target); err != nil {
 		return res, fmt.Errorf("no-op reader over the whole backlog: %w", err)
 	}
 	port, err := freePort()
@@ -86,7 +84,7 @@ func runMemory(ctx context.Context, cfg config, e *env, cu *catchupResult, log *
 // and notes the time, its memory then, the rows it applied (since events0)
 // and, from its log, its start mode and start-up time.
 func (m *memResult) catchUp(ctx context.Context, e *env, c *child, t0 time.Time, target canal.Position, events0 int64) error {
-	if err := waitCheckpoint(ctx, e, c, target, 15*time.Minute); err != nil {
+	if err := e.checkpoint().wait(ctx, c, target, 15*time.Minute); err != nil {
 		return err
 	}
 	m.took = time.Since(t0)
@@ -94,7 +92,7 @@ func (m *memResult) catchUp(ctx context.Context, e *env, c *child, t0 time.Time,
 	if m.rssAfter, m.hwmAfter, err = procMem(c.pid()); err != nil {
 		return err
 	}
-	events1, _, err := readCheckpoint(ctx, e)
+	events1, _, err := e.checkpoint().read(ctx)
 	if err != nil {
 		return err
 	}
@@ -138,58 +136,9 @@ func (m *memResult) steadyState(ctx context.Context, cfg config, e *env, c *chil
 	if err != nil {
 		return err
 	}
-	if err := waitCheckpoint(ctx, e, c, end, time.Minute); err != nil {
+	if err := e.checkpoint().wait(ctx, c, end, time.Minute); err != nil {
 		return err
 	}
 	_, m.hwmEnd, err = procMem(c.pid())
 	return err
-}
-
-func readCheckpoint(ctx context.Context, e *env) (events int64, pos canal.Position, err error) {
-	return readCheckpointOf(ctx, e.db, "cdc_checkpoint", "default")
-}
-
-// readCheckpointOf reads the checkpoint of that name in table (e.g.
-// cl_one.cdc_checkpoint); none yet is the zero position.
-func readCheckpointOf(ctx context.Context, db *sql.DB, table, name string) (events int64, pos canal.Position, err error) {
-	err = db.QueryRowContext(ctx, `SELECT events_applied, binlog_file, binlog_pos, gtid_set FROM `+table+` WHERE name = ?`, name).
-		Scan(&events, &pos.File, &pos.Pos, &pos.GTID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, canal.Position{}, nil
-	}
-	if err != nil {
-		err = fmt.Errorf("read checkpoint: %w", err)
-	}
-	return events, pos, err
-}
-
-// waitCheckpoint polls the checkpoint until it is at or after target.
-func waitCheckpoint(ctx context.Context, e *env, c *child, target canal.Position, limit time.Duration) error {
-	return waitCheckpointOf(ctx, e.db, "cdc_checkpoint", "default", c, target, limit)
-}
-
-// waitCheckpointOf polls the checkpoint of that name in table until it is
-// at or after target.
-func waitCheckpointOf(ctx context.Context, db *sql.DB, table, name string, c *child, target canal.Position, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		if err := c.exited(); err != nil {
-			return fmt.Errorf("couponlink cdc %w", err)
-		}
-		_, pos, err := readCheckpointOf(ctx, db, table, name)
-		if err != nil {
-			return err
-		}
-		if pos.File != "" && pos.Compare(target) >= 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("couponlink cdc: checkpoint %s did not reach %s in %s; log:\n%s", pos, target, limit, tail(c.log, 10))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
 }

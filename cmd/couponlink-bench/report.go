@@ -139,27 +139,15 @@ func (r *Report) catchup(cfg config, cu *catchupResult) {
 }
 
 func medianCPU(rs []readerRun) time.Duration {
-	var xs []float64
-	for _, r := range rs {
-		xs = append(xs, float64(r.perRow))
-	}
-	return time.Duration(medianOf(xs))
+	return time.Duration(medianOf(mapped(rs, func(r readerRun) float64 { return float64(r.perRow) })))
 }
 
 func rates(rs []readerRun) string {
-	var xs []float64
-	for _, r := range rs {
-		xs = append(xs, r.rate/1000)
-	}
-	return floats(xs, "%.0fk")
+	return floats(mapped(rs, func(r readerRun) float64 { return r.rate / 1000 }), "%.0fk")
 }
 
 func floats(xs []float64, f string) string {
-	var s []string
-	for _, x := range xs {
-		s = append(s, fmt.Sprintf(f, x))
-	}
-	return strings.Join(s, ", ")
+	return strings.Join(mapped(xs, func(x float64) string { return fmt.Sprintf(f, x) }), ", ")
 }
 
 func (r *Report) memory(cfg config, m memResult) {
@@ -367,12 +355,6 @@ func msStr(d time.Duration) string { return fmt.Sprintf("%.2f ms", ms(d)) }
 func sec(d time.Duration) string   { return fmt.Sprintf("%.2f s", d.Seconds()) }
 func us(d time.Duration) string    { return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)) }
 func mib(n int64) string           { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
-func ratioDur(a, b time.Duration) float64 {
-	if b <= 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
-}
 
 // check records a failed correctness check (a verifyStore result that
 // says MISMATCH).

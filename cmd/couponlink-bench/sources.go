@@ -39,7 +39,10 @@ type srcCDC struct {
 	noop          readerRun      // a no-op reader alone over [from, part.to]
 }
 
-func (c *srcCDC) checkpoints() string { return "`" + c.clDB + "`.cdc_checkpoint" }
+// cp is its checkpoint.
+func (c *srcCDC) cp() checkpointRef {
+	return checkpointRef{c.srv.db, "`" + c.clDB + "`.cdc_checkpoint", c.name}
+}
 
 // rate is rows/s from process start; streamRate from its "tailing the
 // binlog" line.
@@ -48,12 +51,7 @@ func (c *srcCDC) streamRate() float64 {
 	return float64(c.part.rows) / (c.took - c.startup).Seconds()
 }
 
-func (c *srcCDC) cpuPerRow() time.Duration {
-	if c.part.rows == 0 {
-		return 0
-	}
-	return c.cpu / time.Duration(c.part.rows)
-}
+func (c *srcCDC) cpuPerRow() time.Duration { return perRow(c.cpu, c.part.rows) }
 
 // sourcesRep is one repetition: new backlogs, the timed runs over them.
 type sourcesRep struct {
@@ -291,7 +289,7 @@ func (s *sourcesResult) time(ctx context.Context, cfg config, a, b *env, log *sl
 			"stream_rows_per_s", int(c.streamRate()), "startup", c.startup.Round(time.Millisecond), "cpu_per_row", c.cpuPerRow(), "vmrss_mib", c.rss>>20)
 	}
 	for _, c := range s.all() {
-		if c.noop, err = timeNoopOn(ctx, c.srv, shopInclude(c.shop), modeStart(c.from, c.mode), c.part.to); err != nil {
+		if c.noop, err = timeNoop(ctx, c.srv, shopInclude(c.shop), modeStart(c.from, c.mode), c.part.to); err != nil {
 			return fmt.Errorf("no-op reader of source %s: %w", c.name, err)
 		}
 		log.Info("no-op canal reader", "source", c.name, "rows", c.noop.rows, "rows_per_s", int(c.noop.rate), "ratio", fmt.Sprintf("%.2f", c.streamRate()/c.noop.rate))
@@ -303,7 +301,7 @@ func (s *sourcesResult) time(ctx context.Context, cfg config, a, b *env, log *sl
 	g, gctx := errgroup.WithContext(ctx)
 	for i, c := range s.two {
 		g.Go(func() error {
-			r, err := timeNoopOn(gctx, c.srv, shopInclude(c.shop), modeStart(c.from, c.mode), c.part.to)
+			r, err := timeNoop(gctx, c.srv, shopInclude(c.shop), modeStart(c.from, c.mode), c.part.to)
 			walls[i] = r.wall
 			return err
 		})
@@ -326,7 +324,7 @@ func runTo(ctx context.Context, cfg config, e *env, cdcs []*srcCDC, timed bool) 
 	targets := make([]canal.Position, len(cdcs))
 	for i, c := range cdcs {
 		var err error
-		if c.events0, c.from, err = readCheckpointOf(ctx, c.srv.db, c.checkpoints(), c.name); err != nil {
+		if c.events0, c.from, err = c.cp().read(ctx); err != nil {
 			return 0, err
 		}
 		if targets[i] = c.part.to; !timed {
@@ -355,7 +353,7 @@ func runTo(ctx context.Context, cfg config, e *env, cdcs []*srcCDC, timed bool) 
 	for i, c := range cdcs {
 		g.Go(func() error {
 			ch := children[i]
-			if err := waitCheckpointOf(gctx, c.srv.db, c.checkpoints(), c.name, ch, targets[i], 15*time.Minute); err != nil {
+			if err := c.cp().wait(gctx, ch, targets[i], 15*time.Minute); err != nil {
 				return fmt.Errorf("source %s: %w", c.name, err)
 			}
 			c.took, c.cpu = time.Since(ch.started), procCPU(ch.pid())
@@ -374,7 +372,7 @@ func runTo(ctx context.Context, cfg config, e *env, cdcs []*srcCDC, timed bool) 
 	wg.Wait()
 	for i, c := range cdcs {
 		c.startup, c.mode = startupOf(children[i], children[i].started)
-		events, _, err := readCheckpointOf(ctx, c.srv.db, c.checkpoints(), c.name)
+		events, _, err := c.cp().read(ctx)
 		if err != nil {
 			return 0, err
 		}
