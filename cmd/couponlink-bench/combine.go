@@ -68,7 +68,13 @@ func (a *apiBench) groupStats(ctx context.Context, kind string) (groups, request
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, m := range groupSeries.FindAllStringSubmatch(string(body), -1) {
+	return parseGroupStats(string(body), kind)
+}
+
+// parseGroupStats reads the groups and the requests in them of kind
+// (claim, redemption) from the api's metrics text.
+func parseGroupStats(metrics, kind string) (groups, requests float64) {
+	for _, m := range groupSeries.FindAllStringSubmatch(metrics, -1) {
 		if m[1] != kind {
 			continue
 		}

@@ -104,8 +104,14 @@ func (m *memResult) catchUp(ctx context.Context, e *env, c *child, t0 time.Time,
 // startupOf reads, from the log of a couponlink cdc started at t0, the
 // time to its "tailing the binlog" line (0: not found) and its start mode.
 func startupOf(c *child, t0 time.Time) (time.Duration, string) {
+	return parseStartup(grepLine(c.log, "tailing the binlog"), t0)
+}
+
+// parseStartup reads the cdc's "tailing the binlog" log line: the time
+// from t0 to it (0: no time, or not after t0) and the start mode (file
+// when it says file/offset, else gtid).
+func parseStartup(line string, t0 time.Time) (time.Duration, string) {
 	mode := "gtid"
-	line := grepLine(c.log, "tailing the binlog")
 	if strings.Contains(line, "file/offset") {
 		mode = "file"
 	}
