@@ -13,12 +13,7 @@ import (
 // memResult holds phase 2: the real `couponlink cdc` binary replaying the
 // whole backlog from its checkpoint, then following claims at 1,000/s.
 type memResult struct {
-	rows          int64
-	took          time.Duration // process start → checkpoint at the end of the backlog
-	startup       time.Duration // process start → its "tailing the binlog" log line (0: not found)
-	mode          string        // start mode the binary logged
-	rssAfter      int64         // VmRSS when the checkpoint reached the end
-	hwmAfter      int64         // VmHWM then (peak of the catch-up)
+	cdcRun        // to the end of the backlog (hwm: the peak of the catch-up)
 	rssSteadyMax  int64
 	rssSteadyLast int64
 	hwmEnd        int64
@@ -52,22 +47,19 @@ func runMemory(ctx context.Context, cfg config, e *env, cu *catchupResult, log *
 	if res.noop, err = timeNoop(ctx, e, []string{sourceRegex()}, modeStart(cu.single.from, "file"), target); err != nil {
 		return res, fmt.Errorf("no-op reader over the whole backlog: %w", err)
 	}
-	port, err := freePort()
-	if err != nil {
-		return res, err
-	}
-	t0 := time.Now()
-	c, err := e.startChild("cdc", append([]string{"cdc"}, append(cfg.cdcFlags(), "-dsn", e.appDSN, "-redis", e.redisAddr, "-metrics-addr", fmt.Sprintf("127.0.0.1:%d", port),
-		"-name", "default", "-log-level", "info")...)...)
+	c, err := e.startCDC(cfg, "cdc", "-dsn", e.appDSN, "-redis", e.redisAddr, "-name", "default")
 	if err != nil {
 		return res, err
 	}
 	defer c.stop()
-	if err := res.catchUp(ctx, e, c, t0, target, events0); err != nil {
+	if err := res.arrive(ctx, e.checkpoint(), c, target, 15*time.Minute); err != nil {
+		return res, err
+	}
+	if err := res.settle(ctx, e.checkpoint(), c, events0); err != nil {
 		return res, err
 	}
 	log.Info("couponlink cdc caught up", "noop_rows_per_s", int(res.noop.rate), "rows", res.rows, "took", res.took.Round(time.Millisecond), "rows_per_s", int(res.rate()), "startup", res.startup.Round(time.Millisecond),
-		"start_mode", res.mode, "vmrss_mib", res.rssAfter>>20, "vmhwm_mib", res.hwmAfter>>20)
+		"start_mode", res.mode, "vmrss_mib", res.rss>>20, "vmhwm_mib", res.hwm>>20)
 	if err := res.steadyState(ctx, cfg, e, c); err != nil {
 		return res, err
 	}
@@ -78,27 +70,6 @@ func runMemory(ctx context.Context, cfg config, e *env, cu *catchupResult, log *
 		log.Warn("couponlink cdc did not exit cleanly on SIGTERM", "state", err.String(), "log", tail(c.log, 5))
 	}
 	return res, nil
-}
-
-// catchUp waits until the binary started at t0 has checkpointed target,
-// and notes the time, its memory then, the rows it applied (since events0)
-// and, from its log, its start mode and start-up time.
-func (m *memResult) catchUp(ctx context.Context, e *env, c *child, t0 time.Time, target canal.Position, events0 int64) error {
-	if err := e.checkpoint().wait(ctx, c, target, 15*time.Minute); err != nil {
-		return err
-	}
-	m.took = time.Since(t0)
-	var err error
-	if m.rssAfter, m.hwmAfter, err = procMem(c.pid()); err != nil {
-		return err
-	}
-	events1, _, err := e.checkpoint().read(ctx)
-	if err != nil {
-		return err
-	}
-	m.rows = events1 - events0
-	m.startup, m.mode = startupOf(c, t0)
-	return nil
 }
 
 // startupOf reads, from the log of a couponlink cdc started at t0, the

@@ -371,37 +371,8 @@ func recCaughtUp(ctx context.Context, db *sql.DB, rdb *redis.Client) error {
 // recKeysFollow reports whether every bucket's Redis key equals its
 // quota − claimed now.
 func recKeysFollow(ctx context.Context, db *sql.DB, rdb *redis.Client) (bool, error) {
-	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, quota - claimed FROM channel_quota`)
-	if err != nil {
-		return false, fmt.Errorf("read channel_quota: %w", err)
-	}
-	defer rows.Close()
-	keys := inventory.Keys{Prefix: "couponlink:"}
-	pipe := rdb.Pipeline()
-	var want []int64
-	var cmds []*redis.StringCmd
-	for rows.Next() {
-		var p inventory.Pair
-		var w int64
-		if err := rows.Scan(&p.Template, &p.Channel, &w); err != nil {
-			return false, err
-		}
-		want = append(want, w)
-		cmds = append(cmds, pipe.Get(ctx, keys.Stock(p.Template, p.Channel)))
-	}
-	if err := rows.Err(); err != nil {
-		return false, err
-	}
-	if len(cmds) == 0 {
-		return true, nil
-	}
-	_, _ = pipe.Exec(ctx) // a missing key is a difference, not an error
-	for i, c := range cmds {
-		if g, err := c.Int64(); err != nil || g != want[i] {
-			return false, nil
-		}
-	}
-	return true, nil
+	bad, _, err := stockDiffs(ctx, db, rdb)
+	return err == nil && len(bad) == 0, err
 }
 
 // handlerReads selects the server's Handler_read_* counters.

@@ -158,11 +158,11 @@ func (r *Report) memory(cfg config, m memResult) {
 		Settings: fmt.Sprintf("%s rows (no-op: %s, wall incl. connect %s) from a checkpoint at the start of the backlog; the range also holds the catch-up runs' own counter transactions; the binary started by %s (its log); "+
 			"time from process start (incl. leader lock, Redis rebuild) to checkpoint ≥ end: %s, of which %s before its \"tailing the binlog\" log line "+
 			"(from that line on: %s, ratio %.2f); %s", count(m.rows), count(m.noop.rows), sec(m.noop.wall), modeName[m.mode], sec(m.took), sec(m.startup), rate(m.streamRate(), "rows/s"), m.streamRate()/noop, cfg.cdcSettings())})
-	r.add(Row{ID: "5", What: "Memory: `couponlink cdc` after the backlog", Ours: fmt.Sprintf("VmRSS %s (VmHWM %s)", mib(m.rssAfter), mib(m.hwmAfter)),
+	r.add(Row{ID: "5", What: "Memory: `couponlink cdc` after the backlog", Ours: fmt.Sprintf("VmRSS %s (VmHWM %s)", mib(m.rss), mib(m.hwm)),
 		Peer: "—", Ratio: "—", Target: "bounded",
 		Settings: fmt.Sprintf("/proc/<pid>/status when its checkpoint reached the end of the %s-row backlog", count(m.rows))})
 	r.add(Row{ID: "5", What: "Memory: `couponlink cdc` in steady state", Ours: fmt.Sprintf("VmRSS at the end %s (max %s; VmHWM %s)", mib(m.rssSteadyLast), mib(m.rssSteadyMax), mib(m.hwmEnd)),
-		Peer: fmt.Sprintf("VmRSS %s after the backlog", mib(m.rssAfter)), OursNum: float64(m.rssSteadyLast), PeerNum: float64(m.rssAfter), Target: "bounded, not growing",
+		Peer: fmt.Sprintf("VmRSS %s after the backlog", mib(m.rss)), OursNum: float64(m.rssSteadyLast), PeerNum: float64(m.rss), Target: "bounded, not growing",
 		Settings: fmt.Sprintf("sampled every 250 ms over %s of claims at %.0f/s (coupon.Store.Claim, 40 buckets), starting right after the catch-up (the max includes the catch-up's heap not yet returned)", cfg.steadyDuration, m.steady.rate())})
 }
 

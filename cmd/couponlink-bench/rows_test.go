@@ -63,7 +63,7 @@ func TestEveryRow(t *testing.T) {
 	var r Report
 	r.catchup(*cfg, cu)
 	r.peer(*cfg, nil)
-	r.memory(*cfg, memResult{rows: 4000, took: time.Second, noop: run})
+	r.memory(*cfg, memResult{cdcRun: cdcRun{rows: 4000, took: time.Second}, noop: run})
 	r.lag(*cfg, []lagResult{{target: 1000}}, "ok")
 	r.api(*cfg, apiResult{ceilBefore: ok, ceilAfter: ok, hot: pair, buckets: pair, redeem: pair, rawHot: ok, rawBuckets: ok,
 		lag: &lagResult{target: 1500, load: pacedLoad{commits: commits, took: time.Second}}})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -30,13 +29,10 @@ type srcCDC struct {
 	part    backlogPart
 
 	// the timed catch-up
-	from          canal.Position // its checkpoint before
-	events0, rows int64          // events_applied before; its growth
-	took, startup time.Duration  // process start → checkpoint ≥ part.to; → "tailing the binlog"
-	mode          string         // start mode it logged
-	cpu           time.Duration  // the process's CPU until then
-	rss, hwm      int64          // its VmRSS and VmHWM then
-	noop          readerRun      // a no-op reader alone over [from, part.to]
+	from    canal.Position // its checkpoint before
+	events0 int64          // events_applied before
+	cdcRun                 // its last run
+	noop    readerRun      // a no-op reader alone over [from, part.to]
 }
 
 // cp is its checkpoint.
@@ -164,23 +160,10 @@ func (s *serverB) close(log *slog.Logger) {
 // upServerB starts the second server in a temporary directory of its own
 // and migrates couponlink's database cl_src there.
 func upServerB(cfg config, log *slog.Logger) (*env, error) {
-	dir, err := os.MkdirTemp("", "couponlink-bench-b-")
+	b, err := upServers(cfg, "couponlink-bench-b-", "the second private MariaDB (sources phase)", log)
 	if err != nil {
-		return nil, err
-	}
-	b := &env{repo: cfg.repo, dir: dir, keep: cfg.keepServers, info: map[string]string{}}
-	if b.mysqlPort, err = freePort(); err != nil {
 		return b, err
 	}
-	if b.redisPort, err = freePort(); err != nil {
-		return b, err
-	}
-	log.Info("starting the second private MariaDB (sources phase)", "dir", b.dir, "mysql_port", b.mysqlPort)
-	b.servers = true
-	if err := b.serversSh("up"); err != nil {
-		return b, fmt.Errorf("servers.sh up (second server): %w", err)
-	}
-	b.readPorts()
 	b.dsn = shopDSN(cfg, b, "cl_src")
 	if _, err := migrations.Up(b.dsn); err != nil {
 		return b, fmt.Errorf("migrate cl_src on the second server: %w", err)
@@ -352,12 +335,9 @@ func runTo(ctx context.Context, cfg config, e *env, cdcs []*srcCDC, timed bool) 
 	g, gctx := errgroup.WithContext(ctx)
 	for i, c := range cdcs {
 		g.Go(func() error {
-			ch := children[i]
-			if err := c.cp().wait(gctx, ch, targets[i], 15*time.Minute); err != nil {
+			if err := c.arrive(gctx, c.cp(), children[i], targets[i], 15*time.Minute); err != nil {
 				return fmt.Errorf("source %s: %w", c.name, err)
 			}
-			c.took, c.cpu = time.Since(ch.started), procCPU(ch.pid())
-			c.rss, c.hwm, _ = procMem(ch.pid())
 			return nil
 		})
 	}
@@ -371,12 +351,9 @@ func runTo(ctx context.Context, cfg config, e *env, cdcs []*srcCDC, timed bool) 
 	}
 	wg.Wait()
 	for i, c := range cdcs {
-		c.startup, c.mode = startupOf(children[i], children[i].started)
-		events, _, err := c.cp().read(ctx)
-		if err != nil {
+		if err := c.settle(ctx, c.cp(), children[i], c.events0); err != nil {
 			return 0, err
 		}
-		c.rows = events - c.events0
 	}
 	return wall, nil
 }
@@ -384,12 +361,6 @@ func runTo(ctx context.Context, cfg config, e *env, cdcs []*srcCDC, timed bool) 
 // startSourceCDC starts `couponlink cdc -mapping … -source NAME` (Redis in
 // the mapping's default mode, corrector: it writes no stock keys).
 func startSourceCDC(cfg config, e *env, c *srcCDC, label string) (*child, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	args := append([]string{"cdc"}, cfg.cdcFlags()...)
-	args = append(args, "-mapping", c.mapping, "-source", c.name, "-redis", e.redisAddr, "-key-prefix", "bench-shop:",
-		"-metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "-log-level", "info")
-	return e.startChild(fmt.Sprintf("cdc-%s-%s-%d", c.name, label, time.Now().UnixNano()), args...)
+	return e.startCDC(cfg, fmt.Sprintf("cdc-%s-%s-%d", c.name, label, time.Now().UnixNano()),
+		"-mapping", c.mapping, "-source", c.name, "-redis", e.redisAddr, "-key-prefix", "bench-shop:")
 }
