@@ -142,7 +142,8 @@ func run() int {
 	return 0
 }
 
-// bench runs every phase on private servers and writes the report.
+// bench runs the phases -phases names on private servers and writes the
+// report.
 func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 	start := time.Now()
 	srvB := startServerB(cfg, log) // the sources phase's second server, beside the first
@@ -154,93 +155,112 @@ func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	rep := newReport(cfg, env)
-	if cfg.phases != "all" {
-		if err := benchOne(ctx, cfg, env, srvB, rep, log); err != nil {
+	r := &benchRun{cfg: cfg, env: env, srvB: srvB, rep: newReport(cfg, env), log: log}
+	for _, p := range phases {
+		if cfg.phases != "all" && cfg.phases != p.name {
+			continue
+		}
+		if err := p.run(ctx, r); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+	}
+	if cfg.phases == "all" {
+		r.rep.check("after the catch-up runs", r.cu.verify)
+		r.rep.check("after the lag runs", r.lagCheck)
+		if cfg.smoke {
+			r.rep.loadErrors(r.lags, r.api)
+		}
+		r.rep.profile(ctx, cfg, r.cu.profile, log)
+	}
+	return r.rep.finish(cfg, start, log)
+}
+
+// benchRun is one benchmark run: its settings, servers and report, and the
+// results that later phases and the last checks read.
+type benchRun struct {
+	cfg      config
+	env      *env
+	srvB     *serverB
+	rep      *Report
+	log      *slog.Logger
+	cu       *catchupResult
+	lags     []lagResult
+	lagCheck string
+	api      apiResult
+}
+
+// phase is one phase of a run: it measures and adds its rows.
+type phase struct {
+	name string // its -phases name, and the prefix of its error
+	run  func(ctx context.Context, r *benchRun) error
+}
+
+// phases are every phase, in the order of a run.
+var phases = []phase{
+	{"catch-up", func(ctx context.Context, r *benchRun) (err error) {
+		if r.cu, err = runCatchup(ctx, r.cfg, r.env, r.log); err == nil {
+			r.rep.catchup(r.cfg, r.cu)
+		}
+		return err
+	}},
+	{"peer go-mysql-transfer", func(ctx context.Context, r *benchRun) (err error) {
+		var p *peerResult
+		if r.cfg.peerTransfer != "" {
+			p, err = runPeer(ctx, r.cfg, r.env, r.cu, r.log)
+		}
+		if err == nil {
+			r.rep.peer(r.cfg, p)
+		}
+		return err
+	}},
+	{"memory (couponlink cdc binary)", func(ctx context.Context, r *benchRun) error {
+		mem, err := runMemory(ctx, r.cfg, r.env, r.cu, r.log)
+		if err == nil {
+			r.rep.memory(r.cfg, mem)
+		}
+		return err
+	}},
+	{"lag", func(ctx context.Context, r *benchRun) error { return r.lag(ctx) }},
+	{"api", func(ctx context.Context, r *benchRun) (err error) {
+		if r.api, err = runAPI(ctx, r.cfg, r.env, r.log); err == nil {
+			r.rep.api(r.cfg, r.api)
+		}
+		return err
+	}},
+	{"reconcile", func(ctx context.Context, r *benchRun) error {
+		steps, err := runReconcile(ctx, r.cfg, r.env, r.log)
+		if err != nil {
 			return err
 		}
-		return rep.finish(cfg, start, log)
-	}
-
-	cu, err := runCatchup(ctx, cfg, env, log)
-	if err != nil {
-		return fmt.Errorf("catch-up: %w", err)
-	}
-	rep.catchup(cfg, cu)
-	var peer *peerResult
-	if cfg.peerTransfer != "" {
-		if peer, err = runPeer(ctx, cfg, env, cu, log); err != nil {
-			return fmt.Errorf("peer go-mysql-transfer: %w", err)
+		r.rep.reconcile(r.cfg, steps)
+		for _, st := range steps {
+			r.rep.check(fmt.Sprintf("after the reconcile passes over %d coupons", st.rows), st.verify)
 		}
-	}
-	rep.peer(cfg, peer)
+		return nil
+	}},
+	{"sources", func(ctx context.Context, r *benchRun) error {
+		src, err := runSources(ctx, r.cfg, r.env, r.srvB, r.log)
+		if err == nil {
+			r.rep.sources(r.cfg, src)
+		}
+		return err
+	}},
+}
 
-	mem, err := runMemory(ctx, cfg, env, cu, log)
-	if err != nil {
-		return fmt.Errorf("memory (couponlink cdc binary): %w", err)
-	}
-	rep.memory(cfg, mem)
-
-	var lags []lagResult
-	for _, rate := range cfg.lagRates {
-		lr, err := runLag(ctx, cfg, env, rate, log)
+// lag is phase 3: the lag runs at each rate, then the counters checked.
+func (r *benchRun) lag(ctx context.Context) error {
+	for _, rate := range r.cfg.lagRates {
+		lr, err := runLag(ctx, r.cfg, r.env, rate, r.log)
 		if err != nil {
-			return fmt.Errorf("lag at %d/s: %w", rate, err)
+			return fmt.Errorf("at %d/s: %w", rate, err)
 		}
-		lags = append(lags, lr)
+		r.lags = append(r.lags, lr)
 	}
-	check, err := verifyCounters(ctx, env)
-	if err != nil {
+	var err error
+	if r.lagCheck, err = verifyCounters(ctx, r.env); err != nil {
 		return fmt.Errorf("verify counters after the lag runs: %w", err)
 	}
-	rep.lag(cfg, lags, check)
-
-	api, err := runAPI(ctx, cfg, env, log)
-	if err != nil {
-		return fmt.Errorf("api: %w", err)
-	}
-	rep.api(cfg, api)
-	steps, err := runReconcile(ctx, cfg, env, log)
-	if err != nil {
-		return fmt.Errorf("reconcile: %w", err)
-	}
-	rep.reconcile(cfg, steps)
-	for _, st := range steps {
-		rep.check(fmt.Sprintf("after the reconcile passes over %d coupons", st.rows), st.verify)
-	}
-	if err := benchSources(ctx, cfg, env, srvB, rep, log); err != nil {
-		return err
-	}
-	rep.check("after the catch-up runs", cu.verify)
-	rep.check("after the lag runs", check)
-	if cfg.smoke {
-		rep.loadErrors(lags, api)
-	}
-
-	rep.profile(ctx, cfg, cu.profile, log)
-	return rep.finish(cfg, start, log)
-}
-
-// benchOne runs the one phase -phases names (sources or api) and adds its rows.
-func benchOne(ctx context.Context, cfg config, env *env, srvB *serverB, rep *Report, log *slog.Logger) error {
-	if cfg.phases == "sources" {
-		return benchSources(ctx, cfg, env, srvB, rep, log)
-	}
-	api, err := runAPI(ctx, cfg, env, log)
-	if err != nil {
-		return fmt.Errorf("api: %w", err)
-	}
-	rep.api(cfg, api)
-	return nil
-}
-
-// benchSources runs phase 6 and adds its rows.
-func benchSources(ctx context.Context, cfg config, env *env, srvB *serverB, rep *Report, log *slog.Logger) error {
-	src, err := runSources(ctx, cfg, env, srvB, log)
-	if err != nil {
-		return fmt.Errorf("sources: %w", err)
-	}
-	rep.sources(cfg, src)
+	r.rep.lag(r.cfg, r.lags, r.lagCheck)
 	return nil
 }
 
