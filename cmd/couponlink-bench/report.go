@@ -181,12 +181,16 @@ func (r *Report) lag(cfg config, lags []lagResult, verify string) {
 		if l.target != 1000 {
 			target = "report"
 		}
-		r.add(Row{ID: "2", What: fmt.Sprintf("CDC lag commit → counters visible, %d/s", l.target), Ours: lat(l.counter), Peer: lat(l.noop) + " (no-op canal)",
-			Ratio: fmt.Sprintf("p99 %.1f×", ratioDur(l.counter.P99, l.noop.P99)), OursNum: ms(l.counter.P99), PeerNum: ms(l.noop.P99), Target: target, Settings: set})
-		r.add(Row{ID: "2", What: fmt.Sprintf("CDC lag commit → Redis key updated, %d/s", l.target), Ours: lat(l.redis), Peer: lat(l.noop) + " (no-op canal)",
-			Ratio: fmt.Sprintf("p99 %.1f×", ratioDur(l.redis.P99, l.noop.P99)), OursNum: ms(l.redis.P99), PeerNum: ms(l.noop.P99), Target: target, Settings: "as above"})
+		r.add(lagRow(fmt.Sprintf("CDC lag commit → counters visible, %d/s", l.target), l.counter, l.noop, target, set))
+		r.add(lagRow(fmt.Sprintf("CDC lag commit → Redis key updated, %d/s", l.target), l.redis, l.noop, target, "as above"))
 	}
 	r.Notes = append(r.Notes, "After the lag runs: "+verify)
+}
+
+// lagRow is a row 2: a lag of the pipeline against the no-op reader's.
+func lagRow(what string, ours, noop latStats, target, settings string) Row {
+	return Row{ID: "2", What: what, Ours: lat(ours), Peer: lat(noop) + " (no-op canal)", Ratio: fmt.Sprintf("p99 %.1f×", ratioDur(ours.P99, noop.P99)),
+		OursNum: ms(ours.P99), PeerNum: ms(noop.P99), Target: target, Settings: settings}
 }
 
 func (r *Report) api(cfg config, a apiResult) {
@@ -240,9 +244,8 @@ func (r *Report) api(cfg config, a apiResult) {
 			"pipeline: %d batches of %.1f rows on average, sink.ApplyBatch p50 %s, p99 %s; CPU cores during the load: bench process %.2f, MariaDB %.2f",
 			fmt.Sprintf("%.0f", a.lag.load.rate()), cfg.clients, cfg.apiDuration, a.lag.load.errors, l.counter.N, l.warm, l.missing, l.batches, l.rowsPerBatch,
 			msStr(l.apply.P50), msStr(l.apply.P99), l.benchCores, l.dbCores)
-		r.add(Row{ID: "2", What: fmt.Sprintf("CDC lag commit → counters visible, at the combined API hot-bucket load (%s claims/s)", fmt.Sprintf("%.0f", a.lag.load.rate())),
-			Ours: lat(l.counter), Peer: lat(l.noop) + " (no-op canal)", Ratio: fmt.Sprintf("p99 %.1f×", ratioDur(l.counter.P99, l.noop.P99)),
-			OursNum: ms(l.counter.P99), PeerNum: ms(l.noop.P99), Target: "report", Settings: set})
+		r.add(lagRow(fmt.Sprintf("CDC lag commit → counters visible, at the combined API hot-bucket load (%.0f claims/s)", a.lag.load.rate()),
+			l.counter, l.noop, "report", set))
 	}
 }
 
