@@ -374,26 +374,26 @@ func rawClaim(ctx context.Context, db *sql.DB, tpl int64, user, ch string) error
 	return tx.Commit()
 }
 
+// waitHealthy waits until the api c answers GET /healthz at base with
+// 200, for at most 30 s.
 func waitHealthy(ctx context.Context, client *http.Client, base string, c *child) error {
-	for i := 0; i < 300; i++ {
+	err := poll(ctx, 100*time.Millisecond, 30*time.Second, func() (bool, error) {
 		if err := c.exited(); err != nil {
-			return fmt.Errorf("couponlink api %w", err)
+			return false, fmt.Errorf("couponlink api %w", err)
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
-		if resp, err := client.Do(req); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if errors.Is(err, errTimedOut) {
+		return fmt.Errorf("couponlink api did not answer /healthz in 30 s; log:\n%s", tail(c.log, 10))
 	}
-	return fmt.Errorf("couponlink api did not answer /healthz in 30 s; log:\n%s", tail(c.log, 10))
+	return err
 }
 
 // fresh is err, or an error when the write was a replay: the load's

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -242,78 +243,106 @@ func verifyCounters(ctx context.Context, e *env) (string, error) {
 // GROUP BY user_coupon, Redis bucket keys = quota − claimed. A result
 // starting with "MISMATCH" is a failed check.
 func verifyStore(ctx context.Context, db *sql.DB, rdb *redis.Client) (string, error) {
-	truth := map[inventory.Pair]*inventory.Counts{}
-	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, status, COUNT(*) FROM user_coupon GROUP BY 1, 2, 3`)
+	truth, err := groupCounts(ctx, db, `SELECT template_id, channel, status, COUNT(*) FROM user_coupon GROUP BY 1, 2, 3`)
 	if err != nil {
 		return "", err
 	}
-	for rows.Next() {
-		var p inventory.Pair
-		var st, n int64
-		if err := rows.Scan(&p.Template, &p.Channel, &st, &n); err != nil {
-			rows.Close()
-			return "", err
-		}
-		c := truth[p]
-		if c == nil {
-			c = &inventory.Counts{}
-			truth[p] = c
-		}
-		switch st {
-		case 1:
-			c.Held += n
-		case 2:
-			c.Used += n
-		case 3:
-			c.Expired += n
-		case 4:
-			c.Returned += n
-		}
-	}
-	rows.Close()
-	got := map[inventory.Pair]inventory.Counts{}
-	rows, err = db.QueryContext(ctx, `SELECT template_id, channel, held, used, expired, returned FROM inventory_counter`)
+	got, err := readCounters(ctx, db, "inventory_counter")
 	if err != nil {
 		return "", err
 	}
-	for rows.Next() {
-		var p inventory.Pair
-		var c inventory.Counts
-		if err := rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned); err != nil {
-			rows.Close()
-			return "", err
-		}
-		got[p] = c
-	}
-	rows.Close()
 	var bad []string
 	for p, want := range truth {
-		if g := got[p]; g != *want {
-			bad = append(bad, fmt.Sprintf("%d/%s counters %+v, truth %+v", p.Template, p.Channel, g, *want))
+		if g := got[p]; g != want {
+			bad = append(bad, fmt.Sprintf("%d/%s counters %+v, truth %+v", p.Template, p.Channel, g, want))
 		}
 	}
-	keys := inventory.Keys{Prefix: "couponlink:"}
-	rows, err = db.QueryContext(ctx, `SELECT template_id, channel, quota - claimed FROM channel_quota`)
+	stock, nkeys, err := stockDiffs(ctx, db, rdb)
 	if err != nil {
 		return "", err
 	}
-	nkeys := 0
-	for rows.Next() {
-		var p inventory.Pair
-		var want int64
-		if err := rows.Scan(&p.Template, &p.Channel, &want); err != nil {
-			rows.Close()
-			return "", err
-		}
-		nkeys++
-		g, err := rdb.Get(ctx, keys.Stock(p.Template, p.Channel)).Int64()
-		if err != nil || g != want {
-			bad = append(bad, fmt.Sprintf("Redis %s = %d (%v), want %d", keys.Stock(p.Template, p.Channel), g, err, want))
-		}
-	}
-	rows.Close()
+	bad = append(bad, stock...)
 	if len(bad) > 0 {
 		return fmt.Sprintf("MISMATCH in %d places, e.g. %s", len(bad), bad[0]), nil
 	}
 	return fmt.Sprintf("counters = GROUP BY user_coupon for all %d pairs; Redis = quota − claimed for all %d bucket keys", len(truth), nkeys), nil
+}
+
+// groupCounts reads q's rows (template, channel, coupon status, count)
+// as counters.
+func groupCounts(ctx context.Context, db *sql.DB, q string) (map[inventory.Pair]inventory.Counts, error) {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[inventory.Pair]inventory.Counts{}
+	for rows.Next() {
+		var p inventory.Pair
+		var st, n int64
+		if err := rows.Scan(&p.Template, &p.Channel, &st, &n); err != nil {
+			return nil, err
+		}
+		c := out[p]
+		if !c.Bump(coupon.Status(st), n) {
+			return nil, fmt.Errorf("status %d is not a coupon status", st)
+		}
+		out[p] = c
+	}
+	return out, rows.Err()
+}
+
+// readCounters reads a counter table (e.g. `cl_one`.inventory_counter),
+// pairs with every count zero left out.
+func readCounters(ctx context.Context, db *sql.DB, table string) (map[inventory.Pair]inventory.Counts, error) {
+	rows, err := db.QueryContext(ctx, "SELECT template_id, channel, held, used, expired, returned FROM "+table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[inventory.Pair]inventory.Counts{}
+	for rows.Next() {
+		var p inventory.Pair
+		var c inventory.Counts
+		if err := rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned); err != nil {
+			return nil, err
+		}
+		if c != (inventory.Counts{}) {
+			out[p] = c
+		}
+	}
+	return out, rows.Err()
+}
+
+// stockDiffs compares every bucket's Redis stock key with its quota −
+// claimed now: the keys that differ, and how many buckets there are.
+func stockDiffs(ctx context.Context, db *sql.DB, rdb *redis.Client) (bad []string, buckets int, err error) {
+	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, quota - claimed FROM channel_quota`)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read channel_quota: %w", err)
+	}
+	defer rows.Close()
+	keys := inventory.Keys{Prefix: "couponlink:"}
+	pipe := rdb.Pipeline()
+	var want []int64
+	var cmds []*redis.StringCmd
+	for rows.Next() {
+		var p inventory.Pair
+		var w int64
+		if err := rows.Scan(&p.Template, &p.Channel, &w); err != nil {
+			return nil, 0, err
+		}
+		want = append(want, w)
+		cmds = append(cmds, pipe.Get(ctx, keys.Stock(p.Template, p.Channel)))
+	}
+	if err := rows.Err(); err != nil || len(cmds) == 0 {
+		return nil, 0, err
+	}
+	_, _ = pipe.Exec(ctx) // a missing key is a difference, not an error
+	for i, c := range cmds {
+		if g, err := c.Int64(); err != nil || g != want[i] {
+			bad = append(bad, fmt.Sprintf("Redis %s = %d (%v), want %d", c.Args()[1], g, err, want[i]))
+		}
+	}
+	return bad, len(cmds), nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"time"
 
@@ -90,7 +88,7 @@ func (res *catchupResult) measure(ctx context.Context, cfg config, e *env, part 
 		for _, mode := range cfg.modes {
 			from := modeStart(p.from, mode)
 			key := func(reader string) string { return runKey(part, mode, reader) }
-			nr, err := timeNoop(ctx, e, from, p.to, log)
+			nr, err := timeNoop(ctx, e, []string{sourceRegex()}, from, p.to)
 			if err != nil {
 				return fmt.Errorf("%s/%s no-op reader: %w", part, mode, err)
 			}
@@ -131,28 +129,8 @@ func (res *catchupResult) median(part, mode string) (pipe, noop readerRun, ratio
 	for i := range min(len(ps), len(ns)) {
 		ratios = append(ratios, ps[i].rate/ns[i].rate)
 	}
-	return medianRun(ps), medianRun(ns), ratios, medianOf(ratios)
-}
-
-func medianRun(rs []readerRun) readerRun {
-	if len(rs) == 0 {
-		return readerRun{}
-	}
-	s := slices.Clone(rs)
-	slices.SortFunc(s, func(a, b readerRun) int { return cmp.Compare(a.rate, b.rate) })
-	return s[len(s)/2]
-}
-
-func medianOf(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
+	byRate := func(r readerRun) float64 { return r.rate }
+	return medianBy(ps, byRate), medianBy(ns, byRate), ratios, medianOf(ratios)
 }
 
 func startProfile(path string) (stop func(), err error) {

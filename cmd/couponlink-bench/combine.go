@@ -68,7 +68,13 @@ func (a *apiBench) groupStats(ctx context.Context, kind string) (groups, request
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, m := range groupSeries.FindAllStringSubmatch(string(body), -1) {
+	return parseGroupStats(string(body), kind)
+}
+
+// parseGroupStats reads the groups and the requests in them of kind
+// (claim, redemption) from the api's metrics text.
+func parseGroupStats(metrics, kind string) (groups, requests float64) {
+	for _, m := range groupSeries.FindAllStringSubmatch(metrics, -1) {
 		if m[1] != kind {
 			continue
 		}
@@ -88,14 +94,7 @@ func (a *apiBench) groupStats(ctx context.Context, kind string) (groups, request
 func (a *apiBench) lagAtLoad(ctx context.Context, tpl int64) (*lagResult, error) {
 	res := &lagResult{warm: min(time.Second, a.cfg.apiDuration/5)}
 	a.log.Info("cdc lag at the combined API load", "duration", a.cfg.apiDuration)
-	err := followLag(ctx, a.cfg, a.e, tpl, res, a.log, func(h *meteredSink) {
-		h.takeApplies()
-		h.sql.take()
-		cpu0, db0 := cpuTime(), a.e.mariadbCPU()
-		res.load = a.timedClaims(ctx, tpl)
-		res.benchCores = (cpuTime() - cpu0).Seconds() / res.load.took.Seconds()
-		res.dbCores = (a.e.mariadbCPU() - db0).Seconds() / res.load.took.Seconds()
-	})
+	err := followLag(ctx, a.cfg, a.e, tpl, res, a.log, func() pacedLoad { return a.timedClaims(ctx, tpl) })
 	res.target = int(res.load.rate())
 	a.log.Info("lag at the combined API load", "claims_per_s", res.target, "counter_p50", res.counter.P50, "counter_p99", res.counter.P99,
 		"redis_p99", res.redis.P99, "noop_p99", res.noop.P99, "missing", res.missing)

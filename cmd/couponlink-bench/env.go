@@ -52,33 +52,20 @@ func startEnv(ctx context.Context, cfg config, log *slog.Logger) (*env, error) {
 	if _, err := os.Stat(filepath.Join(cfg.repo, "deploy/local/servers.sh")); err != nil {
 		return nil, fmt.Errorf("-repo %s is not the couponlink repository (no deploy/local/servers.sh)", cfg.repo)
 	}
-	dir, err := os.MkdirTemp("", "couponlink-bench-")
+	e, err := upServers(cfg, "couponlink-bench-", "private MariaDB and Redis", log)
 	if err != nil {
-		return nil, err
+		return e, err
 	}
-	e := &env{repo: cfg.repo, dir: dir, keep: cfg.keepServers, info: map[string]string{}}
-	e.bin = filepath.Join(dir, "couponlink")
+	e.bin = filepath.Join(e.dir, "couponlink")
 	log.Info("building the couponlink binary", "out", e.bin)
 	build := exec.CommandContext(ctx, "go", "build", "-o", e.bin, "./cmd/couponlink")
 	build.Dir, build.Stdout, build.Stderr = cfg.repo, os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return e, fmt.Errorf("go build ./cmd/couponlink: %w", err)
 	}
-	if e.mysqlPort, err = freePort(); err != nil {
-		return e, err
-	}
-	if e.redisPort, err = freePort(); err != nil {
-		return e, err
-	}
-	log.Info("starting private MariaDB and Redis", "dir", dir, "mysql_port", e.mysqlPort, "redis_port", e.redisPort)
-	e.servers = true
-	if err := e.serversSh("up"); err != nil {
-		return e, fmt.Errorf("servers.sh up: %w", err)
-	}
 	if ctx.Err() != nil {
 		return e, ctx.Err()
 	}
-	e.readPorts()
 	e.dsn = fmt.Sprintf("root@tcp(127.0.0.1:%d)/couponlink", e.mysqlPort)
 	e.appDSN = e.dsn
 	if cfg.dsnParams != "" {
@@ -120,6 +107,30 @@ func startEnv(ctx context.Context, cfg config, log *slog.Logger) (*env, error) {
 	if e.lagTpl, err = e.template(ctx, "bench lag", 40); err != nil {
 		return e, err
 	}
+	return e, nil
+}
+
+// upServers starts private servers (servers.sh up: MariaDB and Redis) on
+// free ports in a new temporary directory named after prefix; what names
+// them in the log and in an error.
+func upServers(cfg config, prefix, what string, log *slog.Logger) (*env, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	e := &env{repo: cfg.repo, dir: dir, keep: cfg.keepServers, info: map[string]string{}}
+	if e.mysqlPort, err = freePort(); err != nil {
+		return e, err
+	}
+	if e.redisPort, err = freePort(); err != nil {
+		return e, err
+	}
+	log.Info("starting "+what, "dir", dir, "mysql_port", e.mysqlPort, "redis_port", e.redisPort)
+	e.servers = true
+	if err := e.serversSh("up"); err != nil {
+		return e, fmt.Errorf("servers.sh up (%s): %w", what, err)
+	}
+	e.readPorts()
 	return e, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -96,35 +95,6 @@ func pacedRun(ctx context.Context, rate int, d time.Duration, writers int, job f
 	return out
 }
 
-// latStats summarises lags.
-type latStats struct {
-	N             int
-	P50, P99, Max time.Duration
-	Negative      int // seen before the client's COMMIT returned (clamped to 0)
-}
-
-func summarize(ds []time.Duration) latStats {
-	s := latStats{N: len(ds)}
-	if len(ds) == 0 {
-		return s
-	}
-	for i, d := range ds {
-		if d < 0 {
-			ds[i] = 0
-			s.Negative++
-		}
-	}
-	slices.Sort(ds)
-	s.P50, s.P99, s.Max = pct(ds, 0.50), pct(ds, 0.99), ds[len(ds)-1]
-	return s
-}
-
-// pct is the p-quantile of sorted ds (nearest rank).
-func pct(ds []time.Duration, p float64) time.Duration {
-	i := int(float64(len(ds))*p+0.5) - 1
-	return ds[min(max(i, 0), len(ds)-1)]
-}
-
 type lagResult struct {
 	target   int
 	load     pacedLoad
@@ -149,7 +119,10 @@ type lagResult struct {
 func runLag(ctx context.Context, cfg config, e *env, rate int, log *slog.Logger) (lagResult, error) {
 	res := lagResult{target: rate, warm: min(time.Second, cfg.lagDuration/4)}
 	log.Info("phase 3: steady-state lag", "rate", rate, "duration", cfg.lagDuration)
-	err := followLag(ctx, cfg, e, e.lagTpl, &res, log, func(h *meteredSink) { res.claim(ctx, cfg, e, h) })
+	tag := fmt.Sprintf("lag%d.%d", rate, time.Now().UnixMilli())
+	err := followLag(ctx, cfg, e, e.lagTpl, &res, log, func() pacedLoad {
+		return pacedClaims(ctx, e, e.lagTpl, rate, cfg.lagDuration, cfg.writers, tag)
+	})
 	if err != nil {
 		return res, err
 	}
@@ -160,10 +133,10 @@ func runLag(ctx context.Context, cfg config, e *env, rate int, log *slog.Logger)
 	return res, nil
 }
 
-// followLag runs load (which sets res.load) while the pipeline (resumed
-// from its checkpoint) and a no-op reader follow the binlog, and sets
-// res's lags of the coupons of tpl that load created.
-func followLag(ctx context.Context, cfg config, e *env, tpl int64, res *lagResult, log *slog.Logger, load func(h *meteredSink)) error {
+// followLag runs load while the pipeline (resumed from its checkpoint) and
+// a no-op reader follow the binlog, and sets res's lags of the coupons of
+// tpl that load created.
+func followLag(ctx context.Context, cfg config, e *env, tpl int64, res *lagResult, log *slog.Logger, load func() pacedLoad) error {
 	now, err := canal.CurrentPosition(ctx, e.db)
 	if err != nil {
 		return err
@@ -176,8 +149,8 @@ func followLag(ctx context.Context, cfg config, e *env, tpl int64, res *lagResul
 	}
 	defer p.stop()
 	res.startPos = p.from.String()
-	nr := &noopReader{stamp: seen.stamp}
-	stopNoop, err := startNoop(e, nr, modeStart(now, "file"), log)
+	nr := &noopReader{stamp: seen.stamp, ucTable: "couponlink.user_coupon"}
+	stopNoop, err := startNoop(e, []string{sourceRegex()}, nr, modeStart(now, "file"))
 	if err != nil {
 		return err
 	}
@@ -186,14 +159,14 @@ func followLag(ctx context.Context, cfg config, e *env, tpl int64, res *lagResul
 		return fmt.Errorf("pipeline catching up to %s: %w", now, err)
 	}
 
-	load(h)
+	res.measure(e, h, load)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	if res.load.errors > 0 {
 		log.Warn("claims failed", "errors", res.load.errors, "err", res.load.firstErr)
 	}
-	seen.drain(res.load.commits, 15*time.Second)
+	seen.drain(ctx, res.load.commits, 15*time.Second)
 	res.batchStats(h)
 	if err := p.stop(); err != nil {
 		return fmt.Errorf("pipeline: %w", err)
@@ -206,18 +179,18 @@ func followLag(ctx context.Context, cfg config, e *env, tpl int64, res *lagResul
 	return nil
 }
 
-// claim runs the paced claims, with the pipeline's batch and SQL times
-// and the CPU of this process and of MariaDB counted from its start.
-func (res *lagResult) claim(ctx context.Context, cfg config, e *env, h *meteredSink) {
+// measure runs load, with the pipeline's batch and SQL times and the CPU
+// of this process and of MariaDB counted from its start.
+func (res *lagResult) measure(e *env, h *meteredSink, load func() pacedLoad) {
 	h.takeApplies()
 	h.sql.take()
-	cpu0, db0 := cpuTime(), e.mariadbCPU()
-	res.load = pacedClaims(ctx, e, e.lagTpl, res.target, cfg.lagDuration, cfg.writers, fmt.Sprintf("lag%d.%d", res.target, time.Now().UnixMilli()))
-	res.benchCores = (cpuTime() - cpu0).Seconds() / res.load.took.Seconds()
-	res.dbCores = (e.mariadbCPU() - db0).Seconds() / res.load.took.Seconds()
+	mark := e.cpuMark()
+	res.load = load()
+	self, db := mark.since()
+	res.benchCores, res.dbCores = coresOver(self, res.load.took), coresOver(db, res.load.took)
 }
 
-// batchStats takes the pipeline's batches and SQL times since claim.
+// batchStats takes the pipeline's batches and SQL times since measure.
 func (res *lagResult) batchStats(h *meteredSink) {
 	applies := h.takeApplies()
 	res.sqlTimes = h.sql.take()
@@ -262,11 +235,8 @@ func (s *lagSeen) stamp(ids []int64, at time.Time) {
 
 // drain waits, for at most limit, until both followers have shown every
 // commit.
-func (s *lagSeen) drain(commits []commit, limit time.Duration) {
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) && !s.showedAll(commits) {
-		time.Sleep(20 * time.Millisecond)
-	}
+func (s *lagSeen) drain(ctx context.Context, commits []commit, limit time.Duration) {
+	_ = poll(ctx, 20*time.Millisecond, limit, func() (bool, error) { return s.showedAll(commits), nil })
 }
 
 func (s *lagSeen) showedAll(commits []commit) bool {

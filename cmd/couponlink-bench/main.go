@@ -107,64 +107,24 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// config holds every setting of a run.
-type config struct {
-	repo           string
-	out            string
-	cpuprofile     string
-	backlogSingle  int
-	backlogBatched int
-	txRows         int
-	modes          []string
-	reps           int
-	lagRates       []int
-	lagDuration    time.Duration
-	writers        int
-	steadyDuration time.Duration
-	clients        int
-	apiDuration    time.Duration
-	redeemPool     int
-	batchRows      int
-	batchWait      time.Duration
-	dsnParams      string
-	keepServers    bool
-	quick          bool
-	smoke          bool
-	peerTransfer   string
-	recRows        []int64
-	sourcesRows    int
-	sourcesReps    int
-	sourcesShards  []int
-	phases         string
-	stamp          string
-}
-
 func main() { os.Exit(run()) }
 
 func run() int {
-	cfg, lists := defineFlags()
+	cfg, lists := defineFlags(flag.CommandLine)
 	flag.Parse()
-	log, err := newLogger(lists.level)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lists.level}))
 	slog.SetDefault(log)
-	if err := cfg.finish(*lists); err != nil {
+	if err := cfg.finish(*lists, flag.CommandLine); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
@@ -182,112 +142,8 @@ func run() int {
 	return 0
 }
 
-// listFlags are the flags read as text, parsed once the presets are in.
-type listFlags struct {
-	modes, rates, level, recRows, shards string
-}
-
-// defineFlags binds every flag to the config and listFlags it returns.
-func defineFlags() (*config, *listFlags) {
-	cfg, l := &config{}, &listFlags{}
-	flag.StringVar(&cfg.repo, "repo", ".", "repository root (holds deploy/local/servers.sh and cmd/couponlink)")
-	flag.StringVar(&cfg.out, "out", "bench/results", "directory of the results (<timestamp>.md, .json, the CPU profile)")
-	flag.StringVar(&cfg.cpuprofile, "cpuprofile", "", "CPU profile of the cdc catch-up (default <out>/<timestamp>-cdc-catchup.pprof)")
-	flag.IntVar(&cfg.backlogSingle, "backlog-single", 500_000, "row changes of the backlog written in 1-row transactions")
-	flag.IntVar(&cfg.backlogBatched, "backlog-batched", 500_000, "row changes of the backlog written in -tx-rows-row transactions")
-	flag.IntVar(&cfg.txRows, "tx-rows", 100, "rows per transaction of the batched part of the backlog")
-	flag.StringVar(&l.modes, "modes", "file,gtid", "start modes of the catch-up runs: file (file/offset), gtid, or both")
-	flag.IntVar(&cfg.reps, "reps", 3, "repetitions of each catch-up pair (no-op reader, pipeline); the table shows medians")
-	flag.StringVar(&l.rates, "lag-rates", "1000,5000", "claim rates (commits/s) of the steady-state lag runs")
-	flag.DurationVar(&cfg.lagDuration, "lag-duration", 10*time.Second, "length of each steady-state lag run")
-	flag.IntVar(&cfg.writers, "writers", 64, "writer goroutines (and MySQL connections) of the paced claim load")
-	flag.DurationVar(&cfg.steadyDuration, "steady-duration", 10*time.Second, "steady state at 1,000 claims/s of the couponlink cdc binary (memory row)")
-	flag.IntVar(&cfg.clients, "clients", 32, "closed-loop HTTP clients of the API runs, and connections of the INSERT ceiling")
-	flag.DurationVar(&cfg.apiDuration, "api-duration", 6*time.Second, "length of each API (and ceiling) run")
-	flag.IntVar(&cfg.redeemPool, "redeem-pool", 100_000, "AVAILABLE coupons created for the redemption run")
-	flag.IntVar(&cfg.batchRows, "cdc-batch-rows", 0, "the cdc's -batch-rows for the in-process pipeline and the binary (0: couponlink's default)")
-	flag.DurationVar(&cfg.batchWait, "cdc-batch-wait", -1, "the cdc's -batch-wait (negative: couponlink's default)")
-	flag.StringVar(&cfg.dsnParams, "dsn-params", "", "extra go-sql-driver DSN parameters for couponlink's own connections (api, cdc, sink, claim store), e.g. \"writeTimeout=5s\"; couponlink itself always interpolates parameters")
-	flag.BoolVar(&cfg.keepServers, "keep-servers", false, "leave the private servers running at the end (debugging)")
-	flag.StringVar(&l.recRows, "reconcile-rows", "1000000,10000000", "user coupon counts of the reconcile passes (multiples of 1,000; ascending, each seeded on top of the last)")
-	flag.IntVar(&cfg.sourcesRows, "sources-rows", 200_000, "row changes of the sources phase's shop: all on one server, or half on each of two (rounded down to a multiple of 2 × -tx-rows)")
-	flag.IntVar(&cfg.sourcesReps, "sources-reps", 3, "repetitions of the sources phase's pair (1 source, 2 sources), each over new backlogs; the table shows the median")
-	flag.StringVar(&l.shards, "sources-shards", "4,256", "shard table counts of the sources phase's start-up row (`couponlink cdc` on empty shops of that many user_coupon tables)")
-	flag.StringVar(&cfg.phases, "phases", "all", "all: every phase; sources: only the sources phase (its rows alone); api: only the API and combiner rows")
-	flag.BoolVar(&cfg.quick, "quick", false, "short run (~1 minute): 50k+50k backlog, 3 s runs, reconcile over 100k and 1M")
-	flag.StringVar(&cfg.peerTransfer, "peer-transfer", "", "a go-mysql-transfer binary (wj596/go-mysql-transfer, built by you, never part of this repository): adds the outside peer's catch-up row")
-	flag.BoolVar(&cfg.smoke, "smoke", false, "every row at tiny sizes (≤ 30 s; part of make test): fails on any error or failed check")
-	flag.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn, error")
-	return cfg, l
-}
-
-func newLogger(level string) (*slog.Logger, error) {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("-log-level %q: %v", level, err)
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), nil
-}
-
-// finish applies -quick or -smoke over the flags, parses the lists,
-// checks the sizes and sets the run's stamp and paths.
-func (c *config) finish(l listFlags) error {
-	if c.quick {
-		c.backlogSingle, c.backlogBatched = 50_000, 50_000
-		c.lagDuration, c.steadyDuration, c.apiDuration = 3*time.Second, 3*time.Second, 3*time.Second
-		c.redeemPool, c.reps = 30_000, 1
-		l.recRows = "100000,1000000"
-		c.sourcesRows, c.sourcesReps, l.shards = 50_000, 1, "4,64"
-	}
-	if c.smoke {
-		c.backlogSingle, c.backlogBatched, c.txRows = 2_000, 2_000, 100
-		l.modes, l.rates, c.reps = "file,gtid", "1000", 1
-		c.lagDuration, c.steadyDuration, c.apiDuration = time.Second, time.Second, time.Second
-		c.redeemPool, c.writers, c.clients = 5_000, 16, 32
-		l.recRows = "10000,50000"
-		c.sourcesRows, c.sourcesReps, l.shards = 2_000, 1, "4,8"
-	}
-	var err error
-	if c.modes, err = parseModes(l.modes); err != nil {
-		return err
-	}
-	if c.lagRates, err = parseInts(l.rates); err != nil {
-		return err
-	}
-	if c.recRows, err = parseRows(l.recRows); err != nil {
-		return err
-	}
-	if c.sourcesShards, err = parseShards(l.shards); err != nil {
-		return err
-	}
-	if c.backlogSingle <= 0 || c.backlogBatched <= 0 || c.txRows <= 0 || c.reps <= 0 || c.clients <= 0 || c.writers <= 0 {
-		return errors.New("sizes, -clients and -writers must be positive")
-	}
-	if c.sourcesRows < 10*c.txRows || c.sourcesReps <= 0 {
-		return fmt.Errorf("-sources-rows must be at least 10 × -tx-rows (%d), -sources-reps positive", 10*c.txRows)
-	}
-	if c.phases != "all" && c.phases != "sources" && c.phases != "api" {
-		return fmt.Errorf("-phases %q: want all, sources or api", c.phases)
-	}
-	c.stamp = time.Now().Format("20060102-150405")
-	if c.repo, err = filepath.Abs(c.repo); err != nil {
-		return err
-	}
-	outSet := false
-	flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
-	if c.smoke && !outSet {
-		c.out = filepath.Join(os.TempDir(), "couponlink-bench-smoke") // not bench/results: make test runs it every time
-	}
-	if !filepath.IsAbs(c.out) {
-		c.out = filepath.Join(c.repo, c.out)
-	}
-	if c.cpuprofile == "" {
-		c.cpuprofile = filepath.Join(c.out, c.stamp+"-cdc-catchup.pprof")
-	}
-	return nil
-}
-
-// bench runs every phase on private servers and writes the report.
+// bench runs the phases -phases names on private servers and writes the
+// report.
 func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 	start := time.Now()
 	srvB := startServerB(cfg, log) // the sources phase's second server, beside the first
@@ -299,93 +155,112 @@ func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	rep := newReport(cfg, env)
-	if cfg.phases != "all" {
-		if err := benchOne(ctx, cfg, env, srvB, rep, log); err != nil {
+	r := &benchRun{cfg: cfg, env: env, srvB: srvB, rep: newReport(cfg, env), log: log}
+	for _, p := range phases {
+		if cfg.phases != "all" && cfg.phases != p.name {
+			continue
+		}
+		if err := p.run(ctx, r); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+	}
+	if cfg.phases == "all" {
+		r.rep.check("after the catch-up runs", r.cu.verify)
+		r.rep.check("after the lag runs", r.lagCheck)
+		if cfg.smoke {
+			r.rep.loadErrors(r.lags, r.api)
+		}
+		r.rep.profile(ctx, cfg, r.cu.profile, log)
+	}
+	return r.rep.finish(cfg, start, log)
+}
+
+// benchRun is one benchmark run: its settings, servers and report, and the
+// results that later phases and the last checks read.
+type benchRun struct {
+	cfg      config
+	env      *env
+	srvB     *serverB
+	rep      *Report
+	log      *slog.Logger
+	cu       *catchupResult
+	lags     []lagResult
+	lagCheck string
+	api      apiResult
+}
+
+// phase is one phase of a run: it measures and adds its rows.
+type phase struct {
+	name string // its -phases name, and the prefix of its error
+	run  func(ctx context.Context, r *benchRun) error
+}
+
+// phases are every phase, in the order of a run.
+var phases = []phase{
+	{"catch-up", func(ctx context.Context, r *benchRun) (err error) {
+		if r.cu, err = runCatchup(ctx, r.cfg, r.env, r.log); err == nil {
+			r.rep.catchup(r.cfg, r.cu)
+		}
+		return err
+	}},
+	{"peer go-mysql-transfer", func(ctx context.Context, r *benchRun) (err error) {
+		var p *peerResult
+		if r.cfg.peerTransfer != "" {
+			p, err = runPeer(ctx, r.cfg, r.env, r.cu, r.log)
+		}
+		if err == nil {
+			r.rep.peer(r.cfg, p)
+		}
+		return err
+	}},
+	{"memory (couponlink cdc binary)", func(ctx context.Context, r *benchRun) error {
+		mem, err := runMemory(ctx, r.cfg, r.env, r.cu, r.log)
+		if err == nil {
+			r.rep.memory(r.cfg, mem)
+		}
+		return err
+	}},
+	{"lag", func(ctx context.Context, r *benchRun) error { return r.lag(ctx) }},
+	{"api", func(ctx context.Context, r *benchRun) (err error) {
+		if r.api, err = runAPI(ctx, r.cfg, r.env, r.log); err == nil {
+			r.rep.api(r.cfg, r.api)
+		}
+		return err
+	}},
+	{"reconcile", func(ctx context.Context, r *benchRun) error {
+		steps, err := runReconcile(ctx, r.cfg, r.env, r.log)
+		if err != nil {
 			return err
 		}
-		return rep.finish(cfg, start, log)
-	}
-
-	cu, err := runCatchup(ctx, cfg, env, log)
-	if err != nil {
-		return fmt.Errorf("catch-up: %w", err)
-	}
-	rep.catchup(cfg, cu)
-	var peer *peerResult
-	if cfg.peerTransfer != "" {
-		if peer, err = runPeer(ctx, cfg, env, cu, log); err != nil {
-			return fmt.Errorf("peer go-mysql-transfer: %w", err)
+		r.rep.reconcile(r.cfg, steps)
+		for _, st := range steps {
+			r.rep.check(fmt.Sprintf("after the reconcile passes over %d coupons", st.rows), st.verify)
 		}
-	}
-	rep.peer(cfg, peer)
+		return nil
+	}},
+	{"sources", func(ctx context.Context, r *benchRun) error {
+		src, err := runSources(ctx, r.cfg, r.env, r.srvB, r.log)
+		if err == nil {
+			r.rep.sources(r.cfg, src)
+		}
+		return err
+	}},
+}
 
-	mem, err := runMemory(ctx, cfg, env, cu, log)
-	if err != nil {
-		return fmt.Errorf("memory (couponlink cdc binary): %w", err)
-	}
-	rep.memory(cfg, mem)
-
-	var lags []lagResult
-	for _, rate := range cfg.lagRates {
-		lr, err := runLag(ctx, cfg, env, rate, log)
+// lag is phase 3: the lag runs at each rate, then the counters checked.
+func (r *benchRun) lag(ctx context.Context) error {
+	for _, rate := range r.cfg.lagRates {
+		lr, err := runLag(ctx, r.cfg, r.env, rate, r.log)
 		if err != nil {
-			return fmt.Errorf("lag at %d/s: %w", rate, err)
+			return fmt.Errorf("at %d/s: %w", rate, err)
 		}
-		lags = append(lags, lr)
+		r.lags = append(r.lags, lr)
 	}
-	check, err := verifyCounters(ctx, env)
-	if err != nil {
+	var err error
+	if r.lagCheck, err = verifyCounters(ctx, r.env); err != nil {
 		return fmt.Errorf("verify counters after the lag runs: %w", err)
 	}
-	rep.lag(cfg, lags, check)
-
-	api, err := runAPI(ctx, cfg, env, log)
-	if err != nil {
-		return fmt.Errorf("api: %w", err)
-	}
-	rep.api(cfg, api)
-	steps, err := runReconcile(ctx, cfg, env, log)
-	if err != nil {
-		return fmt.Errorf("reconcile: %w", err)
-	}
-	rep.reconcile(cfg, steps)
-	for _, st := range steps {
-		rep.check(fmt.Sprintf("after the reconcile passes over %d coupons", st.rows), st.verify)
-	}
-	if err := benchSources(ctx, cfg, env, srvB, rep, log); err != nil {
-		return err
-	}
-	rep.check("after the catch-up runs", cu.verify)
-	rep.check("after the lag runs", check)
-	if cfg.smoke {
-		rep.loadErrors(lags, api)
-	}
-
-	rep.profile(ctx, cfg, cu.profile, log)
-	return rep.finish(cfg, start, log)
-}
-
-// benchOne runs the one phase -phases names (sources or api) and adds its rows.
-func benchOne(ctx context.Context, cfg config, env *env, srvB *serverB, rep *Report, log *slog.Logger) error {
-	if cfg.phases == "sources" {
-		return benchSources(ctx, cfg, env, srvB, rep, log)
-	}
-	api, err := runAPI(ctx, cfg, env, log)
-	if err != nil {
-		return fmt.Errorf("api: %w", err)
-	}
-	rep.api(cfg, api)
-	return nil
-}
-
-// benchSources runs phase 6 and adds its rows.
-func benchSources(ctx context.Context, cfg config, env *env, srvB *serverB, rep *Report, log *slog.Logger) error {
-	src, err := runSources(ctx, cfg, env, srvB, log)
-	if err != nil {
-		return fmt.Errorf("sources: %w", err)
-	}
-	rep.sources(cfg, src)
+	r.rep.lag(r.cfg, r.lags, r.lagCheck)
 	return nil
 }
 
@@ -399,84 +274,4 @@ func (r *Report) finish(cfg config, start time.Time, log *slog.Logger) error {
 		return fmt.Errorf("%d failed checks: %s", len(r.Failures), strings.Join(r.Failures, "; "))
 	}
 	return nil
-}
-
-// cdcFlags are the batching flags given to `couponlink cdc`: only those set.
-func (c config) cdcFlags() []string {
-	var out []string
-	if c.batchRows > 0 {
-		out = append(out, "-batch-rows", strconv.Itoa(c.batchRows))
-	}
-	if c.batchWait >= 0 {
-		out = append(out, "-batch-wait", c.batchWait.String())
-	}
-	return out
-}
-
-// cdcSettings describes the cdc's batching for the report.
-func (c config) cdcSettings() string {
-	if f := c.cdcFlags(); len(f) > 0 {
-		return "cdc " + strings.Join(f, " ")
-	}
-	return "cdc batching at couponlink's defaults (-batch-rows, -batch-wait unset)"
-}
-
-// listFields splits a comma-separated flag value: fields trimmed, empty
-// ones dropped.
-func listFields(s string) []string {
-	var out []string
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func parseModes(s string) ([]string, error) {
-	var out []string
-	for _, m := range listFields(s) {
-		if m != "file" && m != "gtid" {
-			return nil, fmt.Errorf("-modes: unknown start mode %q (want file, gtid)", m)
-		}
-		out = append(out, m)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("-modes: name at least one start mode (file, gtid)")
-	}
-	return out, nil
-}
-
-// parseRows reads -reconcile-rows: positive multiples of 1,000, sorted.
-func parseRows(s string) ([]int64, error) {
-	var out []int64
-	for _, f := range listFields(s) {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil || n <= 0 || n%1000 != 0 {
-			return nil, fmt.Errorf("-reconcile-rows: %q is not a positive multiple of 1,000", f)
-		}
-		if !slices.Contains(out, n) {
-			out = append(out, n)
-		}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("-reconcile-rows: name at least one size")
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
-func parseInts(s string) ([]int, error) {
-	var out []int
-	for _, f := range listFields(s) {
-		n, err := strconv.Atoi(f)
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("-lag-rates: %q is not a positive rate", f)
-		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("-lag-rates: name at least one rate")
-	}
-	return out, nil
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,12 +13,7 @@ import (
 // memResult holds phase 2: the real `couponlink cdc` binary replaying the
 // whole backlog from its checkpoint, then following claims at 1,000/s.
 type memResult struct {
-	rows          int64
-	took          time.Duration // process start → checkpoint at the end of the backlog
-	startup       time.Duration // process start → its "tailing the binlog" log line (0: not found)
-	mode          string        // start mode the binary logged
-	rssAfter      int64         // VmRSS when the checkpoint reached the end
-	hwmAfter      int64         // VmHWM then (peak of the catch-up)
+	cdcRun        // to the end of the backlog (hwm: the peak of the catch-up)
 	rssSteadyMax  int64
 	rssSteadyLast int64
 	hwmEnd        int64
@@ -42,7 +35,7 @@ func runMemory(ctx context.Context, cfg config, e *env, cu *catchupResult, log *
 	if err := resetState(ctx, e, cu.single.from, false); err != nil {
 		return res, err
 	}
-	events0, _, err := readCheckpoint(ctx, e)
+	events0, _, err := e.checkpoint().read(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -51,25 +44,22 @@ func runMemory(ctx context.Context, cfg config, e *env, cu *catchupResult, log *
 		return res, err
 	}
 	// The peer, side by side: a no-op reader over the same range, just before.
-	if res.noop, err = timeNoop(ctx, e, modeStart(cu.single.from, "file"), target, log); err != nil {
+	if res.noop, err = timeNoop(ctx, e, []string{sourceRegex()}, modeStart(cu.single.from, "file"), target); err != nil {
 		return res, fmt.Errorf("no-op reader over the whole backlog: %w", err)
 	}
-	port, err := freePort()
-	if err != nil {
-		return res, err
-	}
-	t0 := time.Now()
-	c, err := e.startChild("cdc", append([]string{"cdc"}, append(cfg.cdcFlags(), "-dsn", e.appDSN, "-redis", e.redisAddr, "-metrics-addr", fmt.Sprintf("127.0.0.1:%d", port),
-		"-name", "default", "-log-level", "info")...)...)
+	c, err := e.startCDC(cfg, "cdc", "-dsn", e.appDSN, "-redis", e.redisAddr, "-name", "default")
 	if err != nil {
 		return res, err
 	}
 	defer c.stop()
-	if err := res.catchUp(ctx, e, c, t0, target, events0); err != nil {
+	if err := res.arrive(ctx, e.checkpoint(), c, target, 15*time.Minute); err != nil {
+		return res, err
+	}
+	if err := res.settle(ctx, e.checkpoint(), c, events0); err != nil {
 		return res, err
 	}
 	log.Info("couponlink cdc caught up", "noop_rows_per_s", int(res.noop.rate), "rows", res.rows, "took", res.took.Round(time.Millisecond), "rows_per_s", int(res.rate()), "startup", res.startup.Round(time.Millisecond),
-		"start_mode", res.mode, "vmrss_mib", res.rssAfter>>20, "vmhwm_mib", res.hwmAfter>>20)
+		"start_mode", res.mode, "vmrss_mib", res.rss>>20, "vmhwm_mib", res.hwm>>20)
 	if err := res.steadyState(ctx, cfg, e, c); err != nil {
 		return res, err
 	}
@@ -82,32 +72,17 @@ func runMemory(ctx context.Context, cfg config, e *env, cu *catchupResult, log *
 	return res, nil
 }
 
-// catchUp waits until the binary started at t0 has checkpointed target,
-// and notes the time, its memory then, the rows it applied (since events0)
-// and, from its log, its start mode and start-up time.
-func (m *memResult) catchUp(ctx context.Context, e *env, c *child, t0 time.Time, target canal.Position, events0 int64) error {
-	if err := waitCheckpoint(ctx, e, c, target, 15*time.Minute); err != nil {
-		return err
-	}
-	m.took = time.Since(t0)
-	var err error
-	if m.rssAfter, m.hwmAfter, err = procMem(c.pid()); err != nil {
-		return err
-	}
-	events1, _, err := readCheckpoint(ctx, e)
-	if err != nil {
-		return err
-	}
-	m.rows = events1 - events0
-	m.startup, m.mode = startupOf(c, t0)
-	return nil
-}
-
 // startupOf reads, from the log of a couponlink cdc started at t0, the
 // time to its "tailing the binlog" line (0: not found) and its start mode.
 func startupOf(c *child, t0 time.Time) (time.Duration, string) {
+	return parseStartup(grepLine(c.log, "tailing the binlog"), t0)
+}
+
+// parseStartup reads the cdc's "tailing the binlog" log line: the time
+// from t0 to it (0: no time, or not after t0) and the start mode (file
+// when it says file/offset, else gtid).
+func parseStartup(line string, t0 time.Time) (time.Duration, string) {
 	mode := "gtid"
-	line := grepLine(c.log, "tailing the binlog")
 	if strings.Contains(line, "file/offset") {
 		mode = "file"
 	}
@@ -138,58 +113,9 @@ func (m *memResult) steadyState(ctx context.Context, cfg config, e *env, c *chil
 	if err != nil {
 		return err
 	}
-	if err := waitCheckpoint(ctx, e, c, end, time.Minute); err != nil {
+	if err := e.checkpoint().wait(ctx, c, end, time.Minute); err != nil {
 		return err
 	}
 	_, m.hwmEnd, err = procMem(c.pid())
 	return err
-}
-
-func readCheckpoint(ctx context.Context, e *env) (events int64, pos canal.Position, err error) {
-	return readCheckpointOf(ctx, e.db, "cdc_checkpoint", "default")
-}
-
-// readCheckpointOf reads the checkpoint of that name in table (e.g.
-// cl_one.cdc_checkpoint); none yet is the zero position.
-func readCheckpointOf(ctx context.Context, db *sql.DB, table, name string) (events int64, pos canal.Position, err error) {
-	err = db.QueryRowContext(ctx, `SELECT events_applied, binlog_file, binlog_pos, gtid_set FROM `+table+` WHERE name = ?`, name).
-		Scan(&events, &pos.File, &pos.Pos, &pos.GTID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, canal.Position{}, nil
-	}
-	if err != nil {
-		err = fmt.Errorf("read checkpoint: %w", err)
-	}
-	return events, pos, err
-}
-
-// waitCheckpoint polls the checkpoint until it is at or after target.
-func waitCheckpoint(ctx context.Context, e *env, c *child, target canal.Position, limit time.Duration) error {
-	return waitCheckpointOf(ctx, e.db, "cdc_checkpoint", "default", c, target, limit)
-}
-
-// waitCheckpointOf polls the checkpoint of that name in table until it is
-// at or after target.
-func waitCheckpointOf(ctx context.Context, db *sql.DB, table, name string, c *child, target canal.Position, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		if err := c.exited(); err != nil {
-			return fmt.Errorf("couponlink cdc %w", err)
-		}
-		_, pos, err := readCheckpointOf(ctx, db, table, name)
-		if err != nil {
-			return err
-		}
-		if pos.File != "" && pos.Compare(target) >= 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("couponlink cdc: checkpoint %s did not reach %s in %s; log:\n%s", pos, target, limit, tail(c.log, 10))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
 }

@@ -110,6 +110,12 @@ type readerRun struct {
 	sqlTimes                      string // the sink's statements, timed by kind
 }
 
+// costs sets the run's CPU time, and per row that of this process and of
+// MariaDB.
+func (r *readerRun) costs(cpu, dbCPU time.Duration) {
+	r.cpu, r.perRow, r.dbPerRow = cpu, perRow(cpu, r.rows), perRow(dbCPU, r.rows)
+}
+
 // noopConfig is go-mysql's configuration as canal.Tailer builds it,
 // reading the tables that include matches.
 func noopConfig(addr string, include []string) *gocanal.Config {
@@ -135,17 +141,11 @@ func sourceRegex() string {
 	return `^(?:` + strings.Join(q, "|") + `)$`
 }
 
-// startNoop starts a no-op reader at from (by GTID when from.GTID is set).
-// h.exited is closed when the canal stops, with h.runErr; stop closes it
-// and waits (errors after a Close are expected and dropped).
-func startNoop(e *env, h *noopReader, from canal.Position, log *slog.Logger) (stop func(), err error) {
-	h.ucTable = "couponlink.user_coupon"
-	return startNoopOn(e, []string{sourceRegex()}, h, from)
-}
-
-// startNoopOn starts a no-op reader of the tables include matches on e's
-// server (see startNoop).
-func startNoopOn(e *env, include []string, h *noopReader, from canal.Position) (stop func(), err error) {
+// startNoop starts a no-op reader of the tables include matches on e's
+// server at from (by GTID when from.GTID is set). h.exited is closed when
+// the canal stops, with h.runErr; stop closes it and waits (errors after a
+// Close are expected and dropped).
+func startNoop(e *env, include []string, h *noopReader, from canal.Position) (stop func(), err error) {
 	h.done = make(chan struct{})
 	h.exited = make(chan struct{})
 	c, err := gocanal.NewCanal(noopConfig(fmt.Sprintf("127.0.0.1:%d", e.mysqlPort), include))
@@ -172,17 +172,12 @@ func startNoopOn(e *env, include []string, h *noopReader, from canal.Position) (
 	}), nil
 }
 
-// timeNoop reads [from, to] with a no-op reader.
-func timeNoop(ctx context.Context, e *env, from, to canal.Position, log *slog.Logger) (readerRun, error) {
-	return timeNoopOn(ctx, e, []string{sourceRegex()}, from, to)
-}
-
-// timeNoopOn reads [from, to] of e's server with a no-op reader of the
+// timeNoop reads [from, to] of e's server with a no-op reader of the
 // tables include matches.
-func timeNoopOn(ctx context.Context, e *env, include []string, from, to canal.Position) (readerRun, error) {
+func timeNoop(ctx context.Context, e *env, include []string, from, to canal.Position) (readerRun, error) {
 	h := &noopReader{target: to}
-	cpu0, db0, t0 := cpuTime(), e.mariadbCPU(), time.Now()
-	stop, err := startNoopOn(e, include, h, from)
+	mark, t0 := e.cpuMark(), time.Now()
+	stop, err := startNoop(e, include, h, from)
 	if err != nil {
 		return readerRun{}, err
 	}
@@ -194,7 +189,7 @@ func timeNoopOn(ctx context.Context, e *env, include []string, from, to canal.Po
 	case <-ctx.Done():
 	case <-time.After(10 * time.Minute):
 	}
-	cpu, dbCPU := cpuTime()-cpu0, e.mariadbCPU()-db0
+	cpu, dbCPU := mark.since()
 	stop()
 	if early != nil {
 		return readerRun{}, early
@@ -205,11 +200,8 @@ func timeNoopOn(ctx context.Context, e *env, include []string, from, to canal.Po
 	if h.endAt.IsZero() {
 		return readerRun{}, fmt.Errorf("no-op canal did not reach %s in 10 minutes", to)
 	}
-	r := readerRun{rows: h.rows.Load(), wall: h.endAt.Sub(t0), cpu: cpu}
+	r := readerRun{rows: h.rows.Load(), wall: h.endAt.Sub(t0)}
 	r.rate = float64(r.rows) / h.endAt.Sub(h.first).Seconds()
-	if r.rows > 0 {
-		r.perRow = cpu / time.Duration(r.rows)
-		r.dbPerRow = dbCPU / time.Duration(r.rows)
-	}
+	r.costs(cpu, dbCPU)
 	return r, nil
 }

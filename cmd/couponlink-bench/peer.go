@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -121,7 +122,7 @@ func (res *peerResult) setRange(ctx context.Context, e *env, log *slog.Logger) (
 	if err := e.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM user_coupon`).Scan(&res.wantKeys); err != nil {
 		res.wantKeys = 0
 	}
-	if res.noop, err = timeNoop(ctx, e, res.from, res.to, log); err != nil {
+	if res.noop, err = timeNoop(ctx, e, []string{sourceRegex()}, res.from, res.to); err != nil {
 		return 0, fmt.Errorf("no-op reader over the whole backlog: %w", err)
 	}
 	res.rows = res.noop.rows
@@ -162,30 +163,27 @@ rule:
 // at most 10 minutes), noting when the first key appeared and the peer's
 // highest VmRSS.
 func (res *peerResult) waitMarker(ctx context.Context, c *child, rdb *redis.Client, markerKey string) (first time.Time, err error) {
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
+	err = poll(ctx, 10*time.Millisecond, 10*time.Minute, func() (bool, error) {
 		if first.IsZero() {
 			if n, err := rdb.DBSize(ctx).Result(); err == nil && n > 0 {
 				first = time.Now()
 			}
 		}
 		if n, err := rdb.Exists(ctx, markerKey).Result(); err == nil && n == 1 {
-			return first, nil
+			return true, nil
 		}
 		if rss, _, err := procMem(c.pid()); err == nil && rss > res.maxRSS {
 			res.maxRSS = rss
 		}
-		select {
-		case <-c.done:
-			return first, fmt.Errorf("go-mysql-transfer exited before the marker; its log ends with:\n%s", tail(c.log, 15))
-		case <-ctx.Done():
-			return first, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
+		if c.exited() != nil {
+			return false, fmt.Errorf("go-mysql-transfer exited before the marker; its log ends with:\n%s", tail(c.log, 15))
 		}
-		if time.Now().After(deadline) {
-			return first, fmt.Errorf("go-mysql-transfer did not reach the marker in 10 minutes; its log ends with:\n%s", tail(c.log, 15))
-		}
+		return false, nil
+	})
+	if errors.Is(err, errTimedOut) {
+		err = fmt.Errorf("go-mysql-transfer did not reach the marker in 10 minutes; its log ends with:\n%s", tail(c.log, 15))
 	}
+	return first, err
 }
 
 func (r *Report) peer(cfg config, p *peerResult) {

@@ -228,13 +228,13 @@ func (p *pipeline) wait(ctx context.Context, limit time.Duration) error {
 func timePipeline(ctx context.Context, cfg config, e *env, from, to canal.Position, log *slog.Logger) (readerRun, error) {
 	h := &meteredSink{target: to}
 	st0, _ := e.serverStatus(ctx)
-	cpu0, db0, t0 := cpuTime(), e.mariadbCPU(), time.Now()
+	mark, t0 := e.cpuMark(), time.Now()
 	p, err := startPipeline(ctx, cfg, e, from, h, log)
 	if err != nil {
 		return readerRun{}, err
 	}
 	werr := p.wait(ctx, 15*time.Minute)
-	cpu, dbCPU := cpuTime()-cpu0, e.mariadbCPU()-db0
+	cpu, dbCPU := mark.since()
 	if err := p.stop(); err != nil && werr == nil {
 		werr = fmt.Errorf("tailer: %w", err)
 	}
@@ -243,12 +243,9 @@ func timePipeline(ctx context.Context, cfg config, e *env, from, to canal.Positi
 	}
 	st1, _ := e.serverStatus(ctx)
 	applies := h.takeApplies()
-	r := readerRun{rows: h.rows, wall: h.endAt.Sub(t0), cpu: cpu, skipped: int64(h.firstRows), batches: len(applies.total)}
+	r := readerRun{rows: h.rows, wall: h.endAt.Sub(t0), skipped: int64(h.firstRows), batches: len(applies.total)}
 	r.rate = float64(h.rows-int64(h.firstRows)) / h.endAt.Sub(h.first).Seconds()
-	if r.rows > 0 {
-		r.perRow = cpu / time.Duration(r.rows)
-		r.dbPerRow = dbCPU / time.Duration(r.rows)
-	}
+	r.costs(cpu, dbCPU)
 	r.applyBusy = applies.busy().Seconds() / h.endAt.Sub(h.first).Seconds()
 	r.apply, r.applyMySQL, r.applyRedis = summarize(applies.total), summarize(applies.mysql), summarize(applies.redis)
 	r.perBatch = perOp(st0, st1, r.batches)

@@ -18,7 +18,12 @@ func procMem(pid int) (rss, hwm int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
+	return parseMem(string(b))
+}
+
+// parseMem reads VmRSS and VmHWM (bytes) of a /proc/<pid>/status text.
+func parseMem(status string) (rss, hwm int64, err error) {
+	for line := range strings.SplitSeq(status, "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok || (k != "VmRSS" && k != "VmHWM") {
 			continue
@@ -41,18 +46,23 @@ func procMem(pid int) (rss, hwm int64, err error) {
 }
 
 // procCPU is a process's user+system CPU time (0 when unknown), from
-// /proc/<pid>/stat in clock ticks of 10 ms (USER_HZ on Linux).
+// /proc/<pid>/stat.
 func procCPU(pid int) time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the command may hold spaces
+	return parseStatCPU(string(b))
+}
+
+// parseStatCPU is the user+system CPU time of a /proc/<pid>/stat line, in
+// clock ticks of 10 ms (USER_HZ on Linux); 0 when it cannot be read.
+func parseStatCPU(stat string) time.Duration {
+	i := strings.LastIndexByte(stat, ')') // the command may hold spaces
 	if i < 0 {
 		return 0
 	}
-	f := strings.Fields(s[i+1:])
+	f := strings.Fields(stat[i+1:])
 	if len(f) < 13 {
 		return 0
 	}

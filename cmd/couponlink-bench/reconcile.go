@@ -66,9 +66,7 @@ type recStep struct {
 
 // median is the pass of median total time.
 func (s recStep) median() recPass {
-	ps := slices.Clone(s.passes)
-	slices.SortFunc(ps, func(a, b recPass) int { return int(a.took - b.took) })
-	return ps[len(ps)/2]
+	return medianBy(s.passes, func(p recPass) time.Duration { return p.took })
 }
 
 // runReconcile runs row 6: for each size, ascending, seed up to it,
@@ -274,30 +272,29 @@ func (rb *recBench) startCDC(ctx context.Context, n int64) (func(), time.Duratio
 		cancel()
 		<-errc
 	}
-	deadline := time.Now().Add(15 * time.Minute)
-	for {
-		var sum, pairs int64
-		err := db.QueryRowContext(ctx, `SELECT COALESCE(SUM(held + used + expired + returned), 0), COUNT(*) FROM inventory_counter`).Scan(&sum, &pairs)
-		if err == nil && sum == n && pairs == recTemplates*recChannels {
-			if ok, err := recKeysFollow(ctx, db, rdb); err == nil && ok {
-				return stop, time.Since(t0), nil
-			}
-		}
+	err = poll(ctx, 100*time.Millisecond, 15*time.Minute, func() (bool, error) {
 		select {
 		case err := <-errc:
-			cancel()
-			errc <- err
-			return nil, 0, fmt.Errorf("the cdc stopped: %v", err)
-		case <-ctx.Done():
-			stop()
-			return nil, 0, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+			errc <- err // for stop
+			return false, fmt.Errorf("the cdc stopped: %v", err)
+		default:
 		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, 0, errors.New("counters or Redis keys incomplete after 15 minutes")
+		var sum, pairs int64
+		err := db.QueryRowContext(ctx, `SELECT COALESCE(SUM(held + used + expired + returned), 0), COUNT(*) FROM inventory_counter`).Scan(&sum, &pairs)
+		if err != nil || sum != n || pairs != recTemplates*recChannels {
+			return false, nil
 		}
+		ok, err := recKeysFollow(ctx, db, rdb)
+		return err == nil && ok, nil
+	})
+	if errors.Is(err, errTimedOut) {
+		err = errors.New("counters or Redis keys incomplete after 15 minutes")
 	}
+	if err != nil {
+		stop()
+		return nil, 0, err
+	}
+	return stop, time.Since(t0), nil
 }
 
 // recCheck checks the store (verifyStore: counters = GROUP BY user_coupon,
@@ -352,72 +349,30 @@ func recCaughtUp(ctx context.Context, db *sql.DB, rdb *redis.Client) error {
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		cp, found, err := inventory.LoadCheckpoint(ctx, db, recCPName)
-		if err != nil {
-			return err
-		}
-		if found && cp.Pos.File != "" && cp.Pos.Compare(target) >= 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the cdc's checkpoint %s did not reach %s within a minute", cp.Pos, target)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
+	var cp inventory.Checkpoint
+	err = poll(ctx, 10*time.Millisecond, time.Minute, func() (bool, error) {
+		c, found, err := inventory.LoadCheckpoint(ctx, db, recCPName)
+		cp = c
+		return found && c.Pos.File != "" && c.Pos.Compare(target) >= 0, err
+	})
+	if errors.Is(err, errTimedOut) {
+		return fmt.Errorf("the cdc's checkpoint %s did not reach %s within a minute", cp.Pos, target)
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		ok, err := recKeysFollow(ctx, db, rdb)
-		if err != nil || ok || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
+	if err != nil {
+		return err
 	}
+	err = poll(ctx, 10*time.Millisecond, 10*time.Second, func() (bool, error) { return recKeysFollow(ctx, db, rdb) })
+	if errors.Is(err, errTimedOut) {
+		return nil
+	}
+	return err
 }
 
 // recKeysFollow reports whether every bucket's Redis key equals its
 // quota − claimed now.
 func recKeysFollow(ctx context.Context, db *sql.DB, rdb *redis.Client) (bool, error) {
-	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, quota - claimed FROM channel_quota`)
-	if err != nil {
-		return false, fmt.Errorf("read channel_quota: %w", err)
-	}
-	defer rows.Close()
-	keys := inventory.Keys{Prefix: "couponlink:"}
-	pipe := rdb.Pipeline()
-	var want []int64
-	var cmds []*redis.StringCmd
-	for rows.Next() {
-		var p inventory.Pair
-		var w int64
-		if err := rows.Scan(&p.Template, &p.Channel, &w); err != nil {
-			return false, err
-		}
-		want = append(want, w)
-		cmds = append(cmds, pipe.Get(ctx, keys.Stock(p.Template, p.Channel)))
-	}
-	if err := rows.Err(); err != nil {
-		return false, err
-	}
-	if len(cmds) == 0 {
-		return true, nil
-	}
-	_, _ = pipe.Exec(ctx) // a missing key is a difference, not an error
-	for i, c := range cmds {
-		if g, err := c.Int64(); err != nil || g != want[i] {
-			return false, nil
-		}
-	}
-	return true, nil
+	bad, _, err := stockDiffs(ctx, db, rdb)
+	return err == nil && len(bad) == 0, err
 }
 
 // handlerReads selects the server's Handler_read_* counters.

@@ -139,27 +139,15 @@ func (r *Report) catchup(cfg config, cu *catchupResult) {
 }
 
 func medianCPU(rs []readerRun) time.Duration {
-	var xs []float64
-	for _, r := range rs {
-		xs = append(xs, float64(r.perRow))
-	}
-	return time.Duration(medianOf(xs))
+	return time.Duration(medianOf(mapped(rs, func(r readerRun) float64 { return float64(r.perRow) })))
 }
 
 func rates(rs []readerRun) string {
-	var xs []float64
-	for _, r := range rs {
-		xs = append(xs, r.rate/1000)
-	}
-	return floats(xs, "%.0fk")
+	return floats(mapped(rs, func(r readerRun) float64 { return r.rate / 1000 }), "%.0fk")
 }
 
 func floats(xs []float64, f string) string {
-	var s []string
-	for _, x := range xs {
-		s = append(s, fmt.Sprintf(f, x))
-	}
-	return strings.Join(s, ", ")
+	return strings.Join(mapped(xs, func(x float64) string { return fmt.Sprintf(f, x) }), ", ")
 }
 
 func (r *Report) memory(cfg config, m memResult) {
@@ -170,11 +158,11 @@ func (r *Report) memory(cfg config, m memResult) {
 		Settings: fmt.Sprintf("%s rows (no-op: %s, wall incl. connect %s) from a checkpoint at the start of the backlog; the range also holds the catch-up runs' own counter transactions; the binary started by %s (its log); "+
 			"time from process start (incl. leader lock, Redis rebuild) to checkpoint ≥ end: %s, of which %s before its \"tailing the binlog\" log line "+
 			"(from that line on: %s, ratio %.2f); %s", count(m.rows), count(m.noop.rows), sec(m.noop.wall), modeName[m.mode], sec(m.took), sec(m.startup), rate(m.streamRate(), "rows/s"), m.streamRate()/noop, cfg.cdcSettings())})
-	r.add(Row{ID: "5", What: "Memory: `couponlink cdc` after the backlog", Ours: fmt.Sprintf("VmRSS %s (VmHWM %s)", mib(m.rssAfter), mib(m.hwmAfter)),
+	r.add(Row{ID: "5", What: "Memory: `couponlink cdc` after the backlog", Ours: fmt.Sprintf("VmRSS %s (VmHWM %s)", mib(m.rss), mib(m.hwm)),
 		Peer: "—", Ratio: "—", Target: "bounded",
 		Settings: fmt.Sprintf("/proc/<pid>/status when its checkpoint reached the end of the %s-row backlog", count(m.rows))})
 	r.add(Row{ID: "5", What: "Memory: `couponlink cdc` in steady state", Ours: fmt.Sprintf("VmRSS at the end %s (max %s; VmHWM %s)", mib(m.rssSteadyLast), mib(m.rssSteadyMax), mib(m.hwmEnd)),
-		Peer: fmt.Sprintf("VmRSS %s after the backlog", mib(m.rssAfter)), OursNum: float64(m.rssSteadyLast), PeerNum: float64(m.rssAfter), Target: "bounded, not growing",
+		Peer: fmt.Sprintf("VmRSS %s after the backlog", mib(m.rss)), OursNum: float64(m.rssSteadyLast), PeerNum: float64(m.rss), Target: "bounded, not growing",
 		Settings: fmt.Sprintf("sampled every 250 ms over %s of claims at %.0f/s (coupon.Store.Claim, 40 buckets), starting right after the catch-up (the max includes the catch-up's heap not yet returned)", cfg.steadyDuration, m.steady.rate())})
 }
 
@@ -193,12 +181,16 @@ func (r *Report) lag(cfg config, lags []lagResult, verify string) {
 		if l.target != 1000 {
 			target = "report"
 		}
-		r.add(Row{ID: "2", What: fmt.Sprintf("CDC lag commit → counters visible, %d/s", l.target), Ours: lat(l.counter), Peer: lat(l.noop) + " (no-op canal)",
-			Ratio: fmt.Sprintf("p99 %.1f×", ratioDur(l.counter.P99, l.noop.P99)), OursNum: ms(l.counter.P99), PeerNum: ms(l.noop.P99), Target: target, Settings: set})
-		r.add(Row{ID: "2", What: fmt.Sprintf("CDC lag commit → Redis key updated, %d/s", l.target), Ours: lat(l.redis), Peer: lat(l.noop) + " (no-op canal)",
-			Ratio: fmt.Sprintf("p99 %.1f×", ratioDur(l.redis.P99, l.noop.P99)), OursNum: ms(l.redis.P99), PeerNum: ms(l.noop.P99), Target: target, Settings: "as above"})
+		r.add(lagRow(fmt.Sprintf("CDC lag commit → counters visible, %d/s", l.target), l.counter, l.noop, target, set))
+		r.add(lagRow(fmt.Sprintf("CDC lag commit → Redis key updated, %d/s", l.target), l.redis, l.noop, target, "as above"))
 	}
 	r.Notes = append(r.Notes, "After the lag runs: "+verify)
+}
+
+// lagRow is a row 2: a lag of the pipeline against the no-op reader's.
+func lagRow(what string, ours, noop latStats, target, settings string) Row {
+	return Row{ID: "2", What: what, Ours: lat(ours), Peer: lat(noop) + " (no-op canal)", Ratio: fmt.Sprintf("p99 %.1f×", ratioDur(ours.P99, noop.P99)),
+		OursNum: ms(ours.P99), PeerNum: ms(noop.P99), Target: target, Settings: settings}
 }
 
 func (r *Report) api(cfg config, a apiResult) {
@@ -252,9 +244,8 @@ func (r *Report) api(cfg config, a apiResult) {
 			"pipeline: %d batches of %.1f rows on average, sink.ApplyBatch p50 %s, p99 %s; CPU cores during the load: bench process %.2f, MariaDB %.2f",
 			fmt.Sprintf("%.0f", a.lag.load.rate()), cfg.clients, cfg.apiDuration, a.lag.load.errors, l.counter.N, l.warm, l.missing, l.batches, l.rowsPerBatch,
 			msStr(l.apply.P50), msStr(l.apply.P99), l.benchCores, l.dbCores)
-		r.add(Row{ID: "2", What: fmt.Sprintf("CDC lag commit → counters visible, at the combined API hot-bucket load (%s claims/s)", fmt.Sprintf("%.0f", a.lag.load.rate())),
-			Ours: lat(l.counter), Peer: lat(l.noop) + " (no-op canal)", Ratio: fmt.Sprintf("p99 %.1f×", ratioDur(l.counter.P99, l.noop.P99)),
-			OursNum: ms(l.counter.P99), PeerNum: ms(l.noop.P99), Target: "report", Settings: set})
+		r.add(lagRow(fmt.Sprintf("CDC lag commit → counters visible, at the combined API hot-bucket load (%.0f claims/s)", a.lag.load.rate()),
+			l.counter, l.noop, "report", set))
 	}
 }
 
@@ -367,12 +358,6 @@ func msStr(d time.Duration) string { return fmt.Sprintf("%.2f ms", ms(d)) }
 func sec(d time.Duration) string   { return fmt.Sprintf("%.2f s", d.Seconds()) }
 func us(d time.Duration) string    { return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond)) }
 func mib(n int64) string           { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
-func ratioDur(a, b time.Duration) float64 {
-	if b <= 0 {
-		return 0
-	}
-	return float64(a) / float64(b)
-}
 
 // check records a failed correctness check (a verifyStore result that
 // says MISMATCH).

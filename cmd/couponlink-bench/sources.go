@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -30,16 +29,16 @@ type srcCDC struct {
 	part    backlogPart
 
 	// the timed catch-up
-	from          canal.Position // its checkpoint before
-	events0, rows int64          // events_applied before; its growth
-	took, startup time.Duration  // process start → checkpoint ≥ part.to; → "tailing the binlog"
-	mode          string         // start mode it logged
-	cpu           time.Duration  // the process's CPU until then
-	rss, hwm      int64          // its VmRSS and VmHWM then
-	noop          readerRun      // a no-op reader alone over [from, part.to]
+	from    canal.Position // its checkpoint before
+	events0 int64          // events_applied before
+	cdcRun                 // its last run
+	noop    readerRun      // a no-op reader alone over [from, part.to]
 }
 
-func (c *srcCDC) checkpoints() string { return "`" + c.clDB + "`.cdc_checkpoint" }
+// cp is its checkpoint.
+func (c *srcCDC) cp() checkpointRef {
+	return checkpointRef{c.srv.db, "`" + c.clDB + "`.cdc_checkpoint", c.name}
+}
 
 // rate is rows/s from process start; streamRate from its "tailing the
 // binlog" line.
@@ -48,12 +47,7 @@ func (c *srcCDC) streamRate() float64 {
 	return float64(c.part.rows) / (c.took - c.startup).Seconds()
 }
 
-func (c *srcCDC) cpuPerRow() time.Duration {
-	if c.part.rows == 0 {
-		return 0
-	}
-	return c.cpu / time.Duration(c.part.rows)
-}
+func (c *srcCDC) cpuPerRow() time.Duration { return perRow(c.cpu, c.part.rows) }
 
 // sourcesRep is one repetition: new backlogs, the timed runs over them.
 type sourcesRep struct {
@@ -166,23 +160,10 @@ func (s *serverB) close(log *slog.Logger) {
 // upServerB starts the second server in a temporary directory of its own
 // and migrates couponlink's database cl_src there.
 func upServerB(cfg config, log *slog.Logger) (*env, error) {
-	dir, err := os.MkdirTemp("", "couponlink-bench-b-")
+	b, err := upServers(cfg, "couponlink-bench-b-", "the second private MariaDB (sources phase)", log)
 	if err != nil {
-		return nil, err
-	}
-	b := &env{repo: cfg.repo, dir: dir, keep: cfg.keepServers, info: map[string]string{}}
-	if b.mysqlPort, err = freePort(); err != nil {
 		return b, err
 	}
-	if b.redisPort, err = freePort(); err != nil {
-		return b, err
-	}
-	log.Info("starting the second private MariaDB (sources phase)", "dir", b.dir, "mysql_port", b.mysqlPort)
-	b.servers = true
-	if err := b.serversSh("up"); err != nil {
-		return b, fmt.Errorf("servers.sh up (second server): %w", err)
-	}
-	b.readPorts()
 	b.dsn = shopDSN(cfg, b, "cl_src")
 	if _, err := migrations.Up(b.dsn); err != nil {
 		return b, fmt.Errorf("migrate cl_src on the second server: %w", err)
@@ -291,7 +272,7 @@ func (s *sourcesResult) time(ctx context.Context, cfg config, a, b *env, log *sl
 			"stream_rows_per_s", int(c.streamRate()), "startup", c.startup.Round(time.Millisecond), "cpu_per_row", c.cpuPerRow(), "vmrss_mib", c.rss>>20)
 	}
 	for _, c := range s.all() {
-		if c.noop, err = timeNoopOn(ctx, c.srv, shopInclude(c.shop), modeStart(c.from, c.mode), c.part.to); err != nil {
+		if c.noop, err = timeNoop(ctx, c.srv, shopInclude(c.shop), modeStart(c.from, c.mode), c.part.to); err != nil {
 			return fmt.Errorf("no-op reader of source %s: %w", c.name, err)
 		}
 		log.Info("no-op canal reader", "source", c.name, "rows", c.noop.rows, "rows_per_s", int(c.noop.rate), "ratio", fmt.Sprintf("%.2f", c.streamRate()/c.noop.rate))
@@ -303,7 +284,7 @@ func (s *sourcesResult) time(ctx context.Context, cfg config, a, b *env, log *sl
 	g, gctx := errgroup.WithContext(ctx)
 	for i, c := range s.two {
 		g.Go(func() error {
-			r, err := timeNoopOn(gctx, c.srv, shopInclude(c.shop), modeStart(c.from, c.mode), c.part.to)
+			r, err := timeNoop(gctx, c.srv, shopInclude(c.shop), modeStart(c.from, c.mode), c.part.to)
 			walls[i] = r.wall
 			return err
 		})
@@ -326,7 +307,7 @@ func runTo(ctx context.Context, cfg config, e *env, cdcs []*srcCDC, timed bool) 
 	targets := make([]canal.Position, len(cdcs))
 	for i, c := range cdcs {
 		var err error
-		if c.events0, c.from, err = readCheckpointOf(ctx, c.srv.db, c.checkpoints(), c.name); err != nil {
+		if c.events0, c.from, err = c.cp().read(ctx); err != nil {
 			return 0, err
 		}
 		if targets[i] = c.part.to; !timed {
@@ -354,12 +335,9 @@ func runTo(ctx context.Context, cfg config, e *env, cdcs []*srcCDC, timed bool) 
 	g, gctx := errgroup.WithContext(ctx)
 	for i, c := range cdcs {
 		g.Go(func() error {
-			ch := children[i]
-			if err := waitCheckpointOf(gctx, c.srv.db, c.checkpoints(), c.name, ch, targets[i], 15*time.Minute); err != nil {
+			if err := c.arrive(gctx, c.cp(), children[i], targets[i], 15*time.Minute); err != nil {
 				return fmt.Errorf("source %s: %w", c.name, err)
 			}
-			c.took, c.cpu = time.Since(ch.started), procCPU(ch.pid())
-			c.rss, c.hwm, _ = procMem(ch.pid())
 			return nil
 		})
 	}
@@ -373,12 +351,9 @@ func runTo(ctx context.Context, cfg config, e *env, cdcs []*srcCDC, timed bool) 
 	}
 	wg.Wait()
 	for i, c := range cdcs {
-		c.startup, c.mode = startupOf(children[i], children[i].started)
-		events, _, err := readCheckpointOf(ctx, c.srv.db, c.checkpoints(), c.name)
-		if err != nil {
+		if err := c.settle(ctx, c.cp(), children[i], c.events0); err != nil {
 			return 0, err
 		}
-		c.rows = events - c.events0
 	}
 	return wall, nil
 }
@@ -386,12 +361,6 @@ func runTo(ctx context.Context, cfg config, e *env, cdcs []*srcCDC, timed bool) 
 // startSourceCDC starts `couponlink cdc -mapping … -source NAME` (Redis in
 // the mapping's default mode, corrector: it writes no stock keys).
 func startSourceCDC(cfg config, e *env, c *srcCDC, label string) (*child, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	args := append([]string{"cdc"}, cfg.cdcFlags()...)
-	args = append(args, "-mapping", c.mapping, "-source", c.name, "-redis", e.redisAddr, "-key-prefix", "bench-shop:",
-		"-metrics-addr", fmt.Sprintf("127.0.0.1:%d", port), "-log-level", "info")
-	return e.startChild(fmt.Sprintf("cdc-%s-%s-%d", c.name, label, time.Now().UnixNano()), args...)
+	return e.startCDC(cfg, fmt.Sprintf("cdc-%s-%s-%d", c.name, label, time.Now().UnixNano()),
+		"-mapping", c.mapping, "-source", c.name, "-redis", e.redisAddr, "-key-prefix", "bench-shop:")
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"runtime"
-	"slices"
 	"time"
 )
 
@@ -70,13 +68,8 @@ func (r *Report) sources(cfg config, s *sourcesResult) {
 // medianRep is the repetition of median two/one ratio, and every
 // repetition's ratio.
 func (s *sourcesResult) medianRep() (sourcesRep, []float64) {
-	var ratios []float64
-	for _, rp := range s.reps {
-		ratios = append(ratios, rp.ratio())
-	}
-	reps := slices.Clone(s.reps)
-	slices.SortFunc(reps, func(x, y sourcesRep) int { return cmp.Compare(x.ratio(), y.ratio()) })
-	return reps[len(reps)/2], ratios
+	ratios := mapped(s.reps, sourcesRep.ratio)
+	return medianBy(s.reps, sourcesRep.ratio), ratios
 }
 
 func serverName(c *srcCDC) string {
@@ -84,11 +77,4 @@ func serverName(c *srcCDC) string {
 		return "B"
 	}
 	return "A"
-}
-
-func perRow(d time.Duration, rows int) time.Duration {
-	if rows == 0 {
-		return 0
-	}
-	return d / time.Duration(rows)
 }

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -37,12 +34,7 @@ func shardRestarts(cfg config) int {
 }
 
 func (s shardStarts) startup() time.Duration {
-	if len(s.startups) == 0 {
-		return 0
-	}
-	x := slices.Clone(s.startups)
-	slices.Sort(x)
-	return x[len(x)/2]
+	return medianBy(s.startups, func(d time.Duration) time.Duration { return d })
 }
 
 // measureShardStarts creates, per size n, a shop of n empty user_coupon
@@ -86,24 +78,6 @@ func measureShardStarts(ctx context.Context, cfg config, e *env, log *slog.Logge
 	return out, nil
 }
 
-// parseShards reads -sources-shards: table counts of 1 to 4096, sorted,
-// each once.
-func parseShards(s string) ([]int, error) {
-	var out []int
-	for _, f := range listFields(s) {
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 || n > 4096 {
-			return nil, fmt.Errorf("-sources-shards: %q is not a table count (1..4096)", f)
-		}
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	if out = slices.Compact(out); len(out) == 0 {
-		return nil, errors.New("-sources-shards: name at least one table count")
-	}
-	return out, nil
-}
-
 // shardRow adds the start-up row: the largest shop against the smallest.
 func (r *Report) shardRow(cfg config, starts []shardStarts) {
 	if len(starts) < 2 {
@@ -132,11 +106,7 @@ func (r *Report) shardRow(cfg config, starts []shardStarts) {
 }
 
 func durs(ds []time.Duration) string {
-	var xs []float64
-	for _, d := range ds {
-		xs = append(xs, d.Seconds())
-	}
-	return floats(xs, "%.2f s")
+	return floats(mapped(ds, time.Duration.Seconds), "%.2f s")
 }
 
 // sourceSteady is the one-source cdc following a paced load of 1-row
@@ -151,12 +121,7 @@ type sourceSteady struct {
 	firstErr error
 }
 
-func (s sourceSteady) cpuPerRow() time.Duration {
-	if s.rows == 0 {
-		return 0
-	}
-	return s.cpu / time.Duration(s.rows)
-}
+func (s sourceSteady) cpuPerRow() time.Duration { return perRow(s.cpu, s.rows) }
 
 // measureSteady runs the one-source cdc (caught up first) while
 // -writers write 1-row transactions into its shop at 1,000/s for
@@ -174,10 +139,10 @@ func measureSteady(ctx context.Context, cfg config, c *srcCDC, base int64) (sour
 		return st, err
 	}
 	defer ch.stop()
-	if err := waitCheckpointOf(ctx, c.srv.db, c.checkpoints(), c.name, ch, end, 5*time.Minute); err != nil {
+	if err := c.cp().wait(ctx, ch, end, 5*time.Minute); err != nil {
 		return st, err
 	}
-	ev0, _, err := readCheckpointOf(ctx, c.srv.db, c.checkpoints(), c.name)
+	ev0, _, err := c.cp().read(ctx)
 	if err != nil {
 		return st, err
 	}
@@ -195,12 +160,12 @@ func measureSteady(ctx context.Context, cfg config, c *srcCDC, base int64) (sour
 	if end, err = canal.CurrentPosition(ctx, c.srv.db); err != nil {
 		return st, err
 	}
-	if err := waitCheckpointOf(ctx, c.srv.db, c.checkpoints(), c.name, ch, end, time.Minute); err != nil {
+	if err := c.cp().wait(ctx, ch, end, time.Minute); err != nil {
 		return st, err
 	}
 	st.cpu = procCPU(ch.pid()) - cpu0
 	st.rss, _, _ = procMem(ch.pid())
-	ev1, _, err := readCheckpointOf(ctx, c.srv.db, c.checkpoints(), c.name)
+	ev1, _, err := c.cp().read(ctx)
 	st.rows = ev1 - ev0
 	st.errors, st.firstErr = st.load.errors, st.load.firstErr
 	return st, err

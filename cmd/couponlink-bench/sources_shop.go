@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -107,53 +106,15 @@ func writeShop(ctx context.Context, srv *env, schema string, base int64, rows, p
 }
 
 // shopTruth counts the shop's coupons per template and state (a GROUP BY
-// over its shard tables), as counters of the default channel.
+// over its shard tables), as counters of the default channel: the shop's
+// states 0, 1, 2 (AVAILABLE, USED, EXPIRED in its mapping) are coupon
+// statuses 1, 2, 3.
 func shopTruth(ctx context.Context, db *sql.DB, schema string, shards int) (map[inventory.Pair]inventory.Counts, error) {
 	var parts []string
 	for i := range shards {
 		parts = append(parts, fmt.Sprintf("SELECT tpl_id, state FROM `%s`.user_coupon_%d", schema, i))
 	}
-	rows, err := db.QueryContext(ctx, "SELECT tpl_id, state, COUNT(*) FROM ("+strings.Join(parts, " UNION ALL ")+") u GROUP BY 1, 2")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	state := map[int]coupon.Status{0: coupon.Available, 1: coupon.Used, 2: coupon.Expired}
-	out := map[inventory.Pair]inventory.Counts{}
-	for rows.Next() {
-		p, code, n := inventory.Pair{Channel: shopChannel}, 0, int64(0)
-		if err := rows.Scan(&p.Template, &code, &n); err != nil {
-			return nil, err
-		}
-		c := out[p]
-		if !c.Bump(state[code], n) {
-			return nil, fmt.Errorf("%s: state %d is not mapped", schema, code)
-		}
-		out[p] = c
-	}
-	return out, rows.Err()
-}
-
-// shopCounters reads a couponlink database's counters (pairs with every
-// count zero left out).
-func shopCounters(ctx context.Context, db *sql.DB, clDB string) (map[inventory.Pair]inventory.Counts, error) {
-	rows, err := db.QueryContext(ctx, "SELECT template_id, channel, held, used, expired, returned FROM `"+clDB+"`.inventory_counter")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[inventory.Pair]inventory.Counts{}
-	for rows.Next() {
-		var p inventory.Pair
-		var c inventory.Counts
-		if err := rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned); err != nil {
-			return nil, err
-		}
-		if c != (inventory.Counts{}) {
-			out[p] = c
-		}
-	}
-	return out, rows.Err()
+	return groupCounts(ctx, db, "SELECT tpl_id, '"+shopChannel+"', state + 1, COUNT(*) FROM ("+strings.Join(parts, " UNION ALL ")+") u GROUP BY 1, 3")
 }
 
 // addCounts adds b into a.
@@ -176,7 +137,7 @@ func verifyShop(ctx context.Context, label string, cdcs []*srcCDC) (string, erro
 		if err != nil {
 			return "", fmt.Errorf("truth of %s: %w", c.name, err)
 		}
-		g, err := shopCounters(ctx, c.srv.db, c.clDB)
+		g, err := readCounters(ctx, c.srv.db, "`"+c.clDB+"`.inventory_counter")
 		if err != nil {
 			return "", fmt.Errorf("counters of %s: %w", c.name, err)
 		}
