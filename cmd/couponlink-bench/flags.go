@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/couponlink/couponlink/internal/settings"
 )
 
 // Every flag of the bench is defined here, in one place.
@@ -53,7 +54,7 @@ type config struct {
 // and the log level.
 type listFlags struct {
 	modes, rates, recRows, shards string
-	level                         slog.Level
+	logging                       settings.Logging // -log-level, as every couponlink command has it
 }
 
 // defineFlags binds every flag of fs to the config and listFlags it returns.
@@ -86,7 +87,7 @@ func defineFlags(fs *flag.FlagSet) (*config, *listFlags) {
 	fs.BoolVar(&cfg.quick, "quick", false, "short run (~1 minute): 50k+50k backlog, 3 s runs, reconcile over 100k and 1M")
 	fs.StringVar(&cfg.peerTransfer, "peer-transfer", "", "a go-mysql-transfer binary (wj596/go-mysql-transfer, built by you, never part of this repository): adds the outside peer's catch-up row")
 	fs.BoolVar(&cfg.smoke, "smoke", false, "every row at tiny sizes (≤ 30 s; part of make test): fails on any error or failed check")
-	fs.TextVar(&l.level, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
+	settings.Wrap(fs).Add(&l.logging)
 	return cfg, l
 }
 

@@ -97,8 +97,8 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.level != slog.LevelInfo {
-		t.Errorf("log level %v, want info", l.level)
+	if *l.logging.Level != slog.LevelInfo {
+		t.Errorf("log level %v, want info", *l.logging.Level)
 	}
 	if !slices.Equal(cfg.modes, []string{"file", "gtid"}) || !slices.Equal(cfg.lagRates, []int{1000, 5000}) ||
 		!slices.Equal(cfg.recRows, []int64{1_000_000, 10_000_000}) || !slices.Equal(cfg.sourcesShards, []int{4, 256}) {
@@ -149,8 +149,8 @@ func TestConfigRefuses(t *testing.T) {
 		}
 	}
 	cfg, l, err := parseConfig(t, "-repo", "/r", "-log-level", "debug", "-phases", "api")
-	if err != nil || l.level != slog.LevelDebug || cfg.phases != "api" {
-		t.Errorf("-log-level debug -phases api: %v, %v, %v", l.level, cfg.phases, err)
+	if err != nil || *l.logging.Level != slog.LevelDebug || cfg.phases != "api" {
+		t.Errorf("-log-level debug -phases api: %v, %v, %v", *l.logging.Level, cfg.phases, err)
 	}
 }
 

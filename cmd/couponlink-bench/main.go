@@ -122,7 +122,7 @@ func main() { os.Exit(run()) }
 func run() int {
 	cfg, lists := defineFlags(flag.CommandLine)
 	flag.Parse()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lists.level}))
+	log := lists.logging.Logger(os.Stderr)
 	slog.SetDefault(log)
 	if err := cfg.finish(*lists, flag.CommandLine); err != nil {
 		fmt.Fprintln(os.Stderr, err)

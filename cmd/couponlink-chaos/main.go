@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	stdlog "log"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -27,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/chaos"
+	"github.com/couponlink/couponlink/internal/settings"
 )
 
 func main() { os.Exit(run()) }
@@ -42,18 +42,14 @@ func run() int {
 	checkEvery := fs.Int("check-every", 8, "a checkpoint (counters = truth at a snapshot) every this many faults (0: none)")
 	bin := fs.String("bin", "", "the couponlink binary (default: built from this module into the run's directory)")
 	keep := fs.Bool("keep", false, "keep the run's directory (server data, process logs) and print it")
-	level := fs.String("log-level", "info", "the harness's log level (debug, info, warn, error); the processes log into the run's directory")
+	var logging settings.Logging // the harness's; the processes log into the run's directory
+	settings.Wrap(fs).Add(&logging)
 	if err := fs.Parse(os.Args[1:]); err != nil {
-		return 2
-	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(*level)); err != nil {
-		fmt.Fprintf(os.Stderr, "couponlink-chaos: -log-level %q: %v\n", *level, err)
 		return 2
 	}
 	_ = mysql.SetLogger(stdlog.New(io.Discard, "", 0)) // the drivers' notes of connections a fault closed
 	redis.SetLogger(quiet{})
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	log := logging.Logger(os.Stderr)
 	if *seed == 0 {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
