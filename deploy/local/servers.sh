@@ -15,6 +15,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BASE=${COUPONLINK_LOCAL_DIR:-$ROOT/.run/servers}
+mkdir -p "$BASE" && BASE=$(cd "$BASE" && pwd -P) # absolute, as the servers report their paths
 MPORT=${COUPONLINK_LOCAL_MYSQL_PORT:-3307}
 RPORT=${COUPONLINK_LOCAL_REDIS_PORT:-6380}
 DB=${COUPONLINK_LOCAL_DB:-couponlink}
@@ -81,9 +82,11 @@ up_mysql() {
     --innodb-log-file-size=256M --max-binlog-size=256M \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
     </dev/null >/dev/null 2>&1 &
-  local i
+  local i pid=$!
   for i in $(seq 1 300); do
-    if mariadb --no-defaults -h127.0.0.1 -P"$MPORT" -uroot -e 'SELECT 1' >/dev/null 2>&1; then
+    # ours, not another `up`'s that took the same free port a moment earlier
+    kill -0 "$pid" 2>/dev/null || { log "MariaDB exited at start (port $MPORT taken?); see $BASE/mysqld.err"; tail -5 "$BASE/mysqld.err" >&2; exit 1; }
+    if [ "$(mariadb --no-defaults -h127.0.0.1 -P"$MPORT" -uroot -N -e 'SELECT @@socket' 2>/dev/null)" = "$BASE/mysqld.sock" ]; then
       mariadb --no-defaults -h127.0.0.1 -P"$MPORT" -uroot -e "CREATE DATABASE IF NOT EXISTS \`$DB\`"
       log "MariaDB up on 127.0.0.1:$MPORT (pid $(cat "$BASE/mysqld.pid"))"
       return
@@ -100,7 +103,8 @@ up_redis() {
     --dir "$BASE/redis" --daemonize yes --pidfile "$BASE/redis.pid" --logfile "$BASE/redis.log"
   local i
   for i in $(seq 1 100); do
-    if [ "$(redis-cli -h 127.0.0.1 -p "$RPORT" ping 2>/dev/null)" = PONG ]; then
+    # ours (its dir), not another `up`'s that took the same free port
+    if [ "$(redis-cli -h 127.0.0.1 -p "$RPORT" config get dir 2>/dev/null | tail -1)" = "$BASE/redis" ]; then
       log "Redis up on 127.0.0.1:$RPORT (pid $(cat "$BASE/redis.pid"))"; return
     fi
     sleep 0.1
