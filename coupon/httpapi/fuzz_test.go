@@ -47,7 +47,7 @@ func FuzzRequestBodies(f *testing.F) {
 			if !ok {
 				t.Fatalf("%T from %q: not a domain error: %v", dst, body, err)
 			}
-			if st := statusOf(e.Code); st < 400 || st > 499 || e.Message == "" {
+			if st := e.Code.Status(); st < 400 || st > 499 || e.Message == "" {
 				t.Fatalf("%T from %q: %d %q %q", dst, body, st, e.Code, e.Message)
 			}
 		}

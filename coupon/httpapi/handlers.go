@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 )
 
@@ -200,7 +201,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) (int, any, erro
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	if err := s.store.DB().PingContext(r.Context()); err != nil {
 		s.log.Warn("healthz: MySQL does not answer", "err", err)
-		return 0, nil, &coupon.Error{Code: "unavailable", Message: "MySQL does not answer; the reason is in the server log"}
+		return 0, nil, &coupon.Error{Code: api.CodeUnavailable, Message: "MySQL does not answer; the reason is in the server log"}
 	}
 	return http.StatusOK, map[string]any{"status": "ok", "time": time.Now().UTC()}, nil
 }

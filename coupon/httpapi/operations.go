@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
@@ -81,7 +82,7 @@ func (s *Server) resolveTask(w http.ResponseWriter, r *http.Request) (int, any, 
 	}
 	if err := reconcile.Resolve(r.Context(), s.store.DB(), id, b.Operator, b.Note); err != nil {
 		if errors.Is(err, reconcile.ErrNotOpen) {
-			return 0, nil, &coupon.Error{Code: "not_open", Field: "id",
+			return 0, nil, &coupon.Error{Code: api.CodeNotOpen, Field: "id",
 				Message: fmt.Sprintf("reconcile task %d is not open: it does not exist, did not need review, or was resolved; nothing was written", id)}
 		}
 		return 0, nil, err

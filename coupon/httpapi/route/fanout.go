@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/coupon/httpapi"
 )
@@ -231,7 +232,7 @@ func (rt *Router) healthz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(down) > 0 {
-		httpapi.WriteError(w, &coupon.Error{Code: "unavailable", Message: fmt.Sprintf(
+		httpapi.WriteError(w, &coupon.Error{Code: api.CodeUnavailable, Message: fmt.Sprintf(
 			"MySQL of primary %s does not answer; the reason is in the server log", strings.Join(down, ", "))})
 		return
 	}
