@@ -1,156 +1,37 @@
 package client
 
-import "time"
+import (
+	"time"
+
+	"github.com/couponlink/couponlink/api"
+)
 
 // The requests and answers of the API, as openapi.json describes them.
 
-// NewTemplate is the body of CreateTemplate.
-type NewTemplate struct {
-	Name         string           `json:"name"`
-	TotalQuota   int64            `json:"total_quota"`
-	Channels     map[string]int64 `json:"channels"` // quota per channel bucket; adds up to TotalQuota
-	ValidSeconds int64            `json:"valid_seconds"`
-	PerUserLimit *int64           `json:"per_user_limit,omitempty"` // nil: 1
-	ExpiryPolicy string           `json:"expiry_policy,omitempty"`  // "freeze" (default) or "release"
-	// ReleaseCooldownSeconds is nil for the default, 72 h.
-	ReleaseCooldownSeconds *int64 `json:"release_cooldown_seconds,omitempty"`
-}
-
-// Template is a campaign.
-type Template struct {
-	ID                     int64            `json:"id"`
-	Name                   string           `json:"name"`
-	TotalQuota             int64            `json:"total_quota"`
-	Channels               map[string]int64 `json:"channels"`
-	ValidSeconds           int64            `json:"valid_seconds"`
-	PerUserLimit           int64            `json:"per_user_limit"`
-	ExpiryPolicy           string           `json:"expiry_policy"`
-	ReleaseCooldownSeconds int64            `json:"release_cooldown_seconds"`
-	CreatedAt              time.Time        `json:"created_at"`
-}
-
-// ClaimRequest is the body of Claim; an empty RequestID is filled with
-// NewRequestID.
-type ClaimRequest struct {
-	TemplateID int64  `json:"template_id"`
-	UserID     string `json:"user_id"`
-	Channel    string `json:"channel"`
-	RequestID  string `json:"request_id"`
-}
-
-// Claim is a claimed coupon; Replayed: the answer of an earlier claim with
-// the same request id.
-type Claim struct {
-	UserCouponID int64     `json:"user_coupon_id"`
-	TemplateID   int64     `json:"template_id"`
-	UserID       string    `json:"user_id"`
-	Channel      string    `json:"channel"`
-	Status       string    `json:"status"`
-	ClaimedAt    time.Time `json:"claimed_at"`
-	ExpiresAt    time.Time `json:"expires_at"`
-	Replayed     bool      `json:"replayed"`
-}
-
-// RedeemRequest is the body of Redeem: the pair is its idempotency key.
-type RedeemRequest struct {
-	UserCouponID int64  `json:"user_coupon_id"`
-	OrderID      string `json:"order_id"`
-}
-
-// Redemption is a coupon redeemed by an order.
-type Redemption struct {
-	RedemptionID int64     `json:"redemption_id"`
-	UserCouponID int64     `json:"user_coupon_id"`
-	OrderID      string    `json:"order_id"`
-	RedeemedAt   time.Time `json:"redeemed_at"`
-	Status       string    `json:"status"`
-	Replayed     bool      `json:"replayed"`
-}
+// The bodies of the coupon routes (package api has their fields).
+type (
+	NewTemplate   = api.NewTemplate   // the body of CreateTemplate
+	Template      = api.Template      // a campaign
+	ClaimRequest  = api.ClaimRequest  // the body of Claim; an empty RequestID is filled with NewRequestID
+	Claim         = api.Claim         // a claimed coupon; Replayed: the answer of an earlier claim with the same request id
+	RedeemRequest = api.RedeemRequest // the body of Redeem: the pair is its idempotency key
+	Redemption    = api.Redemption    // a coupon redeemed by an order
+	RefundRequest = api.RefundRequest // the body of Refund
+	Refund        = api.Refund        // a refunded redemption
+	VoidRequest   = api.VoidRequest   // the body of Void; an empty RequestID is filled with NewRequestID
+	VoidResult    = api.VoidResult    // one coupon of a void batch
+	VoidResponse  = api.VoidResponse  // the answer of Void
+	ExpireResult  = api.ExpireResult  // the answer of Expire
+	HistoryEvent  = api.HistoryEvent  // one change of a coupon
+	History       = api.History       // a coupon's state and its changes, oldest first
+	Health        = api.Health        // the answer of Health
+)
 
 // Refund modes.
 const (
-	RefundRestore = "restore" // the coupon goes back to the user
-	RefundRecycle = "recycle" // the slot goes back to the pool
+	RefundRestore = api.RefundRestore // the coupon goes back to the user
+	RefundRecycle = api.RefundRecycle // the slot goes back to the pool
 )
-
-// RefundRequest is the body of Refund.
-type RefundRequest struct {
-	UserCouponID int64  `json:"user_coupon_id"`
-	OrderID      string `json:"order_id"`
-	Mode         string `json:"mode"` // RefundRestore or RefundRecycle
-}
-
-// Refund is a refunded redemption.
-type Refund struct {
-	FlowID       int64     `json:"flow_id"`
-	UserCouponID int64     `json:"user_coupon_id"`
-	RedemptionID int64     `json:"redemption_id"`
-	OrderID      string    `json:"order_id"`
-	Mode         string    `json:"mode"`
-	Status       string    `json:"status"` // the coupon's status after the refund
-	RefundedAt   time.Time `json:"refunded_at"`
-	Replayed     bool      `json:"replayed"`
-}
-
-// VoidRequest is the body of Void; an empty RequestID is filled with
-// NewRequestID.
-type VoidRequest struct {
-	UserCouponIDs []int64 `json:"user_coupon_ids"`
-	Reason        string  `json:"reason"`
-	Operator      string  `json:"operator"`
-	RequestID     string  `json:"request_id"`
-}
-
-// VoidResult is one coupon of a void batch: Result is voided,
-// already_voided, illegal_transition or not_found.
-type VoidResult struct {
-	UserCouponID int64  `json:"user_coupon_id"`
-	Result       string `json:"result"`
-	Status       string `json:"status,omitempty"`
-	Message      string `json:"message,omitempty"`
-	Replayed     bool   `json:"replayed,omitempty"`
-}
-
-// VoidResponse is the answer of Void.
-type VoidResponse struct {
-	RequestID string         `json:"request_id"`
-	Results   []VoidResult   `json:"results"`
-	Counts    map[string]int `json:"counts"`
-}
-
-// ExpireResult is the answer of Expire.
-type ExpireResult struct {
-	Expired         int     `json:"expired"`
-	Transactions    int     `json:"transactions"`
-	More            bool    `json:"more"`
-	DurationSeconds float64 `json:"duration_seconds"`
-}
-
-// HistoryEvent is one change of a coupon.
-type HistoryEvent struct {
-	At           time.Time `json:"at"`
-	Event        string    `json:"event"` // claimed, redeemed, refunded, expired, voided, released, corrected
-	From         string    `json:"from"`
-	To           string    `json:"to"`
-	Channel      string    `json:"channel,omitempty"`
-	OrderID      string    `json:"order_id,omitempty"`
-	RedemptionID int64     `json:"redemption_id,omitempty"`
-	Mode         string    `json:"mode,omitempty"`
-	Reason       string    `json:"reason,omitempty"`
-	Operator     string    `json:"operator,omitempty"`
-	RequestID    string    `json:"request_id,omitempty"`
-}
-
-// History is a coupon's state and its changes, oldest first.
-type History struct {
-	UserCouponID int64          `json:"user_coupon_id"`
-	TemplateID   int64          `json:"template_id"`
-	UserID       string         `json:"user_id"`
-	Channel      string         `json:"channel"`
-	Status       string         `json:"status"`
-	ExpiresAt    time.Time      `json:"expires_at"`
-	Events       []HistoryEvent `json:"events"`
-}
 
 // States are the counts by state.
 type States struct {
@@ -278,10 +159,4 @@ type PolicyView struct {
 	Version   int64      `json:"version"`
 	UpdatedBy string     `json:"updated_by"`
 	UpdatedAt *time.Time `json:"updated_at"`
-}
-
-// Health is the answer of Health.
-type Health struct {
-	Status string    `json:"status"`
-	Time   time.Time `json:"time"`
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
@@ -59,17 +60,7 @@ type NewTemplate struct {
 }
 
 // Template is a stored campaign.
-type Template struct {
-	ID                     int64            `json:"id"`
-	Name                   string           `json:"name"`
-	TotalQuota             int64            `json:"total_quota"`
-	Channels               map[string]int64 `json:"channels"`
-	ValidSeconds           int64            `json:"valid_seconds"`
-	PerUserLimit           int64            `json:"per_user_limit"`
-	ExpiryPolicy           string           `json:"expiry_policy"`
-	ReleaseCooldownSeconds int64            `json:"release_cooldown_seconds"`
-	CreatedAt              time.Time        `json:"created_at"`
-}
+type Template = api.Template
 
 // Validate checks a new template and fills in its defaults.
 func (t *NewTemplate) Validate() error {

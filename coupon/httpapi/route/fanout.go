@@ -177,8 +177,7 @@ func (rt *Router) expire(w http.ResponseWriter, r *http.Request) {
 		sum.More = sum.More || one.More
 	}
 	sum.More = sum.More || more
-	sum.Duration = time.Since(start)
-	sum.DurationSeconds = sum.Duration.Seconds()
+	sum.DurationSeconds = time.Since(start).Seconds()
 	httpapi.WriteJSON(w, http.StatusOK, sum)
 }
 
