@@ -164,3 +164,11 @@ type Health struct {
 	Status string    `json:"status"`
 	Time   time.Time `json:"time"`
 }
+
+// UserCoupons is the answer of GET /v1/templates/{id}/user-coupons: the
+// life of each coupon of the template the user holds or held.
+type UserCoupons struct {
+	Template int64     `json:"template"`
+	UserID   string    `json:"user_id"`
+	Coupons  []History `json:"coupons"`
+}

@@ -31,15 +31,13 @@ const (
 	MaxRequestLen = 128 // request_id
 	MaxReasonLen  = 255
 	MaxChannels   = 1000
-	// MaxSeconds bounds every duration in seconds (valid_seconds,
-	// release_cooldown_seconds, a quota policy's cooldown and min age): 100
-	// years, so that a duration never overflows time.Duration.
-	MaxSeconds = 100 * 366 * 24 * 3600
+	// MaxSeconds bounds every duration in seconds: 100 years (see api).
+	MaxSeconds = api.MaxSeconds
 	// MaxPerUserLimit is the largest per_user_limit (an INT column).
 	MaxPerUserLimit = 1<<31 - 1
 	// MaxQuota bounds total_quota, hence every channel's quota and every sum
-	// of them (10^12): far from int64's end, and exact in a float64.
-	MaxQuota = 1_000_000_000_000
+	// of them: 10^12 (see api).
+	MaxQuota = api.MaxQuota
 )
 
 // Seconds is n seconds as a time.Duration, clamped to 0..MaxSeconds: a

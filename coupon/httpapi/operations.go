@@ -19,11 +19,6 @@ import (
 // The operations routes of the console: reconcile passes and open items,
 // resolving one, and where the cdc stands.
 
-type reconcileTasksResponse struct {
-	Passes []reconcile.Pass     `json:"passes"`
-	Open   []reconcile.OpenItem `json:"open"`
-}
-
 // reconcileTasks is GET /v1/reconcile/tasks?limit=: the last passes,
 // newest first, and the open items needing review, oldest first.
 func (s *Server) reconcileTasks(w http.ResponseWriter, r *http.Request) (int, any, error) {
@@ -46,18 +41,12 @@ func (s *Server) reconcileTasks(w http.ResponseWriter, r *http.Request) (int, an
 	if open == nil {
 		open = []reconcile.OpenItem{}
 	}
-	return http.StatusOK, reconcileTasksResponse{Passes: passes, Open: open}, nil
+	return http.StatusOK, api.ReconcileTasks{Passes: passes, Open: open}, nil
 }
 
 type resolveBody struct {
 	Operator string `json:"operator"`
 	Note     string `json:"note"`
-}
-
-type resolveResponse struct {
-	TaskID     int64  `json:"task_id"`
-	ResolvedBy string `json:"resolved_by"`
-	Note       string `json:"note"`
 }
 
 // resolveTask is POST /v1/reconcile/tasks/{id}/resolve: closes an open
@@ -87,28 +76,12 @@ func (s *Server) resolveTask(w http.ResponseWriter, r *http.Request) (int, any, 
 		}
 		return 0, nil, err
 	}
-	return http.StatusOK, resolveResponse{TaskID: id, ResolvedBy: b.Operator, Note: b.Note}, nil
+	return http.StatusOK, api.Resolved{TaskID: id, ResolvedBy: b.Operator, Note: b.Note}, nil
 }
 
-// cdcStatus is GET /v1/cdc/status's answer: where the cdc stands (as
-// `couponlink status -json` shows it), the cdc's own gauges when its metrics answer, and the last reconcile pass.
-type cdcStatus struct {
-	inventory.CDCStatus
-	Process       cdcProcess      `json:"process"`
-	LastReconcile *reconcile.Pass `json:"last_reconcile"`
-}
-
-// cdcProcess is what the cdc's /metrics says; Reachable false: the API
-// could not read them (Error says why), and the gauges are null.
-type cdcProcess struct {
-	MetricsURL         string   `json:"metrics_url,omitempty"`
-	Reachable          bool     `json:"reachable"`
-	Error              string   `json:"error,omitempty"`
-	Leader             *float64 `json:"leader"`               // couponlink_cdc_leader: 1 while it applies the binlog
-	RedisBehindBatches *float64 `json:"redis_behind_batches"` // couponlink_redis_behind_batches
-	LagSeconds         *float64 `json:"lag_seconds"`          // couponlink_cdc_lag_seconds
-}
-
+// cdcStatus is GET /v1/cdc/status: where the cdc stands (as `couponlink
+// status -json` shows it), the cdc's own gauges when its metrics answer,
+// and the last reconcile pass.
 func (s *Server) cdcStatus(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	if _, err := query(r); err != nil {
 		return 0, nil, err
@@ -122,7 +95,7 @@ func (s *Server) cdcStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 	if err != nil {
 		return 0, nil, err
 	}
-	v := cdcStatus{CDCStatus: inventory.CDCStatusOf(name, st)}
+	v := api.CDCStatus{CDCState: inventory.CDCStatusOf(name, st)}
 	passes, err := reconcile.RecentPasses(r.Context(), db, 1)
 	if err != nil {
 		return 0, nil, err
@@ -135,8 +108,8 @@ func (s *Server) cdcStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 }
 
 // readCDCMetrics reads the cdc's gauges from Config.CDCMetricsURL.
-func (s *Server) readCDCMetrics(ctx context.Context) cdcProcess {
-	p := cdcProcess{MetricsURL: s.cfg.CDCMetricsURL}
+func (s *Server) readCDCMetrics(ctx context.Context) api.CDCProcess {
+	p := api.CDCProcess{MetricsURL: s.cfg.CDCMetricsURL}
 	if p.MetricsURL == "" {
 		p.Error = "no cdc metrics URL is configured (COUPONLINK_CDC_METRICS_URL)"
 		return p
