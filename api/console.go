@@ -5,6 +5,13 @@ import "time"
 // The answers of the operator console's operations routes: reconcile
 // passes and where the cdc stands.
 
+// ResolveRequest is the body of POST /v1/reconcile/tasks/{id}/resolve:
+// who resolves the item, and what was checked or done.
+type ResolveRequest struct {
+	Operator string `json:"operator"`
+	Note     string `json:"note"`
+}
+
 // Resolved is the answer of POST /v1/reconcile/tasks/{id}/resolve.
 type Resolved struct {
 	TaskID     int64  `json:"task_id"`

@@ -125,6 +125,12 @@ type VoidResponse struct {
 	Counts    map[string]int `json:"counts"`
 }
 
+// ExpireRequest is the body of POST /v1/expire (optional): at most Limit
+// coupons, 0 for all that are due.
+type ExpireRequest struct {
+	Limit int `json:"limit"`
+}
+
 // ExpireResult is the answer of POST /v1/expire: one sweep.
 type ExpireResult struct {
 	Expired         int     `json:"expired"`

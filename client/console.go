@@ -70,7 +70,7 @@ func (c *Client) ReconcileTasks(ctx context.Context, limit int) (ReconcileTasks,
 // repeat after a lost answer is 409 not_open (IsCode(err, CodeNotOpen)).
 func (c *Client) ResolveTask(ctx context.Context, taskID int64, operator, note string) (Resolved, error) {
 	var out Resolved
-	body := map[string]string{"operator": operator, "note": note}
+	body := api.ResolveRequest{Operator: operator, Note: note}
 	err := c.call(ctx, http.MethodPost, fmt.Sprintf("/v1/reconcile/tasks/%d/resolve", taskID), body, &out, false)
 	return out, err
 }

@@ -30,7 +30,7 @@ func FuzzRequestBodies(f *testing.F) {
 	}
 	targets := []func() any{
 		func() any { return &api.NewTemplate{} }, func() any { return &api.ClaimRequest{} }, func() any { return &api.RedeemRequest{} },
-		func() any { return &api.RefundRequest{} }, func() any { return &api.VoidRequest{} }, func() any { return &expireBody{} },
+		func() any { return &api.RefundRequest{} }, func() any { return &api.VoidRequest{} }, func() any { return &api.ExpireRequest{} },
 		func() any { return &quotaPolicyBody{} },
 	}
 	f.Fuzz(func(t *testing.T, body string) {

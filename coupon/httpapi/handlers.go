@@ -109,15 +109,11 @@ func (s *Server) void(w http.ResponseWriter, r *http.Request) (int, any, error) 
 	return http.StatusOK, resp, nil
 }
 
-type expireBody struct {
-	Limit int `json:"limit"`
-}
-
 // ExpireResponse is the answer of POST /v1/expire.
 type ExpireResponse = api.ExpireResult
 
 func (s *Server) expire(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var b expireBody
+	var b api.ExpireRequest
 	if r.ContentLength != 0 {
 		if err := decode(w, r, &b); err != nil {
 			return 0, nil, err

@@ -44,11 +44,6 @@ func (s *Server) reconcileTasks(w http.ResponseWriter, r *http.Request) (int, an
 	return http.StatusOK, api.ReconcileTasks{Passes: passes, Open: open}, nil
 }
 
-type resolveBody struct {
-	Operator string `json:"operator"`
-	Note     string `json:"note"`
-}
-
 // resolveTask is POST /v1/reconcile/tasks/{id}/resolve: closes an open
 // item with a note, as `couponlink reconcile -resolve` does.
 func (s *Server) resolveTask(w http.ResponseWriter, r *http.Request) (int, any, error) {
@@ -56,7 +51,7 @@ func (s *Server) resolveTask(w http.ResponseWriter, r *http.Request) (int, any, 
 	if err != nil {
 		return 0, nil, err
 	}
-	var b resolveBody
+	var b api.ResolveRequest
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}

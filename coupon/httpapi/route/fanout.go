@@ -147,9 +147,7 @@ func (rt *Router) expire(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var b struct {
-		Limit int `json:"limit"`
-	}
+	var b api.ExpireRequest
 	if len(body) > 0 && (json.Unmarshal(body, &b) != nil || b.Limit < 0) {
 		rt.forward(w, r, 0, body)
 		return
