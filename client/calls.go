@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+
+	"github.com/couponlink/couponlink/api"
 )
 
 // One method per route of the API; see the package doc for which are
@@ -109,7 +111,7 @@ func (c *Client) Void(ctx context.Context, r VoidRequest) (VoidResponse, error) 
 // that are due); retried.
 func (c *Client) Expire(ctx context.Context, limit int) (ExpireResult, error) {
 	var out ExpireResult
-	err := c.call(ctx, http.MethodPost, "/v1/expire", map[string]int{"limit": limit}, &out, true)
+	err := c.call(ctx, http.MethodPost, "/v1/expire", api.ExpireRequest{Limit: limit}, &out, true)
 	return out, err
 }
 

@@ -30,6 +30,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/couponlink/couponlink/api"
 )
 
 // Defaults of the options.
@@ -201,13 +203,7 @@ func (c *Client) wait(ctx context.Context, attempt int) error {
 // a proxy put there.
 func decodeError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	var body struct {
-		Error *struct {
-			Code    Code   `json:"code"`
-			Field   string `json:"field"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var body api.ErrorBody
 	if json.Unmarshal(b, &body) == nil && body.Error != nil && body.Error.Code != "" {
 		return &Error{Status: resp.StatusCode, Code: body.Error.Code, Field: body.Error.Field, Message: body.Error.Message}
 	}

@@ -3,32 +3,34 @@ package client
 import (
 	"errors"
 	"fmt"
+
+	"github.com/couponlink/couponlink/api"
 )
 
 // Code is the API's machine-readable error code (the "code" of its error
-// body); openapi.json lists each with its HTTP status.
-type Code string
+// body); package api has them all, with their HTTP status.
+type Code = api.Code
 
-// The API's error codes.
+// The API's error codes (see package api).
 const (
-	CodeInvalidArgument      Code = "invalid_argument"       // 400: the request itself is wrong; Field names the input
-	CodeUnauthorized         Code = "unauthorized"           // 401: no valid bearer token
-	CodeForbiddenOrigin      Code = "forbidden_origin"       // 403: a browser's write from another site
-	CodeNotFound             Code = "not_found"              // 404: no such template, coupon or route
-	CodeMethodNotAllowed     Code = "method_not_allowed"     // 405
-	CodeSoldOut              Code = "sold_out"               // 409: the channel bucket has no quota left
-	CodeLimitReached         Code = "limit_reached"          // 409: the user has claimed the per-user limit
-	CodeAlreadyUsed          Code = "already_used"           // 409: redeemed by another order
-	CodeIllegalTransition    Code = "illegal_transition"     // 409: not a legal state change
-	CodeIdempotencyConflict  Code = "idempotency_conflict"   // 409: a key reused with another payload
-	CodeOrderMismatch        Code = "order_mismatch"         // 409: a refund by an order that did not redeem the coupon
-	CodeAlreadyRefunded      Code = "already_refunded"       // 409: the order's redemption was refunded
-	CodeCouponExpired        Code = "coupon_expired"         // 409: past expires_at, awaiting the sweep
-	CodeConflict             Code = "conflict"               // 409: lost a race too many times (retried on idempotent calls)
-	CodeNotOpen              Code = "not_open"               // 409: the reconcile task is not open (missing, not needing review, or resolved)
-	CodeUnsupportedMediaType Code = "unsupported_media_type" // 415
-	CodeInternal             Code = "internal"               // 500
-	CodeUnavailable          Code = "unavailable"            // 503 (retried on idempotent calls)
+	CodeInvalidArgument      = api.CodeInvalidArgument      // 400: Field names the input
+	CodeUnauthorized         = api.CodeUnauthorized         // 401
+	CodeForbiddenOrigin      = api.CodeForbiddenOrigin      // 403
+	CodeNotFound             = api.CodeNotFound             // 404
+	CodeMethodNotAllowed     = api.CodeMethodNotAllowed     // 405
+	CodeSoldOut              = api.CodeSoldOut              // 409
+	CodeLimitReached         = api.CodeLimitReached         // 409
+	CodeAlreadyUsed          = api.CodeAlreadyUsed          // 409
+	CodeIllegalTransition    = api.CodeIllegalTransition    // 409
+	CodeIdempotencyConflict  = api.CodeIdempotencyConflict  // 409
+	CodeOrderMismatch        = api.CodeOrderMismatch        // 409
+	CodeAlreadyRefunded      = api.CodeAlreadyRefunded      // 409
+	CodeCouponExpired        = api.CodeCouponExpired        // 409
+	CodeConflict             = api.CodeConflict             // 409: retried on idempotent calls
+	CodeNotOpen              = api.CodeNotOpen              // 409
+	CodeUnsupportedMediaType = api.CodeUnsupportedMediaType // 415
+	CodeInternal             = api.CodeInternal             // 500
+	CodeUnavailable          = api.CodeUnavailable          // 503: retried on idempotent calls
 )
 
 // Error is an answer of the API that is not a success: its HTTP status and

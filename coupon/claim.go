@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
@@ -20,17 +20,7 @@ type ClaimRequest struct {
 }
 
 // Claim is a claimed coupon.
-type Claim struct {
-	UserCouponID int64     `json:"user_coupon_id"`
-	TemplateID   int64     `json:"template_id"`
-	UserID       string    `json:"user_id"`
-	Channel      string    `json:"channel"`
-	Status       string    `json:"status"`
-	ClaimedAt    time.Time `json:"claimed_at"`
-	ExpiresAt    time.Time `json:"expires_at"`
-	// Replayed is true when the request_id was seen before: nothing new was written.
-	Replayed bool `json:"replayed"`
-}
+type Claim = api.Claim
 
 // Validate checks the request's fields.
 func (r *ClaimRequest) Validate() error {

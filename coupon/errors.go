@@ -6,39 +6,30 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/couponlink/couponlink/api"
 )
 
 // Code is a machine-readable error code, returned to API clients as-is.
-type Code string
+type Code = api.Code
 
-// The error codes of the write API.
+// The error codes of the write API (package api has every code of the API).
 const (
-	CodeInvalidArgument     Code = "invalid_argument"     // 400: the request itself is wrong
-	CodeNotFound            Code = "not_found"            // 404: no such template or coupon
-	CodeSoldOut             Code = "sold_out"             // 409: the channel bucket has no quota left
-	CodeLimitReached        Code = "limit_reached"        // 409: the user has claimed the per-user limit
-	CodeAlreadyUsed         Code = "already_used"         // 409: redeemed by another order
-	CodeIllegalTransition   Code = "illegal_transition"   // 409: not one of the six legal transitions
-	CodeIdempotencyConflict Code = "idempotency_conflict" // 409: a key reused with another payload
-	CodeOrderMismatch       Code = "order_mismatch"       // 409: refund by an order that did not redeem it
-	CodeAlreadyRefunded     Code = "already_refunded"     // 409: the order's redemption of the coupon was refunded
-	CodeCouponExpired       Code = "coupon_expired"       // 409: past expires_at, awaiting the sweep
-	CodeConflict            Code = "conflict"             // 409: lost a race too many times; retry
+	CodeInvalidArgument     = api.CodeInvalidArgument
+	CodeNotFound            = api.CodeNotFound
+	CodeSoldOut             = api.CodeSoldOut
+	CodeLimitReached        = api.CodeLimitReached
+	CodeAlreadyUsed         = api.CodeAlreadyUsed
+	CodeIllegalTransition   = api.CodeIllegalTransition
+	CodeIdempotencyConflict = api.CodeIdempotencyConflict
+	CodeOrderMismatch       = api.CodeOrderMismatch
+	CodeAlreadyRefunded     = api.CodeAlreadyRefunded
+	CodeCouponExpired       = api.CodeCouponExpired
+	CodeConflict            = api.CodeConflict
 )
 
-// Error is a domain error a client can act on.
-type Error struct {
-	Code    Code   `json:"code"`
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
-}
-
-func (e *Error) Error() string {
-	if e.Field != "" {
-		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, e.Message)
-	}
-	return fmt.Sprintf("%s: %s", e.Code, e.Message)
-}
+// Error is a domain error a client can act on: the API's error object.
+type Error = api.Error
 
 // AsError returns the *Error inside err, if any.
 func AsError(err error) (*Error, bool) {
@@ -49,7 +40,7 @@ func AsError(err error) (*Error, bool) {
 
 // Invalid is a 400 about one input field.
 func Invalid(field, format string, args ...any) *Error {
-	return &Error{Code: CodeInvalidArgument, Field: field, Message: fmt.Sprintf(format, args...)}
+	return api.Invalid(field, format, args...)
 }
 
 // NotFound is a 404 about one kind of thing.

@@ -12,12 +12,13 @@ import (
 // ExpireBatch is how many coupons one sweep transaction expires.
 const ExpireBatch = 500
 
-// ExpireResult says what a sweep did.
+// ExpireResult says what a sweep did (the API answers it as an
+// api.ExpireResult).
 type ExpireResult struct {
-	Expired      int           `json:"expired"`
-	Transactions int           `json:"transactions"`
-	Duration     time.Duration `json:"-"`
-	More         bool          `json:"more"` // stopped at the limit with more due
+	Expired      int
+	Transactions int
+	Duration     time.Duration
+	More         bool // stopped at the limit with more due
 }
 
 // ExpireDue moves AVAILABLE coupons past expires_at to EXPIRED, at most

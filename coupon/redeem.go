@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
@@ -18,15 +18,7 @@ type RedeemRequest struct {
 }
 
 // Redemption is one redemption_log row.
-type Redemption struct {
-	RedemptionID int64     `json:"redemption_id"`
-	UserCouponID int64     `json:"user_coupon_id"`
-	OrderID      string    `json:"order_id"`
-	RedeemedAt   time.Time `json:"redeemed_at"`
-	// Status is the coupon's status now (USED, or AVAILABLE/RETURNED after a refund).
-	Status   string `json:"status"`
-	Replayed bool   `json:"replayed"`
-}
+type Redemption = api.Redemption
 
 // Validate checks the request's fields.
 func (r *RedeemRequest) Validate() error {

@@ -5,15 +5,15 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // Refund modes.
 const (
-	RefundRestore = "restore" // USED -> AVAILABLE: the coupon goes back to the wallet
-	RefundRecycle = "recycle" // USED -> RETURNED: the slot goes back to the pool
+	RefundRestore = api.RefundRestore // USED -> AVAILABLE: the coupon goes back to the wallet
+	RefundRecycle = api.RefundRecycle // USED -> RETURNED: the slot goes back to the pool
 )
 
 // RefundRequest undoes a redemption, by the order that made it.
@@ -24,16 +24,7 @@ type RefundRequest struct {
 }
 
 // Refund is one refund movement (an inventory_flow row of kind refund).
-type Refund struct {
-	FlowID       int64     `json:"flow_id"`
-	UserCouponID int64     `json:"user_coupon_id"`
-	RedemptionID int64     `json:"redemption_id"`
-	OrderID      string    `json:"order_id"`
-	Mode         string    `json:"mode"`
-	Status       string    `json:"status"` // the coupon's status after the refund
-	RefundedAt   time.Time `json:"refunded_at"`
-	Replayed     bool      `json:"replayed"`
-}
+type Refund = api.Refund
 
 // Validate checks the request's fields.
 func (r *RefundRequest) Validate() error {

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
@@ -30,15 +31,13 @@ const (
 	MaxRequestLen = 128 // request_id
 	MaxReasonLen  = 255
 	MaxChannels   = 1000
-	// MaxSeconds bounds every duration in seconds (valid_seconds,
-	// release_cooldown_seconds, a quota policy's cooldown and min age): 100
-	// years, so that a duration never overflows time.Duration.
-	MaxSeconds = 100 * 366 * 24 * 3600
+	// MaxSeconds bounds every duration in seconds: 100 years (see api).
+	MaxSeconds = api.MaxSeconds
 	// MaxPerUserLimit is the largest per_user_limit (an INT column).
 	MaxPerUserLimit = 1<<31 - 1
 	// MaxQuota bounds total_quota, hence every channel's quota and every sum
-	// of them (10^12): far from int64's end, and exact in a float64.
-	MaxQuota = 1_000_000_000_000
+	// of them: 10^12 (see api).
+	MaxQuota = api.MaxQuota
 )
 
 // Seconds is n seconds as a time.Duration, clamped to 0..MaxSeconds: a
@@ -59,17 +58,7 @@ type NewTemplate struct {
 }
 
 // Template is a stored campaign.
-type Template struct {
-	ID                     int64            `json:"id"`
-	Name                   string           `json:"name"`
-	TotalQuota             int64            `json:"total_quota"`
-	Channels               map[string]int64 `json:"channels"`
-	ValidSeconds           int64            `json:"valid_seconds"`
-	PerUserLimit           int64            `json:"per_user_limit"`
-	ExpiryPolicy           string           `json:"expiry_policy"`
-	ReleaseCooldownSeconds int64            `json:"release_cooldown_seconds"`
-	CreatedAt              time.Time        `json:"created_at"`
-}
+type Template = api.Template
 
 // Validate checks a new template and fills in its defaults.
 func (t *NewTemplate) Validate() error {

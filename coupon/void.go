@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
@@ -34,14 +35,7 @@ const (
 )
 
 // VoidResult is what happened to one coupon of a batch.
-type VoidResult struct {
-	UserCouponID int64  `json:"user_coupon_id"`
-	Result       string `json:"result"`
-	Status       string `json:"status,omitempty"` // the coupon's status after the request
-	Message      string `json:"message,omitempty"`
-	// Replayed is true when this request voided the coupon before: nothing new was written.
-	Replayed bool `json:"replayed,omitempty"`
-}
+type VoidResult = api.VoidResult
 
 // Validate checks the request's fields.
 func (r *VoidRequest) Validate() error {

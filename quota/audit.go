@@ -5,22 +5,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"time"
+
+	"github.com/couponlink/couponlink/api"
 )
 
 // AuditEntry is one change of a policy row.
-type AuditEntry struct {
-	ID        int64     `json:"id"`
-	Template  int64     `json:"template"`
-	Version   int64     `json:"version"`
-	Action    string    `json:"action"`
-	Before    *Override `json:"before"` // nil: there was no row
-	After     *Override `json:"after"`  // nil: the row was deleted
-	ChangedBy string    `json:"changed_by"`
-	Reason    string    `json:"reason"`
-	Source    string    `json:"source"`
-	At        time.Time `json:"at"`
-}
+type AuditEntry = api.PolicyChangeEntry
 
 // Audit is the template's policy changes, newest first, at most limit
 // (20 when limit <= 0, at most 1000). Template 0 is the defaults' history.

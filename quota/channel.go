@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
@@ -50,16 +51,7 @@ func Rate(used, claims, released int64) (float64, bool) {
 // Transfer is one quota_transfer_log row: a move of Amount claimable
 // quota From one channel To another, applied (mode auto) or recommended
 // (mode signal).
-type Transfer struct {
-	ID       int64     `json:"id"`
-	Decision string    `json:"decision"`
-	From     string    `json:"from"`
-	To       string    `json:"to"`
-	Amount   int64     `json:"amount"`
-	Rule     string    `json:"rule"`
-	Mode     string    `json:"mode"`
-	At       time.Time `json:"at"`
-}
+type Transfer = api.Transfer
 
 // ChannelView is one channel bucket as operators read it.
 type ChannelView struct {
@@ -80,13 +72,7 @@ func Channels(ctx context.Context, db *sql.DB, template int64) ([]ChannelView, e
 }
 
 // CDCPosition is the named cdc checkpoint a read of its counters reflects.
-type CDCPosition struct {
-	Checkpoint string     `json:"checkpoint"`
-	Found      bool       `json:"found"` // false: the cdc has not run against this database
-	Position   string     `json:"position,omitempty"`
-	EventTime  *time.Time `json:"event_time,omitempty"` // binlog time of the last event the counters cover
-	SavedAt    *time.Time `json:"saved_at,omitempty"`
-}
+type CDCPosition = api.CDCPosition
 
 // ChannelsAt is Channels with, when checkpoint is not "", the position of
 // that cdc checkpoint read in the same snapshot: the counts reflect it.

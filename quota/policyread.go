@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 )
 
@@ -19,15 +20,7 @@ const DefaultsTemplate int64 = 0
 
 // PolicyView is a template's policy as operators read it: what applies,
 // the defaults it inherits, and what its override row sets.
-type PolicyView struct {
-	Template  int64      `json:"template"`
-	Effective Policy     `json:"effective"`
-	Defaults  Policy     `json:"defaults"`
-	Override  Override   `json:"override"`
-	Version   int64      `json:"version"`    // 0: no override row
-	UpdatedBy string     `json:"updated_by"` // "" when no override row
-	UpdatedAt *time.Time `json:"updated_at"` // nil when no override row
-}
+type PolicyView = api.PolicyView
 
 // policyRow is one quota_policy row.
 type policyRow struct {

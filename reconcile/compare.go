@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -33,33 +34,11 @@ const (
 // stopped on an error before it could act on it.
 const reasonNotHandled = "not handled: the pass stopped on an error first"
 
-// Difference is one derived value that is not the truth.
-type Difference struct {
-	Store    string `json:"store"`
-	Target   string `json:"target"`
-	Template int64  `json:"template"`
-	Channel  string `json:"channel,omitempty"`
-	Field    string `json:"field,omitempty"`
-	Expected int64  `json:"expected"`
-	Found    *int64 `json:"found"` // nil: missing, or not an integer (FoundRaw)
-	// FoundRaw is what a Redis key held when it was not an integer: a
-	// quoted string ("garbage") or a wrong type (<hash>).
-	FoundRaw string `json:"found_raw,omitempty"`
-	Action   string `json:"action"`
-	Reason   string `json:"reason,omitempty"`
-	// Source is where it was found, with sources: the source whose pass
-	// found it, or for a check of the sum over the sources AllSources or
-	// the sources concerned ("east, west").
-	Source string `json:"source,omitempty"`
-}
-
-// Delta is found − expected (missing, or not an integer, counts as 0).
-func (d Difference) Delta() int64 {
-	if d.Found == nil {
-		return -d.Expected
-	}
-	return *d.Found - d.Expected
-}
+// Difference is one derived value that is not the truth; Source is
+// where it was found, with sources: the source whose pass found it, or
+// for a check of the sum over the sources AllSources or the sources
+// concerned ("east, west").
+type Difference = api.ReconcileDifference
 
 func ptr(v int64) *int64 { return &v }
 

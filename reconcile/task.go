@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/webhook"
 )
@@ -82,12 +83,7 @@ func (r *Reconciler) reviewEvents(rep *Report, summary string) []webhook.Event {
 }
 
 // OpenItem is a task that needs a person.
-type OpenItem struct {
-	TaskID      int64        `json:"task_id"`
-	StartedAt   time.Time    `json:"started_at"`
-	Summary     string       `json:"summary"`
-	Differences []Difference `json:"differences"`
-}
+type OpenItem = api.ReconcileOpenItem
 
 // ListOpen returns the tasks that need review and are not resolved, oldest first.
 func ListOpen(ctx context.Context, db *sql.DB) ([]OpenItem, error) {

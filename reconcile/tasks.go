@@ -4,24 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // Pass is one reconcile_task row as operators read it: when it ran, what
 // it found, and, for one that needed review, who resolved it and how.
-type Pass struct {
-	TaskID       int64      `json:"task_id"`
-	StartedAt    time.Time  `json:"started_at"`
-	FinishedAt   *time.Time `json:"finished_at"`
-	Status       string     `json:"status"` // running, clean, auto_fixed, needs_review, error
-	Summary      string     `json:"summary"`
-	Position     string     `json:"position,omitempty"` // the binlog position the pass compared at
-	ResolvedAt   *time.Time `json:"resolved_at,omitempty"`
-	ResolvedBy   string     `json:"resolved_by,omitempty"`
-	ResolvedNote string     `json:"resolved_note,omitempty"`
-}
+type Pass = api.ReconcilePass
 
 // RecentPasses is the last limit passes (at most 200), newest first.
 func RecentPasses(ctx context.Context, db *sql.DB, limit int) ([]Pass, error) {

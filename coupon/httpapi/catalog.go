@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/inventory/view"
 	"github.com/couponlink/couponlink/quota"
@@ -72,11 +73,6 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) (int, any
 	return http.StatusOK, page, err
 }
 
-type policyHistoryResponse struct {
-	Template int64              `json:"template"`
-	Entries  []quota.AuditEntry `json:"entries"`
-}
-
 // policyHistory is GET /v1/templates/{id}/quota-policy/history?limit=:
 // the template's policy changes, newest first.
 func (s *Server) policyHistory(w http.ResponseWriter, r *http.Request) (int, any, error) {
@@ -93,13 +89,7 @@ func (s *Server) policyHistory(w http.ResponseWriter, r *http.Request) (int, any
 		return 0, nil, err
 	}
 	entries, err := quota.Audit(r.Context(), s.store.DB(), id, int(limit))
-	return http.StatusOK, policyHistoryResponse{Template: id, Entries: entries}, err
-}
-
-type userCouponsResponse struct {
-	Template int64            `json:"template"`
-	UserID   string           `json:"user_id"`
-	Coupons  []coupon.History `json:"coupons"`
+	return http.StatusOK, api.PolicyHistory{Template: id, Entries: entries}, err
 }
 
 // userCoupons is GET /v1/templates/{id}/user-coupons?user_id=: the life
@@ -115,5 +105,5 @@ func (s *Server) userCoupons(w http.ResponseWriter, r *http.Request) (int, any, 
 	}
 	user := q.Get("user_id")
 	hs, err := s.store.UserCoupons(r.Context(), id, user)
-	return http.StatusOK, userCouponsResponse{Template: id, UserID: user, Coupons: hs}, err
+	return http.StatusOK, api.UserCoupons{Template: id, UserID: user, Coupons: hs}, err
 }

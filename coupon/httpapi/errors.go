@@ -11,42 +11,16 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 )
 
 // MaxBodyBytes is the largest request body accepted.
 const MaxBodyBytes = 1 << 20
 
-type errorBody struct {
-	Error *coupon.Error `json:"error"`
-}
-
-// statusOf maps a domain error code to its HTTP status.
-func statusOf(code coupon.Code) int {
-	switch code {
-	case coupon.CodeInvalidArgument:
-		return http.StatusBadRequest
-	case coupon.CodeNotFound:
-		return http.StatusNotFound
-	case "unauthorized":
-		return http.StatusUnauthorized
-	case "forbidden_origin":
-		return http.StatusForbidden
-	case "unsupported_media_type":
-		return http.StatusUnsupportedMediaType
-	case "method_not_allowed":
-		return http.StatusMethodNotAllowed
-	case "internal":
-		return http.StatusInternalServerError
-	case "unavailable":
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusConflict
-}
-
 // WriteError writes e in the API's one error shape, with its HTTP status.
 func WriteError(w http.ResponseWriter, e *coupon.Error) {
-	writeJSON(w, statusOf(e.Code), errorBody{Error: e})
+	writeJSON(w, e.Code.Status(), api.ErrorBody{Error: e})
 }
 
 // WriteJSON writes v as the API writes its answers.

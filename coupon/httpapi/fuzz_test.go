@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 )
 
@@ -28,8 +29,8 @@ func FuzzRequestBodies(f *testing.F) {
 		f.Add(seed)
 	}
 	targets := []func() any{
-		func() any { return &createTemplateBody{} }, func() any { return &claimBody{} }, func() any { return &redeemBody{} },
-		func() any { return &refundBody{} }, func() any { return &voidBody{} }, func() any { return &expireBody{} },
+		func() any { return &api.NewTemplate{} }, func() any { return &api.ClaimRequest{} }, func() any { return &api.RedeemRequest{} },
+		func() any { return &api.RefundRequest{} }, func() any { return &api.VoidRequest{} }, func() any { return &api.ExpireRequest{} },
 		func() any { return &quotaPolicyBody{} },
 	}
 	f.Fuzz(func(t *testing.T, body string) {
@@ -47,7 +48,7 @@ func FuzzRequestBodies(f *testing.F) {
 			if !ok {
 				t.Fatalf("%T from %q: not a domain error: %v", dst, body, err)
 			}
-			if st := statusOf(e.Code); st < 400 || st > 499 || e.Message == "" {
+			if st := e.Code.Status(); st < 400 || st > 499 || e.Message == "" {
 				t.Fatalf("%T from %q: %d %q %q", dst, body, st, e.Code, e.Message)
 			}
 		}

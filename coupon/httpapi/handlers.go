@@ -4,21 +4,12 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 )
 
-type createTemplateBody struct {
-	Name                   string           `json:"name"`
-	TotalQuota             int64            `json:"total_quota"`
-	Channels               map[string]int64 `json:"channels"`
-	ValidSeconds           int64            `json:"valid_seconds"`
-	PerUserLimit           *int64           `json:"per_user_limit"`
-	ExpiryPolicy           string           `json:"expiry_policy"`
-	ReleaseCooldownSeconds *int64           `json:"release_cooldown_seconds"`
-}
-
 func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var b createTemplateBody
+	var b api.NewTemplate
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
@@ -46,15 +37,8 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) (int, any, 
 	return http.StatusOK, t, err
 }
 
-type claimBody struct {
-	TemplateID int64  `json:"template_id"`
-	UserID     string `json:"user_id"`
-	Channel    string `json:"channel"`
-	RequestID  string `json:"request_id"`
-}
-
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var b claimBody
+	var b api.ClaimRequest
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
@@ -65,13 +49,8 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) (int, any, error)
 	return s.created(c.Replayed, coupon.ActionClaim), c, nil
 }
 
-type redeemBody struct {
-	UserCouponID int64  `json:"user_coupon_id"`
-	OrderID      string `json:"order_id"`
-}
-
 func (s *Server) redeem(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var b redeemBody
+	var b api.RedeemRequest
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
@@ -91,14 +70,8 @@ func (s *Server) created(replayed bool, a coupon.Action) int {
 	return http.StatusCreated
 }
 
-type refundBody struct {
-	UserCouponID int64  `json:"user_coupon_id"`
-	OrderID      string `json:"order_id"`
-	Mode         string `json:"mode"`
-}
-
 func (s *Server) refund(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var b refundBody
+	var b api.RefundRequest
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
@@ -112,22 +85,11 @@ func (s *Server) refund(w http.ResponseWriter, r *http.Request) (int, any, error
 	return http.StatusOK, ref, nil
 }
 
-type voidBody struct {
-	UserCouponIDs []int64 `json:"user_coupon_ids"`
-	Reason        string  `json:"reason"`
-	Operator      string  `json:"operator"`
-	RequestID     string  `json:"request_id"`
-}
-
 // VoidResponse is the answer of POST /v1/voids.
-type VoidResponse struct {
-	RequestID string              `json:"request_id"`
-	Results   []coupon.VoidResult `json:"results"`
-	Counts    map[string]int      `json:"counts"`
-}
+type VoidResponse = api.VoidResponse
 
 func (s *Server) void(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var b voidBody
+	var b api.VoidRequest
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
@@ -147,18 +109,11 @@ func (s *Server) void(w http.ResponseWriter, r *http.Request) (int, any, error) 
 	return http.StatusOK, resp, nil
 }
 
-type expireBody struct {
-	Limit int `json:"limit"`
-}
-
 // ExpireResponse is the answer of POST /v1/expire.
-type ExpireResponse struct {
-	coupon.ExpireResult
-	DurationSeconds float64 `json:"duration_seconds"`
-}
+type ExpireResponse = api.ExpireResult
 
 func (s *Server) expire(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var b expireBody
+	var b api.ExpireRequest
 	if r.ContentLength != 0 {
 		if err := decode(w, r, &b); err != nil {
 			return 0, nil, err
@@ -171,7 +126,8 @@ func (s *Server) expire(w http.ResponseWriter, r *http.Request) (int, any, error
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, ExpireResponse{ExpireResult: res, DurationSeconds: res.Duration.Seconds()}, nil
+	return http.StatusOK, ExpireResponse{Expired: res.Expired, Transactions: res.Transactions, More: res.More,
+		DurationSeconds: res.Duration.Seconds()}, nil
 }
 
 func (s *Server) inventory(w http.ResponseWriter, r *http.Request) (int, any, error) {
@@ -200,7 +156,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) (int, any, erro
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	if err := s.store.DB().PingContext(r.Context()); err != nil {
 		s.log.Warn("healthz: MySQL does not answer", "err", err)
-		return 0, nil, &coupon.Error{Code: "unavailable", Message: "MySQL does not answer; the reason is in the server log"}
+		return 0, nil, &coupon.Error{Code: api.CodeUnavailable, Message: "MySQL does not answer; the reason is in the server log"}
 	}
-	return http.StatusOK, map[string]any{"status": "ok", "time": time.Now().UTC()}, nil
+	return http.StatusOK, api.Health{Status: "ok", Time: time.Now().UTC()}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
@@ -17,11 +18,6 @@ import (
 
 // The operations routes of the console: reconcile passes and open items,
 // resolving one, and where the cdc stands.
-
-type reconcileTasksResponse struct {
-	Passes []reconcile.Pass     `json:"passes"`
-	Open   []reconcile.OpenItem `json:"open"`
-}
 
 // reconcileTasks is GET /v1/reconcile/tasks?limit=: the last passes,
 // newest first, and the open items needing review, oldest first.
@@ -45,18 +41,7 @@ func (s *Server) reconcileTasks(w http.ResponseWriter, r *http.Request) (int, an
 	if open == nil {
 		open = []reconcile.OpenItem{}
 	}
-	return http.StatusOK, reconcileTasksResponse{Passes: passes, Open: open}, nil
-}
-
-type resolveBody struct {
-	Operator string `json:"operator"`
-	Note     string `json:"note"`
-}
-
-type resolveResponse struct {
-	TaskID     int64  `json:"task_id"`
-	ResolvedBy string `json:"resolved_by"`
-	Note       string `json:"note"`
+	return http.StatusOK, api.ReconcileTasks{Passes: passes, Open: open}, nil
 }
 
 // resolveTask is POST /v1/reconcile/tasks/{id}/resolve: closes an open
@@ -66,7 +51,7 @@ func (s *Server) resolveTask(w http.ResponseWriter, r *http.Request) (int, any, 
 	if err != nil {
 		return 0, nil, err
 	}
-	var b resolveBody
+	var b api.ResolveRequest
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
@@ -81,33 +66,17 @@ func (s *Server) resolveTask(w http.ResponseWriter, r *http.Request) (int, any, 
 	}
 	if err := reconcile.Resolve(r.Context(), s.store.DB(), id, b.Operator, b.Note); err != nil {
 		if errors.Is(err, reconcile.ErrNotOpen) {
-			return 0, nil, &coupon.Error{Code: "not_open", Field: "id",
+			return 0, nil, &coupon.Error{Code: api.CodeNotOpen, Field: "id",
 				Message: fmt.Sprintf("reconcile task %d is not open: it does not exist, did not need review, or was resolved; nothing was written", id)}
 		}
 		return 0, nil, err
 	}
-	return http.StatusOK, resolveResponse{TaskID: id, ResolvedBy: b.Operator, Note: b.Note}, nil
+	return http.StatusOK, api.Resolved{TaskID: id, ResolvedBy: b.Operator, Note: b.Note}, nil
 }
 
-// cdcStatus is GET /v1/cdc/status's answer: where the cdc stands (as
-// `couponlink status -json` shows it), the cdc's own gauges when its metrics answer, and the last reconcile pass.
-type cdcStatus struct {
-	inventory.CDCStatus
-	Process       cdcProcess      `json:"process"`
-	LastReconcile *reconcile.Pass `json:"last_reconcile"`
-}
-
-// cdcProcess is what the cdc's /metrics says; Reachable false: the API
-// could not read them (Error says why), and the gauges are null.
-type cdcProcess struct {
-	MetricsURL         string   `json:"metrics_url,omitempty"`
-	Reachable          bool     `json:"reachable"`
-	Error              string   `json:"error,omitempty"`
-	Leader             *float64 `json:"leader"`               // couponlink_cdc_leader: 1 while it applies the binlog
-	RedisBehindBatches *float64 `json:"redis_behind_batches"` // couponlink_redis_behind_batches
-	LagSeconds         *float64 `json:"lag_seconds"`          // couponlink_cdc_lag_seconds
-}
-
+// cdcStatus is GET /v1/cdc/status: where the cdc stands (as `couponlink
+// status -json` shows it), the cdc's own gauges when its metrics answer,
+// and the last reconcile pass.
 func (s *Server) cdcStatus(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	if _, err := query(r); err != nil {
 		return 0, nil, err
@@ -121,7 +90,7 @@ func (s *Server) cdcStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 	if err != nil {
 		return 0, nil, err
 	}
-	v := cdcStatus{CDCStatus: inventory.CDCStatusOf(name, st)}
+	v := api.CDCStatus{CDCState: inventory.CDCStatusOf(name, st)}
 	passes, err := reconcile.RecentPasses(r.Context(), db, 1)
 	if err != nil {
 		return 0, nil, err
@@ -134,8 +103,8 @@ func (s *Server) cdcStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 }
 
 // readCDCMetrics reads the cdc's gauges from Config.CDCMetricsURL.
-func (s *Server) readCDCMetrics(ctx context.Context) cdcProcess {
-	p := cdcProcess{MetricsURL: s.cfg.CDCMetricsURL}
+func (s *Server) readCDCMetrics(ctx context.Context) api.CDCProcess {
+	p := api.CDCProcess{MetricsURL: s.cfg.CDCMetricsURL}
 	if p.MetricsURL == "" {
 		p.Error = "no cdc metrics URL is configured (COUPONLINK_CDC_METRICS_URL)"
 		return p

@@ -3,16 +3,9 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/quota"
 )
-
-type channelsResponse struct {
-	Template int64               `json:"template"`
-	Channels []quota.ChannelView `json:"channels"`
-	// CDC is the cdc checkpoint the counts reflect (the API's -cdc-name),
-	// read in the same snapshot; absent when the API names none.
-	CDC *quota.CDCPosition `json:"cdc,omitempty"`
-}
 
 // channels is GET /v1/templates/{id}/channels: per channel bucket its
 // quota, claim guard, counts, redemption rate and last applied transfer.
@@ -25,7 +18,17 @@ func (s *Server) channels(w http.ResponseWriter, r *http.Request) (int, any, err
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, channelsResponse{Template: id, Channels: cs, CDC: pos}, nil
+	out := api.Channels{Template: id, Channels: make([]api.ChannelView, len(cs)), CDC: pos}
+	for i, c := range cs {
+		out.Channels[i] = channelView(c)
+	}
+	return http.StatusOK, out, nil
+}
+
+// channelView is c as the API answers it.
+func channelView(c quota.ChannelView) api.ChannelView {
+	return api.ChannelView{Channel: c.Name, Quota: c.Quota, Claimed: c.Claimed, Held: c.Held, Used: c.Used, Expired: c.Expired,
+		Returned: c.Returned, Released: c.Released, Claimable: c.Claimable, RedemptionRate: c.RedemptionRate, LastTransfer: c.LastTransfer}
 }
 
 // getQuotaPolicy is GET /v1/templates/{id}/quota-policy: the effective

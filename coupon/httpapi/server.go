@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/inventory/view"
 )
@@ -135,7 +136,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if (r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/")) && !s.authorized(r) {
 		_, pattern := s.mux.Handler(r) // one of the registered patterns: a bounded label
 		s.metrics.requests.WithLabelValues(pattern, strconv.Itoa(http.StatusUnauthorized)).Inc()
-		s.fail(w, r, &coupon.Error{Code: "unauthorized", Message: "a valid Authorization: Bearer <token> header is required"})
+		s.fail(w, r, &coupon.Error{Code: api.CodeUnauthorized, Message: "a valid Authorization: Bearer <token> header is required"})
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -171,7 +172,7 @@ func (s *Server) route(pattern string, h handlerFunc) {
 		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			allowed := strings.Join(s.allowed[path], ", ")
 			w.Header().Set("Allow", allowed)
-			s.fail(w, r, &coupon.Error{Code: "method_not_allowed", Message: r.Method + " is not allowed on " + path + "; use " + allowed})
+			s.fail(w, r, &coupon.Error{Code: api.CodeMethodNotAllowed, Message: r.Method + " is not allowed on " + path + "; use " + allowed})
 		})
 	}
 	s.allowed[path] = append(s.allowed[path], method)
@@ -212,7 +213,7 @@ func (s *Server) checkWrite(r *http.Request) error {
 		if o := r.Header.Get("Origin"); o != "" {
 			from = fmt.Sprintf("origin %q", o)
 		}
-		return &coupon.Error{Code: "forbidden_origin", Message: "a browser's write from " + from +
+		return &coupon.Error{Code: api.CodeForbiddenOrigin, Message: "a browser's write from " + from +
 			" is refused: only the API's own origin and those of COUPONLINK_API_ALLOWED_ORIGINS may write; nothing was written"}
 	}
 	switch r.Method {
@@ -224,7 +225,7 @@ func (s *Server) checkWrite(r *http.Request) error {
 		return nil
 	}
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-		return &coupon.Error{Code: "unsupported_media_type", Message: fmt.Sprintf(
+		return &coupon.Error{Code: api.CodeUnsupportedMediaType, Message: fmt.Sprintf(
 			"the body must be sent as Content-Type: application/json, not %q; nothing was written", ct)}
 	}
 	return nil
@@ -236,13 +237,13 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e, ok := coupon.AsError(err)
 	if !ok {
 		if r.Context().Err() != nil {
-			e = &coupon.Error{Code: "unavailable", Message: "the request was cancelled"}
+			e = &coupon.Error{Code: api.CodeUnavailable, Message: "the request was cancelled"}
 		} else {
 			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-			e = &coupon.Error{Code: "internal", Message: "internal error; nothing was written unless a retry says otherwise; see the server log"}
+			e = &coupon.Error{Code: api.CodeInternal, Message: "internal error; nothing was written unless a retry says otherwise; see the server log"}
 		}
 	}
-	writeJSON(w, statusOf(e.Code), errorBody{Error: e})
+	WriteError(w, e)
 }
 
 type statusRecorder struct {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
@@ -25,30 +26,11 @@ const (
 	MaxCatalogLimit     = 500
 )
 
-// CatalogEntry is one template as the console's campaigns page shows it:
-// its quota as four states (claimable from the channel buckets' claim
-// guards, held/used/frozen from the cdc's counters), redemption rate,
-// anomalies recorded by the cdc and where reconciliation stands.
-type CatalogEntry struct {
-	ID         int64  `json:"id"`
-	Name       string `json:"name"`
-	TotalQuota int64  `json:"total_quota"`
-	countsJSON
-	// RedemptionRate is used / (issued − released); nil while nothing is held or used.
-	RedemptionRate *float64 `json:"redemption_rate"`
-	Anomalies      int64    `json:"anomalies"`
-	// Reconcile is needs_review when an open reconcile item names the
-	// template, else the status of the last finished pass (clean,
-	// auto_fixed, error), or "none" before the first.
-	Reconcile string `json:"reconcile"`
-}
+// CatalogEntry is one template as the console's campaigns page shows it.
+type CatalogEntry = api.TemplateSummary
 
-// CatalogPage is a page of templates, by id; NextAfter is the After of the
-// next page (0: this is the last).
-type CatalogPage struct {
-	Templates []CatalogEntry `json:"templates"`
-	NextAfter int64          `json:"next_after"`
-}
+// CatalogPage is a page of templates, by id.
+type CatalogPage = api.TemplatePage
 
 // Catalog reads a page of templates in one snapshot.
 func Catalog(ctx context.Context, db *sql.DB, q CatalogQuery) (CatalogPage, error) {

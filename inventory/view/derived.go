@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
@@ -23,26 +24,19 @@ type Derived struct {
 }
 
 // MarshalJSON shows the counters without quota (the cdc's counters do not
-// hold it), as {"position", "event_time", "checkpoint", "held", ...,
-// "frozen", "channels", "initialized"}.
-func (d Derived) MarshalJSON() ([]byte, error) {
-	v := struct {
-		Position   string  `json:"position"`
-		EventTime  *string `json:"event_time,omitempty"`
-		Checkpoint string  `json:"checkpoint"`
-		States
-		Channels    map[string]States `json:"channels"`
-		Initialized bool              `json:"initialized"`
-	}{Position: d.Position, Checkpoint: d.Checkpoint, States: StatesOf(d.Counts),
+// hold it), as an api.Derived.
+func (d Derived) MarshalJSON() ([]byte, error) { return json.Marshal(d.wire()) }
+
+func (d Derived) wire() api.Derived {
+	v := api.Derived{Position: d.Position, Checkpoint: d.Checkpoint, States: StatesOf(d.Counts),
 		Channels: make(map[string]States, len(d.Channels)), Initialized: d.Initialized}
 	if !d.EventTime.IsZero() {
-		s := d.EventTime.UTC().Format(time.RFC3339)
-		v.EventTime = &s
+		v.EventTime = d.EventTime.UTC().Format(time.RFC3339)
 	}
 	for ch, c := range d.Channels {
 		v.Channels[ch] = StatesOf(c)
 	}
-	return json.Marshal(v)
+	return v
 }
 
 // ReadDerived reads a template's counters and the checkpoint in one snapshot.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
@@ -22,19 +23,14 @@ type Inventory struct {
 }
 
 // MarshalJSON shows the counts with their claimable and frozen, and
-// whether the total is conserved: {"template_id", "total_quota", "quota",
-// "claimed", "claimable", "held", ..., "frozen", "channels", "conserved",
-// "derived"}.
+// whether the total is conserved, as an api.Inventory.
 func (inv Inventory) MarshalJSON() ([]byte, error) {
-	v := struct {
-		TemplateID int64 `json:"template_id"`
-		TotalQuota int64 `json:"total_quota"`
-		countsJSON
-		Channels  map[string]countsJSON `json:"channels"`
-		Conserved bool                  `json:"conserved"`
-		Derived   *Derived              `json:"derived,omitempty"`
-	}{TemplateID: inv.TemplateID, TotalQuota: inv.TotalQuota, countsJSON: countsOf(inv.Counts),
-		Channels: make(map[string]countsJSON, len(inv.Channels)), Conserved: inv.Conserved(), Derived: inv.Derived}
+	v := api.Inventory{TemplateID: inv.TemplateID, TotalQuota: inv.TotalQuota, Counts: countsOf(inv.Counts),
+		Channels: make(map[string]api.Counts, len(inv.Channels)), Conserved: inv.Conserved()}
+	if inv.Derived != nil {
+		d := inv.Derived.wire()
+		v.Derived = &d
+	}
 	for ch, c := range inv.Channels {
 		v.Channels[ch] = countsOf(c)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/coupon/httpapi"
 )
@@ -146,9 +147,7 @@ func (rt *Router) expire(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var b struct {
-		Limit int `json:"limit"`
-	}
+	var b api.ExpireRequest
 	if len(body) > 0 && (json.Unmarshal(body, &b) != nil || b.Limit < 0) {
 		rt.forward(w, r, 0, body)
 		return
@@ -176,8 +175,7 @@ func (rt *Router) expire(w http.ResponseWriter, r *http.Request) {
 		sum.More = sum.More || one.More
 	}
 	sum.More = sum.More || more
-	sum.Duration = time.Since(start)
-	sum.DurationSeconds = sum.Duration.Seconds()
+	sum.DurationSeconds = time.Since(start).Seconds()
 	httpapi.WriteJSON(w, http.StatusOK, sum)
 }
 
@@ -231,7 +229,7 @@ func (rt *Router) healthz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(down) > 0 {
-		httpapi.WriteError(w, &coupon.Error{Code: "unavailable", Message: fmt.Sprintf(
+		httpapi.WriteError(w, &coupon.Error{Code: api.CodeUnavailable, Message: fmt.Sprintf(
 			"MySQL of primary %s does not answer; the reason is in the server log", strings.Join(down, ", "))})
 		return
 	}

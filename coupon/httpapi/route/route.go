@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/coupon/httpapi"
 	"github.com/couponlink/couponlink/coupon/primaries"
@@ -163,7 +164,7 @@ func (rt *Router) create(w http.ResponseWriter, r *http.Request) {
 		var err error
 		if k, err = rt.cfg.Place(r.Context()); err != nil {
 			rt.log.Error("place a new template", "err", err)
-			httpapi.WriteError(w, &coupon.Error{Code: "unavailable", Message: "no primary answers; nothing was written; the reason is in the server log"})
+			httpapi.WriteError(w, &coupon.Error{Code: api.CodeUnavailable, Message: "no primary answers; nothing was written; the reason is in the server log"})
 			return
 		}
 	}
@@ -282,5 +283,5 @@ func failed(w http.ResponseWriter, answers []*answer) bool {
 // internal answers 500 for an error of the front itself, logged.
 func (rt *Router) internal(w http.ResponseWriter, r *http.Request, err error) {
 	rt.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	httpapi.WriteError(w, &coupon.Error{Code: "internal", Message: "internal error; retry the request; see the server log"})
+	httpapi.WriteError(w, &coupon.Error{Code: api.CodeInternal, Message: "internal error; retry the request; see the server log"})
 }
