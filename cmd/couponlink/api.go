@@ -52,7 +52,7 @@ func apiFlags(stderr io.Writer) (*settings.Flags, *apiSettings) {
 	o.sweep = f.EnvDuration("expire-interval", "COUPONLINK_EXPIRE_INTERVAL", time.Minute, "how often the API runs the expiry sweep (0: never)")
 	o.cdcMetrics = f.EnvString("cdc-metrics-url", "COUPONLINK_CDC_METRICS_URL", "http://127.0.0.1:9464/metrics",
 		"the cdc's /metrics, which GET /v1/cdc/status (and the console's Health page) reads for the leader and Redis-behind gauges (empty: none)")
-	o.cdcName = f.EnvString("cdc-name", "COUPONLINK_CDC_NAME", "default", "checkpoint name of the cdc whose counters the inventory route shows as `derived`")
+	o.cdcName = f.EnvString("cdc-name", "COUPONLINK_CDC_NAME", "default", "checkpoint name of the cdc whose counters GET /v1/templates/{id}/inventory shows as its \"derived\" counts")
 	// On by default: the whole suite passes with it on (issue 15); false
 	// gives one transaction per claim again, e.g. to compare in a benchmark.
 	o.combine = f.EnvBool("combine-claims", "COUPONLINK_COMBINE_CLAIMS", true,
