@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -118,7 +119,7 @@ func flagVariables(sets []*settings.Flags) map[string][]string {
 func writeVariables(b *strings.Builder, vars map[string][]string) {
 	b.WriteString("\n## Every variable\n\nEvery `COUPONLINK_*` variable a command reads, and the flags it sets " +
 		"(their meaning and default in the tables above).\n\n| variable | flag (commands) |\n|---|---|\n")
-	for _, env := range sortedKeys(vars) {
+	for _, env := range slices.Sorted(maps.Keys(vars)) {
 		fmt.Fprintf(b, "| `%s` | %s |\n", env, strings.Join(vars[env], "; "))
 	}
 }
@@ -130,7 +131,7 @@ func writeEnvOnly(t *testing.T, b *strings.Builder, vars map[string][]string) {
 	read := variablesRead(t)
 	b.WriteString("\n## Variables without a flag\n\nThe variables the code reads that no flag sets, and why.\n\n" +
 		"| variable | read in | why no flag |\n|---|---|---|\n")
-	for _, env := range sortedKeys(read) {
+	for _, env := range slices.Sorted(maps.Keys(read)) {
 		if vars[env] != nil {
 			assert.NotContains(t, envOnly, env, "%s is a flag's variable: drop it from envOnly", env)
 			continue
@@ -145,15 +146,6 @@ func writeEnvOnly(t *testing.T, b *strings.Builder, vars map[string][]string) {
 	for env := range envOnly {
 		assert.Contains(t, read, env, "envOnly names %s, which no code reads any more", env)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // envReaders are the calls that read a variable named by a string
