@@ -44,7 +44,7 @@ func apiFlags(stderr io.Writer) (*settings.Flags, *apiSettings) {
 	o.primaries = f.EnvString("primaries", "COUPONLINK_PRIMARIES", "",
 		"YAML file listing several primaries (couponlink-native over several servers; docs/several-primaries.md); -dsn is then not used")
 	o.conns = f.EnvInt("mysql-conns", "COUPONLINK_MYSQL_CONNS", 64, "most MySQL connections the API opens")
-	o.addr = f.EnvString("addr", "COUPONLINK_API_ADDR", "127.0.0.1:8080", "listen address")
+	o.addr = f.EnvString("addr", "COUPONLINK_API_ADDR", "127.0.0.1:8080", "listen address of the API, its /metrics and the console")
 	o.token = f.EnvSecret("token", "COUPONLINK_API_TOKEN", "when set, every /v1 route needs Authorization: Bearer <token>")
 	o.origins = f.EnvString("allowed-origins", "COUPONLINK_API_ALLOWED_ORIGINS", "",
 		"comma-separated browser origins (scheme://host[:port]) besides the API's own that may write, e.g. a console behind a proxy")
