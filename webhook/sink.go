@@ -78,7 +78,7 @@ func NewSinkMetrics(r prometheus.Registerer) (*SinkMetrics, error) {
 	m := &SinkMetrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_event_deliveries_total",
-			Help: "Events delivered to each sink (webhook, Redis stream, NATS JetStream), by result: delivered; failed (a round that failed, tried again); dropped (given up).",
+			Help: "Delivery outcomes of the events, per sink (webhook, Redis stream, NATS JetStream) and result: delivered; failed (a round that failed, tried again); dropped (given up).",
 		}, []string{"sink", "result"}),
 		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "couponlink_event_sink_pending",

@@ -44,7 +44,7 @@ func apiFlags(stderr io.Writer) (*settings.Flags, *apiSettings) {
 	o.primaries = f.EnvString("primaries", "COUPONLINK_PRIMARIES", "",
 		"YAML file listing several primaries (couponlink-native over several servers; docs/several-primaries.md); -dsn is then not used")
 	o.conns = f.EnvInt("mysql-conns", "COUPONLINK_MYSQL_CONNS", 64, "most MySQL connections the API opens")
-	o.addr = f.EnvString("addr", "COUPONLINK_API_ADDR", "127.0.0.1:8080", "listen address")
+	o.addr = f.EnvString("addr", "COUPONLINK_API_ADDR", "127.0.0.1:8080", "listen address of the API, its /metrics and the console")
 	o.token = f.EnvSecret("token", "COUPONLINK_API_TOKEN", "when set, every /v1 route needs Authorization: Bearer <token>")
 	o.origins = f.EnvString("allowed-origins", "COUPONLINK_API_ALLOWED_ORIGINS", "",
 		"comma-separated browser origins (scheme://host[:port]) besides the API's own that may write, e.g. a console behind a proxy")
@@ -52,7 +52,7 @@ func apiFlags(stderr io.Writer) (*settings.Flags, *apiSettings) {
 	o.sweep = f.EnvDuration("expire-interval", "COUPONLINK_EXPIRE_INTERVAL", time.Minute, "how often the API runs the expiry sweep (0: never)")
 	o.cdcMetrics = f.EnvString("cdc-metrics-url", "COUPONLINK_CDC_METRICS_URL", "http://127.0.0.1:9464/metrics",
 		"the cdc's /metrics, which GET /v1/cdc/status (and the console's Health page) reads for the leader and Redis-behind gauges (empty: none)")
-	o.cdcName = f.EnvString("cdc-name", "COUPONLINK_CDC_NAME", "default", "checkpoint name of the cdc whose counters the inventory route shows as `derived`")
+	o.cdcName = f.EnvString("cdc-name", "COUPONLINK_CDC_NAME", "default", "checkpoint name of the cdc whose counters GET /v1/templates/{id}/inventory shows as its \"derived\" counts")
 	// On by default: the whole suite passes with it on (issue 15); false
 	// gives one transaction per claim again, e.g. to compare in a benchmark.
 	o.combine = f.EnvBool("combine-claims", "COUPONLINK_COMBINE_CLAIMS", true,

@@ -40,7 +40,7 @@ func statusFlags(stderr io.Writer) (*settings.Flags, *statusSettings) {
 	o := &statusSettings{
 		mapping: settings.Mapping{FileUse: "YAML mapping of the legacy schema the cdc reads (default: the reference schema)",
 			SourceUse: "with a mapping of several sources: print this source's status alone, on its server (default: every source, summed)"},
-		cp: settings.Checkpoint{Use: "checkpoint name"},
+		cp: settings.Checkpoint{Use: "checkpoint name of the cdc whose status to print"},
 	}
 	f.Add(&o.db, &o.mapping, &o.cp)
 	o.timeout = f.EnvDuration("timeout", "COUPONLINK_STATUS_TIMEOUT", 5*time.Second, "with several sources: how long each source's server may take to answer before it is shown down")
