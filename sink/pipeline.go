@@ -58,7 +58,8 @@ import (
 // only when Redis lost them.
 //
 // Adding a check: a type that embeds noCheck and implements the parts it
-// has (check.go), in a file of its own, and one line in the list below.
+// has (check.go), in a file of its own, and one line in the list below (a
+// new kind of anomaly also joins AnomalyKinds, for the metrics).
 
 // stage is one step of the pipeline.
 type stage func(ctx context.Context, b *batch) error

@@ -36,7 +36,7 @@ type Sink struct {
 	peers []*peer                  // the mapping's other sources (peers.go)
 
 	// work is held by ApplyBatch for a batch and by a chore for a pass:
-	// they read and change the mirror, pending and the Redis writer.
+	// they read and change the mirror, the checks' state and the Redis writer.
 	work sync.Mutex
 
 	mu     sync.RWMutex                         // guards the mirror below for the metrics collector
