@@ -8,11 +8,9 @@ import (
 	"github.com/couponlink/couponlink/inventory"
 )
 
-// The over_issue check: the pairs (or, without channel quotas, the
-// templates) a batch took over their quota. A bootstrap finds those over
-// it at its snapshot (overIssuedAt).
-//
-// overIssue is the over_issue check.
+// overIssue is the over_issue check: the pairs (or, without channel
+// quotas, the templates) a batch took over their quota; a bootstrap finds
+// those over it at its snapshot (overIssuedAt).
 type overIssue struct {
 	noCheck
 	s *Sink
