@@ -109,22 +109,10 @@ func (s *Sink) redemptionCounts(ctx context.Context, tx *sql.Tx, coupons []int64
 	out := map[redemptionKey]int64{}
 	for start := 0; start < len(coupons); start += 1000 {
 		chunk := coupons[start:min(start+1000, len(coupons))]
-		rows, err := tx.QueryContext(ctx, `SELECT user_coupon_id, order_id, row_count FROM cdc_redemption_key
-			WHERE name = ? AND user_coupon_id IN (`+sqltx.Placeholders(len(chunk))+`) FOR UPDATE`, append([]any{s.cfg.Name}, sqltx.Int64Args(chunk)...)...)
+		err := addCounts(ctx, tx, "read redemption keys", `SELECT user_coupon_id, order_id, row_count FROM cdc_redemption_key
+			WHERE name = ? AND user_coupon_id IN (`+sqltx.Placeholders(len(chunk))+`) FOR UPDATE`, append([]any{s.cfg.Name}, sqltx.Int64Args(chunk)...),
+			func(c int64, order string) redemptionKey { return redemptionKey{c, order} }, out)
 		if err != nil {
-			return nil, fmt.Errorf("read redemption keys: %w", err)
-		}
-		for rows.Next() {
-			var k redemptionKey
-			var n int64
-			if err := rows.Scan(&k.coupon, &k.order, &n); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out[k] = n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return nil, err
 		}
 	}

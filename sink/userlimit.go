@@ -175,23 +175,10 @@ func (s *Sink) claimCounts(ctx context.Context, tx *sql.Tx, keys map[claimKey]bo
 	out := make(map[claimKey]int64, len(list))
 	for start := 0; start < len(list); start += 500 {
 		where, args := keysWhere(orderKeyCols, list[start:min(start+500, len(list))])
-		rows, err := tx.QueryContext(ctx, `SELECT template_id, user_id, coupons FROM cdc_user_claim WHERE name = ? AND `+where+` FOR UPDATE`,
-			append([]any{s.cfg.Name}, args...)...)
+		err := addCounts(ctx, tx, "read coupons per user", `SELECT template_id, user_id, coupons FROM cdc_user_claim WHERE name = ? AND `+where+` FOR UPDATE`,
+			append([]any{s.cfg.Name}, args...), func(tpl int64, user string) claimKey { return claimKey{tpl, user} }, out)
 		if err != nil {
-			return nil, fmt.Errorf("read coupons per user: %w", err)
-		}
-		for rows.Next() {
-			var k claimKey
-			var n int64
-			if err := rows.Scan(&k.template, &k.user, &n); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("read coupons per user: %w", err)
-			}
-			out[k] = n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("read coupons per user: %w", err)
+			return nil, err
 		}
 	}
 	return out, nil
