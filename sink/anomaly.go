@@ -8,7 +8,6 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
-	"github.com/couponlink/couponlink/inventory"
 )
 
 // The kinds of anomalies the cdc records.
@@ -89,23 +88,25 @@ func judgeTransition(t *canal.Transition) (Anomaly, bool) {
 	return a, false
 }
 
-// judge finds the anomalies of a batch, given the counters and quotas it
-// leaves behind (next) and those before it (s.counts). The order_table
-// evidence is judged in the batch's transaction (countOrderKeys).
-func (s *Sink) judge(ctx context.Context, b *canal.Batch, next map[inventory.Pair]*inventory.Counts) ([]Anomaly, error) {
-	out := undecodable(b)
+// illegalTransitions is the check of each coupon change by itself
+// (judgeTransition): illegal_transition, deleted_coupon.
+type illegalTransitions struct{ noCheck }
+
+func (illegalTransitions) judge(_ context.Context, b *batch) ([]Anomaly, error) {
+	var out []Anomaly
 	for i := range b.Transitions {
 		if a, bad := judgeTransition(&b.Transitions[i]); bad {
 			out = append(out, a)
 		}
 	}
-	uses, err := s.judgeUses(ctx, b)
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, uses...)
-	out = append(out, s.usedAfterExpiry(b)...)
-	return append(out, s.overIssued(next)...), nil
+	return out, nil
+}
+
+// undecodableRows is the undecodable_row check.
+type undecodableRows struct{ noCheck }
+
+func (undecodableRows) judge(_ context.Context, b *batch) ([]Anomaly, error) {
+	return undecodable(b.Batch), nil
 }
 
 // undecodable is an undecodable_row anomaly per row the mapping could not
@@ -125,28 +126,6 @@ func hasOrder(orders []string, order string) bool {
 		}
 	}
 	return false
-}
-
-// overIssued finds pairs (or, without channel quotas, templates) that the
-// batch took over their quota.
-func (s *Sink) overIssued(next map[inventory.Pair]*inventory.Counts) []Anomaly {
-	var out []Anomaly
-	if s.quotas != nil {
-		for p, c := range next {
-			q, ok := s.nextQuota(p)
-			if !ok {
-				continue
-			}
-			before := s.counts[p]
-			wasOver := before != nil && before.Taken() > s.quotas[p].Quota
-			if c.Taken() > q.Quota && !wasOver {
-				out = append(out, Anomaly{Kind: AnomalyOverIssue, Template: p.Template, Channel: p.Channel,
-					Detail: fmt.Sprintf("template %d channel %q holds %d coupons (held+used+frozen) over a quota of %d", p.Template, p.Channel, c.Taken(), q.Quota)})
-			}
-		}
-		return out
-	}
-	return s.overBudget(next)
 }
 
 // insertAnomalies records anomalies with the batch's position. Each row

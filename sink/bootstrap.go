@@ -12,8 +12,8 @@ import (
 	"github.com/couponlink/couponlink/inventory"
 )
 
-// bootstrap replaces the counters (and the checks' durable state, see
-// seedChecks) with the truth of a fresh snapshot, records the anomalies
+// bootstrap replaces the counters (and the checks' durable state: each
+// check's seed) with the truth of a fresh snapshot, records the anomalies
 // found in it, and sets the checkpoint to the snapshot's position, in one
 // transaction, while the snapshot is open.
 func (s *Sink) bootstrap(ctx context.Context) (inventory.Snapshot, error) {
@@ -32,13 +32,10 @@ func (s *Sink) bootstrap(ctx context.Context) (inventory.Snapshot, error) {
 				return err
 			}
 		}
-		overs := s.overIssuedAt(snap, infos)
 		return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
-			seeded, err := s.seedChecks(ctx, stx, tx, snap, infos)
-			if err != nil {
+			if found, err = s.pipe.checks.seed(ctx, &seeding{stx: stx, tx: tx, snap: snap, infos: infos}); err != nil {
 				return err
 			}
-			found = append(overs[:len(overs):len(overs)], seeded...)
 			return s.writeBootstrap(ctx, tx, snap, found)
 		})
 	})
@@ -67,7 +64,7 @@ func (s *Sink) writeBootstrap(ctx context.Context, tx *sql.Tx, snap inventory.Sn
 	for p := range snap.Counts {
 		pairs = append(pairs, p)
 	}
-	sort.Slice(pairs, func(i, j int) bool { return pairs[i].Less(pairs[j]) })
+	sortPairs(pairs)
 	for start := 0; start < len(pairs); start += 500 {
 		chunk := pairs[start:min(start+500, len(pairs))]
 		if err := writeCounters(ctx, tx, chunk, snap.Counts, false, inventory.Stamp(snap.Pos)); err != nil {
@@ -95,78 +92,7 @@ func (s *Sink) writeBootstrap(ctx context.Context, tx *sql.Tx, snap inventory.Sn
 	if err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return ErrFenced
-	}
-	return nil
-}
-
-// seedChecks rewrites, in tx, the durable state of the checks from the
-// snapshot stx (redemption keys, order keys, template rules, coupons per
-// user), and
-// returns the anomalies found in it that the state did not hold yet.
-func (s *Sink) seedChecks(ctx context.Context, stx, tx *sql.Tx, snap inventory.Snapshot, infos map[int64]inventory.TemplateInfo) ([]Anomaly, error) {
-	var found []Anomaly
-	if s.checksDuplicates() {
-		dups, err := s.seedRedemptionKeys(ctx, stx, tx)
-		if err != nil {
-			return nil, err
-		}
-		found = append(found, dups...)
-	}
-	if s.checksOrders() {
-		if err := s.seedOrderKeys(ctx, stx, tx); err != nil {
-			return nil, err
-		}
-	}
-	if s.followsTemplates() {
-		if err := s.seedTemplates(ctx, tx, snap, infos); err != nil {
-			return nil, err
-		}
-	}
-	if s.checksUserLimits() {
-		over, err := s.seedUserClaims(ctx, stx, tx, infos)
-		if err != nil {
-			return nil, err
-		}
-		found = append(found, over...)
-	}
-	return found, nil
-}
-
-// overIssuedAt finds the pairs (or, without channel quotas, templates)
-// over their quota at a bootstrap's snapshot (infos: its template rows):
-// one over_issue anomaly each, per bootstrap. The batches flag only the
-// crossings they see.
-func (s *Sink) overIssuedAt(snap inventory.Snapshot, infos map[int64]inventory.TemplateInfo) []Anomaly {
-	const found = "found at the snapshot of a bootstrap: "
-	var out []Anomaly
-	if snap.Quotas != nil {
-		pairs := make([]inventory.Pair, 0, len(snap.Counts))
-		for p := range snap.Counts {
-			pairs = append(pairs, p)
-		}
-		sort.Slice(pairs, func(i, j int) bool { return pairs[i].Less(pairs[j]) })
-		for _, p := range pairs {
-			c := snap.Counts[p]
-			if q, ok := snap.Quotas[p]; ok && c.Taken() > q.Quota {
-				out = append(out, Anomaly{Kind: AnomalyOverIssue, Template: p.Template, Channel: p.Channel,
-					Detail: fmt.Sprintf(found+"template %d channel %q holds %d coupons (held+used+frozen) over a quota of %d", p.Template, p.Channel, c.Taken(), q.Quota)})
-			}
-		}
-		return out
-	}
-	taken := map[int64]int64{}
-	for p, c := range snap.Counts {
-		taken[p.Template] += c.Taken()
-	}
-	for _, tpl := range templatesIn(snap.Counts) {
-		if v := infos[tpl]; v.HasBudget && taken[tpl] > v.Budget {
-			out = append(out, Anomaly{Kind: AnomalyOverIssue, Template: tpl,
-				Detail: fmt.Sprintf(found+"template %d holds %d coupons (held+used+frozen) over its quota of %d", tpl, taken[tpl], v.Budget)})
-		}
-	}
-	return out
+	return fenced(res)
 }
 
 // templatesOf lists the templates of the pairs, sorted, once each.

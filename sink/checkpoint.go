@@ -46,7 +46,17 @@ func saveCheckpoint(ctx context.Context, tx *sql.Tx, name string, epoch int64, b
 	if err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", b.End, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	return fenced(res)
+}
+
+// fenced fails with ErrFenced when the checkpoint's update res changed no
+// row: another leader took the checkpoint (a newer epoch).
+func fenced(res sql.Result) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	if n == 0 {
 		return ErrFenced
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"math"
-	"sort"
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
@@ -85,7 +84,7 @@ func releasedEvents(rs []release, at time.Time) []webhook.Event {
 		t.n++
 		t.byCause[r.Cause]++
 	}
-	sort.Slice(pairs, func(i, j int) bool { return pairs[i].Less(pairs[j]) })
+	sortPairs(pairs)
 	out := make([]webhook.Event, 0, len(pairs))
 	for _, p := range pairs {
 		out = append(out, webhook.Event{Type: webhook.QuotaReleased, Time: at, Template: p.Template, Channel: p.Channel,

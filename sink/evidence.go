@@ -25,16 +25,19 @@ import (
 //   - none: the USED transition is its own evidence; nothing is checked
 //     and no redemption table is read.
 
-// judgeUses judges the batch's uses by the mapping's evidence, where it
-// needs no transaction (order_table is judged in it: countOrderKeys).
-func (s *Sink) judgeUses(ctx context.Context, b *canal.Batch) ([]Anomaly, error) {
-	switch s.cfg.Mapping.RedemptionEvidence() {
-	case canal.EvidenceTable:
-		return s.judgeRedemptions(ctx, b)
-	case canal.EvidenceCouponOrder:
-		return judgeCouponOrders(b, s.cfg.Mapping.UserCoupon.Order), nil
-	}
-	return nil, nil
+// couponOrders is the check of the coupon_order evidence (the
+// table evidence is redemption.go's, order_table orders.go's).
+type couponOrders struct {
+	noCheck
+	s *Sink
+}
+
+func (c couponOrders) on() bool {
+	return c.s.cfg.Mapping.RedemptionEvidence() == canal.EvidenceCouponOrder
+}
+
+func (c couponOrders) judge(_ context.Context, b *batch) ([]Anomaly, error) {
+	return judgeCouponOrders(b.Batch, c.s.cfg.Mapping.UserCoupon.Order), nil
 }
 
 // judgeCouponOrders judges the order column (named column) of the coupon

@@ -1,30 +1,33 @@
 package sink
 
 import (
+	"context"
 	"fmt"
 	"time"
 
-	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
 )
 
-// checksEndTimes says whether coupons used after their campaign's end are
-// looked for (template.end_time mapped).
-func (s *Sink) checksEndTimes() bool {
-	return !s.cfg.Mapping.Reference() && s.cfg.Mapping.Template.EndTime != ""
+// endTimes is the used_after_expiry check.
+type endTimes struct {
+	noCheck
+	s *Sink
 }
 
-// usedAfterExpiry finds the batch's coupons that moved into USED, or were
+// on says whether coupons used after their campaign's end are looked for
+// (template.end_time mapped).
+func (c endTimes) on() bool {
+	return !c.s.cfg.Mapping.Reference() && c.s.cfg.Mapping.Template.EndTime != ""
+}
+
+// judge finds the batch's coupons that moved into USED, or were
 // restored to AVAILABLE from USED, RETURNED or EXPIRED, after their
 // template's end time in force at that point of the binlog (judged by
 // TemplateInfo.Ended at the event's time): a shop that never writes an
 // expired status still must not take a coupon of an ended campaign.
-func (s *Sink) usedAfterExpiry(b *canal.Batch) []Anomaly {
-	if !s.checksEndTimes() {
-		return nil
-	}
+func (c endTimes) judge(_ context.Context, b *batch) ([]Anomaly, error) {
 	var out []Anomaly
-	cur := s.tplCursor(b)
+	cur := c.s.tplCursor(b)
 	for i := range b.Transitions {
 		t := &b.Transitions[i]
 		used := t.To == coupon.Used && t.From != coupon.Used
@@ -46,5 +49,5 @@ func (s *Sink) usedAfterExpiry(b *canal.Batch) []Anomaly {
 			t.Coupon, what, t.At.UTC().Format(time.DateTime), t.Template, info.EndTime.Format(time.DateTime), t.Change())
 		out = append(out, a)
 	}
-	return out
+	return out, nil
 }

@@ -79,3 +79,21 @@ func (w *rowInserter) flush(ctx context.Context) error {
 	}
 	return nil
 }
+
+// addCounts adds to out the rows of query, each an id, a string and a
+// count, by the key they make; what names the read in its errors.
+func addCounts[K comparable](ctx context.Context, tx *sql.Tx, what, query string, args []any, key func(int64, string) K, out map[K]int64) error {
+	err := sqltx.EachRow(ctx, tx, query, args, func(rows *sql.Rows) error {
+		var id, n int64
+		var str string
+		if err := rows.Scan(&id, &str, &n); err != nil {
+			return err
+		}
+		out[key(id, str)] = n
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}

@@ -250,7 +250,12 @@ func (k *legacyWorker) exec(ctx context.Context, op string, stmts ...[]any) bool
 			k.w.fail(op, err)
 			return false
 		}
-		if n, _ := res.RowsAffected(); i == 0 && n != 1 {
+		n, err := res.RowsAffected()
+		if err != nil {
+			k.w.fail(op, err)
+			return false
+		}
+		if i == 0 && n != 1 {
 			k.w.count(op + ":skipped")
 			return false
 		}

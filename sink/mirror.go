@@ -1,9 +1,9 @@
 package sink
 
 import (
+	"context"
 	"maps"
 
-	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
 )
@@ -24,32 +24,36 @@ func (s *Sink) setMirror(counts map[inventory.Pair]*inventory.Counts, quotas map
 	}
 }
 
-func (s *Sink) nextQuota(p inventory.Pair) (inventory.Quota, bool) {
-	if q, ok := s.quotaNext[p]; ok {
+// nextQuota is a bucket's quota after the batch b.
+func (s *Sink) nextQuota(b *batch, p inventory.Pair) (inventory.Quota, bool) {
+	if q, ok := b.quotas[p]; ok {
 		return q, true
 	}
 	q, ok := s.quotas[p]
 	return q, ok
 }
 
-func (s *Sink) commitMirror(next map[inventory.Pair]*inventory.Counts, end canal.Position) {
+// commitMirror makes the mirror, and the stall watch's checkpoint, what
+// the committed batch b left.
+func (s *Sink) commitMirror(_ context.Context, b *batch) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := s.cfg.Now()
-	maps.Copy(s.counts, next)
-	for p := range next {
+	maps.Copy(s.counts, b.next)
+	for p := range b.next {
 		s.active[p.Template] = now
 	}
 	if s.quotas != nil {
-		for p, q := range s.quotaNext {
+		for p, q := range b.quotas {
 			s.quotas[p] = q
 			s.active[p.Template] = now
 		}
 	}
-	for tpl, c := range s.tplNext {
+	for tpl, c := range b.templates {
 		s.setTemplate(tpl, c.after)
 	}
-	s.pos = end
+	s.pos = b.End
+	s.mu.Unlock()
+	s.progressed(b.End, b.EventTime)
 }
 
 // quotaMirror is the mirror as the rebalancing rule reads it (quota.Mirror).

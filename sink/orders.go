@@ -27,8 +27,42 @@ import (
 // What was reported shrinks with the difference: an order that arrives
 // late clears it without an anomaly, and a later difference is new. A
 // bootstrap rewrites the keys from its snapshot. The memory holds only the
-// earliest deadline (orderNext, never later than the true one) and the
-// number of keys with one.
+// earliest deadline (orderKeys.next, never later than the true one) and
+// the number of keys with one.
+
+// orderKeys is the order_table check.
+type orderKeys struct {
+	noCheck
+	s       *Sink
+	next    time.Time // the earliest deadline of a key (zero: none)
+	pending int       // keys with a deadline
+}
+
+// on says whether uses are proven by an order table.
+func (c *orderKeys) on() bool {
+	return c.s.cfg.Mapping.RedemptionEvidence() == canal.EvidenceOrderTable
+}
+
+func (c *orderKeys) seed(ctx context.Context, sd *seeding) ([]Anomaly, error) {
+	return nil, c.seedOrderKeys(ctx, sd.stx, sd.tx)
+}
+
+func (c *orderKeys) resume(ctx context.Context, _ bool) error { return c.loadOrderNext(ctx, c.s.db) }
+
+// judge marks a heartbeat that must commit: keys are due, decided in its
+// transaction (write).
+func (c *orderKeys) judge(_ context.Context, b *batch) ([]Anomaly, error) {
+	if b.idle && c.due() {
+		b.decide = true
+	}
+	return nil, nil
+}
+
+func (c *orderKeys) write(ctx context.Context, b *batch) ([]Anomaly, error) {
+	return c.countOrderKeys(ctx, b.tx, b.Batch)
+}
+
+func (c *orderKeys) waiting() (int, bool) { return c.pending, c.due() }
 
 // orderKey is a (template, user) of the order_table check.
 type orderKey struct {
@@ -72,11 +106,6 @@ func (r *orderKeyRow) arm(at time.Time) {
 	if r.unreported() > 0 {
 		r.deadline = sql.NullTime{Time: at.UTC(), Valid: true}
 	}
-}
-
-// checksOrders says whether uses are proven by an order table.
-func (s *Sink) checksOrders() bool {
-	return s.cfg.Mapping.RedemptionEvidence() == canal.EvidenceOrderTable
 }
 
 // cut is a user or order value as cdc_order_key keeps it.
@@ -129,10 +158,8 @@ func orderSteps(b *canal.Batch) []orderStep {
 // the keys due, in tx; it returns their anomalies. A key whose difference
 // (or what of it was reported) the batch changed is due a grace from now.
 // With an empty batch it only decides.
-func (s *Sink) countOrderKeys(ctx context.Context, tx *sql.Tx, b *canal.Batch) ([]Anomaly, error) {
-	if !s.checksOrders() {
-		return nil, nil
-	}
+func (c *orderKeys) countOrderKeys(ctx context.Context, tx *sql.Tx, b *canal.Batch) ([]Anomaly, error) {
+	s := c.s
 	now := s.cfg.Now()
 	steps := orderSteps(b)
 	if len(steps) > 0 {
@@ -144,7 +171,7 @@ func (s *Sink) countOrderKeys(ctx context.Context, tx *sql.Tx, b *canal.Batch) (
 				keys = append(keys, st.orderKey)
 			}
 		}
-		rows, err := s.orderKeyRows(ctx, tx, keys)
+		rows, err := c.orderKeyRows(ctx, tx, keys)
 		if err != nil {
 			return nil, err
 		}
@@ -165,21 +192,21 @@ func (s *Sink) countOrderKeys(ctx context.Context, tx *sql.Tx, b *canal.Batch) (
 				r.order = st.order
 			}
 		}
-		if err := s.saveOrderKeys(ctx, tx, keys, rows, was, now.Add(s.cfg.RedemptionGrace)); err != nil {
+		if err := c.saveOrderKeys(ctx, tx, keys, rows, was, now.Add(s.cfg.RedemptionGrace)); err != nil {
 			return nil, err
 		}
 	}
-	due, decided, err := s.decideOrderKeys(ctx, tx, now)
+	due, decided, err := c.decideOrderKeys(ctx, tx, now)
 	if err != nil || (len(steps) == 0 && !decided) {
 		return due, err
 	}
-	return due, s.loadOrderNext(ctx, tx)
+	return due, c.loadOrderNext(ctx, tx)
 }
 
 // saveOrderKeys writes the keys whose difference, or what of it was
 // reported, moved from was (armed for deadline), and deletes those that
 // balance again.
-func (s *Sink) saveOrderKeys(ctx context.Context, tx *sql.Tx, keys []orderKey, rows map[orderKey]*orderKeyRow, was map[orderKey]orderKeyRow,
+func (c *orderKeys) saveOrderKeys(ctx context.Context, tx *sql.Tx, keys []orderKey, rows map[orderKey]*orderKeyRow, was map[orderKey]orderKeyRow,
 	deadline time.Time) error {
 	var keep []*orderKeyRow
 	var drop []orderKey
@@ -195,18 +222,18 @@ func (s *Sink) saveOrderKeys(ctx context.Context, tx *sql.Tx, keys []orderKey, r
 			keep = append(keep, r)
 		}
 	}
-	if err := s.writeOrderKeys(ctx, tx, keep); err != nil {
+	if err := c.writeOrderKeys(ctx, tx, keep); err != nil {
 		return err
 	}
-	return deleteKeys(ctx, tx, s.cfg.Name, "cdc_order_key", orderKeyCols, drop)
+	return deleteKeys(ctx, tx, c.s.cfg.Name, "cdc_order_key", orderKeyCols, drop)
 }
 
 // orderKeyRows reads the stored rows of keys, locked.
-func (s *Sink) orderKeyRows(ctx context.Context, tx *sql.Tx, keys []orderKey) (map[orderKey]*orderKeyRow, error) {
+func (c *orderKeys) orderKeyRows(ctx context.Context, tx *sql.Tx, keys []orderKey) (map[orderKey]*orderKeyRow, error) {
 	out := map[orderKey]*orderKeyRow{}
 	for start := 0; start < len(keys); start += 500 {
 		where, args := keysWhere(orderKeyCols, keys[start:min(start+500, len(keys))])
-		err := s.eachOrderKey(ctx, tx, where+" FOR UPDATE", args, func(r *orderKeyRow) { out[r.orderKey] = r })
+		err := c.eachOrderKey(ctx, tx, where+" FOR UPDATE", args, func(r *orderKeyRow) { out[r.orderKey] = r })
 		if err != nil {
 			return nil, err
 		}
@@ -216,9 +243,9 @@ func (s *Sink) orderKeyRows(ctx context.Context, tx *sql.Tx, keys []orderKey) (m
 
 // eachOrderKey hands fn each of the checkpoint's cdc_order_key rows that
 // where (with args) picks.
-func (s *Sink) eachOrderKey(ctx context.Context, q inventory.Querier, where string, args []any, fn func(*orderKeyRow)) error {
+func (c *orderKeys) eachOrderKey(ctx context.Context, q inventory.Querier, where string, args []any, fn func(*orderKeyRow)) error {
 	rows, err := q.QueryContext(ctx, `SELECT template_id, user_id, difference, reported_missing, reported_extra, deadline,
-		COALESCE(last_coupon, 0), COALESCE(last_order, '') FROM cdc_order_key WHERE name = ? AND `+where, append([]any{s.cfg.Name}, args...)...)
+		COALESCE(last_coupon, 0), COALESCE(last_order, '') FROM cdc_order_key WHERE name = ? AND `+where, append([]any{c.s.cfg.Name}, args...)...)
 	if err != nil {
 		return fmt.Errorf("read order keys: %w", err)
 	}
@@ -239,7 +266,7 @@ func (s *Sink) eachOrderKey(ctx context.Context, q inventory.Querier, where stri
 }
 
 // writeOrderKeys stores the rows, in tx.
-func (s *Sink) writeOrderKeys(ctx context.Context, tx *sql.Tx, rows []*orderKeyRow) error {
+func (c *orderKeys) writeOrderKeys(ctx context.Context, tx *sql.Tx, rows []*orderKeyRow) error {
 	ins := &rowInserter{tx: tx, what: "write order keys", cols: 9,
 		head: `INSERT INTO cdc_order_key (name, template_id, user_id, difference, reported_missing, reported_extra, deadline,
 			last_coupon, last_order) VALUES `,
@@ -247,27 +274,28 @@ func (s *Sink) writeOrderKeys(ctx context.Context, tx *sql.Tx, rows []*orderKeyR
 			reported_extra = VALUES(reported_extra), deadline = VALUES(deadline), last_coupon = VALUES(last_coupon),
 			last_order = VALUES(last_order)`}
 	for _, r := range rows {
-		if err := ins.add(ctx, s.cfg.Name, r.template, r.user, r.diff, r.missing, r.extra, r.deadline, nullInt(r.coupon), nullStr(r.order)); err != nil {
+		if err := ins.add(ctx, c.s.cfg.Name, r.template, r.user, r.diff, r.missing, r.extra, r.deadline, nullInt(r.coupon), nullStr(r.order)); err != nil {
 			return err
 		}
 	}
 	return ins.flush(ctx)
 }
 
-// orderKeysDue says whether a key of the order check may be due now.
-func (s *Sink) orderKeysDue() bool {
-	return s.checksOrders() && !s.orderNext.IsZero() && !s.cfg.Now().Before(s.orderNext)
+// due says whether a key may be due now.
+func (c *orderKeys) due() bool {
+	return c.on() && !c.next.IsZero() && !c.s.cfg.Now().Before(c.next)
 }
 
 // decideOrderKeys reports the keys whose deadline passed, in tx: one
 // anomaly per unit of their difference not reported yet. decided says
 // whether it looked.
-func (s *Sink) decideOrderKeys(ctx context.Context, tx *sql.Tx, now time.Time) (out []Anomaly, decided bool, err error) {
-	if s.orderNext.IsZero() || now.Before(s.orderNext) {
+func (c *orderKeys) decideOrderKeys(ctx context.Context, tx *sql.Tx, now time.Time) (out []Anomaly, decided bool, err error) {
+	s := c.s
+	if c.next.IsZero() || now.Before(c.next) {
 		return nil, false, nil
 	}
 	var due []*orderKeyRow
-	if err := s.eachOrderKey(ctx, tx, "deadline <= ? FOR UPDATE", []any{now.UTC()}, func(r *orderKeyRow) { due = append(due, r) }); err != nil {
+	if err := c.eachOrderKey(ctx, tx, "deadline <= ? FOR UPDATE", []any{now.UTC()}, func(r *orderKeyRow) { due = append(due, r) }); err != nil {
 		return nil, true, err
 	}
 	for _, r := range due {
@@ -281,7 +309,7 @@ func (s *Sink) decideOrderKeys(ctx context.Context, tx *sql.Tx, now time.Time) (
 		r.missing, r.extra = max(r.diff, 0), max(-r.diff, 0)
 		r.deadline = sql.NullTime{}
 	}
-	if err := s.writeOrderKeys(ctx, tx, due); err != nil {
+	if err := c.writeOrderKeys(ctx, tx, due); err != nil {
 		return nil, true, err
 	}
 	return out, true, s.placeChannels(ctx, tx, out)
@@ -333,23 +361,23 @@ func (s *Sink) placeChannels(ctx context.Context, q inventory.Querier, as []Anom
 
 // loadOrderNext reads the earliest deadline and the number of keys with
 // one (q: the batch's transaction, or the database at start).
-func (s *Sink) loadOrderNext(ctx context.Context, q inventory.Querier) error {
-	s.orderNext, s.orderPending = time.Time{}, 0
-	if !s.checksOrders() {
+func (c *orderKeys) loadOrderNext(ctx context.Context, q inventory.Querier) error {
+	c.next, c.pending = time.Time{}, 0
+	if !c.on() {
 		return nil
 	}
-	rows, err := q.QueryContext(ctx, `SELECT COUNT(deadline), MIN(deadline) FROM cdc_order_key WHERE name = ?`, s.cfg.Name)
+	rows, err := q.QueryContext(ctx, `SELECT COUNT(deadline), MIN(deadline) FROM cdc_order_key WHERE name = ?`, c.s.cfg.Name)
 	if err != nil {
 		return fmt.Errorf("read order key deadlines: %w", err)
 	}
 	defer rows.Close()
 	var next sql.NullTime
 	for rows.Next() {
-		if err := rows.Scan(&s.orderPending, &next); err != nil {
+		if err := rows.Scan(&c.pending, &next); err != nil {
 			return fmt.Errorf("read order key deadlines: %w", err)
 		}
 	}
-	s.orderNext = next.Time
+	c.next = next.Time
 	return rows.Err()
 }
 
@@ -358,9 +386,10 @@ func (s *Sink) loadOrderNext(ctx context.Context, q inventory.Querier) error {
 // from now (the snapshot may fall between a shop's two transactions); what
 // the old keys reported of it is kept, so that a rebuild reports only what
 // the binlog it skips changed.
-func (s *Sink) seedOrderKeys(ctx context.Context, stx, tx *sql.Tx) error {
+func (c *orderKeys) seedOrderKeys(ctx context.Context, stx, tx *sql.Tx) error {
+	s := c.s
 	old := map[orderKey]*orderKeyRow{}
-	if err := s.eachOrderKey(ctx, tx, "TRUE FOR UPDATE", nil, func(r *orderKeyRow) { old[r.orderKey] = r }); err != nil {
+	if err := c.eachOrderKey(ctx, tx, "TRUE FOR UPDATE", nil, func(r *orderKeyRow) { old[r.orderKey] = r }); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM cdc_order_key WHERE name = ?", s.cfg.Name); err != nil {
@@ -376,7 +405,7 @@ func (s *Sink) seedOrderKeys(ctx context.Context, stx, tx *sql.Tx) error {
 		r.add(0)
 		r.arm(deadline)
 		if rows = append(rows, r); len(rows) == 500 {
-			err := s.writeOrderKeys(ctx, tx, rows)
+			err := c.writeOrderKeys(ctx, tx, rows)
 			rows = rows[:0]
 			return err
 		}
@@ -385,5 +414,5 @@ func (s *Sink) seedOrderKeys(ctx context.Context, stx, tx *sql.Tx) error {
 	if err != nil {
 		return err
 	}
-	return s.writeOrderKeys(ctx, tx, rows)
+	return c.writeOrderKeys(ctx, tx, rows)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -116,7 +115,7 @@ func applyReleases(ctx context.Context, tx *sql.Tx, rs []release, now time.Time)
 	for p := range perPair {
 		pairs = append(pairs, p)
 	}
-	sort.Slice(pairs, func(i, j int) bool { return pairs[i].Less(pairs[j]) })
+	sortPairs(pairs)
 	for _, p := range pairs {
 		// never below 0: a bucket a legacy writer already emptied stays at 0
 		if _, err := tx.ExecContext(ctx, `UPDATE channel_quota SET claimed = GREATEST(claimed - ?, 0)
@@ -127,12 +126,32 @@ func applyReleases(ctx context.Context, tx *sql.Tx, rs []release, now time.Time)
 	return applied, nil
 }
 
+// releaser is the releases' step of the pipeline; policy is each
+// template's expiry policy as read once (true: release).
+type releaser struct {
+	s      *Sink
+	policy map[int64]bool
+}
+
+// apply gives back, in b's transaction, the slots of the batch's voids and
+// recycles, and schedules its expiries under the release policy.
+func (r *releaser) apply(ctx context.Context, b *batch) error {
+	if !r.s.cfg.Releases {
+		return nil
+	}
+	var err error
+	if b.released, err = applyReleases(ctx, b.tx, releasesOf(b.Batch), r.s.cfg.Now().UTC()); err != nil {
+		return err
+	}
+	return r.scheduleExpiries(ctx, b.tx, b.Batch)
+}
+
 // scheduleExpiries writes the release_due rows of the batch's coupons that
 // became EXPIRED under the release policy, in the batch's transaction.
 // Expiries of "freeze" templates (the default, and most of them) cost
 // nothing: a template's policy is read once and kept (it is set when the
 // template is created).
-func (s *Sink) scheduleExpiries(ctx context.Context, tx *sql.Tx, b *canal.Batch) error {
+func (r *releaser) scheduleExpiries(ctx context.Context, tx *sql.Tx, b *canal.Batch) error {
 	var ids []int64
 	var unknown []int64
 	for i := range b.Transitions {
@@ -140,7 +159,7 @@ func (s *Sink) scheduleExpiries(ctx context.Context, tx *sql.Tx, b *canal.Batch)
 		if t.To != coupon.Expired || t.From == coupon.Expired {
 			continue
 		}
-		release, known := s.releasePolicy[t.Template]
+		release, known := r.policy[t.Template]
 		if !known && !slices.Contains(unknown, t.Template) {
 			unknown = append(unknown, t.Template)
 		}
@@ -152,7 +171,7 @@ func (s *Sink) scheduleExpiries(ctx context.Context, tx *sql.Tx, b *canal.Batch)
 		return nil
 	}
 	if len(unknown) > 0 {
-		if err := s.learnPolicies(ctx, tx, unknown); err != nil {
+		if err := r.learnPolicies(ctx, tx, unknown); err != nil {
 			return err
 		}
 	}
@@ -166,7 +185,7 @@ func (s *Sink) scheduleExpiries(ctx context.Context, tx *sql.Tx, b *canal.Batch)
 }
 
 // learnPolicies reads whether the templates expire under the release policy.
-func (s *Sink) learnPolicies(ctx context.Context, tx *sql.Tx, templates []int64) error {
+func (r *releaser) learnPolicies(ctx context.Context, tx *sql.Tx, templates []int64) error {
 	rows, err := tx.QueryContext(ctx, `SELECT id, expiry_policy = ? FROM coupon_template WHERE id IN (`+sqltx.Placeholders(len(templates))+`)`,
 		append([]any{coupon.PolicyRelease}, sqltx.Int64Args(templates)...)...)
 	if err != nil {
@@ -174,7 +193,7 @@ func (s *Sink) learnPolicies(ctx context.Context, tx *sql.Tx, templates []int64)
 	}
 	defer rows.Close()
 	for _, t := range templates {
-		s.releasePolicy[t] = false // a template that does not exist releases nothing
+		r.policy[t] = false // a template that does not exist releases nothing
 	}
 	for rows.Next() {
 		var id int64
@@ -182,7 +201,7 @@ func (s *Sink) learnPolicies(ctx context.Context, tx *sql.Tx, templates []int64)
 		if err := rows.Scan(&id, &release); err != nil {
 			return err
 		}
-		s.releasePolicy[id] = release
+		r.policy[id] = release
 	}
 	return rows.Err()
 }

@@ -179,15 +179,19 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (tim
 		return ran(), fmt.Errorf("start binlog tailer: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var lost atomic.Bool
-	go func() {
+	var watching sync.WaitGroup // the leader watch: it ends with runCtx
+	watching.Go(func() {
 		select {
 		case <-leader.Lost():
 			lost.Store(true)
 			cancel()
 		case <-runCtx.Done():
 		}
+	})
+	defer func() {
+		cancel()
+		watching.Wait()
 	}()
 	start := canal.ResumePoint(ctx, s.cfg.BinlogDB, from)
 	mode := "gtid"

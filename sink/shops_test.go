@@ -177,7 +177,11 @@ func (s *shopEnv) execTx(tx *sql.Tx, q string, args ...any) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", q, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 && strings.HasPrefix(q, "UPDATE") {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", q, err)
+	}
+	if n == 0 && strings.HasPrefix(q, "UPDATE") {
 		return errNoRow
 	}
 	return nil

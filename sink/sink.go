@@ -36,7 +36,7 @@ type Sink struct {
 	peers []*peer                  // the mapping's other sources (peers.go)
 
 	// work is held by ApplyBatch for a batch and by a chore for a pass:
-	// they read and change the mirror, pending and the Redis writer.
+	// they read and change the mirror, the checks' state and the Redis writer.
 	work sync.Mutex
 
 	mu     sync.RWMutex                         // guards the mirror below for the metrics collector
@@ -45,17 +45,9 @@ type Sink struct {
 	tpl    map[int64]inventory.TemplateInfo     // template rules at pos (a mapping that follows templates); see templates.go
 	active map[int64]time.Time
 
-	pending      map[int64][]pendingUse             // coupon -> its moves into USED awaiting a redemption row
-	npending     int                                // entries in pending, bounded by MaxPending
-	pendingDirty map[redemptionKey]bool             // pending checks changed since the last commit (saved with the next one)
-	orderNext    time.Time                          // the earliest deadline of an order key (zero: none); see orders.go
-	orderPending int                                // order keys with a deadline
-	quotaNext    map[inventory.Pair]inventory.Quota // the batch's quota changes, before commit
-	tplNext      map[int64]tplChange                // the batch's template changes, before commit
-	tplDirty     map[int64]bool                     // templates read from the template table, saved with the next batch
+	pipe pipeline // the checks and the steps of a batch (pipeline.go), with the checks' state
 
-	lastCorrection int64          // newest correction_log id the mirror has seen
-	releasePolicy  map[int64]bool // template -> its expiry policy is release (immutable once created)
+	lastCorrection int64 // newest correction_log id the mirror has seen
 
 	rebalancer                      *quota.Rebalancer
 	releases, rebalance, correcting *Chore
@@ -67,8 +59,8 @@ func New(cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{cfg: cfg, db: cfg.DB, src: inventory.NewSource(cfg.Mapping), log: cfg.Logger.With("component", "cdc"), m: newMetrics(cfg.Registerer),
-		pending: map[int64][]pendingUse{}, pendingDirty: map[redemptionKey]bool{}, active: map[int64]time.Time{},
-		releasePolicy: map[int64]bool{}, peers: newPeers(cfg.Peers)}
+		active: map[int64]time.Time{}, peers: newPeers(cfg.Peers)}
+	s.pipe = s.newPipeline()
 	if cfg.Redis != nil && cfg.RedisMode == inventory.RedisOwner {
 		keys := cfg.Keys
 		if cfg.Name != "default" {
@@ -110,7 +102,8 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 	if err != nil {
 		return canal.Position{}, err
 	}
-	if cp.Pos.IsZero() || rebuild {
+	bootstrap := cp.Pos.IsZero() || rebuild
+	if bootstrap {
 		err = s.startFromSnapshot(ctx, cp, rebuild)
 	} else {
 		err = s.startFromCheckpoint(ctx, cp)
@@ -118,10 +111,7 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 	if err != nil {
 		return canal.Position{}, err
 	}
-	if err := s.loadPending(ctx); err != nil {
-		return canal.Position{}, err
-	}
-	if err := s.loadOrderNext(ctx, s.db); err != nil {
+	if err := s.pipe.checks.resume(ctx, bootstrap); err != nil {
 		return canal.Position{}, err
 	}
 	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM correction_log`).Scan(&s.lastCorrection); err != nil {
@@ -134,11 +124,6 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 		}
 		if changed {
 			s.log.Info("default quota policy published (templates without an override follow it)", "policy", s.cfg.QuotaDefaults)
-		}
-	}
-	if s.followsTemplates() {
-		if err := s.loadTemplates(ctx); err != nil {
-			return canal.Position{}, err
 		}
 	}
 	if s.redis != nil {
@@ -180,9 +165,6 @@ func (s *Sink) startFromCheckpoint(ctx context.Context, cp inventory.Checkpoint)
 	}
 	s.setMirror(counts, quotas)
 	s.pos = cp.Pos
-	if err := s.warnUnseededClaims(ctx); err != nil {
-		return err
-	}
 	s.log.Info("resuming from checkpoint", "position", cp.Pos.String(), "epoch", s.epoch, "pairs", len(counts))
 	return nil
 }

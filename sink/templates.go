@@ -29,6 +29,46 @@ import (
 // followsTemplates reports whether the sink keeps the template cache.
 func (s *Sink) followsTemplates() bool { return s.cfg.Mapping.FollowsTemplates() }
 
+// templateRules keeps the cache in the pipeline: seeded by a bootstrap,
+// read back at a start, completed from the template table before a batch
+// is judged, saved with the batch. The cache itself is part of the mirror
+// (Sink.tpl, read by the metrics); dirty is what was read from the
+// template table and not saved yet (a heartbeat leaves it to the next
+// batch).
+type templateRules struct {
+	noCheck
+	s     *Sink
+	dirty map[int64]bool
+}
+
+func (c *templateRules) on() bool { return c.s.followsTemplates() }
+
+func (c *templateRules) seed(ctx context.Context, sd *seeding) ([]Anomaly, error) {
+	return nil, c.seedTemplates(ctx, sd.tx, sd.snap, sd.infos)
+}
+
+func (c *templateRules) resume(ctx context.Context, _ bool) error {
+	if !c.on() {
+		return nil
+	}
+	return c.loadTemplates(ctx)
+}
+
+// load completes the cache with the rules of the templates b touches, and
+// hands b what the cache read since the last batch, to be saved with it.
+func (c *templateRules) load(ctx context.Context, b *batch) error {
+	if b.idle {
+		return nil
+	}
+	if err := c.learnTemplates(ctx, b); err != nil {
+		return err
+	}
+	b.rulesRead, c.dirty = c.dirty, map[int64]bool{}
+	return nil
+}
+
+func (c *templateRules) save(ctx context.Context, b *batch) error { return c.saveTemplates(ctx, b) }
+
 // tplChange is a batch's net change of a template: its rules before its
 // first change (the before image the binlog carries) and after its last.
 type tplChange struct{ before, after inventory.TemplateInfo }
@@ -60,8 +100,8 @@ func infoAfter(tc *canal.TemplateChange) inventory.TemplateInfo {
 
 // tplAt is a template's rules at the start of the batch: the before image
 // of its first change in the batch, else the cache.
-func (s *Sink) tplAt(tpl int64) inventory.TemplateInfo {
-	if c, ok := s.tplNext[tpl]; ok {
+func (s *Sink) tplAt(b *batch, tpl int64) inventory.TemplateInfo {
+	if c, ok := b.templates[tpl]; ok {
 		return c.before
 	}
 	return s.tpl[tpl]
@@ -71,13 +111,14 @@ func (s *Sink) tplAt(tpl int64) inventory.TemplateInfo {
 // template in force at each.
 type tplCursor struct {
 	s       *Sink
+	b       *batch
 	changes []canal.TemplateChange
 	next    int
 	now     map[int64]inventory.TemplateInfo // changed so far in the batch
 }
 
-func (s *Sink) tplCursor(b *canal.Batch) *tplCursor {
-	return &tplCursor{s: s, changes: b.Templates, now: map[int64]inventory.TemplateInfo{}}
+func (s *Sink) tplCursor(b *batch) *tplCursor {
+	return &tplCursor{s: s, b: b, changes: b.Templates, now: map[int64]inventory.TemplateInfo{}}
 }
 
 // at is the rules of tpl in force at the batch's transition i; i never
@@ -90,13 +131,14 @@ func (c *tplCursor) at(i int, tpl int64) inventory.TemplateInfo {
 	if v, ok := c.now[tpl]; ok {
 		return v
 	}
-	return c.s.tplAt(tpl)
+	return c.s.tplAt(c.b, tpl)
 }
 
 // loadTemplates replaces the cache with the rules saved with the
 // checkpoint, and reads from the template table those of the counters'
 // templates it lacks (a checkpoint older than cdc_template_state).
-func (s *Sink) loadTemplates(ctx context.Context) error {
+func (c *templateRules) loadTemplates(ctx context.Context) error {
+	s := c.s
 	cache := map[int64]inventory.TemplateInfo{}
 	rows, err := s.db.QueryContext(ctx, `SELECT template_id, budget, per_user_limit, end_time FROM cdc_template_state WHERE name = ?`, s.cfg.Name)
 	if err != nil {
@@ -120,7 +162,7 @@ func (s *Sink) loadTemplates(ctx context.Context) error {
 		return fmt.Errorf("read template state: %w", err)
 	}
 	s.mu.Lock() // the metrics collector reads it
-	s.tpl, s.tplDirty = cache, map[int64]bool{}
+	s.tpl, c.dirty = cache, map[int64]bool{}
 	s.mu.Unlock()
 	var missing []int64
 	for _, id := range templatesIn(s.counts) {
@@ -128,29 +170,30 @@ func (s *Sink) loadTemplates(ctx context.Context) error {
 			missing = append(missing, id)
 		}
 	}
-	return s.readTemplates(ctx, missing)
+	return c.readTemplates(ctx, missing)
 }
 
 // learnTemplates reads the rules of the templates the batch touches that
 // the cache lacks (unless the batch itself carries their rules).
-func (s *Sink) learnTemplates(ctx context.Context, d inventory.Deltas) error {
+func (c *templateRules) learnTemplates(ctx context.Context, b *batch) error {
 	var unknown []inventory.Pair
-	for p := range d {
-		_, cached := s.tpl[p.Template]
-		_, changed := s.tplNext[p.Template]
+	for p := range b.deltas {
+		_, cached := c.s.tpl[p.Template]
+		_, changed := b.templates[p.Template]
 		if !cached && !changed {
 			unknown = append(unknown, p)
 		}
 	}
-	return s.readTemplates(ctx, templatesOf(unknown))
+	return c.readTemplates(ctx, templatesOf(unknown))
 }
 
 // readTemplates caches the rules of ids as the template table holds them
 // now, to be saved with the next batch; the binlog keeps them from then on.
-func (s *Sink) readTemplates(ctx context.Context, ids []int64) error {
+func (c *templateRules) readTemplates(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
+	s := c.s
 	info, err := s.src.Templates(ctx, s.db, ids)
 	if err != nil {
 		return err
@@ -161,7 +204,7 @@ func (s *Sink) readTemplates(ctx context.Context, ids []int64) error {
 		v := info[id]
 		v.ID = id
 		s.setTemplate(id, v)
-		s.tplDirty[id] = true
+		c.dirty[id] = true
 	}
 	return nil
 }
@@ -179,33 +222,30 @@ func (s *Sink) setTemplate(tpl int64, v inventory.TemplateInfo) {
 	}
 }
 
-// saveTemplates writes the rules the batch changed or read (tplNext and
-// tplDirty) into cdc_template_state, in its transaction.
-func (s *Sink) saveTemplates(ctx context.Context, tx *sql.Tx) error {
-	if !s.followsTemplates() {
-		return nil
-	}
+// saveTemplates writes the rules the batch changed or read (its templates
+// and rulesRead) into cdc_template_state, in its transaction.
+func (c *templateRules) saveTemplates(ctx context.Context, b *batch) error {
 	var rows []inventory.TemplateInfo
-	for _, c := range s.tplNext {
-		rows = append(rows, c.after)
+	for _, ch := range b.templates {
+		rows = append(rows, ch.after)
 	}
-	for id := range s.tplDirty {
-		if _, changed := s.tplNext[id]; !changed {
-			rows = append(rows, s.tpl[id])
+	for id := range b.rulesRead {
+		if _, changed := b.templates[id]; !changed {
+			rows = append(rows, c.s.tpl[id])
 		}
 	}
-	return s.writeTemplateState(ctx, tx, rows)
+	return c.writeTemplateState(ctx, b.tx, rows)
 }
 
 // writeTemplateState upserts rows of cdc_template_state, in tx.
-func (s *Sink) writeTemplateState(ctx context.Context, tx *sql.Tx, rows []inventory.TemplateInfo) error {
+func (c *templateRules) writeTemplateState(ctx context.Context, tx *sql.Tx, rows []inventory.TemplateInfo) error {
 	ins := &rowInserter{tx: tx, what: "save template state", cols: 5,
 		head: "INSERT INTO cdc_template_state (name, template_id, budget, per_user_limit, end_time) VALUES ",
 		tail: " ON DUPLICATE KEY UPDATE budget = VALUES(budget), per_user_limit = VALUES(per_user_limit), end_time = VALUES(end_time)"}
 	for _, v := range rows {
 		budget := sql.NullInt64{Int64: v.Budget, Valid: v.HasBudget}
 		end := sql.NullTime{Time: v.EndTime.UTC(), Valid: !v.EndTime.IsZero()}
-		if err := ins.add(ctx, s.cfg.Name, v.ID, budget, v.PerUserLimit, end); err != nil {
+		if err := ins.add(ctx, c.s.cfg.Name, v.ID, budget, v.PerUserLimit, end); err != nil {
 			return err
 		}
 	}
@@ -215,8 +255,8 @@ func (s *Sink) writeTemplateState(ctx context.Context, tx *sql.Tx, rows []invent
 // seedTemplates is a bootstrap's part: it rewrites the checkpoint's
 // template rules in tx from the template rows of its snapshot (infos), and
 // gives the counted templates without a row no rules.
-func (s *Sink) seedTemplates(ctx context.Context, tx *sql.Tx, snap inventory.Snapshot, infos map[int64]inventory.TemplateInfo) error {
-	if _, err := tx.ExecContext(ctx, "DELETE FROM cdc_template_state WHERE name = ?", s.cfg.Name); err != nil {
+func (c *templateRules) seedTemplates(ctx context.Context, tx *sql.Tx, snap inventory.Snapshot, infos map[int64]inventory.TemplateInfo) error {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM cdc_template_state WHERE name = ?", c.s.cfg.Name); err != nil {
 		return fmt.Errorf("clear template state: %w", err)
 	}
 	rows := make([]inventory.TemplateInfo, 0, len(infos))
@@ -228,5 +268,5 @@ func (s *Sink) seedTemplates(ctx context.Context, tx *sql.Tx, snap inventory.Sna
 			rows = append(rows, inventory.TemplateInfo{ID: id})
 		}
 	}
-	return s.writeTemplateState(ctx, tx, rows)
+	return c.writeTemplateState(ctx, tx, rows)
 }

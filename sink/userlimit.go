@@ -32,6 +32,31 @@ type claimKey struct {
 
 func (k claimKey) parts() (int64, string) { return k.template, k.user }
 
+// userLimits is the per_user_limit_exceeded check.
+type userLimits struct {
+	noCheck
+	s *Sink
+}
+
+// on says whether per-user limits are judged.
+func (c userLimits) on() bool { return c.s.checksUserLimits() }
+
+func (c userLimits) seed(ctx context.Context, sd *seeding) ([]Anomaly, error) {
+	return c.s.seedUserClaims(ctx, sd.stx, sd.tx, sd.infos)
+}
+
+// resume warns, at a start from a checkpoint, of counts never seeded.
+func (c userLimits) resume(ctx context.Context, bootstrapped bool) error {
+	if bootstrapped {
+		return nil
+	}
+	return c.s.warnUnseededClaims(ctx)
+}
+
+func (c userLimits) write(ctx context.Context, b *batch) ([]Anomaly, error) {
+	return c.s.countClaims(ctx, b.tx, b)
+}
+
 // checksUserLimits says whether per-user limits are judged.
 func (s *Sink) checksUserLimits() bool {
 	m := s.cfg.Mapping
@@ -74,10 +99,7 @@ func claimMoves(t *canal.Transition) (from claimKey, leaves bool, to claimKey, e
 // countClaims counts the batch's coupons into cdc_user_claim, in tx, in
 // binlog order, and returns a per_user_limit_exceeded anomaly per coupon
 // that entered a user's set at or over the limit in force at that point.
-func (s *Sink) countClaims(ctx context.Context, tx *sql.Tx, b *canal.Batch) ([]Anomaly, error) {
-	if !s.checksUserLimits() {
-		return nil, nil
-	}
+func (s *Sink) countClaims(ctx context.Context, tx *sql.Tx, b *batch) ([]Anomaly, error) {
 	keys := map[claimKey]bool{}
 	for i := range b.Transitions {
 		from, leaves, to, enters := claimMoves(&b.Transitions[i])
@@ -153,23 +175,10 @@ func (s *Sink) claimCounts(ctx context.Context, tx *sql.Tx, keys map[claimKey]bo
 	out := make(map[claimKey]int64, len(list))
 	for start := 0; start < len(list); start += 500 {
 		where, args := keysWhere(orderKeyCols, list[start:min(start+500, len(list))])
-		rows, err := tx.QueryContext(ctx, `SELECT template_id, user_id, coupons FROM cdc_user_claim WHERE name = ? AND `+where+` FOR UPDATE`,
-			append([]any{s.cfg.Name}, args...)...)
+		err := addCounts(ctx, tx, "read coupons per user", `SELECT template_id, user_id, coupons FROM cdc_user_claim WHERE name = ? AND `+where+` FOR UPDATE`,
+			append([]any{s.cfg.Name}, args...), func(tpl int64, user string) claimKey { return claimKey{tpl, user} }, out)
 		if err != nil {
-			return nil, fmt.Errorf("read coupons per user: %w", err)
-		}
-		for rows.Next() {
-			var k claimKey
-			var n int64
-			if err := rows.Scan(&k.template, &k.user, &n); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("read coupons per user: %w", err)
-			}
-			out[k] = n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("read coupons per user: %w", err)
+			return nil, err
 		}
 	}
 	return out, nil

@@ -718,8 +718,8 @@ func (k *worker) rawRelease(ctx context.Context) bool {
 		if err != nil {
 			return false, err
 		}
-		if n, _ := ins.RowsAffected(); n == 0 {
-			return false, nil
+		if n, err := ins.RowsAffected(); err != nil || n == 0 {
+			return false, err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE channel_quota SET claimed = claimed - 1 WHERE template_id = ? AND channel = ? AND claimed > 0`, c.tpl.id, c.channel)
 		if err != nil {
