@@ -110,7 +110,7 @@ type RedemptionLogTable struct {
 // TemplateTable maps the campaign table. A legacy mapping without channel
 // quotas, or with a per-user limit or an end time, subscribes it
 // (FollowsTemplates): the cdc reads its rows in a bootstrap's snapshot
-// (inventory.Source.Templates) and follows their budgets, limits and end
+// (inventory.Queries.Templates) and follows their budgets, limits and end
 // times from the binlog (TemplateChange). The reference schema's
 // template table is never subscribed: its quotas live in channel_quota,
 // and couponlink writes cached counts into it, which would feed back.

@@ -15,9 +15,9 @@ import (
 // source's name, its server, and the queries of its mapping (resolved on
 // that server).
 type ServerCoupons struct {
-	Name   string
-	DB     *sql.DB
-	Source *Source
+	Name    string
+	DB      *sql.DB
+	Queries *Queries
 }
 
 // DuplicateAcross is a coupon id held by the tables of more than one
@@ -46,7 +46,7 @@ func DuplicateIDsAcross(ctx context.Context, servers []ServerCoupons, limit int)
 // first.
 func WrittenOffAcross(ctx context.Context, servers []ServerCoupons, limit int) ([]DuplicateAcross, error) {
 	for _, s := range servers {
-		if err := s.Source.redemptionTable(); err != nil {
+		if err := s.Queries.redemptionTable(); err != nil {
 			return nil, err
 		}
 	}
@@ -79,14 +79,14 @@ func acrossServers(ctx context.Context, servers []ServerCoupons, limit int, pick
 func mergeIDs(ctx context.Context, servers []ServerCoupons, txs []*sql.Tx, limit int, pick func(*canal.Mapping) (string, string)) ([]DuplicateAcross, error) {
 	var h cursorHeap
 	for i, s := range servers {
-		table, column := pick(s.Source.m)
-		tables, err := s.Source.m.TablesOf(table)
+		table, column := pick(s.Queries.m)
+		tables, err := s.Queries.m.TablesOf(table)
 		if err != nil {
 			return nil, fmt.Errorf("source %s: %w", s.Name, err)
 		}
 		for _, t := range tables {
 			c := &serverCursor{idCursor: &idCursor{table: quoteTable(t), name: s.Name + ":" + t.String(), after: math.MinInt64,
-				chunk: s.Source.idChunk}, tx: txs[i], server: s.Name, id: quoteIdent(column)}
+				chunk: s.Queries.idChunk}, tx: txs[i], server: s.Name, id: quoteIdent(column)}
 			if ok, err := c.next(ctx); err != nil {
 				return nil, err
 			} else if ok {

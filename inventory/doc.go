@@ -3,7 +3,7 @@
 //
 // It holds the bucket key (Pair), the one count type (Counts) with the
 // quota of a bucket (Quota), the deltas of a decoded batch, the consistent
-// snapshot of the source tables and every query on them (Source), the
+// snapshot of the source tables and every query on them (Queries), the
 // checkpoint and the counters as the cdc left them, the derived and the
 // live view of a template that the API shows, what `couponlink status`
 // prints (summed over a mapping's sources, each source read on its own

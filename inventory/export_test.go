@@ -1,4 +1,4 @@
 package inventory
 
 // SetIDChunk makes DuplicateCouponIDs read n ids at a time.
-func SetIDChunk(s *Source, n int) { s.idChunk = n }
+func SetIDChunk(s *Queries, n int) { s.idChunk = n }

@@ -27,7 +27,7 @@ type LegacyCounts struct {
 // in one consistent snapshot of its own: the legacy application writes
 // them at once, and its counts read outside the truth's snapshot would
 // show its later writes as drift. Nil when the mapping names none of them.
-func (s *Source) LegacyCounts(ctx context.Context, db *sql.DB, ids []int64) (map[int64]LegacyCounts, error) {
+func (s *Queries) LegacyCounts(ctx context.Context, db *sql.DB, ids []int64) (map[int64]LegacyCounts, error) {
 	t := s.m.Template
 	if (t.Issued == "" && t.Used == "" && t.Remaining == "") || len(ids) == 0 {
 		return nil, nil
@@ -47,7 +47,7 @@ func (s *Source) LegacyCounts(ctx context.Context, db *sql.DB, ids []int64) (map
 }
 
 // legacyOwn reads the templates' own counts, budget and remaining stock.
-func (s *Source) legacyOwn(ctx context.Context, tx *sql.Tx, ids []int64) (map[int64]LegacyCounts, error) {
+func (s *Queries) legacyOwn(ctx context.Context, tx *sql.Tx, ids []int64) (map[int64]LegacyCounts, error) {
 	t := s.m.Template
 	query := fmt.Sprintf("SELECT %s, %s, %s, %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(t.ID), optionalColumn(t.Issued), optionalColumn(t.Used),
 		quoteIdent(t.TotalQuota), optionalColumn(t.Remaining), s.table(t.Table), quoteIdent(t.ID), sqltx.Placeholders(len(ids)))
@@ -78,7 +78,7 @@ func nullable(v sql.NullInt64) *int64 {
 
 // legacyReleased sets Taken: the coupons counted minus the releases of
 // inventory_flow (when the mapping has it).
-func (s *Source) legacyReleased(ctx context.Context, tx *sql.Tx, ids []int64, out map[int64]LegacyCounts) error {
+func (s *Queries) legacyReleased(ctx context.Context, tx *sql.Tx, ids []int64, out map[int64]LegacyCounts) error {
 	for id, v := range out {
 		v.Taken = v.Truth[0]
 		out[id] = v
@@ -111,7 +111,7 @@ func (s *Source) legacyReleased(ctx context.Context, tx *sql.Tx, ids []int64, ou
 // that the cdc counts (a mapped status, a template and a user: a NULL or
 // empty user is nobody's), by the user's bytes as the binlog carries them
 // cut to MaxOrderKey, and calls fn for each.
-func (s *Source) UserClaims(ctx context.Context, q Querier, fn func(template int64, user string, coupons int64) error) error {
+func (s *Queries) UserClaims(ctx context.Context, q Querier, fn func(template int64, user string, coupons int64) error) error {
 	uc := s.m.UserCoupon
 	codes := make([]int64, 0, len(s.status))
 	for c := range s.status {
@@ -141,7 +141,7 @@ func (s *Source) UserClaims(ctx context.Context, q Querier, fn func(template int
 }
 
 // legacyTruth counts the coupons of the templates in out, and those USED.
-func (s *Source) legacyTruth(ctx context.Context, tx *sql.Tx, ids []int64, out map[int64]LegacyCounts) error {
+func (s *Queries) legacyTruth(ctx context.Context, tx *sql.Tx, ids []int64, out map[int64]LegacyCounts) error {
 	uc := s.m.UserCoupon
 	usedCodes := map[int64]bool{}
 	for _, c := range s.m.Codes(coupon.Used) {

@@ -16,7 +16,7 @@ import (
 // rows ("" when the mapping names no order column), looked up in every
 // shard of a sharded redemption table: a row may be in another shard than
 // its coupon.
-func (s *Source) Redeemed(ctx context.Context, q Querier, coupons []int64) (map[int64][]string, error) {
+func (s *Queries) Redeemed(ctx context.Context, q Querier, coupons []int64) (map[int64][]string, error) {
 	if err := s.redemptionTable(); err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (s *Source) Redeemed(ctx context.Context, q Querier, coupons []int64) (map[
 // PairsOf returns the (template, channel) of the given coupons that still
 // have a row, in any shard of a sharded coupon table (coupon ids are unique
 // across shards: docs/legacy-schemas.md "Sharded tables").
-func (s *Source) PairsOf(ctx context.Context, q Querier, coupons []int64) (map[int64]Pair, error) {
+func (s *Queries) PairsOf(ctx context.Context, q Querier, coupons []int64) (map[int64]Pair, error) {
 	uc := s.m.UserCoupon
 	out := map[int64]Pair{}
 	err := inChunks(coupons, 1000, func(chunk []int64) error {
@@ -83,7 +83,7 @@ func (s *Source) PairsOf(ctx context.Context, q Querier, coupons []int64) (map[i
 // order as bytes, "" when it is NULL or not mapped — over every shard of a
 // sharded redemption table, and hands each to fn; with duplicatesOnly,
 // only those with more than one row (in one shard or in several).
-func (s *Source) RedemptionKeys(ctx context.Context, q Querier, duplicatesOnly bool, fn func(coupon int64, order string, rows int64) error) error {
+func (s *Queries) RedemptionKeys(ctx context.Context, q Querier, duplicatesOnly bool, fn func(coupon int64, order string, rows int64) error) error {
 	if err := s.redemptionTable(); err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func (s *Source) RedemptionKeys(ctx context.Context, q Querier, duplicatesOnly b
 // redemptionTable refuses a lookup in the redemption table of a mapping
 // whose evidence is not a write-off table: it has none (the callers skip
 // those checks; this says so if one does not).
-func (s *Source) redemptionTable() error {
+func (s *Queries) redemptionTable() error {
 	if ev := s.m.RedemptionEvidence(); ev != canal.EvidenceTable {
 		return fmt.Errorf("the mapping's redemption evidence is %s: there is no redemption table to look in", ev)
 	}
@@ -133,7 +133,7 @@ func orderKeyUser(col string) string {
 // LastUsedCoupon returns the highest id among the USED coupons of
 // template whose user column is user (as the order_table check keys it);
 // 0 when it has none.
-func (s *Source) LastUsedCoupon(ctx context.Context, q Querier, template int64, user string) (int64, error) {
+func (s *Queries) LastUsedCoupon(ctx context.Context, q Querier, template int64, user string) (int64, error) {
 	uc := s.m.UserCoupon
 	codes := s.m.Codes(coupon.Used)
 	var id int64
@@ -159,7 +159,7 @@ func (s *Source) LastUsedCoupon(ctx context.Context, q Querier, template int64, 
 // bytes of its column ("" for NULL) cut to MaxOrderKey, like the cdc's;
 // coupons with a NULL template and orders without one (NULL or 0) are
 // left out, as the cdc leaves them.
-func (s *Source) OrderKeyDifferences(ctx context.Context, q Querier, fn func(template int64, user string, used, orders, lastCoupon int64) error) error {
+func (s *Queries) OrderKeyDifferences(ctx context.Context, q Querier, fn func(template int64, user string, used, orders, lastCoupon int64) error) error {
 	o := s.m.Orders
 	if o == nil || s.m.RedemptionEvidence() != canal.EvidenceOrderTable {
 		return fmt.Errorf("the mapping's redemption evidence is %s: there is no order table", s.m.RedemptionEvidence())

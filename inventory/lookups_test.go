@@ -26,7 +26,7 @@ redemption_evidence: ` + ev + "\n"
 		}
 		m, err := canal.LoadMapping([]byte(y))
 		require.NoError(t, err)
-		src := inventory.NewSource(m)
+		src := inventory.NewQueries(m)
 		_, err = src.Redeemed(ctx, nil, []int64{1})
 		require.ErrorContains(t, err, "redemption evidence is "+ev+": there is no redemption table")
 		err = src.RedemptionKeys(ctx, nil, false, func(int64, string, int64) error { return nil })

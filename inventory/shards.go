@@ -22,7 +22,7 @@ import (
 // one-shard case of both.
 
 // tables quotes every table a mapped table name stands for.
-func (s *Source) tables(name string) ([]string, error) {
+func (s *Queries) tables(name string) ([]string, error) {
 	ts, err := s.m.TablesOf(name)
 	if err != nil {
 		return nil, err
@@ -44,7 +44,7 @@ func quoteTable(t canal.TableName) string {
 
 // each calls fn with every table (quoted) of the mapped table name, in
 // turn; fn adds what each answers to its result.
-func (s *Source) each(name string, fn func(table string) error) error {
+func (s *Queries) each(name string, fn func(table string) error) error {
 	tables, err := s.tables(name)
 	if err != nil {
 		return err
@@ -60,7 +60,7 @@ func (s *Source) each(name string, fn func(table string) error) error {
 // unionAll is inner(table) for every table of the mapped table name,
 // joined by UNION ALL, with args repeated for each: the rows of all the
 // shards, for an outer query to group.
-func (s *Source) unionAll(name string, inner func(table string) string, args []any) (string, []any, error) {
+func (s *Queries) unionAll(name string, inner func(table string) string, args []any) (string, []any, error) {
 	tables, err := s.tables(name)
 	if err != nil {
 		return "", nil, err
@@ -78,7 +78,7 @@ func (s *Source) unionAll(name string, inner func(table string) string, args []a
 // rows matching where (may be ""), grouped by the keys, groups kept by
 // having (e.g. "> 1"; may be ""). Over a set, each shard groups its rows
 // and the groups are summed across the shards before having applies.
-func (s *Source) groupCount(name string, keys []string, where string, args []any, having string) (string, []any, error) {
+func (s *Queries) groupCount(name string, keys []string, where string, args []any, having string) (string, []any, error) {
 	by := make([]string, len(keys))
 	for i := range keys {
 		by[i] = fmt.Sprint(i + 1)
@@ -126,7 +126,7 @@ type DuplicateID struct {
 // id. Each shard is read once in primary-key order, a chunk at a time,
 // and the chunks merged up to the lowest id every shard has reached:
 // memory stays a chunk per shard.
-func (s *Source) DuplicateCouponIDs(ctx context.Context, db *sql.DB, limit int) ([]DuplicateID, error) {
+func (s *Queries) DuplicateCouponIDs(ctx context.Context, db *sql.DB, limit int) ([]DuplicateID, error) {
 	uc := s.m.UserCoupon
 	if !s.m.Sharded(uc.Table) {
 		return nil, nil

@@ -60,7 +60,7 @@ default_channel: legacy
 
 	r, err := m.Resolve(ctx, db)
 	require.NoError(t, err)
-	src := inventory.NewSource(r)
+	src := inventory.NewQueries(r)
 	snap, err := src.Snapshot(ctx, db)
 	require.NoError(t, err)
 	require.Equal(t, inventory.Counts{Held: 23, Used: 20}, *snap.Counts[inventory.Pair{Template: 1, Channel: "legacy"}], "43 coupons in 4 shards")
@@ -94,7 +94,7 @@ default_channel: legacy
 		require.NoError(t, err)
 		require.Len(t, few, 1)
 	}
-	single := inventory.NewSource(canal.DefaultMapping())
+	single := inventory.NewQueries(canal.DefaultMapping())
 	ids, err := single.DuplicateCouponIDs(ctx, db, 10)
 	require.NoError(t, err)
 	require.Empty(t, ids, "one table: nothing to look for")

@@ -36,16 +36,16 @@ func TakeSnapshot(ctx context.Context, db *sql.DB, m *canal.Mapping) (Snapshot, 
 		}
 		m = r
 	}
-	return NewSource(m).Snapshot(ctx, db)
+	return NewQueries(m).Snapshot(ctx, db)
 }
 
 // ReadQuotas reads every channel bucket now (nil when the mapping has none).
 func ReadQuotas(ctx context.Context, db *sql.DB, m *canal.Mapping) (map[Pair]Quota, error) {
-	return NewSource(m).Quotas(ctx, db)
+	return NewQueries(m).Quotas(ctx, db)
 }
 
 // Snapshot counts the source tables in a consistent snapshot (TakeSnapshot).
-func (s *Source) Snapshot(ctx context.Context, db *sql.DB) (Snapshot, error) {
+func (s *Queries) Snapshot(ctx context.Context, db *sql.DB) (Snapshot, error) {
 	var snap Snapshot
 	taken, err := s.WithSnapshotTaken(ctx, db, func(tx *sql.Tx, pos canal.Position) error {
 		var err error
@@ -58,7 +58,7 @@ func (s *Source) Snapshot(ctx context.Context, db *sql.DB) (Snapshot, error) {
 
 // Count reads the counts and the buckets in tx's snapshot, which is the
 // state at pos.
-func (s *Source) Count(ctx context.Context, tx *sql.Tx, pos canal.Position) (Snapshot, error) {
+func (s *Queries) Count(ctx context.Context, tx *sql.Tx, pos canal.Position) (Snapshot, error) {
 	snap := Snapshot{Pos: pos}
 	var err error
 	if snap.Counts, err = s.countCoupons(ctx, tx); err != nil {
@@ -71,7 +71,7 @@ func (s *Source) Count(ctx context.Context, tx *sql.Tx, pos canal.Position) (Sna
 // WithSnapshot runs read in a consistent snapshot of the server and
 // returns the snapshot's binlog position: what read reads is exactly the
 // state at that position (how the position is taken: SetSnapshotMethod).
-func (s *Source) WithSnapshot(ctx context.Context, db *sql.DB, read func(*sql.Tx, canal.Position) error) (canal.Position, error) {
+func (s *Queries) WithSnapshot(ctx context.Context, db *sql.DB, read func(*sql.Tx, canal.Position) error) (canal.Position, error) {
 	taken, err := s.WithSnapshotTaken(ctx, db, read)
 	return taken.Pos, err
 }
@@ -86,7 +86,7 @@ type SnapshotTaken struct {
 // WithSnapshotTaken is WithSnapshot, also saying how the position was
 // taken and how long a lock was held for it, for the caller's log (also
 // observed in couponlink_snapshot_lock_seconds).
-func (s *Source) WithSnapshotTaken(ctx context.Context, db *sql.DB, read func(*sql.Tx, canal.Position) error) (SnapshotTaken, error) {
+func (s *Queries) WithSnapshotTaken(ctx context.Context, db *sql.DB, read func(*sql.Tx, canal.Position) error) (SnapshotTaken, error) {
 	snapMu.RLock()
 	method := snapMethod
 	snapMu.RUnlock()
@@ -117,7 +117,7 @@ var (
 	}, []string{"method"})
 )
 
-// SetSnapshotMethod sets how every Source of the process takes a
+// SetSnapshotMethod sets how every Queries of the process takes a
 // snapshot's position (default canal.SnapshotAuto; "lock" forces the
 // portable path of Oracle MySQL on MariaDB too), and returns the previous
 // setting.

@@ -164,7 +164,7 @@ func ReadSources(ctx context.Context, m *canal.Mapping, open Opener, timeout tim
 }
 
 // ReadSourcesTemplate reads one legacy template on every source of m at
-// once (Source.ReadTemplate, within timeout) and sums it as ReadSources
+// once (Queries.ReadTemplate, within timeout) and sums it as ReadSources
 // does: Templates holds it, Pairs nothing, the sources' Status their
 // checkpoint only. A template no counted source has is coupon.NotFound,
 // with the sources all the same.
@@ -182,7 +182,7 @@ func ReadSourcesTemplate(ctx context.Context, m *canal.Mapping, open Opener, tim
 		if st.Server, err = canal.CurrentPosition(ctx, db); err != nil {
 			return st, err
 		}
-		t, err := NewSource(sm).ReadTemplate(ctx, db, id)
+		t, err := NewQueries(sm).ReadTemplate(ctx, db, id)
 		if _, ok := coupon.AsError(err); ok {
 			return st, nil // not on this source
 		}

@@ -97,7 +97,7 @@ func ReadMappedStatus(ctx context.Context, db *sql.DB, name string, m *canal.Map
 	if legacy && m.HasSets() {
 		st.Shards, st.ShardsError = readShards(ctx, db, m)
 	}
-	src := NewSource(m)
+	src := NewQueries(m)
 	quotas, err := src.Quotas(ctx, db)
 	if err != nil && legacy {
 		return st, err

@@ -32,7 +32,7 @@ func (t TemplateInfo) Ended(at time.Time) bool { return !t.EndTime.IsZero() && a
 
 // Templates reads the template rows of ids (all of them when ids is nil)
 // from the template table, by query. Unknown ids are absent.
-func (s *Source) Templates(ctx context.Context, q Querier, ids []int64) (map[int64]TemplateInfo, error) {
+func (s *Queries) Templates(ctx context.Context, q Querier, ids []int64) (map[int64]TemplateInfo, error) {
 	t := s.m.Template
 	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), optionalColumn(t.Name),
 		optionalColumn(t.Remaining), optionalColumn(t.PerUserLimit), optionalColumn(t.EndTime), s.table(t.Table))
@@ -74,7 +74,7 @@ func (s *Source) Templates(ctx context.Context, q Querier, ids []int64) (map[int
 // template table, by query. Unknown ids, and templates whose budget is
 // NULL (no known budget: nothing to judge over-issue against), are absent
 // from the result.
-func (s *Source) TemplateQuotas(ctx context.Context, q Querier, ids []int64) (map[int64]int64, error) {
+func (s *Queries) TemplateQuotas(ctx context.Context, q Querier, ids []int64) (map[int64]int64, error) {
 	if len(ids) == 0 {
 		return map[int64]int64{}, nil
 	}

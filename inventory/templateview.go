@@ -18,7 +18,7 @@ import (
 // zone), beside counts (the counters per pair) and quotas (the channel
 // buckets; nil without), with the mapping's channel labels. A template
 // with neither a row nor counters is absent; the rest are in ids' order.
-func (s *Source) TemplateViews(ctx context.Context, q Querier, ids []int64, counts map[Pair]*Counts, quotas map[Pair]Quota) ([]view.Template, error) {
+func (s *Queries) TemplateViews(ctx context.Context, q Querier, ids []int64, counts map[Pair]*Counts, quotas map[Pair]Quota) ([]view.Template, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -72,12 +72,12 @@ func (s *Source) TemplateViews(ctx context.Context, q Querier, ids []int64, coun
 
 // ChannelLabel is the label the mapping gives a stored channel value
 // (channel_labels), or "".
-func (s *Source) ChannelLabel(channel string) string { return s.m.ChannelLabels[channel] }
+func (s *Queries) ChannelLabel(channel string) string { return s.m.ChannelLabels[channel] }
 
 // ReadTemplate reads one template of a legacy mapping as
 // `couponlink status -template` shows it (see TemplateViews); a template
 // with neither a row nor counters is coupon.NotFound.
-func (s *Source) ReadTemplate(ctx context.Context, db *sql.DB, id int64) (view.Template, error) {
+func (s *Queries) ReadTemplate(ctx context.Context, db *sql.DB, id int64) (view.Template, error) {
 	all, err := LoadCounters(ctx, db)
 	if err != nil {
 		return view.Template{}, err

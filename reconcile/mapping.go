@@ -16,13 +16,13 @@ func (r *Reconciler) resolve(ctx context.Context) error {
 		return fmt.Errorf("resolve the mapping: %w", err)
 	}
 	r.mu.Lock()
-	r.src, r.resolved = inventory.NewSource(m), m
+	r.src, r.resolved = inventory.NewQueries(m), m
 	r.mu.Unlock()
 	return nil
 }
 
-// source is the queries of the mapping as the latest pass resolved it.
-func (r *Reconciler) source() *inventory.Source {
+// queries is the queries of the mapping as the latest pass resolved it.
+func (r *Reconciler) queries() *inventory.Queries {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.src

@@ -24,7 +24,7 @@ type Reconciler struct {
 	m   *metrics
 
 	mu       sync.Mutex
-	src      *inventory.Source // the queries of resolved
+	src      *inventory.Queries // the queries of resolved
 	resolved *canal.Mapping    // cfg.Mapping resolved on the server by the latest pass
 	// sum makes this the cross-source step of Sources: its pass checks the
 	// sum over the sources' passes (sources.go)
@@ -39,7 +39,7 @@ func New(cfg Config) (*Reconciler, error) {
 	if err := inventory.RegisterSnapshotMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}
-	return &Reconciler{cfg: cfg, db: cfg.DB, src: inventory.NewSource(cfg.Mapping), resolved: cfg.Mapping,
+	return &Reconciler{cfg: cfg, db: cfg.DB, src: inventory.NewQueries(cfg.Mapping), resolved: cfg.Mapping,
 		log: cfg.Logger.With("component", "reconcile"), m: newMetrics(cfg.Registerer)}, nil
 }
 
@@ -177,7 +177,7 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 		return nil, nil, err
 	}
 	t0 := time.Now()
-	snap, err := r.source().Snapshot(ctx, r.db)
+	snap, err := r.queries().Snapshot(ctx, r.db)
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -203,7 +203,7 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 	part := r.cfg.Mapping.Source() != ""
 	var budgets map[int64]int64
 	if !part && (snap.Quotas == nil || r.cfg.RedisMode == inventory.RedisCorrector) {
-		if budgets, err = r.source().TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
+		if budgets, err = r.queries().TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
 			return ms, nil, err
 		}
 	}
@@ -211,14 +211,14 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 		rep.Differences = append(rep.Differences, compareQuotas(snap.Counts, snap.Quotas)...)
 		totals := budgets
 		if totals == nil {
-			if totals, err = r.source().TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
+			if totals, err = r.queries().TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
 				return ms, nil, err
 			}
 		}
 		rep.Differences = append(rep.Differences, compareQuotaTotals(snap.Quotas, totals)...)
 	}
 	if !r.cfg.Mapping.Reference() && !part {
-		own, err := r.source().LegacyCounts(ctx, r.db, templateIDs(snap))
+		own, err := r.queries().LegacyCounts(ctx, r.db, templateIDs(snap))
 		if err != nil {
 			return ms, nil, err
 		}
@@ -229,7 +229,7 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 		rep.Differences = append(rep.Differences, compareLegacy(snap.Counts, judged, own)...)
 	}
 	if !r.cfg.Mapping.Reference() {
-		dups, err := r.source().DuplicateCouponIDs(ctx, r.db, 10)
+		dups, err := r.queries().DuplicateCouponIDs(ctx, r.db, 10)
 		if err != nil {
 			return ms, nil, err
 		}

@@ -109,15 +109,15 @@ func (r *Reconciler) keysNow(ctx context.Context, budgets map[int64]int64) (map[
 			budgets, _ = agreedBudgets(parts)
 		}
 	case r.cfg.RedisMode == inventory.RedisOwner:
-		snap.Quotas, err = r.source().Quotas(ctx, r.db)
+		snap.Quotas, err = r.queries().Quotas(ctx, r.db)
 	default:
-		snap, err = r.source().Snapshot(ctx, r.db)
+		snap, err = r.queries().Snapshot(ctx, r.db)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("second look at the truth: %w", err)
 	}
 	if r.cfg.RedisMode == inventory.RedisCorrector && r.sum == nil {
-		if budgets, err = r.source().TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
+		if budgets, err = r.queries().TemplateQuotas(ctx, r.db, templateIDs(snap)); err != nil {
 			return nil, err
 		}
 	}

@@ -37,7 +37,7 @@ func (s *sumSources) truth(ctx context.Context) (inventory.Snapshot, []partTruth
 	for i, r := range s.parts {
 		p := partTruth{name: r.cfg.Mapping.Source(), r: r}
 		var err error
-		if p.snap, err = r.source().Snapshot(ctx, r.db); err != nil {
+		if p.snap, err = r.queries().Snapshot(ctx, r.db); err != nil {
 			return sum, nil, fmt.Errorf("source %s: snapshot: %w", p.name, err)
 		}
 		for pair, c := range p.snap.Counts {
@@ -54,7 +54,7 @@ func (s *sumSources) truth(ctx context.Context) (inventory.Snapshot, []partTruth
 	ids := templateIDs(sum)
 	for i := range parts {
 		var err error
-		if parts[i].budgets, err = parts[i].r.source().TemplateQuotas(ctx, parts[i].r.db, ids); err != nil {
+		if parts[i].budgets, err = parts[i].r.queries().TemplateQuotas(ctx, parts[i].r.db, ids); err != nil {
 			return sum, nil, fmt.Errorf("source %s: %w", parts[i].name, err)
 		}
 	}
@@ -184,7 +184,7 @@ func (r *Reconciler) sumOwnCounts(ctx context.Context, parts []partTruth, ids []
 	owns := make([]map[int64]inventory.LegacyCounts, len(parts))
 	total := map[int64]inventory.LegacyCounts{} // the parts' truths and taken, summed
 	for i, p := range parts {
-		own, err := p.r.source().LegacyCounts(ctx, p.r.db, ids)
+		own, err := p.r.queries().LegacyCounts(ctx, p.r.db, ids)
 		if err != nil {
 			return nil, fmt.Errorf("source %s: %w", p.name, err)
 		}
@@ -256,7 +256,7 @@ func (r *Reconciler) sumDuplicates(ctx context.Context) ([]Difference, error) {
 func (r *Reconciler) sumServers() []inventory.ServerCoupons {
 	servers := make([]inventory.ServerCoupons, len(r.sum.parts))
 	for i, p := range r.sum.parts {
-		servers[i] = inventory.ServerCoupons{Name: p.cfg.Mapping.Source(), DB: p.db, Source: p.source()}
+		servers[i] = inventory.ServerCoupons{Name: p.cfg.Mapping.Source(), DB: p.db, Queries: p.queries()}
 	}
 	return servers
 }
@@ -283,7 +283,7 @@ func sumWriteOffs(ctx context.Context, servers []inventory.ServerCoupons, m *can
 	}
 	held := map[int64]map[string][]string{} // coupon -> order -> the sources of its rows, one per row
 	for _, s := range servers {
-		found, err := s.Source.Redeemed(ctx, s.DB, coupons)
+		found, err := s.Queries.Redeemed(ctx, s.DB, coupons)
 		if err != nil {
 			return nil, fmt.Errorf("source %s: %w", s.Name, err)
 		}

@@ -30,7 +30,7 @@ const peerTimeout = 5 * time.Second
 type peer struct {
 	Peer
 	mu  sync.Mutex
-	src *inventory.Source
+	src *inventory.Queries
 }
 
 func newPeers(ps []Peer) []*peer {
@@ -43,7 +43,7 @@ func newPeers(ps []Peer) []*peer {
 
 // source is the peer's queries, its mapping resolved on its server once
 // (shard tables created later are seen after a restart, as on this one).
-func (p *peer) source(ctx context.Context) (*inventory.Source, error) {
+func (p *peer) source(ctx context.Context) (*inventory.Queries, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.src == nil {
@@ -51,7 +51,7 @@ func (p *peer) source(ctx context.Context) (*inventory.Source, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.src = inventory.NewSource(m)
+		p.src = inventory.NewQueries(m)
 	}
 	return p.src, nil
 }
@@ -59,7 +59,7 @@ func (p *peer) source(ctx context.Context) (*inventory.Source, error) {
 // onPeers runs ask on every peer, each bounded by peerTimeout. A peer
 // that fails is logged and counted, and makes complete false: what it
 // holds is unknown, not absent.
-func (s *Sink) onPeers(ctx context.Context, what string, ask func(ctx context.Context, src *inventory.Source, db *sql.DB) error) (complete bool) {
+func (s *Sink) onPeers(ctx context.Context, what string, ask func(ctx context.Context, src *inventory.Queries, db *sql.DB) error) (complete bool) {
 	complete = true
 	for _, p := range s.peers {
 		pctx, cancel := context.WithTimeout(ctx, peerTimeout)
@@ -84,7 +84,7 @@ func (s *Sink) redeemed(ctx context.Context, coupons []int64) (found map[int64][
 	if found, err = s.src.Redeemed(ctx, s.db, coupons); err != nil {
 		return nil, false, err
 	}
-	complete = s.onPeers(ctx, "redemption rows", func(ctx context.Context, src *inventory.Source, db *sql.DB) error {
+	complete = s.onPeers(ctx, "redemption rows", func(ctx context.Context, src *inventory.Queries, db *sql.DB) error {
 		more, err := src.Redeemed(ctx, db, coupons)
 		for c, orders := range more {
 			found[c] = append(found[c], orders...)
@@ -108,7 +108,7 @@ func (s *Sink) pairsOf(ctx context.Context, q inventory.Querier, coupons []int64
 		}
 	}
 	if len(missing) > 0 {
-		s.onPeers(ctx, "coupon rows", func(ctx context.Context, src *inventory.Source, db *sql.DB) error {
+		s.onPeers(ctx, "coupon rows", func(ctx context.Context, src *inventory.Queries, db *sql.DB) error {
 			more, err := src.PairsOf(ctx, db, missing)
 			for c, p := range more {
 				found[c] = p

@@ -26,7 +26,7 @@ import (
 type Sink struct {
 	cfg   Config
 	db    *sql.DB
-	src   *inventory.Source
+	src   *inventory.Queries
 	log   *slog.Logger
 	m     *metrics
 	epoch int64
@@ -58,7 +58,7 @@ func New(cfg Config) (*Sink, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	s := &Sink{cfg: cfg, db: cfg.DB, src: inventory.NewSource(cfg.Mapping), log: cfg.Logger.With("component", "cdc"), m: newMetrics(cfg.Registerer),
+	s := &Sink{cfg: cfg, db: cfg.DB, src: inventory.NewQueries(cfg.Mapping), log: cfg.Logger.With("component", "cdc"), m: newMetrics(cfg.Registerer),
 		active: map[int64]time.Time{}, peers: newPeers(cfg.Peers)}
 	s.pipe = s.newPipeline()
 	if cfg.Redis != nil && cfg.RedisMode == inventory.RedisOwner {
@@ -171,7 +171,7 @@ func (s *Sink) startFromCheckpoint(ctx context.Context, cp inventory.Checkpoint)
 
 // useMapping makes m, the mapping resolved at this start, the one of the
 // sink's queries and of the tailer (the next start resolves again).
-func (s *Sink) useMapping(m *canal.Mapping) { s.cfg.Mapping, s.src = m, inventory.NewSource(m) }
+func (s *Sink) useMapping(m *canal.Mapping) { s.cfg.Mapping, s.src = m, inventory.NewQueries(m) }
 
 // Position is the checkpoint the sink has committed.
 func (s *Sink) Position() canal.Position { return s.pos }

@@ -58,7 +58,7 @@ func printLegacyTemplates(stdout io.Writer, ts []view.Template, sources []string
 // printLegacyTemplate prints one legacy template, as a table or as the
 // JSON of view.Template.
 func printLegacyTemplate(ctx context.Context, db *sql.DB, m *canal.Mapping, id int64, asJSON bool, stdout io.Writer) error {
-	t, err := inventory.NewSource(m).ReadTemplate(ctx, db, id)
+	t, err := inventory.NewQueries(m).ReadTemplate(ctx, db, id)
 	if err != nil {
 		return err
 	}

@@ -11,22 +11,22 @@ import (
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
-// Source runs couponlink's queries on the source tables a mapping names
+// Queries runs couponlink's queries on the source tables a mapping names
 // (the reference schema's user_coupon, redemption_log, channel_quota,
 // inventory_flow and coupon_template, or a legacy schema's): the counts of
 // a snapshot, the channel buckets, the template quotas, a legacy
 // template's own counts and the lookups of the cdc's anomaly checks. Every
 // such query is here, quoted by one function. It never writes them.
-type Source struct {
+type Queries struct {
 	m       *canal.Mapping
 	status  map[int64]coupon.Status // stored code -> state
 	idChunk int                     // ids a read of DuplicateCouponIDs
 }
 
-// NewSource returns the queries of mapping m (canal.DefaultMapping() for
+// NewQueries returns the queries of mapping m (canal.DefaultMapping() for
 // the reference schema).
-func NewSource(m *canal.Mapping) *Source {
-	s := &Source{m: m, status: map[int64]coupon.Status{}, idChunk: 10000}
+func NewQueries(m *canal.Mapping) *Queries {
+	s := &Queries{m: m, status: map[int64]coupon.Status{}, idChunk: 10000}
 	for _, st := range coupon.Statuses {
 		for _, code := range m.Codes(st) {
 			s.status[code] = st
@@ -43,7 +43,7 @@ func quoteIdent(ident string) string { return "`" + strings.ReplaceAll(ident, "`
 
 // table quotes a mapped table name, with its schema when one is known:
 // `legacydb`.`t_user_coupon`.
-func (s *Source) table(name string) string {
+func (s *Queries) table(name string) string {
 	sch, tbl := s.m.SchemaTable(name)
 	if sch == "" {
 		return quoteIdent(tbl)
@@ -52,7 +52,7 @@ func (s *Source) table(name string) string {
 }
 
 // named is a mapped table's name for messages: schema.table.
-func (s *Source) named(name string) string {
+func (s *Queries) named(name string) string {
 	sch, tbl := s.m.SchemaTable(name)
 	if sch == "" {
 		return tbl
@@ -71,14 +71,14 @@ func optionalColumn(c string) string {
 
 // channelColumn is the coupon table's channel column, or NULL (the
 // mapping's default channel) when it has none.
-func (s *Source) channelColumn() string { return optionalColumn(s.m.UserCoupon.Channel) }
+func (s *Queries) channelColumn() string { return optionalColumn(s.m.UserCoupon.Channel) }
 
 // countCoupons counts user coupons per pair and state, in tx's snapshot,
 // summed over the shards of a sharded coupon table. It groups by the raw
 // columns, so that MySQL walks the (template, channel, status) index in
 // order with no temporary table; a NULL or missing channel becomes the
 // mapping's default channel here.
-func (s *Source) countCoupons(ctx context.Context, tx *sql.Tx) (map[Pair]*Counts, error) {
+func (s *Queries) countCoupons(ctx context.Context, tx *sql.Tx) (map[Pair]*Counts, error) {
 	uc := s.m.UserCoupon
 	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), s.channelColumn(), quoteIdent(uc.Status)}, "", nil, "")
 	if err != nil {
@@ -138,7 +138,7 @@ func at(m map[Pair]*Counts, p Pair) *Counts {
 
 // Quotas reads every channel bucket, or those of the given templates (nil
 // when the mapping has none).
-func (s *Source) Quotas(ctx context.Context, q Querier, templates ...int64) (map[Pair]Quota, error) {
+func (s *Queries) Quotas(ctx context.Context, q Querier, templates ...int64) (map[Pair]Quota, error) {
 	cq := s.m.ChannelQuota
 	if cq == nil {
 		return nil, nil

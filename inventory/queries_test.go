@@ -43,7 +43,7 @@ func TestSourceOnALegacySchema(t *testing.T) {
 	m, err := canal.LoadMapping(fmt.Appendf(nil, legacyYAML, dbName))
 	require.NoError(t, err)
 	require.NoError(t, m.Check(ctx, db))
-	src := inventory.NewSource(m)
+	src := inventory.NewQueries(m)
 
 	quotas, err := src.TemplateQuotas(ctx, db, []int64{1, 2})
 	require.NoError(t, err)
