@@ -89,7 +89,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "couponlink_cdc_leader_terms_total", Help: "Times this cdc took the lead (the checkpoint's epoch): its first start, a takeover from another cdc, a restart of the tail after a failure.",
 		}),
 		bootstraps: f.NewCounter(prometheus.CounterOpts{
-			Name: "couponlink_cdc_bootstraps_total", Help: "Counter rebuilds from a consistent snapshot.",
+			Name: "couponlink_cdc_bootstraps_total", Help: "Rebuilds of the counters from a consistent snapshot (the first start, or -rebuild).",
 		}),
 		releases: f.NewCounter(prometheus.CounterOpts{
 			Name: "couponlink_cdc_releases_total", Help: "Slots given back to their channel buckets (void, refund-recycle, expiry under the release policy).",
@@ -121,13 +121,13 @@ func newMetrics(r prometheus.Registerer) *metrics {
 
 func newInventoryCollector(s *Sink) inventoryCollector {
 	return inventoryCollector{s: s, desc: prometheus.NewDesc("couponlink_inventory",
-		"Derived inventory per template and channel at the checkpoint, by state (quota, claimable, held, used, expired, returned, released, frozen); only the most recently active templates.",
+		"Derived inventory per template and channel at the checkpoint, by state (quota, claimable, held, used, expired, returned, released, frozen); only the most recently active templates (200 by default).",
 		[]string{"template", "channel", "state"}, nil),
 		rate: prometheus.NewDesc("couponlink_redemption_rate",
-			"Redemption rate per template and channel at the checkpoint: used / (claimed - released); only the most recently active templates.",
+			"Redemption rate per template and channel at the checkpoint: used / (claimed - released); only the most recently active templates (200 by default).",
 			[]string{"template", "channel"}, nil),
 		over: prometheus.NewDesc("couponlink_over_issued",
-			"Channel buckets (templates, without channel quotas) holding more coupons (held+used+frozen) than their quota at the checkpoint, over every template.",
+			"How many channel buckets hold more coupons (held+used+frozen) than their quota at the checkpoint, over every template (a legacy template without channel buckets counts as one bucket, against its budget); also the over-issues a bootstrap found.",
 			nil, nil)}
 }
 
