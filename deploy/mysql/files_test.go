@@ -55,10 +55,11 @@ func TestDeployYAMLParses(t *testing.T) {
 }
 
 // Every COUPONLINK_* variable the deploy files set is one couponlink reads
-// (named in cmd/couponlink), so a renamed flag cannot leave them stale.
+// (named in cmd/couponlink or in the shared flag groups of
+// internal/settings), so a renamed flag cannot leave them stale.
 func TestDeployEnvVarsExist(t *testing.T) {
 	var src strings.Builder
-	for _, f := range deployFiles(t, "../../cmd/couponlink/*.go") {
+	for _, f := range deployFiles(t, "../../cmd/couponlink/*.go", "../../internal/settings/*.go") {
 		raw, err := os.ReadFile(f)
 		require.NoError(t, err)
 		src.Write(raw)

@@ -85,16 +85,20 @@ type Metrics struct {
 	Use    string // the help of -metrics-addr
 }
 
-// metricsPorts are the daemons' default ports of -metrics-addr.
-var metricsPorts = map[string]string{"cdc": "9464", "reconcile": "9465"}
+// metricsAddrs are the daemons' variables and default addresses of
+// -metrics-addr.
+var metricsAddrs = map[string]struct{ env, addr string }{
+	"cdc":       {"COUPONLINK_CDC_METRICS_ADDR", "127.0.0.1:9464"},
+	"reconcile": {"COUPONLINK_RECONCILE_METRICS_ADDR", "127.0.0.1:9465"},
+}
 
 // Register adds -metrics-addr to f.
 func (m *Metrics) Register(f *Flags) {
-	port, ok := metricsPorts[m.Daemon]
+	d, ok := metricsAddrs[m.Daemon]
 	if !ok {
-		panic("settings: no metrics port for daemon " + m.Daemon)
+		panic("settings: no metrics address for daemon " + m.Daemon)
 	}
-	m.Addr = f.EnvString("metrics-addr", "COUPONLINK_"+strings.ToUpper(m.Daemon)+"_METRICS_ADDR", "127.0.0.1:"+port, m.Use)
+	m.Addr = f.EnvString("metrics-addr", d.env, d.addr, m.Use)
 }
 
 // Logging is -log-level [COUPONLINK_LOG_LEVEL]; a level slog does not know
