@@ -6,8 +6,10 @@ TESTFLAGS ?= -race -count=1 -timeout 15m
 
 .PHONY: build run test test-console console-e2e-deps test-portable test-unit servers-up servers-down bench bench-smoke chaos chaos-smoke vet vuln lint clean
 
+# -buildvcs=auto: the git revision in `couponlink version` (a machine's
+# GOFLAGS may turn it off), left out when there is no git checkout.
 build:
-	$(GO) build -o $(BIN) ./cmd/couponlink
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/couponlink
 
 # Start the private MariaDB + Redis, migrate, run the cdc (background) and the API (foreground).
 run: build
