@@ -53,15 +53,15 @@ couponlink_cdc_events_total{kind="insert",table="user_coupon"} 4
 couponlink_cdc_events_total{kind="update",table="user_coupon"} 1
 couponlink_cdc_events_total{kind="insert",table="redemption_log"} 1
 couponlink_cdc_events_total{kind="update",table="channel_quota"} 4
-# HELP couponlink_inventory Derived inventory per template and channel at the checkpoint, by state (quota, claimable, held, used, expired, returned, released, frozen); only the most recently active templates.
+# HELP couponlink_inventory Derived inventory per template and channel at the checkpoint, by state (quota, claimable, held, used, expired, returned, released, frozen); only the most recently active templates (200 by default).
 # TYPE couponlink_inventory gauge
 ` + inventory("app", "quota", 10, "claimable", 8, "held", 1, "used", 1, "expired", 0, "returned", 0, "released", 0, "frozen", 0) +
 		inventory("web", "quota", 5, "claimable", 4, "held", 1, "used", 0, "expired", 0, "returned", 0, "released", 0, "frozen", 0) + `
-# HELP couponlink_redemption_rate Redemption rate per template and channel at the checkpoint: used / (claimed - released); only the most recently active templates.
+# HELP couponlink_redemption_rate Redemption rate per template and channel at the checkpoint: used / (claimed - released); only the most recently active templates (200 by default).
 # TYPE couponlink_redemption_rate gauge
 couponlink_redemption_rate{channel="app",template="` + fmt.Sprint(tpl) + `"} 0.5
 couponlink_redemption_rate{channel="web",template="` + fmt.Sprint(tpl) + `"} 0
-# HELP couponlink_over_issued Channel buckets (templates, without channel quotas) holding more coupons (held+used+frozen) than their quota at the checkpoint, over every template.
+# HELP couponlink_over_issued How many channel buckets hold more coupons (held+used+frozen) than their quota at the checkpoint, over every template (a legacy template without channel buckets counts as one bucket, against its budget); also the over-issues a bootstrap found.
 # TYPE couponlink_over_issued gauge
 couponlink_over_issued 0
 # HELP couponlink_anomalies_total Anomalies seen in the binlog, by kind.
