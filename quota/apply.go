@@ -261,7 +261,9 @@ func moveQuota(ctx context.Context, tx *sql.Tx, tpl int64, moves []Move) error {
 		if err != nil {
 			return fmt.Errorf("take %d from %s: %w", m.Amount, m.From, err)
 		}
-		if n, _ := res.RowsAffected(); n != 1 {
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("take %d from %s: %w", m.Amount, m.From, err)
+		} else if n != 1 {
 			return fmt.Errorf("take %d from %s: it would leave claimed above quota; nothing moved", m.Amount, m.From)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE channel_quota SET quota = quota + ?, version = version + 1

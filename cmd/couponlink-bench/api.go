@@ -368,7 +368,9 @@ func rawClaim(ctx context.Context, db *sql.DB, tpl int64, user, ch string) error
 	if err != nil {
 		return err
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n != 1 {
 		return fmt.Errorf("bucket %d/%s: no slot", tpl, ch)
 	}
 	return tx.Commit()

@@ -120,7 +120,9 @@ func execRows(ctx context.Context, db *sql.DB, want int64, q string, args ...any
 	if err != nil {
 		return err
 	}
-	if n, _ := res.RowsAffected(); n != want {
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n != want {
 		return fmt.Errorf("%d rows changed, want %d (ids not consecutive? check innodb_autoinc_lock_mode)", n, want)
 	}
 	return nil
