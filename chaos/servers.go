@@ -54,8 +54,13 @@ func newMariaDB(ctx context.Context, dir string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	data := filepath.Join(dir, "data")
-	install := exec.CommandContext(ctx, "mariadb-install-db", "--no-defaults", "--datadir="+data,
+	data, tmp := filepath.Join(dir, "data"), filepath.Join(dir, "tmp")
+	// a tmpdir of its own: servers installed at once in the shared /tmp
+	// have failed on each other's temporary tables
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return nil, err
+	}
+	install := exec.CommandContext(ctx, "mariadb-install-db", "--no-defaults", "--datadir="+data, "--tmpdir="+tmp,
 		"--user="+userName(), "--auth-root-authentication-method=normal", "--skip-test-db")
 	if out, err := install.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mariadb-install-db: %w\n%s", err, out)
@@ -66,7 +71,7 @@ func newMariaDB(ctx context.Context, dir string) (*server, error) {
 	}
 	s := &server{name: "mariadb", dir: dir, port: port}
 	s.argv = func() []string {
-		return []string{bin, "--no-defaults", "--datadir=" + data, "--user=" + userName(),
+		return []string{bin, "--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp, "--user=" + userName(),
 			"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(port), "--socket=" + filepath.Join(dir, "mysqld.sock"),
 			"--pid-file=" + filepath.Join(dir, "mysqld.pid"), "--log-error=" + filepath.Join(dir, "mysqld.err"),
 			"--server-id=1", "--log-bin=" + filepath.Join(data, "mysql-bin"), "--binlog-format=ROW",

@@ -69,11 +69,13 @@ up_mysql() {
   mkdir -p "$BASE"
   if [ ! -d "$BASE/data/mysql" ]; then
     log "initialising MariaDB datadir $BASE/data"
-    mariadb-install-db --no-defaults --datadir="$BASE/data" --user="$(id -un)" \
+    mkdir -p "$BASE/tmp" # its own: installs at once in the shared /tmp have failed on each other's files
+    mariadb-install-db --no-defaults --datadir="$BASE/data" --tmpdir="$BASE/tmp" --user="$(id -un)" \
       --auth-root-authentication-method=normal --skip-test-db >"$BASE/install.log" 2>&1 \
       || { cat "$BASE/install.log" >&2; exit 1; }
   fi
-  "$(mariadbd_bin)" --no-defaults --user="$(id -un)" --datadir="$BASE/data" \
+  mkdir -p "$BASE/tmp"
+  "$(mariadbd_bin)" --no-defaults --user="$(id -un)" --datadir="$BASE/data" --tmpdir="$BASE/tmp" \
     --bind-address=127.0.0.1 --port="$MPORT" --socket="$BASE/mysqld.sock" \
     --pid-file="$BASE/mysqld.pid" --log-error="$BASE/mysqld.err" \
     --server-id=1 --log-bin="$BASE/data/mysql-bin" --binlog-format=ROW \

@@ -43,8 +43,13 @@ func OwnMariaDB(t testing.TB) *MariaDB {
 func OwnMariaDBWithID(t testing.TB, id int) *MariaDB {
 	t.Helper()
 	dir := t.TempDir()
+	// a tmpdir of its own: servers installed at once in the shared /tmp
+	// have failed on each other's temporary tables
+	if err := os.Mkdir(filepath.Join(dir, "tmp"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	install := exec.Command("mariadb-install-db", "--no-defaults", "--datadir="+filepath.Join(dir, "data"),
-		"--user="+userName(t), "--auth-root-authentication-method=normal", "--skip-test-db")
+		"--tmpdir="+filepath.Join(dir, "tmp"), "--user="+userName(t), "--auth-root-authentication-method=normal", "--skip-test-db")
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
 	}
@@ -69,7 +74,7 @@ func (m *MariaDB) Start() {
 		bin = p
 	}
 	data := filepath.Join(m.dir, "data")
-	cmd := exec.Command(bin, "--no-defaults", "--datadir="+data,
+	cmd := exec.Command(bin, "--no-defaults", "--datadir="+data, "--tmpdir="+filepath.Join(m.dir, "tmp"),
 		"--bind-address=127.0.0.1", "--port="+m.port, "--socket="+filepath.Join(m.dir, "mysqld.sock"),
 		"--pid-file="+filepath.Join(m.dir, "mysqld.pid"), "--log-error="+filepath.Join(m.dir, "mysqld.err"),
 		"--server-id="+strconv.Itoa(m.id), "--log-bin="+filepath.Join(data, "mysql-bin"), "--binlog-format=ROW",
