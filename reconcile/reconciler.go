@@ -25,7 +25,7 @@ type Reconciler struct {
 
 	mu       sync.Mutex
 	src      *inventory.Queries // the queries of resolved
-	resolved *canal.Mapping    // cfg.Mapping resolved on the server by the latest pass
+	resolved *canal.Mapping     // cfg.Mapping resolved on the server by the latest pass
 	// sum makes this the cross-source step of Sources: its pass checks the
 	// sum over the sources' passes (sources.go)
 	sum *sumSources
