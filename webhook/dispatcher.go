@@ -57,6 +57,10 @@ type Config struct {
 	// rows) under sink="webhook", beside the stream sinks.
 	SinkMetrics *SinkMetrics
 	Now         func() time.Time // clock for backoff and due times; default time.Now
+	// Epoch, when set, ties the rounds' leases to the cdc's leadership: it
+	// returns the leader epoch this process leads under, 0 while it is a
+	// standby (which never delivers); see epoch.go. Nil: plain leases.
+	Epoch func() int64
 }
 
 // withDefaults fills the zero fields and checks the rest.
@@ -206,7 +210,14 @@ type outboxRow struct {
 }
 
 func (d *Dispatcher) deliver(ctx context.Context) (delivered, claimed int, err error) {
-	rows, l, err := d.claim(ctx)
+	epoch, leads := leading(d.cfg.Epoch)
+	if !leads {
+		return 0, 0, nil // a standby never delivers
+	}
+	if err := d.takeOver(ctx, epoch); err != nil {
+		return 0, 0, err
+	}
+	rows, l, err := d.claim(ctx, epoch)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -230,7 +241,7 @@ func (d *Dispatcher) deliver(ctx context.Context) (delivered, claimed int, err e
 			unsent = append(unsent, r.id) // not the receiver's fault: tried again
 			continue
 		}
-		ok, err := d.record(rctx, r, sendErrs[i], l.current())
+		ok, err := d.record(rctx, r, sendErrs[i], l)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -274,12 +285,13 @@ func (d *Dispatcher) send(ctx context.Context, r outboxRow) error {
 // record writes the result of one round on its row and counts it. It says
 // whether the row is now delivered. A row no longer pending (dropped by
 // overflow meanwhile) is left alone and not counted; so is a failure on a
-// row whose lease (token) another dispatcher holds now.
-func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, token time.Time) (bool, error) {
-	now := d.now()
+// row whose lease (token) another dispatcher holds now, and any result on
+// a row a leader of a higher epoch took over (epoch.go).
+func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, l *lease) (bool, error) {
+	now, token := d.now(), l.current()
 	if sendErr == nil {
-		n, err := d.update(ctx, `UPDATE webhook_outbox SET status = ?, finished_at = ? WHERE id = ? AND status = ?`,
-			statusDelivered, now, r.id, statusPending)
+		n, err := d.update(ctx, `UPDATE webhook_outbox SET status = ?, finished_at = ?, lease_epoch = 0
+			WHERE id = ? AND status = ? AND lease_epoch = ?`, statusDelivered, now, r.id, statusPending, l.epoch)
 		if err != nil || n == 0 {
 			return false, err
 		}
@@ -294,8 +306,8 @@ func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, tok
 	attempts := r.attempts + 1
 	lastErr := truncate(sendErr.Error(), maxLastError)
 	if attempts >= d.cfg.MaxAttempts {
-		n, err := d.update(ctx, `UPDATE webhook_outbox SET status = ?, attempts = ?, last_error = ?, finished_at = ?
-			WHERE id = ? AND status = ? AND next_attempt_at = ?`, statusDropped, attempts, lastErr, now, r.id, statusPending, token)
+		n, err := d.update(ctx, `UPDATE webhook_outbox SET status = ?, attempts = ?, last_error = ?, finished_at = ?, lease_epoch = 0
+			WHERE id = ? AND status = ? AND next_attempt_at = ? AND lease_epoch = ?`, statusDropped, attempts, lastErr, now, r.id, statusPending, token, l.epoch)
 		if err != nil || n == 0 {
 			return false, err
 		}
@@ -306,8 +318,8 @@ func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, tok
 		return false, nil
 	}
 	next := now.Add(d.backoff(attempts))
-	n, err := d.update(ctx, `UPDATE webhook_outbox SET attempts = ?, next_attempt_at = ?, last_error = ?
-		WHERE id = ? AND status = ? AND next_attempt_at = ?`, attempts, next, lastErr, r.id, statusPending, token)
+	n, err := d.update(ctx, `UPDATE webhook_outbox SET attempts = ?, next_attempt_at = ?, last_error = ?, lease_epoch = 0
+		WHERE id = ? AND status = ? AND next_attempt_at = ? AND lease_epoch = ?`, attempts, next, lastErr, r.id, statusPending, token, l.epoch)
 	if err != nil || n == 0 {
 		return false, err
 	}

@@ -50,8 +50,12 @@ type RelayConfig struct {
 	PruneOutbox bool
 	Retention   time.Duration // default 168h
 	Metrics     *SinkMetrics  // default: none
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// Epoch, when set, ties the sink's lease to the cdc's leadership: it
+	// returns the leader epoch this process leads under, 0 while it is a
+	// standby (which never delivers); see epoch.go. Nil: plain leases.
+	Epoch  func() int64
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 func (c RelayConfig) withDefaults() (RelayConfig, error) {
@@ -197,7 +201,7 @@ func ready(rows []Message, settled []bool, pos position) []Message {
 // sets the backoff, or drops the refused event that has used up its
 // attempts.
 func (r *Relay) record(ctx context.Context, pos position, sent []Message, n int, sendErr error) error {
-	next := update{lastID: pos.lastID, attempts: pos.attempts, delivered: n, nextAttempt: r.now()}
+	next := update{lastID: pos.lastID, attempts: pos.attempts, delivered: n, nextAttempt: r.now(), epoch: pos.epoch}
 	if n > 0 {
 		next.lastID, next.attempts = sent[n-1].OutboxID, 0
 	}

@@ -1,0 +1,88 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// epochOf is a leader epoch a test sets (0: a standby).
+func epochOf(e int64) *atomic.Int64 {
+	var v atomic.Int64
+	v.Store(e)
+	return &v
+}
+
+// A relay's lease follows leadership: a standby sends nothing, a relay of
+// a higher epoch takes the sink at once (the lease has not run out), and
+// the former holder's position write is refused.
+func TestRelayLeaseFollowsTheLeaderEpoch(t *testing.T) {
+	old, standby, next := &fakeSink{name: "led"}, &fakeSink{name: "led"}, &fakeSink{name: "led"}
+	db := openDB(t)
+	e1, e0, e2 := epochOf(1), epochOf(0), epochOf(2)
+	r1, _ := newTestRelay(t, db, old, func(c *RelayConfig) { c.Epoch = e1.Load })
+	r0, _ := newTestRelay(t, db, standby, func(c *RelayConfig) { c.Epoch = e0.Load })
+	r2, _ := newTestRelay(t, db, next, func(c *RelayConfig) { c.Epoch = e2.Load })
+	ctx := context.Background()
+	a, b := someEvents(2), someEvents(3)
+	enqueueCommitted(t, db, a...)
+	_, err := r0.Round(ctx)
+	require.NoError(t, err)
+	require.Empty(t, standby.ids(), "a standby delivered")
+	_, err = r1.Round(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ids(a), old.ids())
+
+	// the old leader is mid-round (its lease read) when the new one leads
+	pos, held, err := r1.acquire(ctx, r1.now())
+	require.NoError(t, err)
+	require.True(t, held)
+	enqueueCommitted(t, db, b...)
+	_, err = r2.Round(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ids(b), next.ids(), "the leader of a higher epoch did not take the sink at once")
+	require.NoError(t, r1.save(ctx, pos.lastID, update{lastID: pos.lastID + 1, epoch: pos.epoch}))
+	var last int64
+	require.NoError(t, db.QueryRow(`SELECT last_id FROM event_sink_position WHERE sink = 'led'`).Scan(&last))
+	require.Equal(t, pos.lastID+int64(len(b))*pos.step, last, "the former holder's late write was not refused")
+	_, held, err = r1.acquire(ctx, r1.now())
+	require.NoError(t, err)
+	require.False(t, held, "a deposed leader took the lease back")
+}
+
+// A dispatcher's round leases follow leadership: the rows a former
+// leader's round claimed (it died mid-round) go out at once under a higher
+// epoch, and the former round's records are refused.
+func TestDispatcherLeaseFollowsTheLeaderEpoch(t *testing.T) {
+	db := openDB(t)
+	rc := newReceiver(t, always(http.StatusOK))
+	e1, e0, e2 := epochOf(1), epochOf(0), epochOf(2)
+	d1 := newTestDispatcher(t, db, rc.srv.URL, nil, func(c *Config) { c.Epoch = e1.Load })
+	d0 := newTestDispatcher(t, db, rc.srv.URL, nil, func(c *Config) { c.Epoch = e0.Load })
+	d2 := newTestDispatcher(t, db, rc.srv.URL, nil, func(c *Config) { c.Epoch = e2.Load })
+	ctx := context.Background()
+	events := someEvents(3)
+	enqueueCommitted(t, db, events...)
+	n, err := d0.Deliver(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "a standby delivered")
+	rows, l, err := d1.claim(ctx, 1) // the old leader's round, never finished
+	require.NoError(t, err)
+	require.Len(t, rows, len(events))
+	n, err = d2.Deliver(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(events), n, "the leader of a higher epoch waited for the old round's lease")
+	require.ErrorIs(t, l.renew(ctx), errLeaseLost, "the former round renewed rows a higher epoch took")
+	ok, err := d1.record(ctx, rows[0], errors.New("connection refused"), l)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Equal(t, map[string]int{statusDelivered: len(events)}, statusCounts(t, db))
+	var attempts int
+	require.NoError(t, db.QueryRow(`SELECT attempts FROM webhook_outbox WHERE id = ?`, rows[0].id).Scan(&attempts))
+	require.Zero(t, attempts, "the former round's late record was not refused")
+	require.Len(t, rc.requests(), len(events))
+}
