@@ -137,6 +137,7 @@ type Dispatcher struct {
 	log  *slog.Logger
 	sink Sink // the receiver (HTTP)
 	m    *metrics
+	warn failWarn // bounds the failure warnings
 }
 
 // New returns a Dispatcher for cfg. It refuses a missing database, URL or
@@ -297,6 +298,7 @@ func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, l *
 		}
 		d.m.deliveries.WithLabelValues(r.event, resultDelivered).Inc()
 		d.cfg.SinkMetrics.count(d.sink.Name(), resultDelivered, 1)
+		d.warn.ok()
 		if r.attempts > 0 {
 			d.log.Info("webhook delivered after failed rounds", "event_id", r.eventID, "event", r.event,
 				"failed_rounds", r.attempts)
@@ -325,8 +327,11 @@ func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, l *
 	}
 	d.m.deliveries.WithLabelValues(r.event, resultFailed).Inc()
 	d.cfg.SinkMetrics.count(d.sink.Name(), resultFailed, 1)
-	d.log.Warn("webhook delivery failed; will retry", "event_id", r.eventID, "event", r.event,
-		"attempt", attempts, "max_attempts", d.cfg.MaxAttempts, "next_try", next, "err", lastErr)
+	if warn, skipped := d.warn.failed(time.Now()); warn {
+		d.log.Warn("webhook delivery failed; will retry", "event_id", r.eventID, "event", r.event,
+			"attempt", attempts, "max_attempts", d.cfg.MaxAttempts, "next_try", next, "err", lastErr,
+			"failures_not_logged", skipped)
+	}
 	return false, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -85,4 +86,28 @@ func TestDispatcherLeaseFollowsTheLeaderEpoch(t *testing.T) {
 	require.NoError(t, db.QueryRow(`SELECT attempts FROM webhook_outbox WHERE id = ?`, rows[0].id).Scan(&attempts))
 	require.Zero(t, attempts, "the former round's late record was not refused")
 	require.Len(t, rc.requests(), len(events))
+}
+
+// Under a leader epoch, a hole no transaction holds (a killed leader's
+// rolled-back batch) holds the relay quickGap, not GapWait; a hole of a
+// transaction still open holds it until that one ends.
+func TestRelayPassesARolledBackHoleQuicklyUnderAnEpoch(t *testing.T) {
+	s := &fakeSink{name: "fake"}
+	clock := newFakeClock() // the rows look a minute old: past quickGap
+	r, _ := newTestRelay(t, openDB(t), s, func(c *RelayConfig) {
+		c.GapWait, c.Now, c.Epoch = time.Hour, clock.Now, epochOf(1).Load
+	})
+	db, ctx := r.db, context.Background()
+	open, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, Enqueue(ctx, open, someEvents(1)...))
+	after := someEvents(2)
+	enqueueCommitted(t, db, after...)
+	_, err = r.Round(ctx)
+	require.NoError(t, err)
+	require.Empty(t, s.ids(), "the relay went past a hole of a transaction still open")
+	require.NoError(t, open.Rollback())
+	_, err = r.Round(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ids(after), s.ids(), "a rolled-back hole held the relay")
 }

@@ -68,29 +68,30 @@ func (r *Relay) acquire(ctx context.Context, now time.Time) (pos position, held 
 }
 
 // read returns up to BatchSize outbox events after id after, in id order,
-// and for each whether it was written GapWait or more before now.
-func (r *Relay) read(ctx context.Context, after int64, now time.Time) ([]Message, []bool, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT id, event_id, event, body, created_at <= ? FROM webhook_outbox
-		WHERE id > ? ORDER BY id LIMIT ?`, now.Add(-r.cfg.GapWait), after, r.cfg.BatchSize)
+// and for each how old it is (gaps.go).
+func (r *Relay) read(ctx context.Context, after int64, now time.Time) ([]Message, []rowAge, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT id, event_id, event, body,
+		CASE WHEN created_at <= ? THEN 2 WHEN created_at <= ? THEN 1 ELSE 0 END FROM webhook_outbox
+		WHERE id > ? ORDER BY id LIMIT ?`, now.Add(-r.cfg.GapWait), now.Add(-min(quickGap, r.cfg.GapWait)), after, r.cfg.BatchSize)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read outbox events after %d for sink %s: %w", after, r.name, err)
 	}
 	defer rows.Close()
 	var out []Message
-	var settled []bool
+	var ages []rowAge
 	for rows.Next() {
 		var m Message
-		var old bool
-		if err := rows.Scan(&m.OutboxID, &m.ID, &m.Type, &m.Body, &old); err != nil {
+		var age rowAge
+		if err := rows.Scan(&m.OutboxID, &m.ID, &m.Type, &m.Body, &age); err != nil {
 			return nil, nil, fmt.Errorf("read outbox events for sink %s: %w", r.name, err)
 		}
 		out = append(out, m)
-		settled = append(settled, old)
+		ages = append(ages, age)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("read outbox events for sink %s: %w", r.name, err)
 	}
-	return out, settled, nil
+	return out, ages, nil
 }
 
 // save writes a round's result, if this relay still holds the lease and

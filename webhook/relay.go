@@ -24,9 +24,11 @@ import (
 // Order and gaps: outbox ids are taken at INSERT, so a transaction may
 // commit an id below one already visible. The relay reads the rows after
 // its position in id order and stops before a missing id (the next id
-// would be position + auto_increment_increment) until the row after the
-// hole is GapWait old: a rolled-back transaction leaves a hole for good,
-// and no event-writing transaction stays open that long after writing.
+// would be position + auto_increment_increment) until the hole is settled
+// (gaps.go): the row after it is GapWait old (no event-writing transaction
+// stays open that long after writing), or — with RelayConfig.Epoch —
+// quickGap old with no transaction holding a row of the hole (a rolled-back
+// transaction, a killed leader's, leaves a hole for good).
 
 // RelayConfig configures a Relay. Zero fields take their defaults.
 type RelayConfig struct {
@@ -111,6 +113,7 @@ type Relay struct {
 	log   *slog.Logger
 	m     *SinkMetrics
 	owner string // this relay's lease token
+	warn  failWarn
 
 	registered bool // the sink's row exists
 }
@@ -159,11 +162,11 @@ func (r *Relay) Round(ctx context.Context) (full bool, err error) {
 	if err != nil || !held || pos.waiting {
 		return false, err
 	}
-	rows, settled, err := r.read(ctx, pos.lastID, now)
+	rows, ages, err := r.read(ctx, pos.lastID, now)
 	if err != nil {
 		return false, err
 	}
-	ready := ready(rows, settled, pos)
+	ready := r.ready(ctx, rows, ages, pos)
 	if len(ready) == 0 {
 		return false, nil
 	}
@@ -184,12 +187,11 @@ func (r *Relay) Round(ctx context.Context) (full bool, err error) {
 }
 
 // ready is the prefix of rows (read after pos) that may go out now: in id
-// order, stopping before a hole whose next row is younger than GapWait
-// (settled: older).
-func ready(rows []Message, settled []bool, pos position) []Message {
+// order, stopping before a hole that may still fill (settled).
+func (r *Relay) ready(ctx context.Context, rows []Message, ages []rowAge, pos position) []Message {
 	prev := pos.lastID
 	for i, m := range rows {
-		if m.OutboxID != prev+pos.step && !settled[i] {
+		if m.OutboxID != prev+pos.step && !r.settled(ctx, prev, m.OutboxID, ages[i]) {
 			return rows[:i]
 		}
 		prev = m.OutboxID
@@ -226,12 +228,17 @@ func (r *Relay) record(ctx context.Context, pos position, sent []Message, n int,
 			"attempts", r.cfg.MaxAttempts, "err", next.lastErr)
 	case sendErr != nil:
 		r.m.count(r.name, resultFailed, 1)
-		refused := IsRefused(sendErr) // the event's own fault: counts toward MaxAttempts
-		r.log.Warn("event delivery failed; will retry", "event_id", sent[n].ID, "event", sent[n].Type, "taken", n,
-			"attempt", next.attempts, "next_try", next.nextAttempt, "refused", refused, "err", next.lastErr)
+		if warn, skipped := r.warn.failed(time.Now()); warn {
+			refused := IsRefused(sendErr) // the event's own fault: counts toward MaxAttempts
+			r.log.Warn("event delivery failed; will retry", "event_id", sent[n].ID, "event", sent[n].Type, "taken", n,
+				"attempt", next.attempts, "next_try", next.nextAttempt, "refused", refused, "err", next.lastErr,
+				"failures_not_logged", skipped)
+		}
+		return nil
 	case pos.attempts > 0:
 		r.log.Info("events delivered again after failed rounds", "failed_rounds", pos.attempts, "events", n)
 	}
+	r.warn.ok()
 	return nil
 }
 
