@@ -78,9 +78,10 @@ func TestDispatcherLeaseFollowsTheLeaderEpoch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, len(events), n, "the leader of a higher epoch waited for the old round's lease")
 	require.ErrorIs(t, l.renew(ctx), errLeaseLost, "the former round renewed rows a higher epoch took")
-	ok, err := d1.record(ctx, rows[0], errors.New("connection refused"), l)
+	require.NoError(t, d1.record(ctx, rows[0], errors.New("connection refused"), l))
+	n, err = d1.markDelivered(ctx, rows, l)
 	require.NoError(t, err)
-	require.False(t, ok)
+	require.Zero(t, n, "the former round marked rows a higher epoch took")
 	require.Equal(t, map[string]int{statusDelivered: len(events)}, statusCounts(t, db))
 	var attempts int
 	require.NoError(t, db.QueryRow(`SELECT attempts FROM webhook_outbox WHERE id = ?`, rows[0].id).Scan(&attempts))
