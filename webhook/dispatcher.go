@@ -58,9 +58,11 @@ type Config struct {
 	SinkMetrics *SinkMetrics
 	Now         func() time.Time // clock for backoff and due times; default time.Now
 	// Epoch, when set, ties the rounds' leases to the cdc's leadership: it
-	// returns the leader epoch this process leads under, 0 while it is a
-	// standby (which never delivers); see epoch.go. Nil: plain leases.
-	Epoch func() int64
+	// returns the leader epoch this process leads Checkpoint under, 0
+	// while it is a standby (which never delivers); see epoch.go. Nil:
+	// plain leases.
+	Epoch      func() int64
+	Checkpoint string
 }
 
 // withDefaults fills the zero fields and checks the rest.

@@ -8,9 +8,10 @@ import (
 // Leases that follow leadership. In a cdc, only the leader (the process
 // holding the checkpoint's leader lock, under the checkpoint's epoch)
 // delivers events: a standby's dispatcher and relays send nothing. Every
-// lease a leader takes carries its epoch (event_sink_position.lease_epoch
-// for a stream sink, webhook_outbox.lease_epoch for a webhook round), so
-// that a new leader does not wait for a dead one's leases to run out:
+// lease a leader takes carries its checkpoint and epoch (lease_checkpoint,
+// lease_epoch of event_sink_position for a stream sink, of webhook_outbox
+// for a webhook round), so that a new leader of the checkpoint does not
+// wait for a dead one's leases to run out:
 //   - a relay under a higher epoch takes a sink's lease at once, and the
 //     old holder's position writes (guarded by its epoch) are refused;
 //   - a dispatcher under a higher epoch makes the rows an older epoch's
@@ -18,6 +19,9 @@ import (
 //     round's renewals and records (guarded by its epoch) are refused.
 // The old holder's sends that were not recorded are sent again by the new
 // leader: delivery stays at-least-once, consumers dedupe on the event id.
+// The epochs of different checkpoints (the cdcs of several sources sharing
+// one outbox) are not compared: between them the leases run out as plain
+// ones do.
 
 // leading returns the epoch a round works under and whether it may
 // deliver: with no epoch source (plain leases) epoch 0 and true; else the
@@ -43,8 +47,9 @@ func (d *Dispatcher) takeOver(ctx context.Context, epoch int64) error {
 	if epoch == 0 {
 		return nil
 	}
-	rows, err := d.db.QueryContext(ctx, `SELECT id FROM webhook_outbox WHERE lease_epoch > 0 AND lease_epoch < ? AND status = ? LIMIT ?`,
-		epoch, statusPending, maxTakeOver)
+	rows, err := d.db.QueryContext(ctx, `SELECT id FROM webhook_outbox
+		WHERE lease_epoch > 0 AND lease_epoch < ? AND lease_checkpoint = ? AND status = ? LIMIT ?`,
+		epoch, d.cfg.Checkpoint, statusPending, maxTakeOver)
 	if err != nil {
 		return fmt.Errorf("find webhook events a former leader holds: %w", err)
 	}
@@ -62,8 +67,8 @@ func (d *Dispatcher) takeOver(ctx context.Context, epoch int64) error {
 		return err
 	}
 	n, err := d.update(ctx, `UPDATE webhook_outbox SET next_attempt_at = ?, lease_epoch = 0
-		WHERE status = ? AND lease_epoch > 0 AND lease_epoch < ? AND id IN (`+placeholders(len(ids))+`)`,
-		append([]any{d.now(), statusPending, epoch}, ids...)...)
+		WHERE status = ? AND lease_epoch > 0 AND lease_epoch < ? AND lease_checkpoint = ? AND id IN (`+placeholders(len(ids))+`)`,
+		append([]any{d.now(), statusPending, epoch, d.cfg.Checkpoint}, ids...)...)
 	if err != nil {
 		return fmt.Errorf("take over webhook events a former leader holds: %w", err)
 	}

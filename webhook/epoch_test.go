@@ -112,3 +112,30 @@ func TestRelayPassesARolledBackHoleQuicklyUnderAnEpoch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ids(after), s.ids(), "a rolled-back hole held the relay")
 }
+
+// The epochs of different checkpoints (the cdcs of several sources on one
+// outbox) are not compared: a higher epoch of another checkpoint does not
+// take a sink at once, and a lower one takes it once the lease is handed
+// back (or runs out).
+func TestRelayLeaseEpochsOfOtherCheckpointsAreNotCompared(t *testing.T) {
+	sa, sb := &fakeSink{name: "shared"}, &fakeSink{name: "shared"}
+	db := openDB(t)
+	ra, _ := newTestRelay(t, db, sa, func(c *RelayConfig) { c.Epoch, c.Checkpoint = epochOf(2).Load, "a" })
+	rb, _ := newTestRelay(t, db, sb, func(c *RelayConfig) { c.Epoch, c.Checkpoint = epochOf(5).Load, "b" })
+	ctx := context.Background()
+	a, b := someEvents(2), someEvents(3)
+	enqueueCommitted(t, db, a...)
+	_, err := ra.Round(ctx)
+	require.NoError(t, err)
+	enqueueCommitted(t, db, b...)
+	_, err = rb.Round(ctx)
+	require.NoError(t, err)
+	require.Empty(t, sb.ids(), "a higher epoch of another checkpoint took the sink at once")
+	ra.handBack(ctx)
+	_, err = rb.Round(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ids(b), sb.ids())
+	_, err = ra.Round(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ids(a), sa.ids(), "the other checkpoint's relay took the sink back while it was held")
+}

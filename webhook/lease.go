@@ -64,8 +64,8 @@ func (d *Dispatcher) claim(ctx context.Context, epoch int64) ([]outboxRow, *leas
 		if err := rows.Err(); err != nil || len(out) == 0 {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ?, lease_epoch = ? WHERE id IN (`+
-			placeholders(len(l.ids))+`)`, append([]any{l.token, l.epoch}, l.ids...)...); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ?, lease_checkpoint = ?, lease_epoch = ? WHERE id IN (`+
+			placeholders(len(l.ids))+`)`, append([]any{l.token, d.cfg.Checkpoint, l.epoch}, l.ids...)...); err != nil {
 			return fmt.Errorf("lease: %w", err)
 		}
 		return nil

@@ -52,10 +52,13 @@ func (r *Relay) acquire(ctx context.Context, now time.Time) (pos position, held 
 	if !leads {
 		return pos, false, nil // a standby never delivers
 	}
-	// a lease of a lower epoch is a deposed leader's: taken at once
-	if _, err := r.db.ExecContext(ctx, `UPDATE event_sink_position SET lease_owner = ?, lease_until = ?, lease_epoch = ?
-		WHERE sink = ? AND (lease_epoch < ? OR (lease_epoch = ? AND (lease_owner = ? OR lease_until < ?)))`,
-		r.owner, now.Add(r.cfg.Lease), epoch, r.name, epoch, epoch, r.owner, now); err != nil {
+	// a lease of the checkpoint under a lower epoch is a deposed leader's:
+	// taken at once; one under a higher epoch never (this one is deposed)
+	cp := r.cfg.Checkpoint
+	if _, err := r.db.ExecContext(ctx, `UPDATE event_sink_position SET lease_owner = ?, lease_until = ?, lease_checkpoint = ?, lease_epoch = ?
+		WHERE sink = ? AND NOT (lease_checkpoint = ? AND lease_epoch > ?)
+		AND ((lease_checkpoint = ? AND lease_epoch < ?) OR lease_owner = ? OR lease_until < ?)`,
+		r.owner, now.Add(r.cfg.Lease), cp, epoch, r.name, cp, epoch, cp, epoch, r.owner, now); err != nil {
 		return pos, false, fmt.Errorf("take the lease of event sink %s: %w", r.name, err)
 	}
 	var owner string

@@ -53,11 +53,13 @@ type RelayConfig struct {
 	Retention   time.Duration // default 168h
 	Metrics     *SinkMetrics  // default: none
 	// Epoch, when set, ties the sink's lease to the cdc's leadership: it
-	// returns the leader epoch this process leads under, 0 while it is a
-	// standby (which never delivers); see epoch.go. Nil: plain leases.
-	Epoch  func() int64
-	Logger *slog.Logger
-	Now    func() time.Time
+	// returns the leader epoch this process leads Checkpoint under, 0
+	// while it is a standby (which never delivers); see epoch.go. Nil:
+	// plain leases.
+	Epoch      func() int64
+	Checkpoint string
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
 func (c RelayConfig) withDefaults() (RelayConfig, error) {

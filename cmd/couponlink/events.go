@@ -29,14 +29,15 @@ func webhookFlags(f *settings.Flags) *webhookSettings {
 }
 
 // dispatcher is the webhook dispatcher, or nil without -webhook-url. It
-// delivers while epoch (the cdc's leader epoch) is not 0: only the leader
-// sends, and a new leader takes the rounds' leases over at once.
-func (o *webhookSettings) dispatcher(db *sql.DB, reg prometheus.Registerer, sm *webhook.SinkMetrics, epoch func() int64, log *slog.Logger) (*webhook.Dispatcher, error) {
+// delivers while epoch (the cdc's leader epoch of checkpoint) is not 0:
+// only the leader sends, and a new leader takes the rounds' leases over at
+// once.
+func (o *webhookSettings) dispatcher(db *sql.DB, reg prometheus.Registerer, sm *webhook.SinkMetrics, checkpoint string, epoch func() int64, log *slog.Logger) (*webhook.Dispatcher, error) {
 	if *o.url == "" {
 		return nil, nil
 	}
 	return webhook.New(webhook.Config{DB: db, URL: *o.url, Secret: []byte(o.secret()), MaxAttempts: *o.maxAttempts,
-		MaxPending: *o.maxPending, Logger: log, Registerer: reg, SinkMetrics: sm, Epoch: epoch, PollEvery: eventPoll})
+		MaxPending: *o.maxPending, Logger: log, Registerer: reg, SinkMetrics: sm, Epoch: epoch, Checkpoint: checkpoint, PollEvery: eventPoll})
 }
 
 // eventPoll is how often the webhook dispatcher looks for due events (the
@@ -69,7 +70,7 @@ func (o *eventSettings) on() bool { return o.sinks() != "" }
 // without -event-sinks). prune: no webhook dispatcher prunes the outbox,
 // the relays do. They deliver while epoch (the cdc's leader epoch) is not
 // 0, like the dispatcher.
-func (o *eventSettings) relays(db *sql.DB, m *webhook.SinkMetrics, prune bool, epoch func() int64, log *slog.Logger) ([]*webhook.Relay, error) {
+func (o *eventSettings) relays(db *sql.DB, m *webhook.SinkMetrics, prune bool, checkpoint string, epoch func() int64, log *slog.Logger) ([]*webhook.Relay, error) {
 	sinks, err := streams.Open(o.sinks())
 	if err != nil {
 		return nil, err
@@ -77,7 +78,7 @@ func (o *eventSettings) relays(db *sql.DB, m *webhook.SinkMetrics, prune bool, e
 	out := make([]*webhook.Relay, 0, len(sinks))
 	for i, s := range sinks {
 		r, err := webhook.NewRelay(webhook.RelayConfig{DB: db, Sink: s, MaxAttempts: *o.maxAttempts, MaxPending: *o.maxPending,
-			PruneOutbox: prune, Metrics: m, Logger: log, Epoch: epoch, PollEvery: eventPoll})
+			PruneOutbox: prune, Metrics: m, Logger: log, Epoch: epoch, Checkpoint: checkpoint, PollEvery: eventPoll})
 		if err != nil {
 			for _, s := range sinks[i:] {
 				_ = s.Close()
