@@ -11,6 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// mustRound runs one round of r.
+func mustRound(t *testing.T, r *Relay) {
+	t.Helper()
+	_, err := r.Round(context.Background())
+	require.NoError(t, err)
+}
+
 // epochOf is a leader epoch a test sets (0: a standby).
 func epochOf(e int64) *atomic.Int64 {
 	var v atomic.Int64
@@ -31,11 +38,9 @@ func TestRelayLeaseFollowsTheLeaderEpoch(t *testing.T) {
 	ctx := context.Background()
 	a, b := someEvents(2), someEvents(3)
 	enqueueCommitted(t, db, a...)
-	_, err := r0.Round(ctx)
-	require.NoError(t, err)
+	mustRound(t, r0)
 	require.Empty(t, standby.ids(), "a standby delivered")
-	_, err = r1.Round(ctx)
-	require.NoError(t, err)
+	mustRound(t, r1)
 	require.Equal(t, ids(a), old.ids())
 
 	// the old leader is mid-round (its lease read) when the new one leads
@@ -43,8 +48,7 @@ func TestRelayLeaseFollowsTheLeaderEpoch(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, held)
 	enqueueCommitted(t, db, b...)
-	_, err = r2.Round(ctx)
-	require.NoError(t, err)
+	mustRound(t, r2)
 	require.Equal(t, ids(b), next.ids(), "the leader of a higher epoch did not take the sink at once")
 	require.NoError(t, r1.save(ctx, pos.lastID, update{lastID: pos.lastID + 1, epoch: pos.epoch}))
 	var last int64
@@ -104,12 +108,10 @@ func TestRelayPassesARolledBackHoleQuicklyUnderAnEpoch(t *testing.T) {
 	require.NoError(t, Enqueue(ctx, open, someEvents(1)...))
 	after := someEvents(2)
 	enqueueCommitted(t, db, after...)
-	_, err = r.Round(ctx)
-	require.NoError(t, err)
+	mustRound(t, r)
 	require.Empty(t, s.ids(), "the relay went past a hole of a transaction still open")
 	require.NoError(t, open.Rollback())
-	_, err = r.Round(ctx)
-	require.NoError(t, err)
+	mustRound(t, r)
 	require.Equal(t, ids(after), s.ids(), "a rolled-back hole held the relay")
 }
 
@@ -125,17 +127,13 @@ func TestRelayLeaseEpochsOfOtherCheckpointsAreNotCompared(t *testing.T) {
 	ctx := context.Background()
 	a, b := someEvents(2), someEvents(3)
 	enqueueCommitted(t, db, a...)
-	_, err := ra.Round(ctx)
-	require.NoError(t, err)
+	mustRound(t, ra)
 	enqueueCommitted(t, db, b...)
-	_, err = rb.Round(ctx)
-	require.NoError(t, err)
+	mustRound(t, rb)
 	require.Empty(t, sb.ids(), "a higher epoch of another checkpoint took the sink at once")
 	ra.handBack(ctx)
-	_, err = rb.Round(ctx)
-	require.NoError(t, err)
+	mustRound(t, rb)
 	require.Equal(t, ids(b), sb.ids())
-	_, err = ra.Round(ctx)
-	require.NoError(t, err)
+	mustRound(t, ra)
 	require.Equal(t, ids(a), sa.ids(), "the other checkpoint's relay took the sink back while it was held")
 }
