@@ -2,6 +2,7 @@ package sink_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -95,8 +96,15 @@ func (a *arrivals) watchRedis(t *testing.T, addr, password, stream string) {
 		last := "0"
 		for ctx.Err() == nil {
 			res, err := rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{stream, last}, Block: 100 * time.Millisecond}).Result()
-			if err != nil {
-				continue // redis.Nil: nothing new; else the server restarts
+			if errors.Is(err, redis.Nil) {
+				continue // nothing new
+			}
+			if err != nil { // the server restarts: do not spin
+				select {
+				case <-ctx.Done():
+				case <-time.After(10 * time.Millisecond):
+				}
+				continue
 			}
 			for _, s := range res {
 				for _, m := range s.Messages {
