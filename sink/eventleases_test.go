@@ -66,6 +66,11 @@ func killLeader(t *testing.T, e *env, a *arrivals, leader, standby eventsProcess
 		}
 		return true
 	})
+	for _, s := range eventSinks {
+		n, ok := scrape(t, standby.ops, fmt.Sprintf(`couponlink_event_deliveries_total{result="delivered",sink=%q}`, s))
+		require.True(t, ok, "no delivery series of sink %s on the standby", s)
+		require.Zero(t, n, "the standby delivered to sink %s", s)
+	}
 	before, name := e.checkpoint().Batches, processName(standby.cdcProcess)
 	killed := time.Now()
 	_ = leader.signal(syscall.SIGKILL)
@@ -103,7 +108,7 @@ func killLeader(t *testing.T, e *env, a *arrivals, leader, standby eventsProcess
 // Leases that follow leadership: two `couponlink cdc` processes with the
 // webhook, a Redis stream and a NATS JetStream sink under the workload;
 // the leader is killed (-9) again and again while it delivers (it holds
-// every sink's lease). The new leader takes the leases at once: each sink
+// every sink's lease; the standby has delivered nothing). The new leader takes the leases at once: each sink
 // gets the new leader's first event within a second of its commit. At the
 // end each sink holds exactly the outbox (after dedupe on the id), and
 // JetStream not one event twice.
