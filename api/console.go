@@ -95,6 +95,9 @@ type CDCState struct {
 	Anomalies      map[string]int64 `json:"anomalies"`
 	Recent         []Anomaly        `json:"recent_anomalies,omitempty"` // newest first
 	Webhooks       Outbox           `json:"webhooks"`
+	// EventSinks are the stream sinks' positions (Redis streams, NATS
+	// JetStream), by name; a failing one says so and why.
+	EventSinks []EventSink `json:"event_sinks,omitempty"`
 	// Shards are a legacy mapping's sharded roles and their tables now.
 	Shards      []Shards `json:"shards,omitempty"`
 	ShardsError string   `json:"shards_error,omitempty"`
@@ -134,6 +137,20 @@ type Outbox struct {
 	Dropped       int64      `json:"dropped"`
 	Failing       int64      `json:"failing"` // pending events whose delivery failed at least once
 	OldestPending *time.Time `json:"oldest_pending,omitempty"`
+	LastError     string     `json:"last_error,omitempty"` // the newest failing event's error
+}
+
+// EventSink is a stream sink's delivery: its position in the outbox, what
+// it took and dropped, and while it fails (FailedRounds > 0) its last
+// error, without secrets.
+type EventSink struct {
+	Name         string `json:"name"`
+	Position     int64  `json:"position"` // the last outbox id it took or skipped
+	Delivered    int64  `json:"delivered"`
+	Dropped      int64  `json:"dropped"`
+	FailedRounds int64  `json:"failed_rounds"` // failed rounds since the position last moved
+	LastError    string `json:"last_error,omitempty"`
+	LeaseEpoch   int64  `json:"lease_epoch"` // the leader epoch of the cdc delivering to it
 }
 
 // CDCProcess is what the cdc's /metrics say; Reachable false: the API

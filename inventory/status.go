@@ -30,6 +30,9 @@ type Status struct {
 	// dropped); OldestPending is when the oldest pending one was written.
 	Webhooks      map[string]int64
 	OldestPending time.Time
+	WebhookError  string // the newest failing webhook event's last error
+	// EventSinks are the stream sinks' positions, by name (eventsinks.go).
+	EventSinks []EventSinkJSON
 	// Shards are a legacy mapping's sharded roles and the tables each
 	// stands for on the server now; ShardsError says why they could not
 	// be resolved (a shard missing, a pattern matching nothing).
@@ -84,6 +87,9 @@ func ReadMappedStatus(ctx context.Context, db *sql.DB, name string, m *canal.Map
 		return st, err
 	}
 	if err := readOutbox(ctx, db, &st); err != nil {
+		return st, err
+	}
+	if err := readEventSinks(ctx, db, &st); err != nil {
 		return st, err
 	}
 	counts, err := LoadCounters(ctx, db)

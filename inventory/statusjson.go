@@ -29,6 +29,7 @@ func CDCStatusOf(name string, st Status) CDCStatus {
 	if st.Webhooks["pending"] > 0 {
 		v.Webhooks.OldestPending = &st.OldestPending
 	}
+	v.Webhooks.LastError, v.EventSinks = st.WebhookError, st.EventSinks
 	if st.Found {
 		v.Position, v.Leader, v.Epoch, v.EventsApplied, v.Batches = cp.Pos.String(), cp.Leader, cp.Epoch, cp.EventsApplied, cp.Batches
 		v.SavedAt = &cp.UpdatedAt

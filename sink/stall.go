@@ -23,13 +23,14 @@ type progress struct {
 	pos   canal.Position
 	event time.Time // binlog time of its last event (a heartbeat's: the wall time)
 	moved time.Time // wall time it last moved
+	epoch int64     // the leader epoch it was saved under
 }
 
 // progressed records the checkpoint saved at pos (event: its last event's
 // binlog time, zero when unknown).
 func (s *Sink) progressed(pos canal.Position, event time.Time) {
 	now := s.cfg.Now()
-	p := &progress{pos: pos, event: event, moved: now}
+	p := &progress{pos: pos, event: event, moved: now, epoch: s.epoch}
 	if old := s.prog.Load(); old != nil && old.pos == pos {
 		p.moved = old.moved
 	}

@@ -89,7 +89,7 @@ func open(raw string) (webhook.Sink, error) {
 			return nil, fmt.Errorf("event sink %s (%s): %v", name, u.Redacted(), redactErr(err, u))
 		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
-		return NewRedisStream(name, redis.NewClient(opt), stream, maxLen), nil
+		return withoutSecret(NewRedisStream(name, redis.NewClient(opt), stream, maxLen), u), nil
 	case "nats", "tls":
 		cfg := NATSConfig{Name: param("name", "nats"), Subject: param("subject", DefaultSubject), Stream: param("stream", DefaultNATSStream)}
 		var err error
@@ -107,7 +107,11 @@ func open(raw string) (webhook.Sink, error) {
 		}
 		u.RawQuery = ""
 		cfg.URL = u.String()
-		return NewNATSStream(cfg)
+		s, err := NewNATSStream(cfg)
+		if err != nil {
+			return nil, errors.New(redactErr(err, u))
+		}
+		return withoutSecret(s, u), nil
 	default:
 		return nil, fmt.Errorf("event sink %s: the scheme is not redis, rediss, nats or tls", u.Redacted())
 	}

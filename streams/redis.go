@@ -1,7 +1,9 @@
 package streams
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -47,9 +49,16 @@ func (s *RedisStream) Send(ctx context.Context, msgs []webhook.Message) (int, er
 		cmds[i] = pipe.XAdd(ctx, &redis.XAddArgs{Stream: s.stream, MaxLen: s.maxLen, Approx: s.maxLen > 0,
 			Values: []any{FieldID, m.ID, FieldType, m.Type, FieldBody, m.Body}})
 	}
-	_, _ = pipe.Exec(ctx) // each command carries its own error
+	_, execErr := pipe.Exec(ctx) // each command carries its own error, but
 	for i, c := range cmds {
-		if err := c.Err(); err != nil {
+		err := c.Err()
+		if err == nil && c.Val() == "" {
+			// not sent: the pipeline failed before its commands (a
+			// connection the server refused at AUTH) and left them without
+			// an error of their own
+			err = cmp.Or(execErr, errors.New("no reply"))
+		}
+		if err != nil {
 			return i, fmt.Errorf("XADD %s (event %s): %w", s.stream, msgs[i].ID, err)
 		}
 	}

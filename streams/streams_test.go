@@ -223,3 +223,18 @@ func TestNATSRefusedEventDropped(t *testing.T) {
 	require.NoError(t, db.QueryRow(`SELECT dropped FROM event_sink_position WHERE sink = 'nats'`).Scan(&dropped))
 	require.Equal(t, 1, dropped)
 }
+
+// A Redis that refuses the password takes nothing: Send says so (it once
+// read the pipeline's commands, left without an error of their own, as
+// taken), and the error does not show the password.
+func TestRedisWrongPasswordTakesNothing(t *testing.T) {
+	rs := testenv.OwnRedis(t, "--requirepass", "right-secret")
+	sinks, err := streams.Open("redis://:wrong-secret@" + rs.Addr + "?stream=ev")
+	require.NoError(t, err)
+	defer sinks[0].Close()
+	n, err := sinks[0].Send(context.Background(), []webhook.Message{{OutboxID: 1, ID: webhook.NewID(), Type: "quota.released", Body: []byte(`{}`)}})
+	require.Zero(t, n)
+	require.ErrorContains(t, err, "WRONGPASS")
+	require.NotContains(t, err.Error(), "wrong-secret")
+	require.False(t, webhook.IsRefused(err), "an outage, not the event's fault")
+}

@@ -57,6 +57,12 @@ type Config struct {
 	// rows) under sink="webhook", beside the stream sinks.
 	SinkMetrics *SinkMetrics
 	Now         func() time.Time // clock for backoff and due times; default time.Now
+	// Epoch, when set, ties the rounds' leases to the cdc's leadership: it
+	// returns the leader epoch this process leads Checkpoint under, 0
+	// while it is a standby (which never delivers); see epoch.go. Nil:
+	// plain leases.
+	Epoch      func() int64
+	Checkpoint string
 }
 
 // withDefaults fills the zero fields and checks the rest.
@@ -133,6 +139,7 @@ type Dispatcher struct {
 	log  *slog.Logger
 	sink Sink // the receiver (HTTP)
 	m    *metrics
+	warn failWarn // bounds the failure warnings
 }
 
 // New returns a Dispatcher for cfg. It refuses a missing database, URL or
@@ -206,7 +213,14 @@ type outboxRow struct {
 }
 
 func (d *Dispatcher) deliver(ctx context.Context) (delivered, claimed int, err error) {
-	rows, l, err := d.claim(ctx)
+	epoch, leads := leading(d.cfg.Epoch)
+	if !leads {
+		return 0, 0, nil // a standby never delivers
+	}
+	if err := d.takeOver(ctx, epoch); err != nil {
+		return 0, 0, err
+	}
+	rows, l, err := d.claim(ctx, epoch)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -225,19 +239,22 @@ func (d *Dispatcher) deliver(ctx context.Context) (delivered, claimed int, err e
 	defer cancel()
 	var errs []error
 	var unsent []any
+	var sent []outboxRow
 	for i, r := range rows {
-		if sendErrs[i] != nil && aborted {
+		switch {
+		case sendErrs[i] == nil:
+			sent = append(sent, r)
+		case aborted:
 			unsent = append(unsent, r.id) // not the receiver's fault: tried again
-			continue
+		default:
+			if err := d.record(rctx, r, sendErrs[i], l); err != nil {
+				errs = append(errs, err)
+			}
 		}
-		ok, err := d.record(rctx, r, sendErrs[i], l.current())
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if ok {
-			delivered++
-		}
+	}
+	delivered, err = d.markDelivered(rctx, sent, l)
+	if err != nil {
+		errs = append(errs, err)
 	}
 	if len(unsent) > 0 && ctx.Err() != nil {
 		// stopping: hand the unsent rows on now rather than when the lease ends
@@ -271,51 +288,40 @@ func (d *Dispatcher) send(ctx context.Context, r outboxRow) error {
 	return err
 }
 
-// record writes the result of one round on its row and counts it. It says
-// whether the row is now delivered. A row no longer pending (dropped by
-// overflow meanwhile) is left alone and not counted; so is a failure on a
-// row whose lease (token) another dispatcher holds now.
-func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, token time.Time) (bool, error) {
-	now := d.now()
-	if sendErr == nil {
-		n, err := d.update(ctx, `UPDATE webhook_outbox SET status = ?, finished_at = ? WHERE id = ? AND status = ?`,
-			statusDelivered, now, r.id, statusPending)
-		if err != nil || n == 0 {
-			return false, err
-		}
-		d.m.deliveries.WithLabelValues(r.event, resultDelivered).Inc()
-		d.cfg.SinkMetrics.count(d.sink.Name(), resultDelivered, 1)
-		if r.attempts > 0 {
-			d.log.Info("webhook delivered after failed rounds", "event_id", r.eventID, "event", r.event,
-				"failed_rounds", r.attempts)
-		}
-		return true, nil
-	}
+// record writes a failed send on its row and counts it. A row no longer
+// pending (dropped by overflow meanwhile) is left alone and not counted;
+// so is a row whose lease (token) another dispatcher holds now, or that a
+// leader of a higher epoch took over (epoch.go).
+func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, l *lease) error {
+	now, token := d.now(), l.current()
 	attempts := r.attempts + 1
 	lastErr := truncate(sendErr.Error(), maxLastError)
 	if attempts >= d.cfg.MaxAttempts {
-		n, err := d.update(ctx, `UPDATE webhook_outbox SET status = ?, attempts = ?, last_error = ?, finished_at = ?
-			WHERE id = ? AND status = ? AND next_attempt_at = ?`, statusDropped, attempts, lastErr, now, r.id, statusPending, token)
+		n, err := d.update(ctx, `UPDATE webhook_outbox SET status = ?, attempts = ?, last_error = ?, finished_at = ?, lease_epoch = 0
+			WHERE id = ? AND status = ? AND next_attempt_at = ? AND lease_epoch = ?`, statusDropped, attempts, lastErr, now, r.id, statusPending, token, l.epoch)
 		if err != nil || n == 0 {
-			return false, err
+			return err
 		}
 		d.m.deliveries.WithLabelValues(r.event, resultDropped).Inc()
 		d.cfg.SinkMetrics.count(d.sink.Name(), resultDropped, 1)
 		d.log.Error("webhook dropped: delivery attempts exhausted", "event_id", r.eventID, "event", r.event,
 			"attempts", attempts, "err", lastErr)
-		return false, nil
+		return nil
 	}
 	next := now.Add(d.backoff(attempts))
-	n, err := d.update(ctx, `UPDATE webhook_outbox SET attempts = ?, next_attempt_at = ?, last_error = ?
-		WHERE id = ? AND status = ? AND next_attempt_at = ?`, attempts, next, lastErr, r.id, statusPending, token)
+	n, err := d.update(ctx, `UPDATE webhook_outbox SET attempts = ?, next_attempt_at = ?, last_error = ?, lease_epoch = 0
+		WHERE id = ? AND status = ? AND next_attempt_at = ? AND lease_epoch = ?`, attempts, next, lastErr, r.id, statusPending, token, l.epoch)
 	if err != nil || n == 0 {
-		return false, err
+		return err
 	}
 	d.m.deliveries.WithLabelValues(r.event, resultFailed).Inc()
 	d.cfg.SinkMetrics.count(d.sink.Name(), resultFailed, 1)
-	d.log.Warn("webhook delivery failed; will retry", "event_id", r.eventID, "event", r.event,
-		"attempt", attempts, "max_attempts", d.cfg.MaxAttempts, "next_try", next, "err", lastErr)
-	return false, nil
+	if warn, skipped := d.warn.failed(time.Now()); warn {
+		d.log.Warn("webhook delivery failed; will retry", "event_id", r.eventID, "event", r.event,
+			"attempt", attempts, "max_attempts", d.cfg.MaxAttempts, "next_try", next, "err", lastErr,
+			"failures_not_logged", skipped)
+	}
+	return nil
 }
 
 // update runs one single-row UPDATE of the outbox and returns the rows it

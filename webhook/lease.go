@@ -21,14 +21,17 @@ import (
 // taken stops at once: no two dispatchers send one event at the same time
 // (as long as their clocks agree to well within Lease/3 and no process
 // stalls longer than that). A dispatcher that dies mid-round holds its rows
-// at most Lease; one that stops (ctx ended) hands its unsent rows back at once.
+// at most Lease; one that stops (ctx ended) hands its unsent rows back at
+// once. With Config.Epoch a lease also carries the leader epoch (epoch.go):
+// a leader of a higher epoch takes a dead or deposed leader's rows at once.
 
-var errLeaseLost = errors.New("another dispatcher took rows of this round: its lease ran out")
+var errLeaseLost = errors.New("another dispatcher took rows of this round: its lease ran out, or a leader of a higher epoch took them over")
 
 // lease is one round's hold on the rows it claimed.
 type lease struct {
-	d   *Dispatcher
-	ids []any
+	d     *Dispatcher
+	ids   []any
+	epoch int64 // the rows' lease_epoch while this round holds them (epoch.go)
 
 	mu    sync.Mutex
 	token time.Time // the rows' next_attempt_at while this round holds them
@@ -36,9 +39,9 @@ type lease struct {
 
 // claim takes up to BatchSize due rows for this dispatcher: it locks them
 // (skipping rows another dispatcher holds), leases them, and commits.
-func (d *Dispatcher) claim(ctx context.Context) ([]outboxRow, *lease, error) {
+func (d *Dispatcher) claim(ctx context.Context, epoch int64) ([]outboxRow, *lease, error) {
 	now := d.now()
-	l := &lease{d: d, token: d.leaseEnd(now, time.Time{})}
+	l := &lease{d: d, token: d.leaseEnd(now, time.Time{}), epoch: epoch}
 	var out []outboxRow
 	err := sqltx.Run(ctx, d.db, nil, func(tx *sql.Tx) error {
 		out, l.ids = nil, nil
@@ -61,8 +64,8 @@ func (d *Dispatcher) claim(ctx context.Context) ([]outboxRow, *lease, error) {
 		if err := rows.Err(); err != nil || len(out) == 0 {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ? WHERE id IN (`+
-			placeholders(len(l.ids))+`)`, append([]any{l.token}, l.ids...)...); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ?, lease_checkpoint = ?, lease_epoch = ? WHERE id IN (`+
+			placeholders(len(l.ids))+`)`, append([]any{l.token, d.cfg.Checkpoint, l.epoch}, l.ids...)...); err != nil {
 			return fmt.Errorf("lease: %w", err)
 		}
 		return nil
@@ -95,8 +98,8 @@ func (l *lease) current() time.Time {
 func (l *lease) renew(ctx context.Context) error {
 	old := l.current()
 	next := l.d.leaseEnd(l.d.now(), old)
-	res, err := l.d.db.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ? WHERE next_attempt_at = ? AND id IN (`+
-		placeholders(len(l.ids))+`)`, append([]any{next, old}, l.ids...)...)
+	res, err := l.d.db.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ? WHERE next_attempt_at = ? AND lease_epoch = ? AND id IN (`+
+		placeholders(len(l.ids))+`)`, append([]any{next, old, l.epoch}, l.ids...)...)
 	if err != nil {
 		return fmt.Errorf("renew the lease of %d webhook events: %w", len(l.ids), err)
 	}
@@ -160,8 +163,9 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelFunc) (stop func(
 // release makes the given rows of this round due now, for a dispatcher
 // that stops before sending them (ctx ended).
 func (l *lease) release(ctx context.Context, ids []any) error {
-	_, err := l.d.db.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ? WHERE status = ? AND next_attempt_at = ? AND id IN (`+
-		placeholders(len(ids))+`)`, append([]any{l.d.now(), statusPending, l.current()}, ids...)...)
+	_, err := l.d.db.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ?, lease_epoch = 0
+		WHERE status = ? AND next_attempt_at = ? AND lease_epoch = ? AND id IN (`+
+		placeholders(len(ids))+`)`, append([]any{l.d.now(), statusPending, l.current(), l.epoch}, ids...)...)
 	if err != nil {
 		return fmt.Errorf("release the lease of %d unsent webhook events: %w", len(ids), err)
 	}

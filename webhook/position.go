@@ -13,14 +13,18 @@ import (
 // renews the lease every round (each round's send is bounded by Timeout,
 // at most Lease/2). Another relay takes a sink over once the lease ran
 // out, from the saved position: what the first sent after it is sent
-// again (consumers dedupe on the event id).
+// again (consumers dedupe on the event id). With RelayConfig.Epoch the
+// lease also carries the leader epoch (lease_epoch, see epoch.go): a
+// relay leading under a higher epoch takes it at once, and every write of
+// the position is refused to a relay whose epoch is no longer the row's.
 
 // position is a sink's row as a round reads it.
 type position struct {
 	lastID   int64
 	step     int64 // @@auto_increment_increment: the id after lastID when no hole
 	attempts int
-	waiting  bool // backing off after a failed round
+	waiting  bool  // backing off after a failed round
+	epoch    int64 // the leader epoch the lease is held under (0: plain leases)
 }
 
 // update is what a round writes on its sink's row.
@@ -31,6 +35,7 @@ type update struct {
 	lastErr     string
 	delivered   int
 	dropped     int
+	epoch       int64 // the round's lease epoch: the write is refused under another
 }
 
 // acquire creates the sink's row when missing (position 0: every event
@@ -43,43 +48,53 @@ func (r *Relay) acquire(ctx context.Context, now time.Time) (pos position, held 
 		}
 		r.registered = true
 	}
-	if _, err := r.db.ExecContext(ctx, `UPDATE event_sink_position SET lease_owner = ?, lease_until = ?
-		WHERE sink = ? AND (lease_owner = ? OR lease_until < ?)`, r.owner, now.Add(r.cfg.Lease), r.name, r.owner, now); err != nil {
+	epoch, leads := leading(r.cfg.Epoch)
+	if !leads {
+		return pos, false, nil // a standby never delivers
+	}
+	// a lease of the checkpoint under a lower epoch is a deposed leader's:
+	// taken at once; one under a higher epoch never (this one is deposed)
+	cp := r.cfg.Checkpoint
+	if _, err := r.db.ExecContext(ctx, `UPDATE event_sink_position SET lease_owner = ?, lease_until = ?, lease_checkpoint = ?, lease_epoch = ?
+		WHERE sink = ? AND NOT (lease_checkpoint = ? AND lease_epoch > ?)
+		AND ((lease_checkpoint = ? AND lease_epoch < ?) OR lease_owner = ? OR lease_until < ?)`,
+		r.owner, now.Add(r.cfg.Lease), cp, epoch, r.name, cp, epoch, cp, epoch, r.owner, now); err != nil {
 		return pos, false, fmt.Errorf("take the lease of event sink %s: %w", r.name, err)
 	}
 	var owner string
-	err = r.db.QueryRowContext(ctx, `SELECT last_id, attempts, attempts > 0 AND next_attempt_at > ?, lease_owner, @@auto_increment_increment
-		FROM event_sink_position WHERE sink = ?`, now, r.name).Scan(&pos.lastID, &pos.attempts, &pos.waiting, &owner, &pos.step)
+	err = r.db.QueryRowContext(ctx, `SELECT last_id, attempts, attempts > 0 AND next_attempt_at > ?, lease_owner, lease_epoch, @@auto_increment_increment
+		FROM event_sink_position WHERE sink = ?`, now, r.name).Scan(&pos.lastID, &pos.attempts, &pos.waiting, &owner, &pos.epoch, &pos.step)
 	if err != nil {
 		return pos, false, fmt.Errorf("read the position of event sink %s: %w", r.name, err)
 	}
-	return pos, owner == r.owner, nil
+	return pos, owner == r.owner && pos.epoch == epoch, nil
 }
 
 // read returns up to BatchSize outbox events after id after, in id order,
-// and for each whether it was written GapWait or more before now.
-func (r *Relay) read(ctx context.Context, after int64, now time.Time) ([]Message, []bool, error) {
-	rows, err := r.db.QueryContext(ctx, `SELECT id, event_id, event, body, created_at <= ? FROM webhook_outbox
-		WHERE id > ? ORDER BY id LIMIT ?`, now.Add(-r.cfg.GapWait), after, r.cfg.BatchSize)
+// and for each how old it is (gaps.go).
+func (r *Relay) read(ctx context.Context, after int64, now time.Time) ([]Message, []rowAge, error) {
+	rows, err := r.db.QueryContext(ctx, `SELECT id, event_id, event, body,
+		CASE WHEN created_at <= ? THEN 2 WHEN created_at <= ? THEN 1 ELSE 0 END FROM webhook_outbox
+		WHERE id > ? ORDER BY id LIMIT ?`, now.Add(-r.cfg.GapWait), now.Add(-min(quickGap, r.cfg.GapWait)), after, r.cfg.BatchSize)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read outbox events after %d for sink %s: %w", after, r.name, err)
 	}
 	defer rows.Close()
 	var out []Message
-	var settled []bool
+	var ages []rowAge
 	for rows.Next() {
 		var m Message
-		var old bool
-		if err := rows.Scan(&m.OutboxID, &m.ID, &m.Type, &m.Body, &old); err != nil {
+		var age rowAge
+		if err := rows.Scan(&m.OutboxID, &m.ID, &m.Type, &m.Body, &age); err != nil {
 			return nil, nil, fmt.Errorf("read outbox events for sink %s: %w", r.name, err)
 		}
 		out = append(out, m)
-		settled = append(settled, old)
+		ages = append(ages, age)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("read outbox events for sink %s: %w", r.name, err)
 	}
-	return out, settled, nil
+	return out, ages, nil
 }
 
 // save writes a round's result, if this relay still holds the lease and
@@ -91,8 +106,8 @@ func (r *Relay) save(ctx context.Context, from int64, u update) error {
 		lastErr = u.lastErr
 	}
 	res, err := r.db.ExecContext(ctx, `UPDATE event_sink_position SET last_id = ?, attempts = ?, next_attempt_at = ?,
-		last_error = ?, delivered = delivered + ?, dropped = dropped + ? WHERE sink = ? AND lease_owner = ? AND last_id = ?`,
-		u.lastID, u.attempts, u.nextAttempt, lastErr, u.delivered, u.dropped, r.name, r.owner, from)
+		last_error = ?, delivered = delivered + ?, dropped = dropped + ? WHERE sink = ? AND lease_owner = ? AND lease_epoch = ? AND last_id = ?`,
+		u.lastID, u.attempts, u.nextAttempt, lastErr, u.delivered, u.dropped, r.name, r.owner, u.epoch, from)
 	if err != nil {
 		return fmt.Errorf("save the position of event sink %s at %d: %w", r.name, u.lastID, err)
 	}
@@ -124,10 +139,10 @@ func (r *Relay) housekeep(ctx context.Context) error {
 // sink, drops what passes MaxPending.
 func (r *Relay) bound(ctx context.Context) error {
 	now := r.now()
-	var last int64
+	var last, epoch int64
 	var owner string
-	if err := r.db.QueryRowContext(ctx, `SELECT last_id, lease_owner FROM event_sink_position WHERE sink = ?`,
-		r.name).Scan(&last, &owner); errors.Is(err, sql.ErrNoRows) {
+	if err := r.db.QueryRowContext(ctx, `SELECT last_id, lease_owner, lease_epoch FROM event_sink_position WHERE sink = ?`,
+		r.name).Scan(&last, &owner, &epoch); errors.Is(err, sql.ErrNoRows) {
 		return nil // not registered yet: the first round does it
 	} else if err != nil {
 		return fmt.Errorf("read the position of event sink %s: %w", r.name, err)
@@ -138,7 +153,7 @@ func (r *Relay) bound(ctx context.Context) error {
 		return fmt.Errorf("measure the backlog of event sink %s: %w", r.name, err)
 	}
 	r.m.setPending(r.name, pending, max(time.Duration(ageMicros)*time.Microsecond, 0).Seconds())
-	if pending <= int64(r.cfg.MaxPending) || owner != r.owner {
+	if mine, leads := leading(r.cfg.Epoch); pending <= int64(r.cfg.MaxPending) || owner != r.owner || !leads || epoch != mine {
 		return nil
 	}
 	var upTo int64
@@ -151,7 +166,7 @@ func (r *Relay) bound(ctx context.Context) error {
 		return fmt.Errorf("count the overflow of event sink %s: %w", r.name, err)
 	}
 	res, err := r.db.ExecContext(ctx, `UPDATE event_sink_position SET last_id = ?, attempts = 0, dropped = dropped + ?
-		WHERE sink = ? AND lease_owner = ? AND last_id = ?`, upTo, dropped, r.name, r.owner, last)
+		WHERE sink = ? AND lease_owner = ? AND lease_epoch = ? AND last_id = ?`, upTo, dropped, r.name, r.owner, epoch, last)
 	if err != nil {
 		return fmt.Errorf("drop the overflow of event sink %s: %w", r.name, err)
 	}

@@ -24,9 +24,11 @@ import (
 // Order and gaps: outbox ids are taken at INSERT, so a transaction may
 // commit an id below one already visible. The relay reads the rows after
 // its position in id order and stops before a missing id (the next id
-// would be position + auto_increment_increment) until the row after the
-// hole is GapWait old: a rolled-back transaction leaves a hole for good,
-// and no event-writing transaction stays open that long after writing.
+// would be position + auto_increment_increment) until the hole is settled
+// (gaps.go): the row after it is GapWait old (no event-writing transaction
+// stays open that long after writing), or — with RelayConfig.Epoch —
+// quickGap old with no transaction holding a row of the hole (a rolled-back
+// transaction, a killed leader's, leaves a hole for good).
 
 // RelayConfig configures a Relay. Zero fields take their defaults.
 type RelayConfig struct {
@@ -50,8 +52,14 @@ type RelayConfig struct {
 	PruneOutbox bool
 	Retention   time.Duration // default 168h
 	Metrics     *SinkMetrics  // default: none
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// Epoch, when set, ties the sink's lease to the cdc's leadership: it
+	// returns the leader epoch this process leads Checkpoint under, 0
+	// while it is a standby (which never delivers); see epoch.go. Nil:
+	// plain leases.
+	Epoch      func() int64
+	Checkpoint string
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
 func (c RelayConfig) withDefaults() (RelayConfig, error) {
@@ -107,6 +115,7 @@ type Relay struct {
 	log   *slog.Logger
 	m     *SinkMetrics
 	owner string // this relay's lease token
+	warn  failWarn
 
 	registered bool // the sink's row exists
 }
@@ -155,11 +164,11 @@ func (r *Relay) Round(ctx context.Context) (full bool, err error) {
 	if err != nil || !held || pos.waiting {
 		return false, err
 	}
-	rows, settled, err := r.read(ctx, pos.lastID, now)
+	rows, ages, err := r.read(ctx, pos.lastID, now)
 	if err != nil {
 		return false, err
 	}
-	ready := ready(rows, settled, pos)
+	ready := r.ready(ctx, rows, ages, pos)
 	if len(ready) == 0 {
 		return false, nil
 	}
@@ -180,12 +189,11 @@ func (r *Relay) Round(ctx context.Context) (full bool, err error) {
 }
 
 // ready is the prefix of rows (read after pos) that may go out now: in id
-// order, stopping before a hole whose next row is younger than GapWait
-// (settled: older).
-func ready(rows []Message, settled []bool, pos position) []Message {
+// order, stopping before a hole that may still fill (settled).
+func (r *Relay) ready(ctx context.Context, rows []Message, ages []rowAge, pos position) []Message {
 	prev := pos.lastID
 	for i, m := range rows {
-		if m.OutboxID != prev+pos.step && !settled[i] {
+		if m.OutboxID != prev+pos.step && !r.settled(ctx, prev, m.OutboxID, ages[i]) {
 			return rows[:i]
 		}
 		prev = m.OutboxID
@@ -197,7 +205,7 @@ func ready(rows []Message, settled []bool, pos position) []Message {
 // sets the backoff, or drops the refused event that has used up its
 // attempts.
 func (r *Relay) record(ctx context.Context, pos position, sent []Message, n int, sendErr error) error {
-	next := update{lastID: pos.lastID, attempts: pos.attempts, delivered: n, nextAttempt: r.now()}
+	next := update{lastID: pos.lastID, attempts: pos.attempts, delivered: n, nextAttempt: r.now(), epoch: pos.epoch}
 	if n > 0 {
 		next.lastID, next.attempts = sent[n-1].OutboxID, 0
 	}
@@ -222,12 +230,17 @@ func (r *Relay) record(ctx context.Context, pos position, sent []Message, n int,
 			"attempts", r.cfg.MaxAttempts, "err", next.lastErr)
 	case sendErr != nil:
 		r.m.count(r.name, resultFailed, 1)
-		refused := IsRefused(sendErr) // the event's own fault: counts toward MaxAttempts
-		r.log.Warn("event delivery failed; will retry", "event_id", sent[n].ID, "event", sent[n].Type, "taken", n,
-			"attempt", next.attempts, "next_try", next.nextAttempt, "refused", refused, "err", next.lastErr)
+		if warn, skipped := r.warn.failed(time.Now()); warn {
+			refused := IsRefused(sendErr) // the event's own fault: counts toward MaxAttempts
+			r.log.Warn("event delivery failed; will retry", "event_id", sent[n].ID, "event", sent[n].Type, "taken", n,
+				"attempt", next.attempts, "next_try", next.nextAttempt, "refused", refused, "err", next.lastErr,
+				"failures_not_logged", skipped)
+		}
+		return nil
 	case pos.attempts > 0:
 		r.log.Info("events delivered again after failed rounds", "failed_rounds", pos.attempts, "events", n)
 	}
+	r.warn.ok()
 	return nil
 }
 

@@ -132,11 +132,11 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	hooks, err := o.hooks.dispatcher(db, reg, sm, base)
+	hooks, err := o.hooks.dispatcher(db, reg, sm, *o.cp.Name, d.Sink.LeaderEpoch, base)
 	if err != nil {
 		return err
 	}
-	relays, err := o.events.relays(db, sm, hooks == nil, base)
+	relays, err := o.events.relays(db, sm, hooks == nil, *o.cp.Name, d.Sink.LeaderEpoch, base)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,14 +28,21 @@ func webhookFlags(f *settings.Flags) *webhookSettings {
 	}
 }
 
-// dispatcher is the webhook dispatcher, or nil without -webhook-url.
-func (o *webhookSettings) dispatcher(db *sql.DB, reg prometheus.Registerer, sm *webhook.SinkMetrics, log *slog.Logger) (*webhook.Dispatcher, error) {
+// dispatcher is the webhook dispatcher, or nil without -webhook-url. It
+// delivers while epoch (the cdc's leader epoch of checkpoint) is not 0:
+// only the leader sends, and a new leader takes the rounds' leases over at
+// once.
+func (o *webhookSettings) dispatcher(db *sql.DB, reg prometheus.Registerer, sm *webhook.SinkMetrics, checkpoint string, epoch func() int64, log *slog.Logger) (*webhook.Dispatcher, error) {
 	if *o.url == "" {
 		return nil, nil
 	}
 	return webhook.New(webhook.Config{DB: db, URL: *o.url, Secret: []byte(o.secret()), MaxAttempts: *o.maxAttempts,
-		MaxPending: *o.maxPending, Logger: log, Registerer: reg, SinkMetrics: sm})
+		MaxPending: *o.maxPending, Logger: log, Registerer: reg, SinkMetrics: sm, Epoch: epoch, Checkpoint: checkpoint, PollEvery: eventPoll})
 }
+
+// eventPoll is how often the webhook dispatcher looks for due events (the
+// relays' default too): a new leader's events go out well within a second.
+const eventPoll = 200 * time.Millisecond
 
 // eventSettings are the cdc's flags of the event streams (Redis streams,
 // NATS JetStream) beside the webhook.
@@ -60,8 +68,9 @@ func (o *eventSettings) on() bool { return o.sinks() != "" }
 
 // relays opens the configured sinks and returns a relay for each (none
 // without -event-sinks). prune: no webhook dispatcher prunes the outbox,
-// the relays do.
-func (o *eventSettings) relays(db *sql.DB, m *webhook.SinkMetrics, prune bool, log *slog.Logger) ([]*webhook.Relay, error) {
+// the relays do. They deliver while epoch (the cdc's leader epoch) is not
+// 0, like the dispatcher.
+func (o *eventSettings) relays(db *sql.DB, m *webhook.SinkMetrics, prune bool, checkpoint string, epoch func() int64, log *slog.Logger) ([]*webhook.Relay, error) {
 	sinks, err := streams.Open(o.sinks())
 	if err != nil {
 		return nil, err
@@ -69,7 +78,7 @@ func (o *eventSettings) relays(db *sql.DB, m *webhook.SinkMetrics, prune bool, l
 	out := make([]*webhook.Relay, 0, len(sinks))
 	for i, s := range sinks {
 		r, err := webhook.NewRelay(webhook.RelayConfig{DB: db, Sink: s, MaxAttempts: *o.maxAttempts, MaxPending: *o.maxPending,
-			PruneOutbox: prune, Metrics: m, Logger: log})
+			PruneOutbox: prune, Metrics: m, Logger: log, Epoch: epoch, Checkpoint: checkpoint, PollEvery: eventPoll})
 		if err != nil {
 			for _, s := range sinks[i:] {
 				_ = s.Close()

@@ -53,7 +53,7 @@ func metricParts() []metricPart {
 			func(t *testing.T, db *sql.DB, reg prometheus.Registerer) {
 				f, o := cdcFlags(io.Discard)
 				require.NoError(t, f.Parse([]string{"-webhook-url", "http://127.0.0.1:1/hook", "-webhook-secret", "s"}))
-				_, err := o.hooks.dispatcher(db, reg, nil, quiet)
+				_, err := o.hooks.dispatcher(db, reg, nil, "", nil, quiet)
 				require.NoError(t, err)
 			}},
 		{"The reconciler", fmt.Sprintf("`couponlink reconcile`, the daemon on its `-metrics-addr` (default `%s`).", metricsAddr(reconcileFlags(io.Discard))),

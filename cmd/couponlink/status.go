@@ -155,8 +155,24 @@ func printCheckpoint(stdout io.Writer, st inventory.Status) {
 		hooks += fmt.Sprintf(" (oldest pending written %s ago)", st.Now.Sub(st.OldestPending).Round(time.Second))
 	}
 	fmt.Fprintf(w, "webhook outbox\t%s\n", hooks)
+	printEventSinks(w, st)
 	w.Flush()
 	printRecentAnomalies(stdout, st.Recent)
+}
+
+// printEventSinks names the failing webhook events' last error and each
+// stream sink's position, a failing sink with its last error.
+func printEventSinks(w io.Writer, st inventory.Status) {
+	if st.WebhookError != "" {
+		fmt.Fprintf(w, "  failing\t%d events, the newest: %s\n", st.Webhooks["failing"], st.WebhookError)
+	}
+	for _, s := range st.EventSinks {
+		line := fmt.Sprintf("position %d, %d delivered, %d dropped", s.Position, s.Delivered, s.Dropped)
+		if s.FailedRounds > 0 {
+			line += fmt.Sprintf("; FAILING, %s: %s", plural(int(s.FailedRounds), "failed round"), s.LastError)
+		}
+		fmt.Fprintf(w, "event sink %s\t%s\n", s.Name, line)
+	}
 }
 
 // printPairs prints the derived states per template and channel; with

@@ -27,13 +27,14 @@ func OwnNATS(t testing.TB) *Server {
 	return &Server{p: p, Addr: p.addr}
 }
 
-// OwnRedis starts a redis-server with append-only persistence.
-func OwnRedis(t testing.TB) *Server {
+// OwnRedis starts a redis-server with append-only persistence, and the
+// extra settings (e.g. "--requirepass", "secret").
+func OwnRedis(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	bin := lookBin("redis-server", "/usr/bin/redis-server")
 	p := ownProcess(t, "redis-server", func(dir, port string) []string {
-		return []string{bin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "yes",
-			"--appendfsync", "always", "--dir", dir}
+		return append([]string{bin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "yes",
+			"--appendfsync", "always", "--dir", dir}, extra...)
 	})
 	return &Server{p: p, Addr: p.addr}
 }

@@ -1,0 +1,42 @@
+package inventory
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/couponlink/couponlink/api"
+)
+
+// EventSinkJSON is a stream sink's delivery, as the status shows it.
+type EventSinkJSON = api.EventSink
+
+// readEventSinks reads the stream sinks' positions (event_sink_position)
+// by name, and the newest failing webhook event's error.
+func readEventSinks(ctx context.Context, db *sql.DB, st *Status) error {
+	rows, err := db.QueryContext(ctx, `SELECT sink, last_id, delivered, dropped, attempts, COALESCE(last_error, ''), lease_epoch
+		FROM event_sink_position ORDER BY sink`)
+	if err != nil {
+		return fmt.Errorf("read the event sinks' positions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s EventSinkJSON
+		if err := rows.Scan(&s.Name, &s.Position, &s.Delivered, &s.Dropped, &s.FailedRounds, &s.LastError, &s.LeaseEpoch); err != nil {
+			return fmt.Errorf("read the event sinks' positions: %w", err)
+		}
+		if s.FailedRounds == 0 {
+			s.LastError = "" // an error of the past
+		}
+		st.EventSinks = append(st.EventSinks, s)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the event sinks' positions: %w", err)
+	}
+	err = db.QueryRowContext(ctx, `SELECT COALESCE(last_error, '') FROM webhook_outbox WHERE status = 'pending' AND attempts > 0
+		ORDER BY id DESC LIMIT 1`).Scan(&st.WebhookError)
+	if err != nil && err != sql.ErrNoRows {
+		return fmt.Errorf("read the failing webhook events: %w", err)
+	}
+	return nil
+}
