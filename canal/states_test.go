@@ -39,7 +39,9 @@ func statesDecoder(t *testing.T) *decoder {
 // moves between closed codes, or while soft-deleted, change nothing. A
 // NULL status is open, a NULL flag not deleted.
 func TestDecodeOrderStates(t *testing.T) {
-	row := func(id int64, state, gone any) []any { return []any{id, fmt.Sprint("sn", id), "u", int64(3), state, gone} }
+	row := func(id int64, state, gone any) []any {
+		return []any{id, fmt.Sprint("sn", id), "u", int64(3), state, gone}
+	}
 	o := func(id int64, deleted bool) OrderRow {
 		return OrderRow{ID: fmt.Sprint(id), Template: 3, User: "u", Order: fmt.Sprint("sn", id), At: testAt, Deleted: deleted}
 	}
