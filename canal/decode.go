@@ -164,7 +164,7 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		u := d.m.UserCoupon
 		l.id, l.template, l.channel = find("id", u.ID), find("template", u.Template), find("channel", u.Channel)
 		l.status, l.order, l.statusCol = find("status", u.Status), find("order", u.Order), u.Status
-		l.user, l.gone = find("user", u.User), find("deleted", u.Deleted.column())
+		l.user, l.gone = find("user", u.User), find("deleted", u.Deleted.Col())
 	case kindRedemption:
 		r := d.m.RedemptionLog
 		l.id, l.coupon, l.order = find("id", r.ID), find("coupon", r.Coupon), find("order", r.Order)
@@ -185,7 +185,7 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 	case kindOrder:
 		o := d.m.Orders
 		l.id, l.template, l.user, l.order = find("id", o.ID), find("template", o.Template), find("user", o.User), find("order", o.Order)
-		l.state, l.gone = find("status", o.Status), find("deleted", o.Deleted.column())
+		l.state, l.gone = find("status", o.Status), find("deleted", o.Deleted.Col())
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))

@@ -268,7 +268,7 @@ func (m *Mapping) specs() []tableSpec {
 		{key: "user_coupon", kind: kindUserCoupon, table: u.Table, source: true, cols: []colRef{
 			{"id", u.ID, true}, {"template", u.Template, true}, {"channel", u.Channel, false},
 			{"status", u.Status, true}, {"order", u.Order, false}, {"user", u.User, false},
-			{"expires_at", u.ExpiresAt, false}, {"deleted", u.Deleted.column(), false}}},
+			{"expires_at", u.ExpiresAt, false}, {"deleted", u.Deleted.Col(), false}}},
 	}
 	switch m.RedemptionEvidence() {
 	case EvidenceTable:

@@ -24,16 +24,13 @@ type SoftDelete struct {
 	Values []int64 `yaml:"values"`
 }
 
-// column is the soft-delete column, or "" when d is nil.
-func (d *SoftDelete) column() string {
+// Col is the soft-delete column ("" when the table has none: d is nil).
+func (d *SoftDelete) Col() string {
 	if d == nil {
 		return ""
 	}
 	return d.Column
 }
-
-// Col is the soft-delete column ("" when the table has none).
-func (d *SoftDelete) Col() string { return d.column() }
 
 // Codes are the values that mean deleted (none when d is nil).
 func (d *SoftDelete) Codes() []int64 {
@@ -48,11 +45,11 @@ func (d *SoftDelete) Codes() []int64 {
 func (m *Mapping) orderSpec(o *OrderTable) tableSpec {
 	if m.RedemptionEvidence() == EvidenceCouponOrder {
 		return tableSpec{key: "orders", kind: kindOrder, table: o.Table, cols: []colRef{
-			{"id", o.ID, true}, {"order", o.Order, true}, {"status", o.Status, true}, {"deleted", o.Deleted.column(), false}}}
+			{"id", o.ID, true}, {"order", o.Order, true}, {"status", o.Status, true}, {"deleted", o.Deleted.Col(), false}}}
 	}
 	return tableSpec{key: "orders", kind: kindOrder, table: o.Table, source: true, cols: []colRef{
 		{"id", o.ID, true}, {"template", o.Template, true}, {"user", o.User, true}, {"order", o.Order, false},
-		{"status", o.Status, false}, {"deleted", o.Deleted.column(), false}}}
+		{"status", o.Status, false}, {"deleted", o.Deleted.Col(), false}}}
 }
 
 // validateStates checks the order states and the soft-delete columns.
