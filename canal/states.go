@@ -81,7 +81,7 @@ func (m *Mapping) validateStates() []error {
 }
 
 // OrderClosed says whether an order's stored state code is one of the
-// mapping's closed codes (a NULL, null, is open).
+// mapping's closed codes; a NULL (null) is open.
 func (o *OrderTable) OrderClosed(code int64, null bool) bool {
 	return !null && slices.Contains(o.Closed, code)
 }
