@@ -1,6 +1,9 @@
 package canal
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // CheckState is one of couponlink's checks and whether a mapping lets it
 // run: the data it needs is mapped (On, Detail says against what) or the
@@ -44,7 +47,7 @@ func (m *Mapping) Checks() []CheckState {
 	uc := m.UserCoupon
 	cs := []CheckState{
 		on("illegal_transition", "any status change not among the six legal ones, or a coupon moved to another template or channel"),
-		on("deleted_coupon", "a %s row deleted", m.qualified(uc.Table)),
+		on("deleted_coupon", "a %s row deleted%s", m.qualified(uc.Table), m.softDeleted(uc.Table, uc.Deleted)),
 		on("undecodable_row", "a NULL or unmapped %s, a NULL %s: recorded, counted nowhere (-strict stops instead)", uc.Status, uc.Template),
 	}
 	cs = append(cs, m.evidenceChecks()...)
@@ -115,7 +118,8 @@ func (m *Mapping) evidenceChecks() []CheckState {
 		dup.On, dup.Detail = true, fmt.Sprintf("two rows of one (coupon, order) in %s", m.qualified(m.RedemptionLog.Table))
 		double.Detail = "redemption_evidence is table: duplicate_redemption instead"
 	case EvidenceCouponOrder:
-		missing.On, missing.Detail = true, fmt.Sprintf("a coupon becoming USED with a NULL %s", m.col(uc.Table, uc.Order))
+		missing.On, missing.Detail = true, fmt.Sprintf("a coupon becoming USED with a NULL %s, or with the order it kept when given back%s",
+			m.col(uc.Table, uc.Order), m.openOrders())
 		dup.Detail = "redemption_evidence is coupon_order: no write-off table"
 		double.On, double.Detail = true, fmt.Sprintf("a USED coupon whose %s changes", m.col(uc.Table, uc.Order))
 	case EvidenceOrderTable:
@@ -123,6 +127,7 @@ func (m *Mapping) evidenceChecks() []CheckState {
 		if m.Orders != nil {
 			orders = m.qualified(m.Orders.Table)
 		}
+		orders += m.openOrders()
 		missing.On, missing.Detail = true, fmt.Sprintf("fewer orders in %s than USED coupons per (template, user)", orders)
 		dup.Detail = "redemption_evidence is order_table: no write-off table"
 		double.On, double.Detail = true, fmt.Sprintf("more orders in %s than USED coupons per (template, user)", orders)
@@ -132,6 +137,34 @@ func (m *Mapping) evidenceChecks() []CheckState {
 		dup.Detail, double.Detail = reason, reason
 	}
 	return []CheckState{missing, dup, double}
+}
+
+// softDeleted says which rows of a table are soft-deleted ("": none).
+func (m *Mapping) softDeleted(table string, d *SoftDelete) string {
+	if d == nil {
+		return ""
+	}
+	return fmt.Sprintf(" or soft-deleted (%s in %v)", m.col(table, d.Column), d.Values)
+}
+
+// openOrders says which orders count (closed and soft-deleted ones do
+// not); "" when the mapping names no order states.
+func (m *Mapping) openOrders() string {
+	o := m.Orders
+	if o == nil || (o.Status == "" && o.Deleted == nil) {
+		return ""
+	}
+	var not []string
+	if o.Status != "" {
+		not = append(not, fmt.Sprintf("closed: %s in %v", m.col(o.Table, o.Status), o.Closed))
+	}
+	if o.Deleted != nil {
+		not = append(not, fmt.Sprintf("soft-deleted: %s in %v", m.col(o.Table, o.Deleted.Column), o.Deleted.Values))
+	}
+	if m.RedemptionEvidence() == EvidenceCouponOrder {
+		return fmt.Sprintf(", unless that order is open in %s (not %s)", m.qualified(o.Table), strings.Join(not, ", "))
+	}
+	return fmt.Sprintf(" (open orders only; not %s)", strings.Join(not, ", "))
 }
 
 // col is schema.table.column of a mapped column.

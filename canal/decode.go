@@ -46,6 +46,7 @@ type layout struct {
 	coupon, kind, seq, from, to          int
 	quota, claimed                       int
 	limit, end                           int
+	state, gone                          int // an order's state, a soft-delete column
 	statusCol, fromCol, toCol            string
 }
 
@@ -137,7 +138,8 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 	}
 	l := &layout{table: kind, name: name, ncols: len(t.Columns),
 		id: -1, template: -1, channel: -1, status: -1, order: -1, user: -1,
-		coupon: -1, kind: -1, seq: -1, from: -1, to: -1, quota: -1, claimed: -1, limit: -1, end: -1}
+		coupon: -1, kind: -1, seq: -1, from: -1, to: -1, quota: -1, claimed: -1, limit: -1, end: -1,
+		state: -1, gone: -1}
 	var spec tableSpec
 	for _, s := range d.m.specs() {
 		if s.source && s.kind == kind {
@@ -162,7 +164,7 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		u := d.m.UserCoupon
 		l.id, l.template, l.channel = find("id", u.ID), find("template", u.Template), find("channel", u.Channel)
 		l.status, l.order, l.statusCol = find("status", u.Status), find("order", u.Order), u.Status
-		l.user = find("user", u.User)
+		l.user, l.gone = find("user", u.User), find("deleted", u.Deleted.Col())
 	case kindRedemption:
 		r := d.m.RedemptionLog
 		l.id, l.coupon, l.order = find("id", r.ID), find("coupon", r.Coupon), find("order", r.Order)
@@ -183,6 +185,7 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 	case kindOrder:
 		o := d.m.Orders
 		l.id, l.template, l.user, l.order = find("id", o.ID), find("template", o.Template), find("user", o.User), find("order", o.Order)
+		l.state, l.gone = find("status", o.Status), find("deleted", o.Deleted.Col())
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))

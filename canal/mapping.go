@@ -60,6 +60,8 @@ type UserCouponTable struct {
 	Order     string `yaml:"order"`
 	User      string `yaml:"user"`
 	ExpiresAt string `yaml:"expires_at"`
+	// Deleted optionally names the shop's soft-delete column (states.go).
+	Deleted *SoftDelete `yaml:"deleted,omitempty"`
 }
 
 // Evidence is what proves that a coupon moving into USED was really used.
@@ -85,15 +87,23 @@ const (
 	EvidenceNone Evidence = "none"
 )
 
-// OrderTable maps a shop's order table that names the template a coupon
-// of which it used, and the user, but not the coupon. Order (the order
-// number, for messages) is optional.
+// OrderTable maps a shop's order table. With evidence order_table it
+// names the template a coupon of which it used, and the user, but not the
+// coupon; Order (the order number, for messages) is optional. With
+// evidence coupon_order it is optional and only says which orders are
+// open: Order (the number the coupon row keeps), Status and Closed.
 type OrderTable struct {
 	Table    string `yaml:"table"`
 	ID       string `yaml:"id"`
 	Template string `yaml:"template"`
 	User     string `yaml:"user"`
 	Order    string `yaml:"order"`
+	// Status optionally names the order's state column, and Closed its
+	// codes that mean closed, cancelled or refunded (states.go).
+	Status string  `yaml:"status"`
+	Closed []int64 `yaml:"closed,omitempty"`
+	// Deleted optionally names the shop's soft-delete column (states.go).
+	Deleted *SoftDelete `yaml:"deleted,omitempty"`
 }
 
 // RedemptionLogTable maps the redemption ledger. Order, Template and
@@ -258,17 +268,16 @@ func (m *Mapping) specs() []tableSpec {
 		{key: "user_coupon", kind: kindUserCoupon, table: u.Table, source: true, cols: []colRef{
 			{"id", u.ID, true}, {"template", u.Template, true}, {"channel", u.Channel, false},
 			{"status", u.Status, true}, {"order", u.Order, false}, {"user", u.User, false},
-			{"expires_at", u.ExpiresAt, false}}},
+			{"expires_at", u.ExpiresAt, false}, {"deleted", u.Deleted.Col(), false}}},
 	}
 	switch m.RedemptionEvidence() {
 	case EvidenceTable:
 		s = append(s, tableSpec{key: "redemption_log", kind: kindRedemption, table: r.Table, source: true, cols: []colRef{
 			{"id", r.ID, true}, {"coupon", r.Coupon, true}, {"order", r.Order, false},
 			{"template", r.Template, false}, {"channel", r.Channel, false}}})
-	case EvidenceOrderTable:
+	case EvidenceOrderTable, EvidenceCouponOrder:
 		if o := m.Orders; o != nil {
-			s = append(s, tableSpec{key: "orders", kind: kindOrder, table: o.Table, source: true, cols: []colRef{
-				{"id", o.ID, true}, {"template", o.Template, true}, {"user", o.User, true}, {"order", o.Order, false}}})
+			s = append(s, m.orderSpec(o))
 		}
 	}
 	if q := m.ChannelQuota; q != nil {
@@ -333,6 +342,7 @@ func (m *Mapping) Validate() error {
 		}
 	}
 	errs = append(errs, m.validateEvidence()...)
+	errs = append(errs, m.validateStates()...)
 	errs = append(errs, m.validateSources()...)
 	if m.Template.PerUserLimit != "" && m.UserCoupon.User == "" {
 		bad("template.per_user_limit needs user_coupon.user: the limit is per user")
@@ -379,7 +389,7 @@ func (m *Mapping) validateEvidence() []error {
 		if ev == EvidenceOrderTable && m.UserCoupon.User == "" {
 			bad("redemption_evidence order_table needs user_coupon.user: orders are matched to coupons by (template, user)")
 		}
-		if ev != EvidenceOrderTable && m.Orders != nil {
+		if ev != EvidenceOrderTable && ev != EvidenceCouponOrder && m.Orders != nil {
 			bad("orders is mapped but redemption_evidence is %s; set redemption_evidence: order_table to use it", ev)
 		}
 	default:

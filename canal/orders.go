@@ -1,6 +1,7 @@
 package canal
 
 import (
+	"fmt"
 	"time"
 
 	gocanal "github.com/go-mysql-org/go-mysql/canal"
@@ -8,24 +9,44 @@ import (
 
 // orders decodes the rows of a shop's order table (evidence order_table)
 // into OrderRows: which (template, user) an order used a coupon of. An
-// order without a template (NULL or 0) used no coupon and is skipped; an
-// UPDATE matters only when it moves the order to another (template, user).
+// order without a template (NULL or 0) used no coupon and is skipped; so is
+// an image that is closed (orders.closed) or soft-deleted (states.go). An
+// UPDATE matters only when it moves the order to another (template, user),
+// or into or out of a closed or soft-deleted state: then the image that
+// counted is removed and the one that counts added.
 func (d *decoder) orders(l *layout, action string, rows [][]any, at time.Time, b *Batch) error {
-	image := func(row []any) (OrderRow, error) {
-		tpl, err := intCol(l, row, l.template, "template") // NULL is 0: no coupon
-		return OrderRow{ID: strCol(row, l.id), Template: tpl, User: strCol(row, l.user), Order: strCol(row, l.order), At: at,
-			After: len(b.Transitions)}, err
+	o := d.m.Orders
+	type image struct {
+		OrderRow
+		ended bool // closed or soft-deleted: counted nowhere
 	}
-	add := func(o OrderRow, deleted bool) {
-		if o.Template != 0 {
-			o.Deleted = deleted
-			b.Orders = append(b.Orders, o)
+	decode := func(row []any) (image, error) {
+		tpl, err := intCol(l, row, l.template, "template") // NULL is 0: no coupon
+		if err != nil {
+			return image{}, err
+		}
+		img := image{OrderRow: OrderRow{ID: strCol(row, l.id), Template: tpl, User: strCol(row, l.user), Order: strCol(row, l.order),
+			At: at, After: len(b.Transitions)}}
+		if l.state >= 0 {
+			code, null, err := asInt(row[l.state])
+			if err != nil {
+				return image{}, fmt.Errorf("decode %s.%s: %w", l.name, o.Status, err)
+			}
+			img.ended = o.OrderClosed(code, null)
+		}
+		img.ended = img.ended || gone(o.Deleted, row, l.gone)
+		return img, nil
+	}
+	add := func(img image, deleted bool) {
+		if img.Template != 0 && !img.ended {
+			img.Deleted = deleted
+			b.Orders = append(b.Orders, img.OrderRow)
 		}
 	}
-	return images(action, rows, image, func(o OrderRow) {
-		add(o, action == gocanal.DeleteAction)
-	}, func(before, after OrderRow) {
-		if before.Template != after.Template || before.User != after.User {
+	return images(action, rows, decode, func(img image) {
+		add(img, action == gocanal.DeleteAction)
+	}, func(before, after image) {
+		if before.Template != after.Template || before.User != after.User || before.ended != after.ended {
 			add(before, true)
 			add(after, false)
 		}

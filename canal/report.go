@@ -295,6 +295,9 @@ func (m *Mapping) indexNeeds(kind tableKind) []indexNeed {
 	case kindRedemption:
 		return []indexNeed{{[]string{"coupon"}, "used_without_redemption looks up a coupon's write-off rows"}}
 	case kindOrder:
+		if m.RedemptionEvidence() == EvidenceCouponOrder {
+			return []indexNeed{{[]string{"order"}, "an order kept on a coupon row is looked up by its number"}}
+		}
 		return []indexNeed{{[]string{"template", "user"}, "the order checks count the orders of a (template, user)"}}
 	case kindTemplate:
 		return []indexNeed{{[]string{"id"}, "templates are read by id"}}

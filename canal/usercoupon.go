@@ -18,38 +18,37 @@ type couponImg struct {
 }
 
 // userCoupon decodes the rows of the user coupon table into Transitions.
+// A soft-deleted image (user_coupon.deleted) is no row: an UPDATE into it
+// is decoded as a DELETE of the before image, out of it as an INSERT of
+// the after image.
 func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Time, b *Batch) error {
+	del := d.m.UserCoupon.Deleted
 	if action != gocanal.UpdateAction {
-		rec := b
-		if action == gocanal.DeleteAction {
-			rec = nil // an undecodable row deleted: nothing was counted, nothing to say
-		}
 		for _, row := range rows {
-			img, ok, err := d.couponImage(l, row, rec)
-			if err != nil {
-				return err
-			}
-			if !ok {
+			if gone(del, row, l.gone) {
 				continue
 			}
-			id, err := intCol(l, row, l.id, "id")
-			if err != nil {
+			if err := d.couponRow(l, row, action == gocanal.InsertAction, at, b); err != nil {
 				return err
 			}
-			ch, order, user := d.channel(row, l.channel), strCol(row, l.order), strCol(row, l.user)
-			t := Transition{Coupon: id, Template: img.tpl, Channel: ch, PrevTemplate: img.tpl, PrevChannel: ch,
-				Order: order, PrevOrder: order, User: user, PrevUser: user, At: at}
-			if action == gocanal.InsertAction {
-				t.To, t.ToCode = img.st, img.code
-			} else {
-				t.From, t.FromCode = img.st, img.code
-			}
-			b.Transitions = append(b.Transitions, t)
 		}
 		return nil
 	}
 	for i := 0; i+1 < len(rows); i += 2 {
 		before, after := rows[i], rows[i+1]
+		if goneB, goneA := gone(del, before, l.gone), gone(del, after, l.gone); goneB || goneA {
+			var err error
+			switch {
+			case goneB && !goneA:
+				err = d.couponRow(l, after, true, at, b)
+			case goneA && !goneB:
+				err = d.couponRow(l, before, false, at, b)
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		// an undecodable image is out of the counted set: the other one
 		// enters or leaves it (both out: nothing to count)
 		from, okB, err := d.couponImage(l, before, nil)
@@ -89,6 +88,33 @@ func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Tim
 		}
 		b.Transitions = append(b.Transitions, t)
 	}
+	return nil
+}
+
+// couponRow decodes an inserted (or deleted) coupon row into a
+// Transition from (to) no state.
+func (d *decoder) couponRow(l *layout, row []any, inserted bool, at time.Time, b *Batch) error {
+	rec := b
+	if !inserted {
+		rec = nil // an undecodable row deleted: nothing was counted, nothing to say
+	}
+	img, ok, err := d.couponImage(l, row, rec)
+	if err != nil || !ok {
+		return err
+	}
+	id, err := intCol(l, row, l.id, "id")
+	if err != nil {
+		return err
+	}
+	ch, order, user := d.channel(row, l.channel), strCol(row, l.order), strCol(row, l.user)
+	t := Transition{Coupon: id, Template: img.tpl, Channel: ch, PrevTemplate: img.tpl, PrevChannel: ch,
+		Order: order, PrevOrder: order, User: user, PrevUser: user, At: at}
+	if inserted {
+		t.To, t.ToCode = img.st, img.code
+	} else {
+		t.From, t.FromCode = img.st, img.code
+	}
+	b.Transitions = append(b.Transitions, t)
 	return nil
 }
 

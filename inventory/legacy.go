@@ -118,8 +118,8 @@ func (s *Queries) UserClaims(ctx context.Context, q Querier, fn func(template in
 		codes = append(codes, c)
 	}
 	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), orderKeyUser(uc.User)},
-		fmt.Sprintf("%s IS NOT NULL AND %s IS NOT NULL AND %s IN (%s)", quoteIdent(uc.Template), quoteIdent(uc.User),
-			quoteIdent(uc.Status), sqltx.Placeholders(len(codes))), sqltx.Int64Args(codes), "")
+		fmt.Sprintf("%s IS NOT NULL AND %s IS NOT NULL AND %s IN (%s)%s", quoteIdent(uc.Template), quoteIdent(uc.User),
+			quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), andAlso(s.liveCoupon())), sqltx.Int64Args(codes), "")
 	if err != nil {
 		return fmt.Errorf("count coupons per user in %s: %w", uc.Table, err)
 	}
@@ -167,8 +167,8 @@ func (s *Queries) legacyTruth(ctx context.Context, tx *sql.Tx, ids []int64, out 
 	// shard by shard: the counts add up, and the ids are not repeated for
 	// every shard in one statement
 	err := s.each(uc.Table, func(table string) error {
-		query := fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s WHERE %s IN (%s) GROUP BY 1, 2", quoteIdent(uc.Template),
-			quoteIdent(uc.Status), table, quoteIdent(uc.Template), sqltx.Placeholders(len(ids)))
+		query := fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s WHERE %s IN (%s)%s GROUP BY 1, 2", quoteIdent(uc.Template),
+			quoteIdent(uc.Status), table, quoteIdent(uc.Template), sqltx.Placeholders(len(ids)), andAlso(s.liveCoupon()))
 		return sqltx.EachRow(ctx, tx, query, sqltx.Int64Args(ids), count)
 	})
 	if err != nil {

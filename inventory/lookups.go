@@ -138,8 +138,8 @@ func (s *Queries) LastUsedCoupon(ctx context.Context, q Querier, template int64,
 	codes := s.m.Codes(coupon.Used)
 	var id int64
 	err := s.each(uc.Table, func(table string) error {
-		query := fmt.Sprintf("SELECT COALESCE(MAX(%s), 0) FROM %s WHERE %s = ? AND %s IN (%s) AND %s = ?", quoteIdent(uc.ID), table,
-			quoteIdent(uc.Template), quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), orderKeyUser(uc.User))
+		query := fmt.Sprintf("SELECT COALESCE(MAX(%s), 0) FROM %s WHERE %s = ? AND %s IN (%s) AND %s = ?%s", quoteIdent(uc.ID), table,
+			quoteIdent(uc.Template), quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), orderKeyUser(uc.User), andAlso(s.liveCoupon()))
 		return sqltx.EachRow(ctx, q, query, append(append([]any{template}, sqltx.Int64Args(codes)...), []byte(user)), func(rows *sql.Rows) error {
 			var last int64
 			err := rows.Scan(&last)
@@ -157,8 +157,9 @@ func (s *Queries) LastUsedCoupon(ctx context.Context, q Querier, template int64,
 // whose USED coupons and orders differ (evidence order_table): the counts
 // and the highest id among its USED coupons (0: none). The user is the
 // bytes of its column ("" for NULL) cut to MaxOrderKey, like the cdc's;
-// coupons with a NULL template and orders without one (NULL or 0) are
-// left out, as the cdc leaves them.
+// coupons with a NULL template or soft-deleted, and orders without a
+// template (NULL or 0), closed or soft-deleted, are left out, as the cdc
+// leaves them.
 func (s *Queries) OrderKeyDifferences(ctx context.Context, q Querier, fn func(template int64, user string, used, orders, lastCoupon int64) error) error {
 	o := s.m.Orders
 	if o == nil || s.m.RedemptionEvidence() != canal.EvidenceOrderTable {
@@ -168,15 +169,16 @@ func (s *Queries) OrderKeyDifferences(ctx context.Context, q Querier, fn func(te
 	codes := s.m.Codes(coupon.Used)
 	user := orderKeyUser
 	used, args, err := s.unionAll(uc.Table, func(table string) string {
-		return fmt.Sprintf("SELECT %s AS tpl, %s AS usr, COUNT(*) AS used, 0 AS orders, MAX(%s) AS coupon FROM %s WHERE %s IN (%s) AND %s IS NOT NULL GROUP BY 1, 2",
-			quoteIdent(uc.Template), user(uc.User), quoteIdent(uc.ID), table, quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), quoteIdent(uc.Template))
+		return fmt.Sprintf("SELECT %s AS tpl, %s AS usr, COUNT(*) AS used, 0 AS orders, MAX(%s) AS coupon FROM %s WHERE %s IN (%s) AND %s IS NOT NULL%s GROUP BY 1, 2",
+			quoteIdent(uc.Template), user(uc.User), quoteIdent(uc.ID), table, quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), quoteIdent(uc.Template),
+			andAlso(s.liveCoupon()))
 	}, sqltx.Int64Args(codes))
 	if err != nil {
 		return err
 	}
 	orders, _, err := s.unionAll(o.Table, func(table string) string {
-		return fmt.Sprintf("SELECT %s, %s, 0, COUNT(*), NULL FROM %s WHERE %s IS NOT NULL AND %s <> 0 GROUP BY 1, 2",
-			quoteIdent(o.Template), user(o.User), table, quoteIdent(o.Template), quoteIdent(o.Template))
+		return fmt.Sprintf("SELECT %s, %s, 0, COUNT(*), NULL FROM %s WHERE %s IS NOT NULL AND %s <> 0%s GROUP BY 1, 2",
+			quoteIdent(o.Template), user(o.User), table, quoteIdent(o.Template), quoteIdent(o.Template), andAlso(s.openOrder()))
 	}, nil)
 	if err != nil {
 		return err
@@ -195,4 +197,37 @@ func (s *Queries) OrderKeyDifferences(ctx context.Context, q Querier, fn func(te
 		return fmt.Errorf("compare the USED coupons of %s with the orders of %s: %w", s.named(uc.Table), s.named(o.Table), err)
 	}
 	return nil
+}
+
+// OpenOrders returns which of the given order numbers (orders.order) have
+// an open row in the order table: neither closed nor soft-deleted
+// (evidence coupon_order: whether an order kept on a coupon row proves
+// its use).
+func (s *Queries) OpenOrders(ctx context.Context, q Querier, orders []string) (map[string]bool, error) {
+	o := s.m.Orders
+	if o == nil || o.Order == "" {
+		return nil, fmt.Errorf("the mapping names no order table with an order column")
+	}
+	out := map[string]bool{}
+	for start := 0; start < len(orders); start += 1000 {
+		chunk := orders[start:min(start+1000, len(orders))]
+		args := make([]any, len(chunk))
+		for i, v := range chunk {
+			args[i] = v
+		}
+		err := s.each(o.Table, func(table string) error {
+			query := fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s)%s", quoteIdent(o.Order), table, quoteIdent(o.Order),
+				sqltx.Placeholders(len(chunk)), andAlso(s.openOrder()))
+			return sqltx.EachRow(ctx, q, query, args, func(rows *sql.Rows) error {
+				var v []byte
+				err := rows.Scan(&v)
+				out[string(v)] = true
+				return err
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("look up orders in %s: %w", s.named(o.Table), err)
+		}
+	}
+	return out, nil
 }

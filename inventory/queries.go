@@ -80,7 +80,7 @@ func (s *Queries) channelColumn() string { return optionalColumn(s.m.UserCoupon.
 // mapping's default channel here.
 func (s *Queries) countCoupons(ctx context.Context, tx *sql.Tx) (map[Pair]*Counts, error) {
 	uc := s.m.UserCoupon
-	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), s.channelColumn(), quoteIdent(uc.Status)}, "", nil, "")
+	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), s.channelColumn(), quoteIdent(uc.Status)}, s.liveCoupon(), nil, "")
 	if err != nil {
 		return nil, fmt.Errorf("count %s: %w", uc.Table, err)
 	}

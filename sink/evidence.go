@@ -18,7 +18,12 @@ import (
 //     moves into USED is the evidence, so it is judged at once: no order is
 //     used_without_redemption; a USED coupon whose order changes to another
 //     while it stays USED was spent twice (double_spend). A refund back to
-//     AVAILABLE and a new use with another order is legal.
+//     AVAILABLE and a new use with another order is legal. A move into USED
+//     that keeps the order the row already had (a shop whose give-back
+//     leaves the old order id on the row) proves nothing: the coupon was
+//     given back from that order, so it is used_without_redemption, unless
+//     the mapping's orders (status, closed) say that order is open (a shop
+//     that writes the order at checkout and the use at payment).
 //   - order_table: orders that name the template and the user, not the
 //     coupon; counted per (template, user) against the USED coupons, in the
 //     batch's transaction (orders.go).
@@ -36,13 +41,41 @@ func (c couponOrders) on() bool {
 	return c.s.cfg.Mapping.RedemptionEvidence() == canal.EvidenceCouponOrder
 }
 
+// load looks up, with the mapping's orders, which of the orders kept by
+// the batch's moves into USED are open (b.openOrders).
+func (c couponOrders) load(ctx context.Context, b *batch) error {
+	if c.s.cfg.Mapping.Orders == nil {
+		return nil
+	}
+	var kept []string
+	for i := range b.Transitions {
+		if t := &b.Transitions[i]; keptOrder(t) {
+			kept = append(kept, t.Order)
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	var err error
+	b.openOrders, err = c.s.src.OpenOrders(ctx, c.s.db, kept)
+	return err
+}
+
 func (c couponOrders) judge(_ context.Context, b *batch) ([]Anomaly, error) {
-	return judgeCouponOrders(b.Batch, c.s.cfg.Mapping.UserCoupon.Order), nil
+	return judgeCouponOrders(b.Batch, c.s.cfg.Mapping.UserCoupon.Order, b.openOrders), nil
+}
+
+// keptOrder says whether t moves a coupon into USED with the order its row
+// had before (an INSERT has no before).
+func keptOrder(t *canal.Transition) bool {
+	return t.To == coupon.Used && t.From != coupon.Used && t.From != coupon.None && !t.Undecodable &&
+		t.Order != "" && t.Order == t.PrevOrder
 }
 
 // judgeCouponOrders judges the order column (named column) of the coupon
-// rows that moved into USED, or stayed USED, in the batch.
-func judgeCouponOrders(b *canal.Batch, column string) []Anomaly {
+// rows that moved into USED, or stayed USED, in the batch; open are the
+// kept orders the order table says are open.
+func judgeCouponOrders(b *canal.Batch, column string, open map[string]bool) []Anomaly {
 	var out []Anomaly
 	for i := range b.Transitions {
 		t := &b.Transitions[i]
@@ -54,6 +87,10 @@ func judgeCouponOrders(b *canal.Batch, column string) []Anomaly {
 		case t.From != coupon.Used && t.Order == "":
 			a.Kind = AnomalyUsedWithoutRedemption
 			a.Detail = fmt.Sprintf("coupon %d became USED with no order in its %s column", t.Coupon, column)
+		case keptOrder(t) && !open[t.Order]:
+			a.Kind, a.Order = AnomalyUsedWithoutRedemption, t.Order
+			a.Detail = fmt.Sprintf("coupon %d became USED again with order %q, which its %s column kept when the coupon was given back from it",
+				t.Coupon, t.Order, column)
 		case t.From == coupon.Used && t.PrevOrder != "" && t.Order != "" && t.PrevOrder != t.Order:
 			a.Kind = AnomalyDoubleSpend
 			a.Detail = fmt.Sprintf("coupon %d, USED by order %q, was used by order %q without leaving USED", t.Coupon, t.PrevOrder, t.Order)

@@ -203,6 +203,7 @@ type batch struct {
 	pendingDirty map[redemptionKey]bool // pending redemption checks the batch changed (saved with it)
 	decide       bool                   // a heartbeat must commit: a check decides in the transaction
 	released     []release              // the releases the batch applied
+	openOrders   map[string]bool        // evidence coupon_order: the kept orders that are open (evidence.go)
 }
 
 // newBatch is b's state before the pipeline's first step.

@@ -3,6 +3,9 @@
 -- columns are never filled. The promotion keeps its remaining count (the
 -- claim guard) and a per-member limit; expiry is its end_time, compared
 -- when read and never written. use_status may be NULL (old imports).
+-- Cancelling an order (by the member, or by the timeout of an unpaid one)
+-- puts its coupon back to unused and closes the order (order_status 4),
+-- which keeps its promotion: closed orders prove no use.
 CREATE TABLE promo (
   id         BIGINT       NOT NULL PRIMARY KEY,
   name       VARCHAR(100) NULL,
@@ -29,5 +32,6 @@ CREATE TABLE sales_order (
   member_id BIGINT      NOT NULL,
   promo_id  BIGINT      NULL COMMENT 'the promotion whose coupon paid part of it',
   amount    DECIMAL(10, 2) NOT NULL,
+  order_status INT        NOT NULL DEFAULT 0 COMMENT '0 unpaid, 1 paid, 2 shipped, 3 done, 4 closed, 5 invalid',
   KEY idx_promo_member (promo_id, member_id)
 ) ENGINE=InnoDB;

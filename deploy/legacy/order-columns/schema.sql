@@ -1,7 +1,12 @@
 -- A shop that writes the order onto the coupon row: using a coupon sets
 -- status 1 and order_sn in one UPDATE. No write-off table, no remaining
 -- stock column (the claim guard counts the batch's coupons), no voids or
--- refunds (no RETURNED code). Channels are short strings.
+-- refunds of the coupon itself (no RETURNED code). Channels are short
+-- strings. Rows are soft-deleted (deleted = 1). A refund or a cancelled
+-- order gives the coupon back (status 0) and keeps the old order_sn on the
+-- row; the checkout may write order_sn before the payment marks the coupon
+-- used: only an order open in shop_order (not 3 cancelled, 4 refunded)
+-- proves a use that keeps the order_sn.
 CREATE TABLE coupon_batch (
   batch_id    INT          NOT NULL PRIMARY KEY,
   batch_name  VARCHAR(100) NOT NULL,
@@ -18,6 +23,15 @@ CREATE TABLE member_coupon (
   status   TINYINT     NOT NULL DEFAULT 0 COMMENT '0 unused, 1 used, 2 expired',
   order_sn VARCHAR(32) NULL,
   use_time DATETIME    NULL,
+  deleted  TINYINT     NOT NULL DEFAULT 0,
   KEY idx_batch_uid (batch_id, uid),
   KEY idx_batch_from_status (batch_id, get_from, status)
+) ENGINE=InnoDB;
+
+CREATE TABLE shop_order (
+  id       BIGINT      NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  order_sn VARCHAR(32) NOT NULL,
+  uid      VARCHAR(32) NOT NULL,
+  status   TINYINT     NOT NULL DEFAULT 0 COMMENT '0 unpaid, 1 paid, 2 done, 3 cancelled, 4 refunded',
+  UNIQUE KEY uk_order_sn (order_sn)
 ) ENGINE=InnoDB;

@@ -1,0 +1,78 @@
+package inventory_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory"
+)
+
+// statesYAML maps a shop with soft-deleted coupons and orders closed by
+// status 4 or 5 (or soft-deleted).
+const statesYAML = `
+schema: %s
+user_coupon: {table: s_coupon, id: id, template: tpl, status: st, order: sn, user: uid, deleted: {column: del, values: [1]}}
+status: {AVAILABLE: [0], USED: [1], EXPIRED: [2]}
+template: {table: s_tpl, id: id, total_quota: budget}
+default_channel: d
+redemption_evidence: order_table
+orders: {table: s_order, id: id, template: tpl, user: uid, order: sn, status: state, closed: [4, 5], deleted: {column: del, values: [1]}}
+`
+
+// A snapshot counts no soft-deleted coupon, and the order keys of a first
+// start compare the live USED coupons with the open orders only; the
+// coupon_order look-up finds only open orders.
+func TestQueriesLeaveOutEndedRows(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testenv.MySQL(t)
+	var dbName string
+	require.NoError(t, db.QueryRow("SELECT DATABASE()").Scan(&dbName))
+	exec := func(q string) {
+		_, err := db.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+	exec("CREATE TABLE s_coupon (id BIGINT NOT NULL PRIMARY KEY, tpl INT NOT NULL, uid VARCHAR(16) NOT NULL, st TINYINT NOT NULL, sn VARCHAR(16) NULL, del TINYINT NULL)")
+	exec("CREATE TABLE s_order (id BIGINT NOT NULL PRIMARY KEY, tpl INT NULL, uid VARCHAR(16) NOT NULL, sn VARCHAR(16) NOT NULL, state TINYINT NULL, del TINYINT NOT NULL DEFAULT 0)")
+	exec("CREATE TABLE s_tpl (id INT NOT NULL PRIMARY KEY, budget INT NOT NULL)")
+	exec(`INSERT INTO s_coupon VALUES (1, 1, 'a', 1, 'o1', 0), (2, 1, 'a', 1, 'o2', 1), (3, 1, 'b', 0, 'o3', NULL), (4, 1, 'b', 1, 'o4', NULL),
+		(5, 1, 'c', 0, NULL, 1)`)
+	exec(`INSERT INTO s_order (id, tpl, uid, sn, state, del) VALUES (1, 1, 'a', 'o1', 1, 0), (2, 1, 'a', 'o2', 4, 0),
+		(3, 1, 'b', 'o3', 5, 0), (4, 1, 'b', 'o4', NULL, 0), (5, 1, 'c', 'o5', 1, 1), (6, 1, 'd', 'o6', 0, 0)`)
+	m, err := canal.LoadMapping(fmt.Appendf(nil, statesYAML, dbName))
+	require.NoError(t, err)
+	require.NoError(t, m.Check(ctx, db))
+	src := inventory.NewQueries(m)
+
+	snap, err := inventory.TakeSnapshot(ctx, db, m)
+	require.NoError(t, err)
+	require.Equal(t, map[inventory.Pair]*inventory.Counts{{Template: 1, Channel: "d"}: {Held: 1, Used: 2}}, snap.Counts,
+		"coupons 2 and 5 are soft-deleted")
+
+	type diff struct {
+		user                 string
+		used, orders, coupon int64
+	}
+	var got []diff
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	require.NoError(t, src.OrderKeyDifferences(ctx, tx, func(tpl int64, user string, used, orders, last int64) error {
+		got = append(got, diff{user, used, orders, last})
+		return nil
+	}))
+	require.ElementsMatch(t, []diff{{"d", 0, 1, 0}}, got, "a: 1 live USED, 1 open order; b: 1 USED, 1 open (NULL state); c: none live")
+
+	m, err = canal.LoadMapping([]byte(strings.NewReplacer("redemption_evidence: order_table", "redemption_evidence: coupon_order",
+		"template: tpl, user: uid, order: sn, status", "order: sn, status").Replace(fmt.Sprintf(statesYAML, dbName))))
+	require.NoError(t, err)
+	open, err := inventory.NewQueries(m).OpenOrders(ctx, db, []string{"o1", "o2", "o3", "o4", "o5", "o6", "nowhere"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{"o1": true, "o4": true, "o6": true}, open)
+}
