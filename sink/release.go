@@ -235,7 +235,8 @@ const scheduleSQL = `INSERT IGNORE INTO release_due (user_coupon_id, template_id
 func (s *Sink) releaseDue(ctx context.Context, limit int) ([]release, error) {
 	now := s.cfg.Now().UTC()
 	var applied []release
-	err := sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
+	err := s.retryTx(ctx, "release", func(tx *sql.Tx) error {
+		applied = nil
 		if err := s.fence(ctx, tx); err != nil {
 			return err
 		}

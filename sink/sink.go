@@ -35,6 +35,8 @@ type Sink struct {
 	redis *stock                   // the Redis writer; not safe for concurrent use (guarded by work)
 	peers []*peer                  // the mapping's other sources (peers.go)
 
+	ledUnder *Leader // the leader lock the epoch was taken under (nil: none, Start)
+
 	// work is held by ApplyBatch for a batch and by a chore for a pass:
 	// they read and change the mirror, the checks' state and the Redis writer.
 	work sync.Mutex
@@ -85,19 +87,20 @@ func (s *Sink) Mode() Mode { return s.cfg.Mode }
 // no checkpoint, or with rebuild, it first bootstraps the counters from a
 // consistent snapshot. It returns the position to tail from.
 func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) {
+	return s.start(ctx, rebuild, nil)
+}
+
+// start is Start under the leader lock under (nil: none).
+func (s *Sink) start(ctx context.Context, rebuild bool, under *Leader) (canal.Position, error) {
 	s.work.Lock()
 	defer s.work.Unlock()
 	if _, err := s.db.ExecContext(ctx, `INSERT IGNORE INTO cdc_checkpoint (name, binlog_file, binlog_pos, gtid_set) VALUES (?, '', 0, '')`,
 		s.cfg.Name); err != nil {
 		return canal.Position{}, fmt.Errorf("create checkpoint row: %w", err)
 	}
-	var err error
-	if s.epoch, err = takeEpoch(ctx, s.db, s.cfg.Name, s.cfg.Leader); err != nil {
+	if err := s.lead(ctx, under); err != nil {
 		return canal.Position{}, err
 	}
-	s.m.leader.Set(1)
-	s.m.leaderEpoch.Set(float64(s.epoch))
-	s.m.leaderTerms.Inc()
 	cp, _, err := inventory.LoadCheckpoint(ctx, s.db, s.cfg.Name)
 	if err != nil {
 		return canal.Position{}, err
@@ -131,6 +134,25 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 	}
 	s.progressed(s.pos, cp.EventTime.Time)
 	return s.pos, nil
+}
+
+// lead makes this sink the checkpoint's writer under a new epoch, unless
+// it starts again under the lock it took its epoch under and never lost
+// (under): a restart of its tail, not a takeover, keeps the epoch — fenced
+// when the checkpoint's is another (a cdc took it without the lock).
+func (s *Sink) lead(ctx context.Context, under *Leader) error {
+	if under != nil && under == s.ledUnder && !under.isLost() {
+		return keepEpoch(ctx, s.db, s.cfg.Name, s.epoch)
+	}
+	epoch, err := takeEpoch(ctx, s.db, s.cfg.Name, s.cfg.Leader)
+	if err != nil {
+		return err
+	}
+	s.epoch, s.ledUnder = epoch, under
+	s.m.leader.Set(1)
+	s.m.leaderEpoch.Set(float64(s.epoch))
+	s.m.leaderTerms.Inc()
+	return nil
 }
 
 // startFromSnapshot bootstraps the counters from a consistent snapshot.
