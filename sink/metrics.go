@@ -36,9 +36,7 @@ type metrics struct {
 	quotaRuleRuns  *prometheus.CounterVec
 	correctionRuns *prometheus.CounterVec
 	peerErrors     *prometheus.CounterVec // look-ups on a peer source that failed, by peer
-
-	txRetries *prometheus.CounterVec // transactions run again after a race they lost, by tx and reason
-	restarts  *prometheus.CounterVec // starts over from the checkpoint without a takeover, by reason
+	restarts       *prometheus.CounterVec // starts over from the checkpoint without a takeover, by reason
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -109,17 +107,9 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		peerErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_cdc_peer_errors_total", Help: "Look-ups on another source of the mapping (a redemption row on another server than its coupon) that failed, by peer; the checks that need the peer wait for it.",
 		}, []string{"peer"}),
-		txRetries: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "couponlink_tx_retries_total", Help: "Transactions run again after a deadlock or a lock wait timeout with another writer of the outbox, the findings or the counters, by transaction (batch, release; the reconciler's correction, review) and reason (deadlock, lock_wait_timeout); a transaction gives up after 5 runs.",
-		}, []string{"tx", "reason"}),
 		restarts: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "couponlink_cdc_restarts_total", Help: "Times this cdc started its binlog tail over from the checkpoint after a failure while it kept the leader lock (and its epoch), by reason (deadlock, connection, error); 0 in a healthy run.",
+			Name: "couponlink_cdc_restarts_total", Help: "Times this cdc started its binlog tail over from the checkpoint after a failure, by reason (deadlock, connection, error: it kept the leader lock and its epoch; lock_lost: the lock's connection failed, it takes the lock again under a new epoch); a takeover by another cdc is not one; 0 in a healthy run.",
 		}, []string{"reason"}),
-	}
-	for _, tx := range []string{"batch", "release"} {
-		for _, reason := range []string{"deadlock", "lock_wait_timeout"} {
-			m.txRetries.WithLabelValues(tx, reason)
-		}
 	}
 	for _, reason := range restartReasons {
 		m.restarts.WithLabelValues(reason)

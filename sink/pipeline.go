@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
-	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -199,7 +198,7 @@ func (s *Sink) idle(ctx context.Context, cb *canal.Batch) error {
 // after a deadlock.
 func (s *Sink) commit(ctx context.Context, b *batch) error {
 	rewind := s.pipe.rewind(b)
-	return s.retryTx(ctx, "batch", func(tx *sql.Tx) error {
+	return s.retries.Run(ctx, s.db, "batch", func(tx *sql.Tx) error {
 		rewind()
 		b.tx = tx
 		defer func() { b.tx = nil }()
@@ -227,15 +226,6 @@ func (p *pipeline) rewind(b *batch) func() {
 			f()
 		}
 	}
-}
-
-// retryTx runs fn in a transaction, again after a deadlock or a lock wait
-// timeout (sqltx.RetryDeadlocks), counting each run again as tx's.
-func (s *Sink) retryTx(ctx context.Context, tx string, fn func(*sql.Tx) error) error {
-	return sqltx.RetryDeadlocks(ctx, s.db, nil, func(err error) {
-		s.m.txRetries.WithLabelValues(tx, sqltx.Reason(err)).Inc()
-		s.log.Warn("transaction lost a race with another; running it again", "tx", tx, "err", err)
-	}, fn)
 }
 
 // batch is a batch on its way through the pipeline: what its steps read,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
 )
@@ -35,7 +36,8 @@ type Sink struct {
 	redis *stock                   // the Redis writer; not safe for concurrent use (guarded by work)
 	peers []*peer                  // the mapping's other sources (peers.go)
 
-	ledUnder *Leader // the leader lock the epoch was taken under (nil: none, Start)
+	ledUnder *Leader        // the leader lock the epoch was taken under (nil: none, Start)
+	retries  *sqltx.Retries // its transactions that run again after a deadlock
 
 	// work is held by ApplyBatch for a batch and by a chore for a pass:
 	// they read and change the mirror, the checks' state and the Redis writer.
@@ -62,6 +64,7 @@ func New(cfg Config) (*Sink, error) {
 	}
 	s := &Sink{cfg: cfg, db: cfg.DB, src: inventory.NewQueries(cfg.Mapping), log: cfg.Logger.With("component", "cdc"), m: newMetrics(cfg.Registerer),
 		active: map[int64]time.Time{}, peers: newPeers(cfg.Peers)}
+	s.retries = sqltx.NewRetries(cfg.Registerer, s.log, "batch", "release")
 	s.pipe = s.newPipeline()
 	if cfg.Redis != nil && cfg.RedisMode == inventory.RedisOwner {
 		keys := cfg.Keys

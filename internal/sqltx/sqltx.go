@@ -33,7 +33,7 @@ func Run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(*sql.Tx) 
 // Retry runs Run up to attempts times while its error is one that
 // retryable accepts (Deadlock, for most callers) and ctx is not done.
 func Retry(ctx context.Context, db *sql.DB, attempts int, retryable func(error) bool, fn func(*sql.Tx) error) error {
-	return Retrying{Attempts: attempts, Retryable: retryable}.Run(ctx, db, fn)
+	return retrying{Attempts: attempts, Retryable: retryable}.Run(ctx, db, fn)
 }
 
 // DeadlockAttempts is how many times RetryDeadlocks runs a transaction at
@@ -51,11 +51,11 @@ const (
 // fn must start from scratch at each run: what a failed run changed in
 // memory is the caller's to put back.
 func RetryDeadlocks(ctx context.Context, db *sql.DB, opts *sql.TxOptions, retried func(error), fn func(*sql.Tx) error) error {
-	return Retrying{Attempts: DeadlockAttempts, Retryable: Deadlock, Backoff: DeadlockBackoff, Options: opts, Retried: retried}.Run(ctx, db, fn)
+	return retrying{Attempts: DeadlockAttempts, Retryable: Deadlock, Backoff: DeadlockBackoff, Options: opts, Retried: retried}.Run(ctx, db, fn)
 }
 
-// Retrying is how a transaction runs again after a race it lost.
-type Retrying struct {
+// retrying is how a transaction runs again after a race it lost.
+type retrying struct {
 	Attempts  int              // at most this many runs (at least one)
 	Retryable func(error) bool // the errors worth another run
 	Backoff   time.Duration    // the first wait between two runs, doubling (jittered); 0: none
@@ -65,7 +65,7 @@ type Retrying struct {
 
 // Run runs fn in a transaction until it commits, fails with an error
 // Retryable refuses, ctx ends, or the attempts are spent.
-func (r Retrying) Run(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+func (r retrying) Run(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 	wait := r.Backoff
 	for n := 1; ; n++ {
 		err := Run(ctx, db, r.Options, fn)
@@ -76,23 +76,13 @@ func (r Retrying) Run(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) e
 			r.Retried(err)
 		}
 		if wait > 0 {
-			if err := sleep(ctx, wait/2+rand.N(wait)); err != nil {
-				return err
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait/2 + rand.N(wait)): // jittered: half to one and a half of it
 			}
 			wait *= 2
 		}
-	}
-}
-
-// sleep waits d or until ctx ends (then it returns ctx's error).
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 
