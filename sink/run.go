@@ -117,7 +117,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err := fatal(err); err != nil {
 			return err
 		}
-		lost := leader != nil && leader.isLost()
+		lost := leader != nil && (leader.isLost() || errors.Is(err, errLeaderLost))
 		if lost || (leader != nil && errors.Is(err, ErrFenced)) {
 			giveUp()
 		}

@@ -142,9 +142,14 @@ func (s *Sink) start(ctx context.Context, rebuild bool, under *Leader) (canal.Po
 // lead makes this sink the checkpoint's writer under a new epoch, unless
 // it starts again under the lock it took its epoch under and never lost
 // (under): a restart of its tail, not a takeover, keeps the epoch — fenced
-// when the checkpoint's is another (a cdc took it without the lock).
+// when the checkpoint's is another (a cdc took it without the lock). The
+// server is asked whether the lock is still held: a lock lost since the
+// leader's last ping fails the start (errLeaderLost), which gives it up.
 func (s *Sink) lead(ctx context.Context, under *Leader) error {
-	if under != nil && under == s.ledUnder && !under.isLost() {
+	if under != nil && under == s.ledUnder {
+		if err := under.check(ctx); err != nil {
+			return fmt.Errorf("%w: %w", errLeaderLost, err)
+		}
 		return keepEpoch(ctx, s.db, s.cfg.Name, s.epoch)
 	}
 	epoch, err := takeEpoch(ctx, s.db, s.cfg.Name, s.cfg.Leader)
