@@ -245,7 +245,7 @@ var restartReasons = []string{"lock_lost", "deadlock", "connection", "error"}
 
 // restartReason names why the cdc starts over after err: lock_lost (the
 // lock's connection failed: it takes the lock again, under a new epoch),
-// deadlock (one its transactions ran again and lost each time),
+// deadlock (one of its transactions ran again and lost each time),
 // connection, or error; "" when another cdc took over (fenced): this one
 // is a standby now, not restarting.
 func restartReason(err error, lost bool) string {
