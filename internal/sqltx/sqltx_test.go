@@ -5,9 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/internal/sqltx"
@@ -95,4 +98,14 @@ func TestRetryDeadlocksCountsAndGivesUp(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled, "the wait before a run again ends with ctx")
 	require.Equal(t, 1, runs)
 	require.Empty(t, sqltx.Reason(errors.New("other")))
+}
+
+func TestNewRetriesSharesTheMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	quiet := slog.New(slog.DiscardHandler)
+	sqltx.NewRetries(reg, quiet, "batch")
+	sqltx.NewRetries(reg, quiet, "counter") // a second part of the process: the same metric
+	n, err := testutil.GatherAndCount(reg, "couponlink_tx_retries_total")
+	require.NoError(t, err)
+	require.Equal(t, 4, n, "a zero series per transaction and reason")
 }
