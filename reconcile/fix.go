@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -16,8 +15,9 @@ import (
 // that position stay, so a busy row is fixed without waiting for it to be
 // quiet. It reports false when the row vanished meanwhile.
 func (r *Reconciler) fixCounter(ctx context.Context, taskID int64, p inventory.Pair, read inventory.Counter, have bool, want inventory.Counts, stamp int64) (bool, error) {
-	vanished := false
-	err := sqltx.Retry(ctx, r.db, 3, sqltx.Deadlock, func(tx *sql.Tx) error {
+	vanished, recorded := false, 0
+	err := r.retries.Run(ctx, r.db, "counter", func(tx *sql.Tx) error {
+		vanished, recorded = false, 0 // a run again starts over
 		var cur inventory.Counter
 		err := tx.QueryRowContext(ctx, `SELECT held, used, expired, returned, released, stamp FROM inventory_counter
 			WHERE template_id = ? AND channel = ? FOR UPDATE`, p.Template, p.Channel).
@@ -54,16 +54,20 @@ func (r *Reconciler) fixCounter(ctx context.Context, taskID int64, p inventory.P
 				"inventory_counter differed from user_coupon at the compared position; corrected by the difference"); err != nil {
 				return err
 			}
+			recorded++
 		}
 		return nil
 	})
+	r.corrected(StoreCounter, recorded, err)
 	return !vanished && err == nil, err
 }
 
 // fixTemplate recomputes coupon_template's cached counts from the counters
 // (corrected first, so equal to the truth), as the cdc does in each batch.
 func (r *Reconciler) fixTemplate(ctx context.Context, taskID, id int64, read, want inventory.TemplateCache) (bool, error) {
-	err := sqltx.Retry(ctx, r.db, 3, sqltx.Deadlock, func(tx *sql.Tx) error {
+	recorded := 0
+	err := r.retries.Run(ctx, r.db, "template", func(tx *sql.Tx) error {
+		recorded = 0 // a run again starts over
 		// the counters first, then the template: the cdc's lock order
 		if _, err := tx.ExecContext(ctx, `SELECT template_id FROM inventory_counter WHERE template_id = ? FOR UPDATE`, id); err != nil {
 			return fmt.Errorf("lock counters of template %d: %w", id, err)
@@ -86,14 +90,25 @@ func (r *Reconciler) fixTemplate(ctx context.Context, taskID, id int64, read, wa
 				"coupon_template's cached count differed from user_coupon at the compared position"); err != nil {
 				return err
 			}
+			recorded++
 		}
 		return nil
 	})
+	r.corrected(StoreTemplate, recorded, err)
 	return err == nil, err
 }
 
-// record writes one correction. UNIQUE(task, store, target) makes a second
-// run of the same task write nothing new.
+// corrected counts the corrections of a transaction that committed (err
+// nil): those of a run that rolled back are not.
+func (r *Reconciler) corrected(store string, n int, err error) {
+	if err == nil {
+		r.m.corrections.WithLabelValues(store, "auto").Add(float64(n))
+	}
+}
+
+// record writes one correction (the caller counts it: corrected).
+// UNIQUE(task, store, target) makes a second run of the same task write
+// nothing new.
 func (r *Reconciler) record(ctx context.Context, q interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
 }, taskID int64, store, target string, old *int64, value int64, reason string) error {
@@ -106,7 +121,6 @@ func (r *Reconciler) record(ctx context.Context, q interface {
 	if err != nil {
 		return fmt.Errorf("record correction of %s %s: %w", store, target, err)
 	}
-	r.m.corrections.WithLabelValues(store, "auto").Inc()
 	return nil
 }
 

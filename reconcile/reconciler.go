@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -22,6 +23,9 @@ type Reconciler struct {
 	db  *sql.DB
 	log *slog.Logger
 	m   *metrics
+	// retries runs the transactions that write the counters, the cached
+	// counts and the outbox, again after a deadlock with the cdc
+	retries *sqltx.Retries
 
 	mu       sync.Mutex
 	src      *inventory.Queries // the queries of resolved
@@ -39,8 +43,9 @@ func New(cfg Config) (*Reconciler, error) {
 	if err := inventory.RegisterSnapshotMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}
+	log := cfg.Logger.With("component", "reconcile")
 	return &Reconciler{cfg: cfg, db: cfg.DB, src: inventory.NewQueries(cfg.Mapping), resolved: cfg.Mapping,
-		log: cfg.Logger.With("component", "reconcile"), m: newMetrics(cfg.Registerer)}, nil
+		log: log, m: newMetrics(cfg.Registerer), retries: sqltx.NewRetries(cfg.Registerer, log, "counter", "template", "task")}, nil
 }
 
 // Report is what one pass found and did.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/api"
-	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/webhook"
 )
 
@@ -41,7 +40,7 @@ func (r *Reconciler) finishTask(ctx context.Context, rep *Report, mysqlSnap, red
 	summary := truncate(rep.Summary(), 512)
 	// the task's record and its event commit together: the event exists
 	// if and only if the task says needs_review
-	err := sqltx.Run(ctx, r.db, nil, func(tx *sql.Tx) error {
+	err := r.retries.Run(ctx, r.db, "task", func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE reconcile_task SET finished_at = ?, binlog_file = ?, binlog_pos = ?, gtid_set = ?,
 			mysql_snapshot = ?, redis_snapshot = ?, differences = ?, status = ?, summary = ? WHERE id = ?`,
 			rep.Finished.UTC(), rep.Position.File, rep.Position.Pos, rep.Position.GTID, string(ms), string(rs), string(ds),

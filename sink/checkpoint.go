@@ -32,6 +32,19 @@ func takeEpoch(ctx context.Context, db *sql.DB, name, leader string) (int64, err
 	return epoch, nil
 }
 
+// keepEpoch checks that the checkpoint's epoch is still epoch, this
+// process's, and fails with ErrFenced when another cdc took it.
+func keepEpoch(ctx context.Context, db *sql.DB, name string, epoch int64) error {
+	var now int64
+	if err := db.QueryRowContext(ctx, `SELECT epoch FROM cdc_checkpoint WHERE name = ?`, name).Scan(&now); err != nil {
+		return fmt.Errorf("read the epoch of checkpoint %q: %w", name, err)
+	}
+	if now != epoch {
+		return ErrFenced
+	}
+	return nil
+}
+
 // saveCheckpoint writes the position in tx, the counters' transaction, and
 // fails with ErrFenced when another leader took the checkpoint.
 func saveCheckpoint(ctx context.Context, tx *sql.Tx, name string, epoch int64, b *canal.Batch, anomalies int) error {

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -100,6 +101,10 @@ type Config struct {
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Now        func() time.Time
+
+	// inBatchTx, set by tests only (export_test.go), runs in each batch
+	// transaction just before its events are written (step 10).
+	inBatchTx func(ctx context.Context, tx *sql.Tx) error
 }
 
 // check validates cfg and fills in its defaults.

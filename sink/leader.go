@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -114,19 +115,32 @@ func (l *Leader) watch(ctx context.Context, log *slog.Logger) {
 			return
 		case <-t.C:
 		}
-		var holder sql.NullInt64
-		pctx, cancel := context.WithTimeout(ctx, l.wait)
-		err := l.conn.QueryRowContext(pctx, "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", l.name).Scan(&holder)
-		cancel()
+		err := l.check(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil || !holder.Valid || holder.Int64 != 1 {
+		if err != nil {
 			log.Error("leader lock lost", "lock", l.name, "err", err)
 			close(l.lost)
 			return
 		}
 	}
+}
+
+var errNotHeld = errors.New("the lock's session no longer holds it")
+
+// check asks the server whether the lock's session still holds the lock.
+func (l *Leader) check(ctx context.Context) error {
+	var holder sql.NullInt64
+	pctx, cancel := context.WithTimeout(ctx, l.wait)
+	defer cancel()
+	if err := l.conn.QueryRowContext(pctx, "SELECT IS_USED_LOCK(?) = CONNECTION_ID()", l.name).Scan(&holder); err != nil {
+		return err
+	}
+	if !holder.Valid || holder.Int64 != 1 {
+		return errNotHeld
+	}
+	return nil
 }
 
 // Lost is closed when the lock's connection failed.

@@ -36,6 +36,7 @@ type metrics struct {
 	quotaRuleRuns  *prometheus.CounterVec
 	correctionRuns *prometheus.CounterVec
 	peerErrors     *prometheus.CounterVec // look-ups on a peer source that failed, by peer
+	restarts       *prometheus.CounterVec // starts over from the checkpoint without a takeover, by reason
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -86,7 +87,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "couponlink_cdc_leader_epoch", Help: "The checkpoint's epoch this cdc leads under (it grows by one at every change of leader); 0 while it is a standby.",
 		}),
 		leaderTerms: f.NewCounter(prometheus.CounterOpts{
-			Name: "couponlink_cdc_leader_terms_total", Help: "Times this cdc took the lead (the checkpoint's epoch): its first start, a takeover from another cdc, a restart of the tail after a failure.",
+			Name: "couponlink_cdc_leader_terms_total", Help: "Times this cdc took the lead (the checkpoint's epoch): its first start, a takeover from another cdc, a start after its lock's connection failed (a restart of the tail that kept the lock keeps its epoch: couponlink_cdc_restarts_total).",
 		}),
 		bootstraps: f.NewCounter(prometheus.CounterOpts{
 			Name: "couponlink_cdc_bootstraps_total", Help: "Rebuilds of the counters from a consistent snapshot (the first start, or -rebuild).",
@@ -106,6 +107,12 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		peerErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_cdc_peer_errors_total", Help: "Look-ups on another source of the mapping (a redemption row on another server than its coupon) that failed, by peer; the checks that need the peer wait for it.",
 		}, []string{"peer"}),
+		restarts: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_cdc_restarts_total", Help: "Times this cdc started its binlog tail over from the checkpoint after a failure, by reason (deadlock, connection, error: it kept the leader lock and its epoch; lock_lost: the lock's connection failed, it takes the lock again under a new epoch); a takeover by another cdc is not one; 0 in a healthy run.",
+		}, []string{"reason"}),
+	}
+	for _, reason := range restartReasons {
+		m.restarts.WithLabelValues(reason)
 	}
 	for _, runs := range []*prometheus.CounterVec{m.releaseRuns, m.quotaRuleRuns, m.correctionRuns} {
 		runs.WithLabelValues("ok")

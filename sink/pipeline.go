@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
-	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -39,6 +39,15 @@ import (
 //     the release policy are scheduled.
 //  10. events: the webhook events (sold out, low, released, anomalies).
 //  11. checkpoint: the batch's end, fenced by the leader's epoch.
+//
+// A deadlock or a lock wait timeout (the outbox, the findings and the
+// counters are written by others too) runs the transaction again from
+// step 4, a few times (sqltx.RetryDeadlocks, couponlink_tx_retries_total)
+// before the batch fails. Each run starts from the state the batch had
+// after step 3: what a failed run added to the batch (anomalies, releases)
+// is dropped, and a check whose write changes the state it keeps in memory
+// puts it back (rewinder). The other in-transaction steps change only the
+// batch, or read what never changes (the releases' expiry policies).
 //
 // After the commit (Redis is written only then; its trouble is logged and
 // never stops the counters):
@@ -99,6 +108,15 @@ func (s *Sink) newPipeline() pipeline {
 		userLimits{s: s},           // per_user_limit_exceeded (userlimit.go)
 	}
 	rel := &releaser{s: s, policy: map[int64]bool{}}
+	events := s.enqueueBatch
+	if hook := s.cfg.inBatchTx; hook != nil {
+		events = func(ctx context.Context, b *batch) error {
+			if err := hook(ctx, b.tx); err != nil {
+				return err
+			}
+			return s.enqueueBatch(ctx, b)
+		}
+	}
 	return pipeline{
 		checks: cs,
 		judge: stages{
@@ -112,7 +130,7 @@ func (s *Sink) newPipeline() pipeline {
 			s.recordAnomalies,       // 7. anomalies
 			cs.save,                 // 8. save
 			rel.apply,               // 9. releases
-			s.enqueueBatch,          // 10. events
+			events,                  // 10. events
 			s.saveBatchCheckpoint,   // 11. checkpoint
 		},
 		after: []func(context.Context, *batch){
@@ -176,13 +194,38 @@ func (s *Sink) idle(ctx context.Context, cb *canal.Batch) error {
 	return nil
 }
 
-// commit runs the commit stages in one transaction.
+// commit runs the commit stages in one transaction, again from the start
+// after a deadlock.
 func (s *Sink) commit(ctx context.Context, b *batch) error {
-	return sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
+	rewind := s.pipe.rewind(b)
+	return s.retries.Run(ctx, s.db, "batch", func(tx *sql.Tx) error {
+		rewind()
 		b.tx = tx
 		defer func() { b.tx = nil }()
 		return s.pipe.commit.exec(ctx, b)
 	})
+}
+
+// A rewinder is a check whose write changes the state it keeps in memory:
+// mark returns what puts that state back as it is now.
+type rewinder interface{ mark() (back func()) }
+
+// rewind returns what puts b and the checks back as they are now, before
+// b's transaction: each run of the transaction starts there.
+func (p *pipeline) rewind(b *batch) func() {
+	found := len(b.anomalies)
+	var back []func()
+	for _, c := range p.checks {
+		if r, ok := c.(rewinder); ok {
+			back = append(back, r.mark())
+		}
+	}
+	return func() {
+		b.anomalies, b.released = slices.Clip(b.anomalies[:found]), nil
+		for _, f := range back {
+			f()
+		}
+	}
 }
 
 // batch is a batch on its way through the pipeline: what its steps read,

@@ -139,11 +139,15 @@ func (r *releaser) apply(ctx context.Context, b *batch) error {
 	if !r.s.cfg.Releases {
 		return nil
 	}
-	var err error
-	if b.released, err = applyReleases(ctx, b.tx, releasesOf(b.Batch), r.s.cfg.Now().UTC()); err != nil {
+	// the schedule first: it reads (and so locks) coupons, which an API
+	// claim locks before its bucket; the buckets (channel_quota) last, as
+	// the claims do, so that the two never wait on each other in a circle
+	if err := r.scheduleExpiries(ctx, b.tx, b.Batch); err != nil {
 		return err
 	}
-	return r.scheduleExpiries(ctx, b.tx, b.Batch)
+	var err error
+	b.released, err = applyReleases(ctx, b.tx, releasesOf(b.Batch), r.s.cfg.Now().UTC())
+	return err
 }
 
 // scheduleExpiries writes the release_due rows of the batch's coupons that
@@ -177,7 +181,7 @@ func (r *releaser) scheduleExpiries(ctx context.Context, tx *sql.Tx, b *canal.Ba
 	}
 	for start := 0; start < len(ids); start += 1000 {
 		chunk := ids[start:min(start+1000, len(ids))]
-		if _, err := tx.ExecContext(ctx, scheduleSQL+` AND c.id IN (`+sqltx.Placeholders(len(chunk))+`)`, sqltx.Int64Args(chunk)...); err != nil {
+		if _, err := tx.ExecContext(ctx, scheduleByIDSQL+` AND c.id IN (`+sqltx.Placeholders(len(chunk))+`)`, sqltx.Int64Args(chunk)...); err != nil {
 			return fmt.Errorf("schedule expiry releases: %w", err)
 		}
 	}
@@ -228,6 +232,13 @@ const scheduleSQL = `INSERT IGNORE INTO release_due (user_coupon_id, template_id
 	FROM user_coupon c JOIN coupon_template t ON t.id = c.template_id
 	WHERE c.status = 3 AND t.expiry_policy = 'release'`
 
+// scheduleByIDSQL is scheduleSQL for the coupons of a list (AND c.id IN),
+// read by primary key: an INSERT ... SELECT locks the rows it reads, and
+// the (template, channel, status) index the server may pick instead locks
+// ranges of it, the gaps too, where the API inserts and updates coupons
+// it then holds while it waits for their bucket.
+var scheduleByIDSQL = strings.Replace(scheduleSQL, "FROM user_coupon c ", "FROM user_coupon c FORCE INDEX (PRIMARY) ", 1)
+
 // releaseDue releases, in one transaction fenced by the epoch, up to limit
 // scheduled releases that are due, and deletes their schedule rows. A
 // coupon no longer EXPIRED or RETURNED (a legacy writer changed it) loses
@@ -235,7 +246,8 @@ const scheduleSQL = `INSERT IGNORE INTO release_due (user_coupon_id, template_id
 func (s *Sink) releaseDue(ctx context.Context, limit int) ([]release, error) {
 	now := s.cfg.Now().UTC()
 	var applied []release
-	err := sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
+	err := s.retries.Run(ctx, s.db, "release", func(tx *sql.Tx) error {
+		applied = nil
 		if err := s.fence(ctx, tx); err != nil {
 			return err
 		}

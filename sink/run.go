@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // Daemon is the cdc: it checks the mapping against the server, waits for
@@ -27,7 +28,10 @@ import (
 // the lock's connection fails, it gives the lock up, waits (RetryWait,
 // doubling up to MaxRetryWait), takes the lock again — unless a standby
 // took it meanwhile, then it is the standby — and resumes from the
-// checkpoint. A leader fenced by another one (ErrFenced) does the same. Run
+// checkpoint under a new epoch. A leader fenced by another one (ErrFenced)
+// does the same. Any other failure (the tail's, a batch's) starts over from
+// the checkpoint with the lock kept, and so the epoch: one epoch per
+// takeover (couponlink_cdc_restarts_total counts these restarts). Run
 // stops only when ctx ends, or on what a restart cannot fix (see fatal).
 type Daemon struct {
 	Sink   *Sink
@@ -113,8 +117,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if err := fatal(err); err != nil {
 			return err
 		}
-		if leader != nil && (leader.isLost() || errors.Is(err, ErrFenced)) {
+		lost := leader != nil && (leader.isLost() || errors.Is(err, errLeaderLost))
+		if lost || (leader != nil && errors.Is(err, ErrFenced)) {
 			giveUp()
+		}
+		if reason := restartReason(err, lost); reason != "" {
+			s.m.restarts.WithLabelValues(reason).Inc()
 		}
 		s.log.Warn("cdc interrupted; starting over from the checkpoint", "err", err, "retry_in", wait,
 			"leader", leader != nil)
@@ -160,7 +168,7 @@ func (d *Daemon) attempt(ctx context.Context, leader **Leader, rebuild bool) (ra
 // run only while this process leads, so they stop with the tailer.
 func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (time.Duration, error) {
 	s := d.Sink
-	from, err := s.Start(ctx, rebuild)
+	from, err := s.start(ctx, rebuild, leader)
 	if err != nil {
 		return 0, err
 	}
@@ -231,6 +239,28 @@ func (d *Daemon) runOnce(ctx context.Context, leader *Leader, rebuild bool) (tim
 var ErrUndecodableRow = errors.New("a source row the mapping cannot decode")
 
 var errLeaderLost = errors.New("the leader lock's connection failed; giving the lock up")
+
+// restartReasons are the reasons of couponlink_cdc_restarts_total.
+var restartReasons = []string{"lock_lost", "deadlock", "connection", "error"}
+
+// restartReason names why the cdc starts over after err: lock_lost (the
+// lock's connection failed: it takes the lock again, under a new epoch),
+// deadlock (one of its transactions ran again and lost each time),
+// connection, or error; "" when another cdc took over (fenced): this one
+// is a standby now, not restarting.
+func restartReason(err error, lost bool) string {
+	switch {
+	case errors.Is(err, ErrFenced):
+		return ""
+	case lost || errors.Is(err, errLeaderLost):
+		return "lock_lost"
+	case anyError(err, sqltx.Deadlock):
+		return "deadlock"
+	case anyError(err, isTransient):
+		return "connection"
+	}
+	return "error"
+}
 
 // checkError is a failed check of the mapping and the server's binlog
 // settings (canal.Mapping.Check).

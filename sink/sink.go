@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
 )
@@ -34,6 +35,9 @@ type Sink struct {
 	prog  atomic.Pointer[progress] // the saved checkpoint, for the stall watch (nil: not leading)
 	redis *stock                   // the Redis writer; not safe for concurrent use (guarded by work)
 	peers []*peer                  // the mapping's other sources (peers.go)
+
+	ledUnder *Leader        // the leader lock the epoch was taken under (nil: none, Start)
+	retries  *sqltx.Retries // its transactions that run again after a deadlock
 
 	// work is held by ApplyBatch for a batch and by a chore for a pass:
 	// they read and change the mirror, the checks' state and the Redis writer.
@@ -60,6 +64,7 @@ func New(cfg Config) (*Sink, error) {
 	}
 	s := &Sink{cfg: cfg, db: cfg.DB, src: inventory.NewQueries(cfg.Mapping), log: cfg.Logger.With("component", "cdc"), m: newMetrics(cfg.Registerer),
 		active: map[int64]time.Time{}, peers: newPeers(cfg.Peers)}
+	s.retries = sqltx.NewRetries(cfg.Registerer, s.log, "batch", "release")
 	s.pipe = s.newPipeline()
 	if cfg.Redis != nil && cfg.RedisMode == inventory.RedisOwner {
 		keys := cfg.Keys
@@ -85,19 +90,20 @@ func (s *Sink) Mode() Mode { return s.cfg.Mode }
 // no checkpoint, or with rebuild, it first bootstraps the counters from a
 // consistent snapshot. It returns the position to tail from.
 func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) {
+	return s.start(ctx, rebuild, nil)
+}
+
+// start is Start under the leader lock under (nil: none).
+func (s *Sink) start(ctx context.Context, rebuild bool, under *Leader) (canal.Position, error) {
 	s.work.Lock()
 	defer s.work.Unlock()
 	if _, err := s.db.ExecContext(ctx, `INSERT IGNORE INTO cdc_checkpoint (name, binlog_file, binlog_pos, gtid_set) VALUES (?, '', 0, '')`,
 		s.cfg.Name); err != nil {
 		return canal.Position{}, fmt.Errorf("create checkpoint row: %w", err)
 	}
-	var err error
-	if s.epoch, err = takeEpoch(ctx, s.db, s.cfg.Name, s.cfg.Leader); err != nil {
+	if err := s.lead(ctx, under); err != nil {
 		return canal.Position{}, err
 	}
-	s.m.leader.Set(1)
-	s.m.leaderEpoch.Set(float64(s.epoch))
-	s.m.leaderTerms.Inc()
 	cp, _, err := inventory.LoadCheckpoint(ctx, s.db, s.cfg.Name)
 	if err != nil {
 		return canal.Position{}, err
@@ -131,6 +137,30 @@ func (s *Sink) Start(ctx context.Context, rebuild bool) (canal.Position, error) 
 	}
 	s.progressed(s.pos, cp.EventTime.Time)
 	return s.pos, nil
+}
+
+// lead makes this sink the checkpoint's writer under a new epoch, unless
+// it starts again under the lock it took its epoch under and never lost
+// (under): a restart of its tail, not a takeover, keeps the epoch — fenced
+// when the checkpoint's is another (a cdc took it without the lock). The
+// server is asked whether the lock is still held: a lock lost since the
+// leader's last ping fails the start (errLeaderLost), which gives it up.
+func (s *Sink) lead(ctx context.Context, under *Leader) error {
+	if under != nil && under == s.ledUnder {
+		if err := under.check(ctx); err != nil {
+			return fmt.Errorf("%w: %w", errLeaderLost, err)
+		}
+		return keepEpoch(ctx, s.db, s.cfg.Name, s.epoch)
+	}
+	epoch, err := takeEpoch(ctx, s.db, s.cfg.Name, s.cfg.Leader)
+	if err != nil {
+		return err
+	}
+	s.epoch, s.ledUnder = epoch, under
+	s.m.leader.Set(1)
+	s.m.leaderEpoch.Set(float64(s.epoch))
+	s.m.leaderTerms.Inc()
+	return nil
 }
 
 // startFromSnapshot bootstraps the counters from a consistent snapshot.

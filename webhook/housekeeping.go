@@ -70,12 +70,20 @@ func (d *Dispatcher) countDropped(dropped, pending int, byEvent map[string]int) 
 		"pending", pending, "max_pending", d.cfg.MaxPending, "by_event", byEvent)
 }
 
+// lockingTx is the isolation of the dispatcher's transactions that lock
+// outbox rows by a range (the claim, dropOldest): READ COMMITTED locks the
+// rows found and not the gaps between them, so the cdc's batch, which
+// inserts its events there, never waits for a claim (under REPEATABLE READ
+// it did, for the claim's whole transaction, holding its own locks, the
+// counters among them, meanwhile).
+var lockingTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
 // dropOldest marks up to dropBatch pending rows with id <= upTo dropped, in
 // one transaction, adding them to byEvent. It returns how many it dropped.
 func (d *Dispatcher) dropOldest(ctx context.Context, upTo int64, byEvent map[string]int) (int, error) {
 	var ids []any
 	events := map[string]int{}
-	err := sqltx.Run(ctx, d.db, nil, func(tx *sql.Tx) error {
+	err := sqltx.Run(ctx, d.db, lockingTx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id, event FROM webhook_outbox WHERE status = ? AND id <= ?
 			ORDER BY id LIMIT ? FOR UPDATE`, statusPending, upTo, dropBatch)
 		if err != nil {

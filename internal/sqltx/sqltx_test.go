@@ -4,9 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"log/slog"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/internal/sqltx"
@@ -60,4 +64,48 @@ func TestRetryOnlyWhatIsRetryable(t *testing.T) {
 	require.Equal(t, 1, runs, "other errors are not retried")
 	require.False(t, sqltx.Deadlock(&mysql.MySQLError{Number: 1062}))
 	require.True(t, sqltx.Deadlock(&mysql.MySQLError{Number: 1205}))
+}
+
+func TestRetryDeadlocksCountsAndGivesUp(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	ctx := context.Background()
+	deadlock := &mysql.MySQLError{Number: 1213, Message: "Deadlock found"}
+	timeout := &mysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded"}
+	var reasons []string
+	runs := 0
+	err := sqltx.RetryDeadlocks(ctx, db, nil, func(err error) { reasons = append(reasons, sqltx.Reason(err)) }, func(*sql.Tx) error {
+		runs++
+		switch runs {
+		case 1:
+			return deadlock
+		case 2:
+			return fmt.Errorf("wrapped: %w", timeout)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, runs)
+	require.Equal(t, []string{"deadlock", "lock_wait_timeout"}, reasons)
+
+	runs = 0
+	err = sqltx.RetryDeadlocks(ctx, db, nil, nil, func(*sql.Tx) error { runs++; return deadlock })
+	require.ErrorIs(t, err, deadlock)
+	require.Equal(t, sqltx.DeadlockAttempts, runs, "a transaction that keeps losing gives up")
+
+	cctx, cancel := context.WithCancel(ctx)
+	runs = 0
+	err = sqltx.RetryDeadlocks(cctx, db, nil, func(error) { cancel() }, func(*sql.Tx) error { runs++; return deadlock })
+	require.ErrorIs(t, err, context.Canceled, "the wait before a run again ends with ctx")
+	require.Equal(t, 1, runs)
+	require.Empty(t, sqltx.Reason(errors.New("other")))
+}
+
+func TestNewRetriesSharesTheMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	quiet := slog.New(slog.DiscardHandler)
+	sqltx.NewRetries(reg, quiet, "batch")
+	sqltx.NewRetries(reg, quiet, "counter") // a second part of the process: the same metric
+	n, err := testutil.GatherAndCount(reg, "couponlink_tx_retries_total")
+	require.NoError(t, err)
+	require.Equal(t, 4, n, "a zero series per transaction and reason")
 }
