@@ -170,7 +170,9 @@ func (r *Relay) bound(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("drop the overflow of event sink %s: %w", r.name, err)
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("drop the overflow of event sink %s: %w", r.name, err)
+	} else if n == 1 {
 		r.m.count(r.name, resultDropped, dropped)
 		r.m.setPending(r.name, pending-int64(dropped), 0) // the age: at the next pass
 		r.log.Warn("event sink too far behind: dropped its oldest pending events", "dropped", dropped,
