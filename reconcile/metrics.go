@@ -21,7 +21,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	f := promauto.With(r)
 	m := &metrics{
 		runs: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "couponlink_reconcile_runs_total", Help: "Reconciliation passes by result (clean, auto_fixed, needs_review, error).",
+			Name: "couponlink_reconcile_runs_total", Help: "Reconciliation passes by result (clean, auto_fixed, needs_review, acknowledged: only findings a person acknowledged, error).",
 		}, []string{"result"}),
 		drift: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "couponlink_reconcile_drift", Help: "Absolute difference from the truth found in the last pass, by template, channel and store (counter, template, quota, redis, legacy).",
@@ -49,7 +49,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "couponlink_reconcile_replayed_rows_total", Help: "Binlog row changes replayed to move a snapshot's truth to the cdc's checkpoint.",
 		}),
 	}
-	for _, r := range []string{resultClean, resultAutoFixed, resultNeedsReview, resultError} {
+	for _, r := range []string{resultClean, resultAutoFixed, resultNeedsReview, resultAcknowledged, resultError} {
 		m.runs.WithLabelValues(r)
 	}
 	for _, s := range []string{StoreCounter, StoreTemplate, StoreQuota, StoreRedis, StoreLegacy} {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/inventory"
 )
@@ -37,6 +38,9 @@ func New(cfg Config) (*Reconciler, error) {
 		return nil, err
 	}
 	if err := inventory.RegisterSnapshotMetrics(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	if err := inventory.RegisterFindingsMetrics(cfg.Registerer, cfg.DB, api.FindingFromReconcile, nil); err != nil {
 		return nil, err
 	}
 	return &Reconciler{cfg: cfg, db: cfg.DB, src: inventory.NewQueries(cfg.Mapping), resolved: cfg.Mapping,
@@ -129,6 +133,9 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 		mysqlSnap, redisSnap, err = r.pass(ctx, rep)
 	}
 	r.attribute(rep)
+	if err == nil {
+		err = r.recordFindings(ctx, rep)
+	}
 	rep.Finished = r.cfg.Now()
 	r.m.duration.Observe(rep.Finished.Sub(start).Seconds())
 	switch {
@@ -138,6 +145,9 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 		rep.Status, rep.Failure = resultError, err.Error()
 	case rep.Count(ActionNeedsReview) > 0 || rep.Count(ActionReported) > 0: // reported: found, and left as it is (auto-fix off)
 		rep.Status = resultNeedsReview
+		if allAcknowledged(rep) {
+			rep.Status = resultAcknowledged
+		}
 	case rep.Count(ActionFixed) > 0:
 		rep.Status = resultAutoFixed
 	default:
@@ -451,9 +461,14 @@ func (r *Reconciler) waitCheckpoint(ctx context.Context, pos canal.Position) (in
 	}
 }
 
+// observeDrift sets the drift gauge from the pass's differences, but the
+// findings a person acknowledged as they are: their alerts stay quiet.
 func (r *Reconciler) observeDrift(rep *Report) {
 	r.m.drift.Reset()
 	for _, d := range rep.Differences {
+		if d.Finding == api.FindingAcknowledged {
+			continue
+		}
 		delta := d.Delta()
 		if delta < 0 {
 			delta = -delta
