@@ -123,6 +123,9 @@ func TestEveryRouteHasACall(t *testing.T) {
 	require.NoError(t, err)
 	task, err := res.LastInsertId()
 	require.NoError(t, err)
+	_, err = a.db.Exec(`INSERT INTO finding (fingerprint, source, kind, subject, content, summary, first_seen, last_seen)
+		VALUES ('00000000000000f1', 'cdc', 'double_spend', 'coupon 1', '0', 'test', NOW(6), NOW(6))`)
+	require.NoError(t, err)
 	calls := map[string]func() error{
 		"POST /v1/templates":                     func() error { _, err := c.CreateTemplate(ctx, twoChannels("again", 1)); return err },
 		"GET /v1/templates/{id}":                 func() error { _, err := c.GetTemplate(ctx, tpl.ID); return err },
@@ -172,6 +175,27 @@ func TestEveryRouteHasACall(t *testing.T) {
 			r, err := c.ResolveTask(ctx, task, "ops", "checked")
 			if err == nil && r.ResolvedBy != "ops" {
 				return &client.Error{Message: "unexpected resolve answer"}
+			}
+			return err
+		},
+		"GET /v1/findings": func() error {
+			f, err := c.Findings(ctx, client.FindingsQuery{State: "open", Source: "cdc", Limit: 10})
+			if err == nil && (len(f.Findings) != 1 || f.Findings[0].Fingerprint != "00000000000000f1") {
+				return &client.Error{Message: "the open finding is not listed"}
+			}
+			return err
+		},
+		"POST /v1/findings/{fingerprint}/ack": func() error {
+			f, err := c.AckFinding(ctx, "00000000000000f1", "ops", "checked")
+			if err == nil && (f.State != "acknowledged" || f.AcknowledgedBy != "ops") {
+				return &client.Error{Message: "unexpected ack answer"}
+			}
+			return err
+		},
+		"POST /v1/findings/{fingerprint}/close": func() error {
+			f, err := c.CloseFinding(ctx, "00000000000000f1", "ops", "done")
+			if err == nil && (f.State != "closed" || f.ClosedReason != "done") {
+				return &client.Error{Message: "unexpected close answer"}
 			}
 			return err
 		},

@@ -20,7 +20,13 @@ import (
 // cli runs `couponlink reconcile args...` and returns its exit code and output.
 func cli(t *testing.T, bin string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"reconcile"}, args...)...)
+	return command(t, bin, append([]string{"reconcile"}, args...)...)
+}
+
+// command runs `couponlink args...` and returns its exit code and output.
+func command(t *testing.T, bin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "COUPONLINK_") { // flags only
 			cmd.Env = append(cmd.Env, kv)
@@ -36,7 +42,7 @@ func cli(t *testing.T, bin string, args ...string) (int, string, string) {
 	} else {
 		require.NoError(t, err)
 	}
-	t.Logf("reconcile %s -> %d\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	t.Logf("%s -> %d\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
 	return code, stdout.String(), stderr.String()
 }
 

@@ -24,7 +24,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "couponlink_reconcile_runs_total", Help: "Reconciliation passes by result (clean, auto_fixed, needs_review, acknowledged: only findings a person acknowledged, error).",
 		}, []string{"result"}),
 		drift: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "couponlink_reconcile_drift", Help: "Absolute difference from the truth found in the last pass, by template, channel and store (counter, template, quota, redis, legacy).",
+			Name: "couponlink_reconcile_drift", Help: "Absolute difference from the truth found in the last pass, by template, channel and store (counter, template, quota, redis, legacy); a finding a person acknowledged as it is found is left out.",
 		}, []string{"template", "channel", "store"}),
 		corrections: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_reconcile_corrections_total", Help: "Corrections written, by store and mode (auto, manual).",

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -28,22 +27,26 @@ type findingsSettings struct {
 	asJSON           *bool
 }
 
-// findingsCommand is one of couponlink anomalies' commands.
+// findingsCommand is one of couponlink anomalies' commands: its summary
+// for the usage, and about for its -h.
 type findingsCommand struct {
-	name, summary string
-	act           bool // ack or close: -fingerprint, -operator and -reason
+	name, summary, about string
+	act                  bool // ack or close: -fingerprint, -operator and -reason
 }
 
 func findingsCommands() []findingsCommand {
 	return []findingsCommand{
-		{"list", "list the findings (the cdc's anomalies, the reconciler's differences left for a person) and where each stands", false},
-		{"ack", "acknowledge an open finding (who, why): found again as it is, it no longer fails reconcile -once nor fires an alert", true},
-		{"close", "close an open or acknowledged finding (who, why): found again, it opens again", true},
+		{"list", "list the findings (the cdc's anomalies, the reconciler's differences left for a person) and where each stands",
+			"Lists the findings (the cdc's anomalies, the reconciler's differences left for a person), the last seen first, and where each stands.", false},
+		{"ack", "acknowledge an open finding (who, why)",
+			"Acknowledges an open finding, with who and why (kept with the time): found again as it is, it is reported acknowledged, fails no reconcile -once and fires no alert; found changed, it is open again.", true},
+		{"close", "close an open or acknowledged finding (who, why)",
+			"Closes an open or acknowledged finding, with who and why (kept with the time): found again, it is open again.", true},
 	}
 }
 
 func findingsFlags(c findingsCommand, stderr io.Writer) (*settings.Flags, *findingsSettings) {
-	f := newFlags("anomalies "+c.name, strings.ToUpper(c.summary[:1])+c.summary[1:]+". "+
+	f := newFlags("anomalies "+c.name, c.about+" "+
 		"A finding's fingerprint names its kind and the rows it names; its state is open, acknowledged or closed. "+
 		"With a mapping with sources, each source's server has its own findings: -dsn is that server's.", stderr)
 	o := &findingsSettings{}
