@@ -66,20 +66,3 @@ func (c *findingsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
-
-// FindingCounts counts source's findings ("" for every source) by state.
-func FindingCounts(ctx context.Context, db *sql.DB, source string) (map[string]int64, error) {
-	out := map[string]int64{}
-	for _, st := range findingStates {
-		out[st] = 0
-	}
-	err := sqltx.EachRow(ctx, db, `SELECT state, COUNT(*) FROM finding WHERE ? IN ('', source) GROUP BY state`, []any{source},
-		func(rows *sql.Rows) error {
-			var st string
-			var n int64
-			err := rows.Scan(&st, &n)
-			out[st] = n
-			return err
-		})
-	return out, err
-}

@@ -19,8 +19,7 @@ func TestCLIAcknowledgedFindingPassesChangedReopens(t *testing.T) {
 	t.Parallel()
 	bin := testenv.BuildCouponlink(t)
 	e, tpl := driftEnv(t)
-	flags := []string{"-dsn", e.DSN, "-redis", testenv.RedisAddr(t), "-key-prefix", e.Keys.Prefix,
-		"-quiet", testQuiet.String(), "-catch-up-wait", testCatchUp.String(), "-abs-threshold", "5", "-log-level", "error"}
+	flags := passFlags(t, e)
 	once := append([]string{"-once"}, flags...)
 	list := func(state string) string {
 		t.Helper()

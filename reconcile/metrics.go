@@ -1,8 +1,12 @@
 package reconcile
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/couponlink/couponlink/api"
 )
 
 type metrics struct {
@@ -21,10 +25,10 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	f := promauto.With(r)
 	m := &metrics{
 		runs: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "couponlink_reconcile_runs_total", Help: "Reconciliation passes by result (clean, auto_fixed, needs_review, acknowledged: only findings a person acknowledged, error).",
+			Name: "couponlink_reconcile_runs_total", Help: "Reconciliation passes by result (clean, auto_fixed, needs_review, error).",
 		}, []string{"result"}),
 		drift: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "couponlink_reconcile_drift", Help: "Absolute difference from the truth found in the last pass, by template, channel and store (counter, template, quota, redis, legacy); a finding a person acknowledged as it is found is left out.",
+			Name: "couponlink_reconcile_drift", Help: "Absolute difference from the truth found in the last pass, by template, channel and store (counter, template, quota, redis, legacy).",
 		}, []string{"template", "channel", "store"}),
 		corrections: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_reconcile_corrections_total", Help: "Corrections written, by store and mode (auto, manual).",
@@ -49,7 +53,9 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "couponlink_reconcile_replayed_rows_total", Help: "Binlog row changes replayed to move a snapshot's truth to the cdc's checkpoint.",
 		}),
 	}
-	for _, r := range []string{resultClean, resultAutoFixed, resultNeedsReview, resultAcknowledged, resultError} {
+	// acknowledged (only findings a person acknowledged) shows once a
+	// pass had that result
+	for _, r := range []string{resultClean, resultAutoFixed, resultNeedsReview, resultError} {
 		m.runs.WithLabelValues(r)
 	}
 	for _, s := range []string{StoreCounter, StoreTemplate, StoreQuota, StoreRedis, StoreLegacy} {
@@ -57,4 +63,21 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		m.corrections.WithLabelValues(s, "manual")
 	}
 	return m
+}
+
+// observeDrift sets the drift gauge from the pass's differences, but the
+// findings a person acknowledged as they are: their alerts stay quiet.
+func (r *Reconciler) observeDrift(rep *Report) {
+	r.m.drift.Reset()
+	for _, d := range rep.Differences {
+		if d.Finding == api.FindingAcknowledged {
+			continue
+		}
+		delta := d.Delta()
+		if delta < 0 {
+			delta = -delta
+		}
+		g := r.m.drift.WithLabelValues(strconv.FormatInt(d.Template, 10), d.Channel, d.Store)
+		g.Add(float64(delta))
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -458,23 +457,6 @@ func (r *Reconciler) waitCheckpoint(ctx context.Context, pos canal.Position) (in
 			return cp, false, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
-	}
-}
-
-// observeDrift sets the drift gauge from the pass's differences, but the
-// findings a person acknowledged as they are: their alerts stay quiet.
-func (r *Reconciler) observeDrift(rep *Report) {
-	r.m.drift.Reset()
-	for _, d := range rep.Differences {
-		if d.Finding == api.FindingAcknowledged {
-			continue
-		}
-		delta := d.Delta()
-		if delta < 0 {
-			delta = -delta
-		}
-		g := r.m.drift.WithLabelValues(strconv.FormatInt(d.Template, 10), d.Channel, d.Store)
-		g.Add(float64(delta))
 	}
 }
 
