@@ -100,6 +100,11 @@ func anomaliesUsage(w io.Writer) {
 }
 
 func (o *findingsSettings) list(ctx context.Context, db *sql.DB, stdout io.Writer) error {
+	switch *o.state {
+	case "", api.FindingOpen, api.FindingAcknowledged, api.FindingClosed:
+	default:
+		return fmt.Errorf("-state %q: open, acknowledged or closed", *o.state)
+	}
 	fs, err := inventory.ListFindings(ctx, db, inventory.FindingsQuery{Source: *o.source, State: *o.state, Limit: *o.limit})
 	if err != nil {
 		return err
