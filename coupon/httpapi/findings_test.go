@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -60,6 +61,11 @@ func TestFindingsLifecycle(t *testing.T) {
 	require.Len(t, got.Findings, 1)
 	assert.Equal(t, int64(2), got.Findings[0].TimesSeen)
 	assert.Empty(t, find("?state=open&source=reconcile").Findings)
+	assert.Equal(t, map[string]float64{"legacy/write-offs acknowledged": 1, "legacy/write-offs open": 0, "legacy/write-offs closed": 0},
+		findingsGauge(t, e, api.FindingFromReconcile, nil), "the reconciler's couponlink_findings")
+	assert.Equal(t, map[string]float64{"double_spend open": 1, "double_spend acknowledged": 0, "double_spend closed": 0,
+		"deleted_coupon open": 0, "deleted_coupon acknowledged": 0, "deleted_coupon closed": 0},
+		findingsGauge(t, e, api.FindingFromCDC, []string{"double_spend", "deleted_coupon"}), "the cdc's: every kind, every state")
 
 	changed := dup
 	changed.Content = "1 3 east, west" // a third write-off
@@ -76,4 +82,25 @@ func TestFindingsLifecycle(t *testing.T) {
 	expectError(t, e.must(t, "POST", ack, map[string]any{"operator": "bob", "reason": "x"}), http.StatusConflict, "not_open")
 	pass(changed)
 	assert.Len(t, find("?state=open&source=reconcile").Findings, 1, "found again once closed: open again")
+}
+
+// findingsGauge is couponlink_findings of source's findings on e's
+// database, "kind state" -> value.
+func findingsGauge(t *testing.T, e *env, source string, kinds []string) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	require.NoError(t, inventory.RegisterFindingsMetrics(reg, e.db, source, kinds))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			out[labels["kind"]+" "+labels["state"]] = m.GetGauge().GetValue()
+		}
+	}
+	return out
 }
