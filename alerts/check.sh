@@ -1,6 +1,7 @@
 #!/bin/sh
 # Check couponlink's Prometheus rules: promtool check rules (syntax, lint)
-# and promtool test rules (alerts/couponlink.rules.test.yml). Installs
+# and promtool test rules (alerts/couponlink.rules.test.yml, and
+# alerts/findings.rules.test.yml: the findings' lifecycle). Installs
 # promtool from Debian's prometheus package when it is missing (2.42 on
 # Debian 12; the rules use nothing newer). Run from anywhere.
 set -eu
@@ -17,4 +18,4 @@ fi
 promtool --version 2>&1 | head -1
 
 promtool check rules alerts/couponlink.rules.yml
-promtool test rules alerts/couponlink.rules.test.yml
+promtool test rules alerts/couponlink.rules.test.yml alerts/findings.rules.test.yml

@@ -24,7 +24,9 @@ import (
 const (
 	rulesFile     = "couponlink.rules.yml"
 	rulesTestFile = "couponlink.rules.test.yml"
-	dashboardFile = "../deploy/grafana/couponlink.json"
+	// findingsTestFile tests the alerts with the findings' lifecycle
+	findingsTestFile = "findings.rules.test.yml"
+	dashboardFile    = "../deploy/grafana/couponlink.json"
 )
 
 // recorder is a Registerer that remembers every collector registered
@@ -241,28 +243,30 @@ func dashboardExprs(t *testing.T) map[string]string {
 	return out
 }
 
-// testSeries returns the metric names of the promtool test's input series.
+// testSeries returns the metric names of the promtool tests' input series.
 func testSeries(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile(rulesTestFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var f struct {
-		Tests []struct {
-			InputSeries []struct {
-				Series string `yaml:"series"`
-			} `yaml:"input_series"`
-		} `yaml:"tests"`
-	}
-	if err := yaml.Unmarshal(b, &f); err != nil {
-		t.Fatalf("parse %s: %v", rulesTestFile, err)
-	}
 	out := map[string]string{}
-	for _, tc := range f.Tests {
-		for _, s := range tc.InputSeries {
-			name, _, _ := strings.Cut(s.Series, "{")
-			out[rulesTestFile+" input "+s.Series] = name
+	for _, file := range []string{rulesTestFile, findingsTestFile} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct {
+			Tests []struct {
+				InputSeries []struct {
+					Series string `yaml:"series"`
+				} `yaml:"input_series"`
+			} `yaml:"tests"`
+		}
+		if err := yaml.Unmarshal(b, &f); err != nil {
+			t.Fatalf("parse %s: %v", file, err)
+		}
+		for _, tc := range f.Tests {
+			for _, s := range tc.InputSeries {
+				name, _, _ := strings.Cut(s.Series, "{")
+				out[file+" input "+s.Series] = name
+			}
 		}
 	}
 	return out

@@ -25,7 +25,7 @@ type ReconcilePass struct {
 	TaskID       int64      `json:"task_id"`
 	StartedAt    time.Time  `json:"started_at"`
 	FinishedAt   *time.Time `json:"finished_at"`
-	Status       string     `json:"status"` // running, clean, auto_fixed, needs_review, error
+	Status       string     `json:"status"` // running, clean, auto_fixed, needs_review, acknowledged, error
 	Summary      string     `json:"summary"`
 	Position     string     `json:"position,omitempty"` // the binlog position the pass compared at
 	ResolvedAt   *time.Time `json:"resolved_at,omitempty"`
@@ -51,6 +51,11 @@ type ReconcileDifference struct {
 	// found it, or for a check of the sum over the sources the sources
 	// concerned.
 	Source string `json:"source,omitempty"`
+	// Fingerprint and Finding are the finding a difference left for a
+	// person is (see Finding) and its state after the pass: open, or
+	// acknowledged when a person acknowledged it as it is found again.
+	Fingerprint string `json:"fingerprint,omitempty"`
+	Finding     string `json:"finding,omitempty"`
 }
 
 // Delta is found − expected (missing, or not an integer, counts as 0).

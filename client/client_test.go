@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"database/sql"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -186,6 +187,7 @@ func TestEveryRouteHasACall(t *testing.T) {
 		"GET /openapi.json": func() error { _, err := c.OpenAPI(ctx); return err },
 		"GET /metrics":      func() error { _, err := c.Metrics(ctx); return err },
 	}
+	maps.Copy(calls, findingCalls(ctx, t, a, c))
 	for _, route := range a.srv.Routes() { // in registration order: redeem before refund
 		call, ok := calls[route]
 		if !ok {
@@ -193,6 +195,37 @@ func TestEveryRouteHasACall(t *testing.T) {
 			continue
 		}
 		assert.NoError(t, call(), route)
+	}
+}
+
+// findingCalls are TestEveryRouteHasACall's calls of the findings routes,
+// on a finding it records: listed open, acknowledged, closed.
+func findingCalls(ctx context.Context, t *testing.T, a *api, c *client.Client) map[string]func() error {
+	_, err := a.db.Exec(`INSERT INTO finding (fingerprint, source, kind, subject, content, summary, first_seen, last_seen)
+		VALUES ('00000000000000f1', 'cdc', 'double_spend', 'coupon 1', '0', 'test', NOW(6), NOW(6))`)
+	require.NoError(t, err)
+	return map[string]func() error{
+		"GET /v1/findings": func() error {
+			f, err := c.Findings(ctx, client.FindingsQuery{State: "open", Source: "cdc", Limit: 10})
+			if err == nil && (len(f.Findings) != 1 || f.Findings[0].Fingerprint != "00000000000000f1") {
+				return &client.Error{Message: "the open finding is not listed"}
+			}
+			return err
+		},
+		"POST /v1/findings/{fingerprint}/ack": func() error {
+			f, err := c.AckFinding(ctx, "00000000000000f1", "ops", "checked")
+			if err == nil && (f.State != "acknowledged" || f.AcknowledgedBy != "ops") {
+				return &client.Error{Message: "unexpected ack answer"}
+			}
+			return err
+		},
+		"POST /v1/findings/{fingerprint}/close": func() error {
+			f, err := c.CloseFinding(ctx, "00000000000000f1", "ops", "done")
+			if err == nil && (f.State != "closed" || f.ClosedReason != "done") {
+				return &client.Error{Message: "unexpected close answer"}
+			}
+			return err
+		},
 	}
 }
 

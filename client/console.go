@@ -12,7 +12,8 @@ import (
 
 // The calls of the operator console's routes: the templates list, a
 // template's policy history and a user's coupons, the reconcile passes
-// and where the cdc stands. All are GETs (retried) but ResolveTask.
+// and where the cdc stands, the findings. All are GETs (retried) but
+// ResolveTask, AckFinding and CloseFinding.
 
 // TemplatesQuery selects a page of ListTemplates; zero values are the
 // API's defaults (no search, from the first, 50 a page).
@@ -75,6 +76,50 @@ func (c *Client) ResolveTask(ctx context.Context, taskID int64, operator, note s
 	return out, err
 }
 
+// FindingsQuery selects the findings of Findings; zero values are the
+// API's defaults (every state and source, 100).
+type FindingsQuery struct {
+	State  string // open, acknowledged or closed
+	Source string // cdc or reconcile
+	Limit  int    // 1 to 1000
+}
+
+// Findings is GET /v1/findings: the findings, the last seen first.
+func (c *Client) Findings(ctx context.Context, q FindingsQuery) (Findings, error) {
+	v := url.Values{}
+	if q.State != "" {
+		v.Set("state", q.State)
+	}
+	if q.Source != "" {
+		v.Set("source", q.Source)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out Findings
+	err := c.call(ctx, http.MethodGet, withQuery("/v1/findings", v), nil, &out, true)
+	return out, err
+}
+
+// AckFinding is POST /v1/findings/{fingerprint}/ack. Not retried: a repeat
+// after a lost answer is 409 not_open (IsCode(err, CodeNotOpen)).
+func (c *Client) AckFinding(ctx context.Context, fingerprint, operator, reason string) (Finding, error) {
+	return c.moveFinding(ctx, fingerprint, "ack", operator, reason)
+}
+
+// CloseFinding is POST /v1/findings/{fingerprint}/close. Not retried, as
+// AckFinding.
+func (c *Client) CloseFinding(ctx context.Context, fingerprint, operator, reason string) (Finding, error) {
+	return c.moveFinding(ctx, fingerprint, "close", operator, reason)
+}
+
+func (c *Client) moveFinding(ctx context.Context, fingerprint, verb, operator, reason string) (Finding, error) {
+	var out Finding
+	body := api.FindingRequest{Operator: operator, Reason: reason}
+	err := c.call(ctx, http.MethodPost, "/v1/findings/"+url.PathEscape(fingerprint)+"/"+verb, body, &out, false)
+	return out, err
+}
+
 // CDCStatus is GET /v1/cdc/status.
 func (c *Client) CDCStatus(ctx context.Context) (CDCStatus, error) {
 	var out CDCStatus
@@ -109,6 +154,8 @@ type (
 	ReconcileTasks      = api.ReconcileTasks      // the answer of ReconcileTasks
 	Resolved            = api.Resolved            // the answer of ResolveTask
 	CDCStatus           = api.CDCStatus           // the answer of CDCStatus
+	Finding             = api.Finding             // a finding and where its lifecycle stands
+	Findings            = api.Findings            // the answer of Findings
 	Outbox              = api.Outbox              // the webhook outbox's events by status
 	CDCProcess          = api.CDCProcess          // what the cdc's /metrics say
 )

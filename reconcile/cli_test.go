@@ -20,7 +20,20 @@ import (
 // cli runs `couponlink reconcile args...` and returns its exit code and output.
 func cli(t *testing.T, bin string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"reconcile"}, args...)...)
+	return command(t, bin, append([]string{"reconcile"}, args...)...)
+}
+
+// passFlags are the flags of the CLI tests' commands on e: its database
+// and Redis, short waits, and an absolute threshold of 5.
+func passFlags(t *testing.T, e *env) []string {
+	return []string{"-dsn", e.DSN, "-redis", testenv.RedisAddr(t), "-key-prefix", e.Keys.Prefix,
+		"-quiet", testQuiet.String(), "-catch-up-wait", testCatchUp.String(), "-abs-threshold", "5", "-log-level", "error"}
+}
+
+// command runs `couponlink args...` and returns its exit code and output.
+func command(t *testing.T, bin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "COUPONLINK_") { // flags only
 			cmd.Env = append(cmd.Env, kv)
@@ -36,7 +49,7 @@ func cli(t *testing.T, bin string, args ...string) (int, string, string) {
 	} else {
 		require.NoError(t, err)
 	}
-	t.Logf("reconcile %s -> %d\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	t.Logf("%s -> %d\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
 	return code, stdout.String(), stderr.String()
 }
 
@@ -47,8 +60,7 @@ func TestCLIOnceExitCodesListResolve(t *testing.T) {
 	t.Parallel()
 	bin := testenv.BuildCouponlink(t)
 	e, tpl := driftEnv(t)
-	flags := []string{"-dsn", e.DSN, "-redis", testenv.RedisAddr(t), "-key-prefix", e.Keys.Prefix,
-		"-quiet", testQuiet.String(), "-catch-up-wait", testCatchUp.String(), "-abs-threshold", "5", "-log-level", "error"}
+	flags := passFlags(t, e)
 	once := append([]string{"-once"}, flags...)
 
 	code, out, _ := cli(t, bin, once...)

@@ -1,8 +1,12 @@
 package reconcile
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/couponlink/couponlink/api"
 )
 
 type metrics struct {
@@ -49,6 +53,8 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "couponlink_reconcile_replayed_rows_total", Help: "Binlog row changes replayed to move a snapshot's truth to the cdc's checkpoint.",
 		}),
 	}
+	// acknowledged (only findings a person acknowledged) shows once a
+	// pass had that result
 	for _, r := range []string{resultClean, resultAutoFixed, resultNeedsReview, resultError} {
 		m.runs.WithLabelValues(r)
 	}
@@ -57,4 +63,21 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		m.corrections.WithLabelValues(s, "manual")
 	}
 	return m
+}
+
+// observeDrift sets the drift gauge from the pass's differences, but the
+// findings a person acknowledged as they are: their alerts stay quiet.
+func (r *Reconciler) observeDrift(rep *Report) {
+	r.m.drift.Reset()
+	for _, d := range rep.Differences {
+		if d.Finding == api.FindingAcknowledged {
+			continue
+		}
+		delta := d.Delta()
+		if delta < 0 {
+			delta = -delta
+		}
+		g := r.m.drift.WithLabelValues(strconv.FormatInt(d.Template, 10), d.Channel, d.Store)
+		g.Add(float64(delta))
+	}
 }

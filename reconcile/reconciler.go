@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/inventory"
@@ -41,6 +41,9 @@ func New(cfg Config) (*Reconciler, error) {
 		return nil, err
 	}
 	if err := inventory.RegisterSnapshotMetrics(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	if err := inventory.RegisterFindingsMetrics(cfg.Registerer, cfg.DB, api.FindingFromReconcile, nil); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger.With("component", "reconcile")
@@ -134,6 +137,9 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 		mysqlSnap, redisSnap, err = r.pass(ctx, rep)
 	}
 	r.attribute(rep)
+	if err == nil {
+		err = r.recordFindings(ctx, rep)
+	}
 	rep.Finished = r.cfg.Now()
 	r.m.duration.Observe(rep.Finished.Sub(start).Seconds())
 	switch {
@@ -143,6 +149,9 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 		rep.Status, rep.Failure = resultError, err.Error()
 	case rep.Count(ActionNeedsReview) > 0 || rep.Count(ActionReported) > 0: // reported: found, and left as it is (auto-fix off)
 		rep.Status = resultNeedsReview
+		if allAcknowledged(rep) {
+			rep.Status = resultAcknowledged
+		}
 	case rep.Count(ActionFixed) > 0:
 		rep.Status = resultAutoFixed
 	default:
@@ -453,18 +462,6 @@ func (r *Reconciler) waitCheckpoint(ctx context.Context, pos canal.Position) (in
 			return cp, false, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
-	}
-}
-
-func (r *Reconciler) observeDrift(rep *Report) {
-	r.m.drift.Reset()
-	for _, d := range rep.Differences {
-		delta := d.Delta()
-		if delta < 0 {
-			delta = -delta
-		}
-		g := r.m.drift.WithLabelValues(strconv.FormatInt(d.Template, 10), d.Channel, d.Store)
-		g.Add(float64(delta))
 	}
 }
 

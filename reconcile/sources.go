@@ -107,11 +107,11 @@ type SourcesReport struct {
 	Sum   *Report   // the cross-source step (Status "skipped" when a source failed)
 }
 
-// Status is the worst of the parts' and the sum's: error, needs_review,
+// Status is the worst of the parts' and the sum's: error, needs_review, acknowledged,
 // auto_fixed or clean.
 func (sr *SourcesReport) Status() string {
 	worst := resultClean
-	rank := map[string]int{resultClean: 0, resultAutoFixed: 1, resultNeedsReview: 2, resultSkipped: 3, resultError: 3}
+	rank := map[string]int{resultClean: 0, resultAutoFixed: 1, resultAcknowledged: 2, resultNeedsReview: 3, resultSkipped: 4, resultError: 4}
 	for _, rep := range append(sr.Parts, sr.Sum) {
 		if rep != nil && rank[rep.Status] > rank[worst] {
 			worst = rep.Status

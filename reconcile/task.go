@@ -68,7 +68,7 @@ func (r *Reconciler) reviewEvents(rep *Report, summary string) []webhook.Event {
 	var sample []Difference
 	n := 0
 	for _, d := range rep.Differences {
-		if d.Action != ActionNeedsReview && d.Action != ActionReported {
+		if !forPerson(d) {
 			continue
 		}
 		n++
@@ -104,7 +104,7 @@ func ListOpen(ctx context.Context, db *sql.DB) ([]OpenItem, error) {
 			return nil, fmt.Errorf("task %d: read differences: %w", it.TaskID, err)
 		}
 		for _, d := range all {
-			if d.Action == ActionNeedsReview || d.Action == ActionReported {
+			if forPerson(d) {
 				it.Differences = append(it.Differences, d)
 			}
 		}

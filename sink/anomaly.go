@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // The kinds of anomalies the cdc records.
@@ -128,7 +130,8 @@ func hasOrder(orders []string, order string) bool {
 	return false
 }
 
-// insertAnomalies records anomalies with the batch's position. Each row
+// insertAnomalies records anomalies with the batch's position, and the
+// findings they are (one statement each). Each row
 // names its states twice: couponlink's (from_status/to_status as numbers,
 // from_state/to_state as names) and the source's codes (from_code,
 // to_code).
@@ -160,7 +163,8 @@ func (s *Sink) insertAnomalies(ctx context.Context, tx *sql.Tx, as []Anomaly, b 
 	if _, err := tx.ExecContext(ctx, sb.String(), args...); err != nil {
 		return fmt.Errorf("record anomalies: %w", err)
 	}
-	return nil
+	// and the findings they are, in the same transaction (findings.go)
+	return inventory.RecordFindings(ctx, tx, time.Now(), s.anomalyFindings(as))
 }
 
 // storedCode is the code the source stored for st: code when known, else

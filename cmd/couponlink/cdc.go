@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/internal/redisconn"
@@ -215,6 +216,10 @@ func (o *cdcSettings) daemon(db, binlogDB *sql.DB, m *canal.Mapping, peers []sin
 	tcfg.BatchRows, tcfg.BatchWait, tcfg.Logger = *o.batchRows, *o.batchWait, log
 	s, err := sink.New(scfg)
 	if err != nil {
+		return nil, err
+	}
+	// the lifecycle of its anomalies: the alerts count the open ones
+	if err := inventory.RegisterFindingsMetrics(reg, db, api.FindingFromCDC, sink.AnomalyKinds); err != nil {
 		return nil, err
 	}
 	return &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: *o.rebuild, StallAfter: *o.stallAfter}, nil

@@ -22,6 +22,9 @@ func FlagSets() []*settings.Flags {
 	add(cdcFlags(w))
 	add(reconcileFlags(w))
 	add(statusFlags(w))
+	for _, c := range findingsCommands() {
+		add(findingsFlags(c, w))
+	}
 	for _, c := range quotaCommands() {
 		out = append(out, c.flags("quota policy "+c.name, w))
 	}

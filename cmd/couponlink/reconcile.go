@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/redisconn"
 	"github.com/couponlink/couponlink/internal/settings"
@@ -36,20 +37,21 @@ type reconcileSettings struct {
 	// the daemon's passes
 	every *time.Duration
 	// the one-shot actions, on the command line only: one pass, the open
-	// items, closing one
-	once, list *bool
-	resolve    *int
-	note       *string
+	// items, closing one, acknowledging a finding
+	once, list    *bool
+	resolve       *int
+	note          *string
+	ack, operator *string
 }
 
-const reconcileSummary = "Proves that the cdc's counters, coupon_template's cached counts, channel_quota and the Redis stock keys equal the truth in MySQL; fixes what is safe, records every pass in reconcile_task, leaves the rest for a person. With a mapping with sources: each source on its own server (its dsn), then the checks of a template's whole on the sum over the sources. Runs every -every as a daemon with /metrics, or once with -once (exit 0 clean or fixed, 1 needs review or, with -no-fix, any difference, 2 error)."
+const reconcileSummary = "Proves that the cdc's counters, coupon_template's cached counts, channel_quota and the Redis stock keys equal the truth in MySQL; fixes what is safe, records every pass in reconcile_task, leaves the rest for a person. With a mapping with sources: each source on its own server (its dsn), then the checks of a template's whole on the sum over the sources. Runs every -every as a daemon with /metrics, or once with -once (exit 0 clean, fixed or acknowledged, 1 needs review or, with -no-fix, any difference, 2 error)."
 
 func reconcileFlags(stderr io.Writer) (*settings.Flags, *reconcileSettings) {
 	f := newFlags("reconcile", reconcileSummary, stderr)
 	o := &reconcileSettings{}
 	o.register(f, "reconcile", daemonUses{
 		mapping:   "YAML mapping of a legacy schema (default: the reference schema)",
-		source:    "with a mapping with sources: the source whose task -resolve closes (a task id is one source's)",
+		source:    "with a mapping with sources: the source whose task -resolve closes or whose finding -ack acknowledges (each source's server has its own)",
 		redis:     "Redis address, or a comma-separated list of a Redis Cluster's nodes (empty: Redis is not compared)",
 		redisMode: "owner (couponlink's stock keys) or corrector (the mapping's legacy keys); default by schema",
 		name:      "the cdc's checkpoint name",
@@ -63,10 +65,12 @@ func reconcileFlags(stderr io.Writer) (*settings.Flags, *reconcileSettings) {
 	o.events = f.EnvBool("events", "COUPONLINK_RECONCILE_EVENTS", os.Getenv("COUPONLINK_WEBHOOK_URL") != "" || os.Getenv("COUPONLINK_EVENT_SINKS") != "",
 		"write a reconcile.needs_review event to the webhook outbox with each pass that needs a person (default: on when COUPONLINK_WEBHOOK_URL or COUPONLINK_EVENT_SINKS is set, as for the cdc that delivers it)")
 	o.every = f.EnvDuration("every", "COUPONLINK_RECONCILE_EVERY", 10*time.Minute, "time between passes of the daemon")
-	o.once = f.Bool("once", false, "run one pass, print the report, exit 0 (clean or fixed), 1 (needs review; with -no-fix, any difference) or 2 (error: the pass stopped; its task keeps what it found and fixed before; with sources: a source's pass or the cross-source step, the others' reports printed all the same)")
+	o.once = f.Bool("once", false, "run one pass, print the report, exit 0 (clean, fixed, or acknowledged: every difference left for a person is a finding acknowledged as it is), 1 (needs review; with -no-fix, any difference) or 2 (error: the pass stopped; its task keeps what it found and fixed before; with sources: a source's pass or the cross-source step, the others' reports printed all the same)")
 	o.list = f.Bool("list", false, "list the open items (passes that need review) and exit")
 	o.resolve = f.Int("resolve", 0, "close the open item with this task id (with -note)")
-	o.note = f.String("note", "", "what was checked or done, for -resolve")
+	o.note = f.String("note", "", "what was checked or done, for -resolve; why, for -ack")
+	o.ack = f.String("ack", "", "acknowledge the finding with this fingerprint (with -operator and -note): found again as it is, a pass reports it acknowledged and -once exits 0")
+	o.operator = f.String("operator", "", "who acknowledges, for -ack")
 	return f, o
 }
 
@@ -108,6 +112,11 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return fmt.Errorf("-source %q: the mapping names no sources", *o.mapping.Source)
 		}
 		return o.resolveTask(ctx, db, stdout)
+	case *o.ack != "":
+		if *o.mapping.Source != "" {
+			return fmt.Errorf("-source %q: the mapping names no sources", *o.mapping.Source)
+		}
+		return o.ackFinding(ctx, db, stdout, stderr)
 	}
 	reg := prometheus.NewRegistry()
 	r, closeRedis, err := o.reconciler(db, m, reg, base)
@@ -132,6 +141,17 @@ func (o *reconcileSettings) resolveTask(ctx context.Context, db *sql.DB, stdout 
 		return err
 	}
 	fmt.Fprintf(stdout, "task %d resolved by %s\n", *o.resolve, who)
+	return nil
+}
+
+// ackFinding acknowledges the finding of -ack on db, with -operator and
+// -note.
+func (o *reconcileSettings) ackFinding(ctx context.Context, db *sql.DB, stdout, stderr io.Writer) error {
+	f, err := inventory.AckFinding(ctx, db, *o.ack, *o.operator, *o.note)
+	if err != nil {
+		return reportFinding(stderr, "reconcile -ack", err)
+	}
+	fmt.Fprintf(stdout, "finding %s (%s: %s) acknowledged by %s\n", f.Fingerprint, f.Kind, f.Subject, f.AcknowledgedBy)
 	return nil
 }
 
@@ -189,7 +209,7 @@ func reconcileOnce(ctx context.Context, r *reconcile.Reconciler, stdout, stderr 
 		fmt.Fprintf(stderr, "couponlink reconcile: %v\n", err)
 		return exitCode(2)
 	}
-	if rep.Status == "needs_review" {
+	if rep.Status == "needs_review" { // acknowledged: only findings a person acknowledged, 0
 		return exitCode(1)
 	}
 	return nil
@@ -278,6 +298,22 @@ func printDiffs(w io.Writer, diffs []reconcile.Difference) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", d.Store, d.Target, d.Expected, found, d.Action, d.Reason)
 	}
 	tw.Flush()
+	printFindings(w, diffs)
+}
+
+// printFindings lists the findings the differences left for a person are,
+// with their state, and how to acknowledge the open ones.
+func printFindings(w io.Writer, diffs []reconcile.Difference) {
+	open := false
+	for _, d := range diffs {
+		if d.Fingerprint != "" {
+			fmt.Fprintf(w, "  finding %s %s: %s\n", d.Fingerprint, d.Finding, d.Target)
+			open = open || d.Finding == api.FindingOpen
+		}
+	}
+	if open {
+		fmt.Fprintln(w, "  acknowledge with: couponlink reconcile -ack FINGERPRINT -operator NAME -note \"what you checked\"")
+	}
 }
 
 // printOpen lists the open items on db; with sources, source names the

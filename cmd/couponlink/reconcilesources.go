@@ -36,6 +36,13 @@ func (o *reconcileSettings) runSources(ctx context.Context, m *canal.Mapping, st
 				strings.Join(m.SourceNames(), ", "))
 		}
 		return o.resolveTask(ctx, dbs[i].DB, stdout)
+	case *o.ack != "":
+		i := slices.IndexFunc(dbs, func(d reconcile.SourceDB) bool { return d.Name == *o.mapping.Source })
+		if i < 0 {
+			return fmt.Errorf("-ack with a mapping with sources needs -source, one of %s: each source's server has its own findings",
+				strings.Join(m.SourceNames(), ", "))
+		}
+		return o.ackFinding(ctx, dbs[i].DB, stdout, stderr)
 	}
 	reg := prometheus.NewRegistry()
 	cfg, closeRedis, err := o.config(reg, base)

@@ -30,9 +30,10 @@ type metricPart struct {
 
 // customKinds are the types of the metrics a collector of the code's own
 // makes only from data it does not have here (the sink's inventory
-// collector: a series per template the binlog showed), so that their type
-// cannot be read off a collection.
-var customKinds = map[string]string{"couponlink_inventory": "gauge", "couponlink_redemption_rate": "gauge"}
+// collector: a series per template the binlog showed; the findings
+// collector: the counts of the finding table), so that their type cannot
+// be read off a collection.
+var customKinds = map[string]string{"couponlink_inventory": "gauge", "couponlink_redemption_rate": "gauge", "couponlink_findings": "gauge"}
 
 func metricParts() []metricPart {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

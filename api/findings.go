@@ -1,0 +1,54 @@
+package api
+
+import "time"
+
+// Findings: the lifecycle of what the cdc (anomalies) and the reconciler
+// (differences left for a person) find. A finding is open, then
+// acknowledged by a person (who, why, when), then closed; found again as
+// it was, an acknowledged one stays acknowledged, and found changed (or
+// again once closed) it is open again.
+
+// The states of a finding.
+const (
+	FindingOpen         = "open"
+	FindingAcknowledged = "acknowledged"
+	FindingClosed       = "closed"
+)
+
+// The sources of findings.
+const (
+	FindingFromCDC       = "cdc"
+	FindingFromReconcile = "reconcile"
+)
+
+// Finding is one finding and where it stands.
+type Finding struct {
+	Fingerprint string    `json:"fingerprint"` // its kind and the rows it names, hashed: stable across passes
+	Source      string    `json:"source"`      // cdc or reconcile
+	Kind        string    `json:"kind"`        // an anomaly's kind; a reconcile difference's store/field
+	Subject     string    `json:"subject"`     // the rows it names
+	Summary     string    `json:"summary"`     // the latest occurrence's detail
+	State       string    `json:"state"`       // open, acknowledged, closed
+	FirstSeen   time.Time `json:"first_seen"`
+	LastSeen    time.Time `json:"last_seen"`
+	TimesSeen   int64     `json:"times_seen"`
+	// the latest acknowledgement, kept when the finding opens again
+	AcknowledgedBy     string     `json:"acknowledged_by,omitempty"`
+	AcknowledgedAt     *time.Time `json:"acknowledged_at,omitempty"`
+	AcknowledgedReason string     `json:"acknowledged_reason,omitempty"`
+	ClosedBy           string     `json:"closed_by,omitempty"`
+	ClosedAt           *time.Time `json:"closed_at,omitempty"`
+	ClosedReason       string     `json:"closed_reason,omitempty"`
+}
+
+// Findings is the answer of GET /v1/findings.
+type Findings struct {
+	Findings []Finding `json:"findings"`
+}
+
+// FindingRequest is the body of POST /v1/findings/{fingerprint}/ack and
+// /close: who acts, and why.
+type FindingRequest struct {
+	Operator string `json:"operator"`
+	Reason   string `json:"reason"`
+}

@@ -1,0 +1,77 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/couponlink/couponlink/api"
+	"github.com/couponlink/couponlink/inventory"
+)
+
+// resultAcknowledged is the status of a pass whose differences left for a
+// person are all findings a person acknowledged as they are: nothing new
+// needs one (-once exits 0, the needs_review gauge does not count it).
+const resultAcknowledged = "acknowledged"
+
+// forPerson says whether a difference is left for a person: a finding.
+func forPerson(d Difference) bool {
+	return d.Action == ActionNeedsReview || d.Action == ActionReported
+}
+
+// findingOf is the finding a difference left for a person is: its kind
+// is the store and field, the rows it names its target on the pass's
+// source; what it found is the values, the sources and the reason.
+func findingOf(passSource string, d Difference) inventory.Seen {
+	kind := d.Store
+	if d.Field != "" {
+		kind += "/" + d.Field
+	}
+	subject := d.Target
+	if passSource != "" {
+		subject = passSource + ": " + subject
+	}
+	return inventory.Seen{Source: api.FindingFromReconcile, Kind: kind, Subject: subject,
+		Content: fmt.Sprintf("%d %s %s %s %s %s", d.Expected, str(d.Found), d.FoundRaw, d.Source, d.Action, d.Reason),
+		Summary: d.Target + ": " + d.Reason}
+}
+
+// recordFindings records the differences left for a person as findings
+// and marks each with its fingerprint and its state after the pass.
+func (r *Reconciler) recordFindings(ctx context.Context, rep *Report) error {
+	var seen []inventory.Seen
+	var idx []int
+	for i, d := range rep.Differences {
+		if forPerson(d) {
+			seen, idx = append(seen, findingOf(rep.Source, d)), append(idx, i)
+		}
+	}
+	if len(seen) == 0 {
+		return nil
+	}
+	if err := inventory.RecordFindings(ctx, r.db, r.cfg.Now(), seen); err != nil {
+		return err
+	}
+	fps := make([]string, len(seen))
+	for i, s := range seen {
+		fps[i] = s.Fingerprint()
+	}
+	states, err := inventory.FindingStates(ctx, r.db, fps)
+	if err != nil {
+		return err
+	}
+	for i, at := range idx {
+		rep.Differences[at].Fingerprint, rep.Differences[at].Finding = fps[i], states[fps[i]]
+	}
+	return nil
+}
+
+// allAcknowledged says whether every difference left for a person is a
+// finding a person acknowledged.
+func allAcknowledged(rep *Report) bool {
+	for _, d := range rep.Differences {
+		if forPerson(d) && d.Finding != api.FindingAcknowledged {
+			return false
+		}
+	}
+	return true
+}
