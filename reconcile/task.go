@@ -132,7 +132,9 @@ func Resolve(ctx context.Context, db *sql.DB, id int64, who, note string) error 
 	if err != nil {
 		return fmt.Errorf("resolve task %d: %w", id, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("resolve task %d: %w", id, err)
+	} else if n == 0 {
 		return fmt.Errorf("task %d: %w", id, ErrNotOpen)
 	}
 	reason := truncate(note, 255)
