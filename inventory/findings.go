@@ -206,7 +206,9 @@ func moveFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason,
 	if err != nil {
 		return f, err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n, err := res.RowsAffected(); err != nil {
+		return f, fmt.Errorf("finding %q: %w", fingerprint, err)
+	} else if n == 0 {
 		return f, fmt.Errorf("finding %q is %s: %w", fingerprint, f.State, ErrFindingState)
 	}
 	return f, nil
