@@ -1,6 +1,10 @@
 package coupon
 
-import "time"
+import (
+	"time"
+
+	"github.com/couponlink/couponlink/api"
+)
 
 // The decisions of the write path, apart from its SQL: may a claim be
 // granted against the user's count and its channel's bucket, may a coupon
@@ -34,7 +38,7 @@ func limitRefusal(req ClaimRequest, rules templateRules, count int64, counted bo
 	if !counted || count < rules.PerUserLimit {
 		return nil
 	}
-	return conflictf(CodeLimitReached, "user %s has already claimed %d coupon(s) of template %d, the per-user limit",
+	return conflictf(api.CodeLimitReached, "user %s has already claimed %d coupon(s) of template %d, the per-user limit",
 		req.UserID, rules.PerUserLimit, req.TemplateID)
 }
 
@@ -54,14 +58,14 @@ func slotRefusal(req ClaimRequest, b *bucket) error {
 	case b.claimed+b.granted < b.quota:
 		return nil
 	}
-	return conflictf(CodeSoldOut, "channel %q of template %d is sold out (%d of %d claimed)",
+	return conflictf(api.CodeSoldOut, "channel %q of template %d is sold out (%d of %d claimed)",
 		req.Channel, req.TemplateID, b.claimed+b.granted, b.quota)
 }
 
 // replayAnswer answers a request whose request_id already has coupon c.
 func replayAnswer(c couponRow, req ClaimRequest) (Claim, error) {
 	if c.TemplateID != req.TemplateID || c.UserID != req.UserID || c.Channel != req.Channel {
-		return Claim{}, conflictf(CodeIdempotencyConflict,
+		return Claim{}, conflictf(api.CodeIdempotencyConflict,
 			"request_id %q was already used for another claim (template %d, user %s, channel %s); use a new request_id",
 			req.RequestID, c.TemplateID, c.UserID, c.Channel)
 	}
@@ -98,11 +102,11 @@ func redeemable(c couponRow, now time.Time) bool { return redeemRefusal(c, now) 
 func redeemRefusal(c couponRow, now time.Time) error {
 	switch {
 	case c.Status == Used:
-		return conflictf(CodeAlreadyUsed, "coupon %d was already redeemed by another order", c.ID)
+		return conflictf(api.CodeAlreadyUsed, "coupon %d was already redeemed by another order", c.ID)
 	case c.Status != Available:
 		return IllegalTransition(c.Status, Used, ActionRedeem)
 	case !now.Before(c.ExpiresAt):
-		return conflictf(CodeCouponExpired, "coupon %d expired at %s; it can no longer be redeemed",
+		return conflictf(api.CodeCouponExpired, "coupon %d expired at %s; it can no longer be redeemed",
 			c.ID, c.ExpiresAt.Format(time.RFC3339))
 	}
 	return nil
@@ -115,7 +119,7 @@ func redeemRefusal(c couponRow, now time.Time) error {
 func (k keyedRedemption) replay() (Redemption, error) {
 	switch {
 	case k.refund != nil:
-		return Redemption{}, conflictf(CodeAlreadyRefunded,
+		return Redemption{}, conflictf(api.CodeAlreadyRefunded,
 			"order %s redeemed coupon %d (redemption %d) and that redemption was refunded with mode %q at %s; "+
 				"a refunded redemption is final and is not redeemed again: to redeem the coupon again, use a new order_id",
 			k.OrderID, k.UserCouponID, k.RedemptionID, k.refund.Mode, k.refund.RefundedAt.Format(time.RFC3339Nano))
@@ -123,7 +127,7 @@ func (k keyedRedemption) replay() (Redemption, error) {
 		return k.Redemption, nil
 	case k.coupon == Used:
 		// no refund row, yet another order holds it: changed outside the API
-		return Redemption{}, conflictf(CodeAlreadyUsed, "coupon %d is now redeemed by another order", k.UserCouponID)
+		return Redemption{}, conflictf(api.CodeAlreadyUsed, "coupon %d is now redeemed by another order", k.UserCouponID)
 	}
 	return Redemption{}, IllegalTransition(k.coupon, Used, ActionRedeem)
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -30,23 +31,23 @@ func TestClaimRefusal(t *testing.T) {
 	}{
 		{"first claim", 1, 0, false, &bucket{quota: 10}, "", ""},
 		{"under the limit", 3, 2, true, &bucket{quota: 10, claimed: 4}, "", ""},
-		{"at the limit", 2, 2, true, &bucket{quota: 10}, CodeLimitReached,
+		{"at the limit", 2, 2, true, &bucket{quota: 10}, api.CodeLimitReached,
 			"user u1 has already claimed 2 coupon(s) of template 7, the per-user limit"},
-		{"over the limit", 1, 5, true, &bucket{quota: 10}, CodeLimitReached,
+		{"over the limit", 1, 5, true, &bucket{quota: 10}, api.CodeLimitReached,
 			"user u1 has already claimed 1 coupon(s) of template 7, the per-user limit"},
 		{"a limit of 0 and no row: the first claim counts", 0, 0, false, &bucket{quota: 10}, "", ""},
-		{"a limit of 0 and a row", 0, 0, true, &bucket{quota: 10}, CodeLimitReached,
+		{"a limit of 0 and a row", 0, 0, true, &bucket{quota: 10}, api.CodeLimitReached,
 			"user u1 has already claimed 0 coupon(s) of template 7, the per-user limit"},
-		{"the limit before the bucket", 1, 1, true, nil, CodeLimitReached,
+		{"the limit before the bucket", 1, 1, true, nil, api.CodeLimitReached,
 			"user u1 has already claimed 1 coupon(s) of template 7, the per-user limit"},
-		{"no such channel", 1, 0, false, nil, CodeInvalidArgument, `template 7 has no channel "app"`},
+		{"no such channel", 1, 0, false, nil, api.CodeInvalidArgument, `template 7 has no channel "app"`},
 		{"the last slot", 1, 0, false, &bucket{quota: 10, claimed: 9}, "", ""},
-		{"sold out", 1, 0, false, &bucket{quota: 10, claimed: 10}, CodeSoldOut,
+		{"sold out", 1, 0, false, &bucket{quota: 10, claimed: 10}, api.CodeSoldOut,
 			`channel "app" of template 7 is sold out (10 of 10 claimed)`},
 		{"the last slot given out by the transaction", 1, 0, false, &bucket{quota: 10, claimed: 8, granted: 1}, "", ""},
-		{"sold out by the transaction", 1, 0, false, &bucket{quota: 10, claimed: 8, granted: 2}, CodeSoldOut,
+		{"sold out by the transaction", 1, 0, false, &bucket{quota: 10, claimed: 8, granted: 2}, api.CodeSoldOut,
 			`channel "app" of template 7 is sold out (10 of 10 claimed)`},
-		{"an empty bucket", 1, 0, false, &bucket{}, CodeSoldOut, `channel "app" of template 7 is sold out (0 of 0 claimed)`},
+		{"an empty bucket", 1, 0, false, &bucket{}, api.CodeSoldOut, `channel "app" of template 7 is sold out (0 of 0 claimed)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := claimRefusal(req, templateRules{ValidSeconds: 60, PerUserLimit: tc.limit}, tc.count, tc.counted, tc.b)
@@ -58,7 +59,7 @@ func TestClaimRefusal(t *testing.T) {
 			require.True(t, ok, "a domain error: %v", err)
 			assert.Equal(t, tc.code, e.Code)
 			assert.Equal(t, tc.message, e.Message)
-			if tc.code == CodeInvalidArgument {
+			if tc.code == api.CodeInvalidArgument {
 				assert.Equal(t, "channel", e.Field)
 			}
 		})
@@ -80,7 +81,7 @@ func TestReplayAnswer(t *testing.T) {
 		_, err := replayAnswer(c, req)
 		e, ok := AsError(err)
 		require.True(t, ok, "%+v", req)
-		assert.Equal(t, CodeIdempotencyConflict, e.Code, "%+v", req)
+		assert.Equal(t, api.CodeIdempotencyConflict, e.Code, "%+v", req)
 		assert.Equal(t, `request_id "r" was already used for another claim (template 7, user u1, channel app); use a new request_id`, e.Message)
 	}
 }
@@ -112,23 +113,23 @@ func TestRedemptionDecision(t *testing.T) {
 		message string // the error's
 	}{
 		{"redeemable", &fresh, nil, true, "", ""},
-		{"no such coupon", nil, nil, false, CodeNotFound, "user coupon 5 does not exist"},
-		{"no such coupon, whatever the key", nil, &mine, false, CodeNotFound, "user coupon 5 does not exist"},
-		{"used by another order", with(func(c *couponRow) { c.Status = Used }), nil, false, CodeAlreadyUsed,
+		{"no such coupon", nil, nil, false, api.CodeNotFound, "user coupon 5 does not exist"},
+		{"no such coupon, whatever the key", nil, &mine, false, api.CodeNotFound, "user coupon 5 does not exist"},
+		{"used by another order", with(func(c *couponRow) { c.Status = Used }), nil, false, api.CodeAlreadyUsed,
 			"coupon 5 was already redeemed by another order"},
-		{"expired", with(func(c *couponRow) { c.Status = Expired }), nil, false, CodeIllegalTransition,
+		{"expired", with(func(c *couponRow) { c.Status = Expired }), nil, false, api.CodeIllegalTransition,
 			"cannot redeem a coupon that is EXPIRED: EXPIRED -> USED is not a legal transition; nothing was written"},
-		{"returned", with(func(c *couponRow) { c.Status = Returned }), nil, false, CodeIllegalTransition,
+		{"returned", with(func(c *couponRow) { c.Status = Returned }), nil, false, api.CodeIllegalTransition,
 			"cannot redeem a coupon that is RETURNED: RETURNED -> USED is not a legal transition; nothing was written"},
-		{"past expires_at", with(func(c *couponRow) { c.ExpiresAt = now }), nil, false, CodeCouponExpired,
+		{"past expires_at", with(func(c *couponRow) { c.ExpiresAt = now }), nil, false, api.CodeCouponExpired,
 			"coupon 5 expired at 2030-01-01T00:00:00Z; it can no longer be redeemed"},
 		{"the same redemption again", with(func(c *couponRow) { c.Status = Used }), &mine, false, "", ""},
-		{"the key replays even on a redeemable coupon", &fresh, &refunded, false, CodeAlreadyRefunded,
+		{"the key replays even on a redeemable coupon", &fresh, &refunded, false, api.CodeAlreadyRefunded,
 			`order o1 redeemed coupon 5 (redemption 9) and that redemption was refunded with mode "restore" at 2030-01-01T00:00:00Z; ` +
 				"a refunded redemption is final and is not redeemed again: to redeem the coupon again, use a new order_id"},
-		{"the key's coupon now used by another order", with(func(c *couponRow) { c.Status = Used }), &taken, false, CodeAlreadyUsed,
+		{"the key's coupon now used by another order", with(func(c *couponRow) { c.Status = Used }), &taken, false, api.CodeAlreadyUsed,
 			"coupon 5 is now redeemed by another order"},
-		{"the key's coupon voided since", with(func(c *couponRow) { c.Status = Returned }), &voided, false, CodeIllegalTransition,
+		{"the key's coupon voided since", with(func(c *couponRow) { c.Status = Returned }), &voided, false, api.CodeIllegalTransition,
 			"cannot redeem a coupon that is RETURNED: RETURNED -> USED is not a legal transition; nothing was written"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,23 +10,10 @@ import (
 	"github.com/couponlink/couponlink/api"
 )
 
-// Code is a machine-readable error code, returned to API clients as-is.
+// Code is a machine-readable error code, returned to API clients as-is;
+// package api has every code of the API (api.CodeSoldOut, ...), with its
+// HTTP status.
 type Code = api.Code
-
-// The error codes of the write API (package api has every code of the API).
-const (
-	CodeInvalidArgument     = api.CodeInvalidArgument
-	CodeNotFound            = api.CodeNotFound
-	CodeSoldOut             = api.CodeSoldOut
-	CodeLimitReached        = api.CodeLimitReached
-	CodeAlreadyUsed         = api.CodeAlreadyUsed
-	CodeIllegalTransition   = api.CodeIllegalTransition
-	CodeIdempotencyConflict = api.CodeIdempotencyConflict
-	CodeOrderMismatch       = api.CodeOrderMismatch
-	CodeAlreadyRefunded     = api.CodeAlreadyRefunded
-	CodeCouponExpired       = api.CodeCouponExpired
-	CodeConflict            = api.CodeConflict
-)
 
 // Error is a domain error a client can act on: the API's error object.
 type Error = api.Error
@@ -45,12 +32,12 @@ func Invalid(field, format string, args ...any) *Error {
 
 // NotFound is a 404 about one kind of thing.
 func NotFound(what string, id any) *Error {
-	return &Error{Code: CodeNotFound, Message: fmt.Sprintf("%s %v does not exist", what, id)}
+	return &Error{Code: api.CodeNotFound, Message: fmt.Sprintf("%s %v does not exist", what, id)}
 }
 
 // IllegalTransition names the from and to states of a refused change.
 func IllegalTransition(from, to Status, a Action) *Error {
-	return &Error{Code: CodeIllegalTransition, Message: fmt.Sprintf(
+	return &Error{Code: api.CodeIllegalTransition, Message: fmt.Sprintf(
 		"cannot %s a coupon that is %s: %s -> %s is not a legal transition; nothing was written",
 		a, from, from, to)}
 }

@@ -65,13 +65,13 @@ func (s *Store) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
 			return err
 		}
 		if red == nil {
-			return conflictf(CodeOrderMismatch, "order %s did not redeem coupon %d; only the order that redeemed a coupon may refund it",
+			return conflictf(api.CodeOrderMismatch, "order %s did not redeem coupon %d; only the order that redeemed a coupon may refund it",
 				req.OrderID, req.UserCouponID)
 		}
 		if red.refund != nil { // refunded before: this refund again, or the other mode
 			out = *red.refund
 			if out.Mode != req.Mode {
-				return conflictf(CodeIdempotencyConflict, "order %s already refunded coupon %d with mode %q; a refund with mode %q is refused",
+				return conflictf(api.CodeIdempotencyConflict, "order %s already refunded coupon %d with mode %q; a refund with mode %q is refused",
 					req.OrderID, req.UserCouponID, out.Mode, req.Mode)
 			}
 			return nil
@@ -80,7 +80,7 @@ func (s *Store) Refund(ctx context.Context, req RefundRequest) (Refund, error) {
 			return err
 		}
 		if c.OrderID.String != req.OrderID {
-			return conflictf(CodeOrderMismatch, "coupon %d is now redeemed by another order; order %s may not refund it", c.ID, req.OrderID)
+			return conflictf(api.CodeOrderMismatch, "coupon %d is now redeemed by another order; order %s may not refund it", c.ID, req.OrderID)
 		}
 		now := s.clock()
 		out = Refund{UserCouponID: c.ID, RedemptionID: red.RedemptionID, OrderID: req.OrderID, Mode: req.Mode,

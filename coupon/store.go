@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
@@ -103,7 +104,7 @@ func (s *Store) retry(ctx context.Context, what string, attempt func() error) er
 		}
 	}
 	s.log.Warn("gave up after repeated races", "op", what, "attempts", s.maxAttempts, "err", err)
-	return &Error{Code: CodeConflict, Message: fmt.Sprintf(
+	return &Error{Code: api.CodeConflict, Message: fmt.Sprintf(
 		"%s lost a race with concurrent changes %d times; nothing was written; retry the request", what, s.maxAttempts)}
 }
 

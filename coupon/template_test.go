@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 )
 
@@ -88,7 +89,7 @@ func TestNewTemplateValidate(t *testing.T) {
 			}
 			e, isErr := coupon.AsError(err)
 			require.True(t, isErr, "want *coupon.Error, got %v", err)
-			assert.Equal(t, coupon.CodeInvalidArgument, e.Code)
+			assert.Equal(t, api.CodeInvalidArgument, e.Code)
 			assert.Equal(t, tc.field, e.Field)
 		})
 	}

@@ -1,5 +1,7 @@
 package coupon
 
+import "github.com/couponlink/couponlink/api"
+
 // Action is a business action that moves a user coupon between states.
 type Action string
 
@@ -70,7 +72,7 @@ func RuleFor(a Action) (Rule, bool) {
 func Check(a Action, from Status) (Status, error) {
 	r, ok := RuleFor(a)
 	if !ok {
-		return None, &Error{Code: CodeInvalidArgument, Field: "action", Message: "unknown action " + string(a)}
+		return None, &Error{Code: api.CodeInvalidArgument, Field: "action", Message: "unknown action " + string(a)}
 	}
 	if r.From != from {
 		return None, IllegalTransition(from, r.To, a)

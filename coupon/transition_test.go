@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 )
 
@@ -66,7 +67,7 @@ func TestCheckEveryStateAndAction(t *testing.T) {
 				assert.Equal(t, coupon.None, to)
 				var ce *coupon.Error
 				require.True(t, errors.As(err, &ce), "want *coupon.Error, got %T", err)
-				assert.Equal(t, coupon.CodeIllegalTransition, ce.Code)
+				assert.Equal(t, api.CodeIllegalTransition, ce.Code)
 				assert.Contains(t, ce.Message, fmt.Sprintf("%s -> %s", from, targetOf[a]))
 				assert.Contains(t, ce.Message, string(a))
 				assert.Contains(t, ce.Message, "nothing was written")
@@ -98,7 +99,7 @@ func TestCheckUnknownAction(t *testing.T) {
 	_, err := coupon.Check("teleport", coupon.Available)
 	e, ok := coupon.AsError(err)
 	require.True(t, ok)
-	assert.Equal(t, coupon.CodeInvalidArgument, e.Code)
+	assert.Equal(t, api.CodeInvalidArgument, e.Code)
 	assert.Equal(t, "action", e.Field)
 }
 

@@ -105,7 +105,7 @@ func (s *Store) Void(ctx context.Context, req VoidRequest) ([]VoidResult, error)
 		return nil, fmt.Errorf("read void request: %w", err)
 	}
 	if stored != hash {
-		return nil, conflictf(CodeIdempotencyConflict,
+		return nil, conflictf(api.CodeIdempotencyConflict,
 			"request_id %q was already used for a void with other coupons, reason or operator; use a new request_id", req.RequestID)
 	}
 	out := make([]VoidResult, 0, len(req.UserCouponIDs))
@@ -124,7 +124,7 @@ func (s *Store) voidOne(ctx context.Context, req VoidRequest, id int64) (VoidRes
 	err := s.retry(ctx, "void", func() error {
 		out = VoidResult{UserCouponID: id}
 		c, err := loadCoupon(ctx, s.db, id)
-		if e, ok := AsError(err); ok && e.Code == CodeNotFound {
+		if e, ok := AsError(err); ok && e.Code == api.CodeNotFound {
 			out.Result, out.Message = VoidNotFound, e.Message
 			return nil
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 )
 
@@ -43,7 +44,7 @@ func TestPolicyBounds(t *testing.T) {
 
 // invalidField is the field an invalid_argument names; "" for no error.
 func invalidField(err error) string {
-	if e, ok := coupon.AsError(err); ok && e.Code == coupon.CodeInvalidArgument {
+	if e, ok := coupon.AsError(err); ok && e.Code == api.CodeInvalidArgument {
 		return e.Field
 	}
 	if err != nil {

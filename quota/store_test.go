@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/quota"
@@ -43,7 +44,7 @@ func requireInvalid(t *testing.T, err error, field string) {
 	t.Helper()
 	e, ok := coupon.AsError(err)
 	require.True(t, ok, "want a *coupon.Error, got %v", err)
-	assert.Equal(t, coupon.CodeInvalidArgument, e.Code, "%v", err)
+	assert.Equal(t, api.CodeInvalidArgument, e.Code, "%v", err)
 	assert.Equal(t, field, e.Field, "%v", err)
 	assert.NotEmpty(t, e.Message)
 }
@@ -52,7 +53,7 @@ func requireNotFound(t *testing.T, err error) {
 	t.Helper()
 	e, ok := coupon.AsError(err)
 	require.True(t, ok, "want a *coupon.Error, got %v", err)
-	assert.Equal(t, coupon.CodeNotFound, e.Code, "%v", err)
+	assert.Equal(t, api.CodeNotFound, e.Code, "%v", err)
 }
 
 func TestSetPolicyMergesValidatesAndAudits(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdcenv"
 	"github.com/couponlink/couponlink/internal/cdctest"
@@ -339,7 +340,7 @@ func TestRebalanceUnderConcurrentClaims(t *testing.T) {
 				}
 				ch := []string{"A", "B"}[i%2]
 				cp, err := e.Store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprintf("w%d-%d", w, i), Channel: ch, RequestID: fmt.Sprintf("w%d-%d", w, i)})
-				if ce, ok := coupon.AsError(err); ok && ce.Code == coupon.CodeSoldOut {
+				if ce, ok := coupon.AsError(err); ok && ce.Code == api.CodeSoldOut {
 					soldOut.Add(1)
 					continue
 				}

@@ -110,7 +110,7 @@ func New(cfg Config) *Server {
 		s.routes = append(s.routes, "GET /metrics")
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, &coupon.Error{Code: coupon.CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
+		s.fail(w, r, &coupon.Error{Code: api.CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
 	})
 	return s
 }

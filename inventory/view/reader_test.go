@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory/view"
@@ -52,5 +53,5 @@ func TestReader(t *testing.T) {
 	_, err = r.Inventory(ctx, 99)
 	var ce *coupon.Error
 	require.True(t, errors.As(err, &ce), "%v", err)
-	require.Equal(t, coupon.CodeNotFound, ce.Code)
+	require.Equal(t, api.CodeNotFound, ce.Code)
 }
