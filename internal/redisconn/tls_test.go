@@ -3,6 +3,7 @@ package redisconn_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,12 +76,12 @@ func TestClusterTLS(t *testing.T) {
 	for _, k := range keys {
 		require.NoError(t, rdb.Set(ctx, k, 1, 0).Err(), "a key on each master, over TLS")
 	}
-	n := 0
+	var n atomic.Int32 // ForEachMaster calls fn on the masters at once
 	require.NoError(t, redisconn.EachMaster(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
-		n++
+		n.Add(1)
 		return node.Ping(ctx).Err()
 	}))
-	assert.Equal(t, 3, n)
+	assert.EqualValues(t, 3, n.Load())
 
 	cert, key := ca.Issue("client")
 	good := tlsconf.Settings{Mode: tlsconf.Verify, CA: ca.File, Cert: cert, Key: key}
