@@ -3,6 +3,7 @@ package mysqlconn
 import (
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 
 	"github.com/go-sql-driver/mysql"
@@ -29,7 +30,7 @@ func SetTLS(c *tlsconf.Config) { tlsConfig.Store(c) }
 // does) keeps it.
 func applyTLS(cfg *mysql.Config) error {
 	c := tlsConfig.Load()
-	if c == nil || cfg.TLSConfig != "" || cfg.Net != "tcp" {
+	if c == nil || cfg.TLSConfig != "" || !strings.HasPrefix(cfg.Net, "tcp") { // tcp, tcp4, tcp6; not unix
 		return nil
 	}
 	host, _, err := net.SplitHostPort(cfg.Addr)
