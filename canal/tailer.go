@@ -21,6 +21,7 @@ package canal
 
 import (
 	"context"
+	"crypto/tls"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -52,7 +53,11 @@ type Config struct {
 	Addr     string // host:port, or a unix socket path
 	User     string
 	Password string
-	Flavor   string // "mariadb" or "mysql"; default: detected from the server version
+	// TLS encrypts the binlog stream and the tailer's queries (nil: in
+	// clear); ConfigFromDSN sets the DSN's, as the SQL pool's
+	// (mysqlconn.SetTLS).
+	TLS    *tls.Config
+	Flavor string // "mariadb" or "mysql"; default: detected from the server version
 	// ServerID identifies the tailer as a replica; it must be unique among
 	// the server's replicas. Default: random in [1<<20, 1<<31).
 	ServerID uint32
@@ -75,8 +80,8 @@ type Config struct {
 
 // ConfigFromDSN makes a Config from a go-sql-driver DSN such as
 // "user:pass@tcp(127.0.0.1:3306)/couponlink": address, credentials, and its
-// database as the Schema of the DefaultMapping. Its errors never show the
-// password (mysqlconn.Config).
+// database as the Schema of the DefaultMapping, and its TLS. Its errors
+// never show the password (mysqlconn.Config).
 func ConfigFromDSN(dsn string) (Config, error) {
 	d, err := mysqlconn.Config(dsn)
 	if err != nil {
@@ -85,7 +90,7 @@ func ConfigFromDSN(dsn string) (Config, error) {
 	if d.Net != "tcp" && d.Net != "unix" {
 		return Config{}, fmt.Errorf("DSN network %q: want tcp or unix", d.Net)
 	}
-	return Config{Addr: d.Addr, User: d.User, Password: d.Passwd, Schema: d.DBName, Mapping: DefaultMapping()}, nil
+	return Config{Addr: d.Addr, User: d.User, Password: d.Passwd, TLS: d.TLS, Schema: d.DBName, Mapping: DefaultMapping()}, nil
 }
 
 // Tailer follows the binlog. Make it with New; Run it once at a time.
@@ -208,14 +213,15 @@ func (t *Tailer) Run(ctx context.Context, from Position, h Handler) error {
 func (t *Tailer) prepare(ctx context.Context, from Position) (string, gtidTracker, error) {
 	dc := drv.NewConfig()
 	dc.User, dc.Passwd, dc.Addr, dc.DBName = t.cfg.User, t.cfg.Password, t.cfg.Addr, t.cfg.Schema
-	dc.Net, dc.Timeout = "tcp", 10*time.Second
+	dc.Net, dc.Timeout, dc.TLS = "tcp", 10*time.Second, t.cfg.TLS
 	if strings.Contains(t.cfg.Addr, "/") {
 		dc.Net = "unix"
 	}
-	db, err := sql.Open("mysql", dc.FormatDSN())
+	conn, err := drv.NewConnector(dc)
 	if err != nil {
 		return "", nil, fmt.Errorf("canal: open %s: %w", t.cfg.Addr, err)
 	}
+	db := sql.OpenDB(conn)
 	defer db.Close()
 	// a mapping resolved by the caller keeps its tables: the sink counted
 	// those in its snapshot
@@ -300,7 +306,7 @@ func (t *Tailer) stream(ctx context.Context, b *batcher, flavor string, gt gtidT
 
 func (t *Tailer) runCanal(ctx context.Context, r *reader, flavor string, start Position) error {
 	cc := &gocanal.Config{
-		Addr: t.cfg.Addr, User: t.cfg.User, Password: t.cfg.Password, Charset: "utf8mb4",
+		Addr: t.cfg.Addr, User: t.cfg.User, Password: t.cfg.Password, TLSConfig: t.cfg.TLS, Charset: "utf8mb4",
 		ServerID: t.cfg.ServerID, Flavor: flavor,
 		IncludeTableRegex: []string{tableRegex(t.m.SourceTables())},
 		ParseTime:         true, TimestampStringLocation: time.UTC,

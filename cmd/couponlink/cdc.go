@@ -114,7 +114,7 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var rdb redis.UniversalClient
 	if *o.redis.Addr != "" {
-		if rdb, err = redisconn.Open(redisconn.Options{Addr: *o.redis.Addr, Cluster: *o.redis.Cluster,
+		if rdb, err = redisconn.Open(redisconn.Options{Addr: *o.redis.Addr, Cluster: *o.redis.Cluster, TLS: o.redis.TLS,
 			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}); err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 //   - clientFoundRows off: "rows affected" counts rows changed, not rows
 //     matched, as every reader of rows affected in couponlink expects. (The
 //     guards of coupon.Store hold either way; this keeps the rest honest.)
+//   - TLS: the process's (SetTLS) when the DSN has no tls= of its own.
 //
 // A parse error names the DSN with its password redacted.
 func Config(dsn string) (*mysql.Config, error) {
@@ -33,6 +34,9 @@ func Config(dsn string) (*mysql.Config, error) {
 	cfg.Loc = time.UTC
 	cfg.InterpolateParams = true
 	cfg.ClientFoundRows = false
+	if err := applyTLS(cfg); err != nil {
+		return nil, err
+	}
 	return cfg, nil
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/couponlink/couponlink/internal/tlsconf"
 )
 
 // Options are the settings of a connection.
@@ -26,6 +28,9 @@ type Options struct {
 	// DialTimeout, ReadTimeout, WriteTimeout: 0 is go-redis's default.
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
 	PoolSize                               int // 0: go-redis's default
+	// TLS encrypts every connection, to each node of a cluster alike (nil:
+	// in clear); its certificate check names the node dialled.
+	TLS *tlsconf.Config
 }
 
 // Addrs splits a comma-separated address list, without blanks.
@@ -47,8 +52,12 @@ func Open(o Options) (redis.UniversalClient, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("no Redis address")
 	}
-	return redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: o.Cluster,
-		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, PoolSize: o.PoolSize}), nil
+	uo := &redis.UniversalOptions{Addrs: addrs, IsClusterMode: o.Cluster,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, PoolSize: o.PoolSize}
+	if o.TLS != nil {
+		uo.Dialer = tlsDialer(o.TLS, o.DialTimeout)
+	}
+	return redis.NewUniversalClient(uo), nil
 }
 
 // EachMaster runs fn on every master of a Redis Cluster (on each node's own

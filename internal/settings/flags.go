@@ -39,6 +39,7 @@ type Flags struct {
 	env     map[string]string // flag name -> its variable
 	secret  map[string]bool   // flags whose variable's value -h never shows
 	badEnv  []string
+	checks  []func() error // AfterParse's
 }
 
 // New is the flag set of the program named name (e.g. "couponlink cdc"),
@@ -179,6 +180,11 @@ func (f *Flags) EnvVar(v flag.Value, name, env, usage string) {
 	f.Var(v, name, f.bind(name, env, usage))
 }
 
+// AfterParse adds a check that Parse runs once the flags are read (a
+// group's settings that go together, such as TLS files and their mode);
+// its error is a usage error.
+func (f *Flags) AfterParse(check func() error) { f.checks = append(f.checks, check) }
+
 // Parse parses args; a bad flag, a bad environment value or an argument
 // that is not a flag is a usage error (ErrUsage, the reason printed), and
 // -h is flag.ErrHelp, the usage printed.
@@ -196,6 +202,12 @@ func (f *Flags) Parse(args []string) error {
 	if f.NArg() > 0 {
 		fmt.Fprintf(f.Output(), "unexpected arguments: %s\n", strings.Join(f.Args(), " "))
 		return ErrUsage
+	}
+	for _, check := range f.checks {
+		if err := check(); err != nil {
+			fmt.Fprintln(f.Output(), err)
+			return ErrUsage
+		}
 	}
 	return nil
 }

@@ -8,12 +8,14 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/mysqlconn"
+	"github.com/couponlink/couponlink/internal/tlsconf"
 )
 
 // DefaultDSN is -dsn's default: the database of deploy/local's MariaDB.
 const DefaultDSN = "root@tcp(127.0.0.1:3307)/couponlink"
 
-// Database is -dsn, couponlink's database [COUPONLINK_MYSQL_DSN].
+// Database is -dsn, couponlink's database [COUPONLINK_MYSQL_DSN], and
+// the TLS of every connection to MySQL (-mysql-tls..., see tls.go).
 type Database struct {
 	DSN *string
 }
@@ -24,6 +26,7 @@ func (d *Database) Register(f *Flags) {
 	d.DSN = f.EnvString("dsn", "COUPONLINK_MYSQL_DSN", DefaultDSN, "MySQL DSN of couponlink's database, go-sql-driver form")
 	fl := f.Lookup("dsn")
 	fl.DefValue = mysqlconn.Redact(fl.DefValue)
+	registerMySQLTLS(f)
 }
 
 // Redis is the Redis of the stock keys: -redis [COUPONLINK_REDIS_ADDR],
@@ -33,6 +36,9 @@ type Redis struct {
 	Cluster *bool
 	Mode    *string // inventory.ParseRedisMode's
 	Prefix  *string
+	// TLS is the connections' TLS (-redis-tls..., see tls.go), read by
+	// Parse: nil is none.
+	TLS *tlsconf.Config
 	// AddrUse and ModeUse are the help of -redis and -redis-mode: what the
 	// command does with Redis.
 	AddrUse, ModeUse string
@@ -44,6 +50,7 @@ func (r *Redis) Register(f *Flags) {
 	r.Cluster = f.EnvBool("redis-cluster", "COUPONLINK_REDIS_CLUSTER", false, "-redis names a Redis Cluster even when it is one address (two or more always are)")
 	r.Mode = f.EnvString("redis-mode", "COUPONLINK_REDIS_MODE", "", r.ModeUse)
 	r.Prefix = f.EnvString("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys")
+	r.registerTLS(f)
 }
 
 // Mapping is a legacy schema's mapping file, -mapping

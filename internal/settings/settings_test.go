@@ -145,6 +145,13 @@ func TestGroups(t *testing.T) {
 		"log-level":         {"COUPONLINK_LOG_LEVEL", "info"},
 		"snapshot-position": {"COUPONLINK_SNAPSHOT_POSITION", "auto"},
 	}
+	for _, kind := range []string{"mysql", "redis"} {
+		env := "COUPONLINK_" + strings.ToUpper(kind) + "_TLS"
+		want[kind+"-tls"] = [2]string{env, "off"}
+		for _, file := range []string{"ca", "cert", "key"} {
+			want[kind+"-tls-"+file] = [2]string{env + "_" + strings.ToUpper(file), ""}
+		}
+	}
 	n := 0
 	for _, w := range want { // the test's environment (the servers' exports) does not count
 		t.Setenv(w[0], "")

@@ -24,10 +24,14 @@ type MariaDB struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	id   int // server_id
+	// extra are settings added to the command line (OwnMariaDBTLS's)
+	extra []string
 	// Addr is its host:port.
 	Addr string
 	// ServerDSN is root's DSN on it, without a database.
 	ServerDSN string
+	// SocketDSN is root's DSN on its unix socket, without a database.
+	SocketDSN string
 }
 
 // OwnMariaDB initialises a data directory and starts a MariaDB on a free
@@ -42,6 +46,12 @@ func OwnMariaDB(t testing.TB) *MariaDB {
 // replication topology (see Replicate) need distinct ones.
 func OwnMariaDBWithID(t testing.TB, id int) *MariaDB {
 	t.Helper()
+	return ownMariaDB(t, id)
+}
+
+// ownMariaDB is OwnMariaDBWithID with extra settings on the command line.
+func ownMariaDB(t testing.TB, id int, extra ...string) *MariaDB {
+	t.Helper()
 	dir := t.TempDir()
 	// a tmpdir of its own: servers installed at once in the shared /tmp
 	// have failed on each other's temporary tables
@@ -55,7 +65,8 @@ func OwnMariaDBWithID(t testing.TB, id int) *MariaDB {
 	}
 	addr := FreeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
-	m := &MariaDB{t: t, dir: dir, port: port, id: id, Addr: addr, ServerDSN: "root@tcp(" + addr + ")/"}
+	m := &MariaDB{t: t, dir: dir, port: port, id: id, extra: extra, Addr: addr, ServerDSN: "root@tcp(" + addr + ")/",
+		SocketDSN: "root@unix(" + filepath.Join(dir, "mysqld.sock") + ")/"}
 	t.Cleanup(func() {
 		if m.cmd != nil {
 			m.Stop(syscall.SIGKILL)
@@ -82,15 +93,16 @@ func (m *MariaDB) Start() {
 		"--skip-name-resolve", "--max-connections=200",
 		"--innodb-buffer-pool-size=64M", "--innodb-log-file-size=48M",
 		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_bin", "--user="+userName(m.t))
+	cmd.Args = append(cmd.Args, m.extra...)
 	if err := cmd.Start(); err != nil {
 		m.t.Fatalf("start mariadbd: %v", err)
 	}
 	m.cmd, m.done = cmd, make(chan struct{})
 	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(m.done)
 
-	db, err := sql.Open("mysql", m.ServerDSN)
+	db, err := sql.Open("mysql", m.SocketDSN) // answers with require_secure_transport too
 	if err != nil {
-		m.t.Fatalf("open %s: %v", m.ServerDSN, err)
+		m.t.Fatalf("open %s: %v", m.SocketDSN, err)
 	}
 	defer db.Close()
 	deadline := time.Now().Add(60 * time.Second)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/internal/redisconn"
+	"github.com/couponlink/couponlink/internal/tlsconf"
 )
 
 // RedisCluster is a Redis Cluster of the test's own: three masters without
@@ -25,6 +26,8 @@ type RedisCluster struct {
 	Addrs []string // the masters, host:port
 	cmds  []*exec.Cmd
 	dones []chan struct{}
+	// TLS is the clients' TLS to an OwnRedisClusterTLS (nil: in clear)
+	TLS *tlsconf.Config
 }
 
 // OwnRedisCluster starts three redis-server processes in cluster mode,
@@ -32,7 +35,28 @@ type RedisCluster struct {
 // masters) and waits until each node says cluster_state:ok.
 func OwnRedisCluster(t testing.TB) *RedisCluster {
 	t.Helper()
-	c := &RedisCluster{t: t}
+	return ownRedisCluster(t, nil)
+}
+
+// OwnRedisClusterTLS is OwnRedisCluster whose nodes serve TLS alone, to
+// clients and on the cluster bus, with certificates of ca for 127.0.0.1,
+// and ask clients for a certificate of ca; TLS is the clients' settings.
+func OwnRedisClusterTLS(t testing.TB, ca *CA) *RedisCluster {
+	t.Helper()
+	cert, key := ca.Issue("redis-cluster", "127.0.0.1")
+	tc, err := tlsconf.Settings{Mode: tlsconf.Verify, CA: ca.File, Cert: cert, Key: key}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ownRedisCluster(t, tc, "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca.File)
+}
+
+// ownRedisCluster starts the cluster; with tc, each node serves TLS with
+// the certificate, key and CA of files (redis-server's and redis-cli's
+// flags alike).
+func ownRedisCluster(t testing.TB, tc *tlsconf.Config, files ...string) *RedisCluster {
+	t.Helper()
+	c := &RedisCluster{t: t, TLS: tc}
 	t.Cleanup(c.stop)
 	for i := range 3 {
 		dir := filepath.Join(t.TempDir(), "node")
@@ -40,9 +64,13 @@ func OwnRedisCluster(t testing.TB) *RedisCluster {
 			t.Fatalf("cluster node dir: %v", err)
 		}
 		addr, port := clusterPort(t)
-		cmd := exec.Command("redis-server", "--bind", "127.0.0.1", "--port", port, "--cluster-enabled", "yes",
+		ports := []string{"--port", port}
+		if tc != nil {
+			ports = append([]string{"--port", "0", "--tls-port", port, "--tls-cluster", "yes", "--tls-replication", "yes"}, files...)
+		}
+		cmd := exec.Command("redis-server", append(append([]string{"--bind", "127.0.0.1"}, ports...), "--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir, "--save", "", "--appendonly", "no",
-			"--logfile", filepath.Join(dir, "redis.log"))
+			"--logfile", filepath.Join(dir, "redis.log"))...)
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start cluster node %d: %v", i, err)
 		}
@@ -54,6 +82,9 @@ func OwnRedisCluster(t testing.TB) *RedisCluster {
 		c.waitNode(a, "PONG", func(n *redis.Client) string { return n.Ping(context.Background()).Val() })
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
+	if tc != nil { // redis-cli's --cert, --key, --cacert are redis-server's files
+		args = append(args, "--tls", "--cert", files[1], "--key", files[3], "--cacert", files[5])
+	}
 	out, err := exec.Command("redis-cli", append(args, "--cluster-replicas", "0", "--cluster-yes")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
@@ -86,7 +117,7 @@ func clusterPort(t testing.TB) (addr, port string) {
 // waitNode polls a node until what it answers contains want (30 s at most).
 func (c *RedisCluster) waitNode(addr, want string, ask func(*redis.Client) string) {
 	c.t.Helper()
-	n := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second})
+	n := c.node(addr)
 	defer n.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(ask(n), want) {
@@ -101,7 +132,7 @@ func (c *RedisCluster) waitNode(addr, want string, ask func(*redis.Client) strin
 // timeouts, closed when the test ends.
 func (c *RedisCluster) Client() redis.UniversalClient {
 	c.t.Helper()
-	rdb, err := redisconn.Open(redisconn.Options{Addr: strings.Join(c.Addrs, ","),
+	rdb, err := redisconn.Open(redisconn.Options{Addr: strings.Join(c.Addrs, ","), TLS: c.TLS,
 		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	if err != nil {
 		c.t.Fatalf("cluster client: %v", err)
@@ -121,11 +152,17 @@ func (c *RedisCluster) FlushAll() {
 // Flush runs FLUSHALL on one master.
 func (c *RedisCluster) Flush(addr string) {
 	c.t.Helper()
-	n := redis.NewClient(&redis.Options{Addr: addr})
+	n := c.node(addr)
 	defer n.Close()
 	if err := n.FlushAll(context.Background()).Err(); err != nil {
 		c.t.Fatalf("FLUSHALL on %s: %v", addr, err)
 	}
+}
+
+// node is a client of the one node addr (with the cluster's TLS).
+func (c *RedisCluster) node(addr string) *redis.Client {
+	host, _, _ := net.SplitHostPort(addr)
+	return redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, TLSConfig: c.TLS.For(host)})
 }
 
 // stop kills every node by its PID and waits until each has exited.
