@@ -26,7 +26,7 @@ const oneSourceMappingYAML = `
 user_coupon: {table: "SHARD_{0..1}.user_coupon_{0..3}", id: id, template: tpl_id, channel: source, status: state, order: order_no, user: uid}
 status: {AVAILABLE: [0], USED: [1], EXPIRED: [2], RETURNED: [3]}
 redemption_log: {table: "SHARD_{0..1}.redemption_log_{0..3}", id: id, coupon: coupon_id, order: order_no}
-template: {table: SHARD_0.coupon_tpl, id: id, total_quota: budget, source: east}
+template: {table: SHARD_0.coupon_tpl, id: id, total_quota: budget, per_user_limit: lim, source: east}
 default_channel: legacy
 sources:
   - {name: east, dsn: "EAST_DSN"}
@@ -42,6 +42,7 @@ func newOneSourceShop(t *testing.T, budget int) *twoServerShop {
 	s := newTwoServerShopOf(t, oneSourceMappingYAML)
 	west := fmt.Sprintf("`%s%d`.coupon_tpl", s.prefix, s.firstSchema(1))
 	s.execOn(s.envs[1].DB, "DROP TABLE "+west) // the single table: on east only
+	s.execOn(s.envs[0].DB, "ALTER TABLE "+s.tplTable()+" ADD COLUMN lim INT NOT NULL DEFAULT 0")
 	s.setBudget(small, budget)
 	s.execOn(s.envs[0].DB, fmt.Sprintf("CREATE TABLE `%s0`.tick (id INT NOT NULL PRIMARY KEY, n INT NOT NULL)", s.prefix))
 	s.procs = make([]*cdcProcess, 2)
@@ -50,6 +51,11 @@ func newOneSourceShop(t *testing.T, budget int) *twoServerShop {
 
 // tplTable is the template table, on east.
 func (s *twoServerShop) tplTable() string { return fmt.Sprintf("`%s0`.coupon_tpl", s.prefix) }
+
+// setLimit sets (or creates) a template's per-user limit on east.
+func (s *twoServerShop) setLimit(tpl int64, limit int) {
+	s.execOn(s.envs[0].DB, "INSERT INTO "+s.tplTable()+" (id, budget, lim) VALUES (?, 1000, ?) ON DUPLICATE KEY UPDATE lim = VALUES(lim)", tpl, limit)
+}
 
 // setBudget sets (or creates) a template's budget on east.
 func (s *twoServerShop) setBudget(tpl int64, budget int) {
@@ -112,33 +118,28 @@ func (s *twoServerShop) judged() {
 // templateState is a source's template rules saved with its checkpoint.
 func (s *twoServerShop) templateState(i int) map[int64]string {
 	s.t.Helper()
-	rows, err := s.envs[i].DB.Query(`SELECT template_id, COALESCE(budget, -1) FROM cdc_template_state WHERE name = ?`, s.names[i])
+	return s.rules(s.envs[i].DB, `SELECT template_id, budget, per_user_limit FROM cdc_template_state WHERE name = ?`, s.names[i])
+}
+
+// rules reads (template, budget, limit) rows as "budget/limit" by template.
+func (s *twoServerShop) rules(db *sql.DB, query string, args ...any) map[int64]string {
+	s.t.Helper()
+	rows, err := db.Query(query, args...)
 	require.NoError(s.t, err)
 	defer rows.Close()
 	out := map[int64]string{}
 	for rows.Next() {
-		var id, b int64
-		require.NoError(s.t, rows.Scan(&id, &b))
-		out[id] = fmt.Sprint(b)
+		var id, b, limit int64
+		require.NoError(s.t, rows.Scan(&id, &b, &limit))
+		out[id] = fmt.Sprintf("%d/%d", b, limit)
 	}
 	require.NoError(s.t, rows.Err())
 	return out
 }
 
-// tableBudgets is the template table as it is, on east.
-func (s *twoServerShop) tableBudgets() map[int64]string {
-	s.t.Helper()
-	rows, err := s.envs[0].DB.Query("SELECT id, budget FROM " + s.tplTable())
-	require.NoError(s.t, err)
-	defer rows.Close()
-	out := map[int64]string{}
-	for rows.Next() {
-		var id, b int64
-		require.NoError(s.t, rows.Scan(&id, &b))
-		out[id] = fmt.Sprint(b)
-	}
-	require.NoError(s.t, rows.Err())
-	return out
+// tableRules is the template table as it is, on east.
+func (s *twoServerShop) tableRules() map[int64]string {
+	return s.rules(s.envs[0].DB, "SELECT id, budget, lim FROM "+s.tplTable())
 }
 
 // The template table on one of two servers: both cdcs start (west has no
@@ -146,8 +147,10 @@ func (s *twoServerShop) tableBudgets() map[int64]string {
 // budgets change on east mid-run; after each kill and at the end each
 // server's counters equal its tables' truth, both cdcs hold the budgets
 // the table holds, and the small template's over-issue on the sum (6 on
-// east + 5 on west over a budget of 10, then a cut below the sum while
+// east + 9 on west over a budget of 10, then a cut below the sum while
 // east's cdc is down) is recorded exactly twice, by east, never by west.
+// A per-user limit set, then raised, on east is judged on west by the
+// limit in force: the 2nd coupon over 1, the 4th over 3.
 func TestTemplateOnOneSource(t *testing.T) {
 	s := newOneSourceShop(t, 10)
 	rng := rand.New(rand.NewPCG(rand.Uint64(), 27))
@@ -200,13 +203,29 @@ func TestTemplateOnOneSource(t *testing.T) {
 	s.start(0)
 	s.waitRecorded(sink.AnomalyOverIssue, 2, time.Now(), "the cut below the sum, once east's cdc is back")
 
-	s.claimSmall(1, 1) // west applies a batch after the last change
-	s.assertTruth("at the end")
-	cdctest.WaitFor(t, 30*time.Second, "west holds the budgets east's cdc holds", func() bool {
-		return fmt.Sprint(s.templateState(0)) == fmt.Sprint(s.templateState(1))
+	// a per-user limit set and raised on east is west's from its cdc on
+	const limited = 5
+	s.setLimit(limited, 1)
+	u := s.userOn(1, 30)
+	for range 2 {
+		_, err := s.claimOf(limited, u, nil)
+		require.NoError(t, err)
+	}
+	s.assertTruth("a limit of 1")
+	require.Equal(t, 1, s.count(1, sink.AnomalyPerUserLimitExceeded), "west judges by the limit on east")
+	s.setLimit(limited, 3)
+	cdctest.WaitFor(t, 30*time.Second, "west holds the limit east's cdc holds", func() bool {
+		return s.templateState(1)[limited] == "1000/3"
 	})
-	require.Equal(t, s.tableBudgets(), s.templateState(0), "east's cdc holds the table's budgets")
-	require.Equal(t, map[string]int{sink.AnomalyOverIssue: 2}, s.anomalies(), "the two crossings of the sum, nothing else")
+	for range 2 {
+		_, err := s.claimOf(limited, u, nil)
+		require.NoError(t, err)
+	}
+	s.assertTruth("at the end")
+	require.Equal(t, s.tableRules(), s.templateState(0), "east's cdc holds the table's rules")
+	require.Equal(t, s.templateState(0), s.templateState(1), "west holds the rules east's cdc holds")
+	require.Equal(t, map[string]int{sink.AnomalyOverIssue: 2, sink.AnomalyPerUserLimitExceeded: 2}, s.anomalies(),
+		"the two crossings of the sum, the coupons over the limit in force on west, nothing else")
 	for _, p := range s.procs {
 		require.NoError(t, p.signal(syscall.SIGTERM))
 	}
