@@ -211,7 +211,7 @@ func TestPeerSourceDown(t *testing.T) {
 	logged := func() bool {
 		data, err := os.ReadFile(s.runners[0].stderr.Name())
 		require.NoError(t, err)
-		return strings.Count(string(data), "a peer source could not be asked") >= 3
+		return strings.Count(string(data), `lookup="redemption rows"`) >= 3
 	}
 	cdctest.WaitFor(t, 60*time.Second, "east finds west down at the due checks", logged)
 	require.Equal(t, 2, s.envs[0].pendingChecks(), "both uses wait for west")

@@ -43,8 +43,12 @@ import (
 // shows its counters and its mail as of its checkpoint: what it has not
 // applied yet is decided once it is back.
 
-// sumJudgeEvery bounds how often the judge reads the other sources.
-const sumJudgeEvery = 500 * time.Millisecond
+// sumJudgeEvery bounds how often the judge reads the other sources, and
+// sumJudgeDown while one of them cannot be asked.
+const (
+	sumJudgeEvery = 500 * time.Millisecond
+	sumJudgeDown  = 2 * time.Second
+)
 
 // mailChunk bounds the mail read from one source per pass.
 const mailChunk = 500
@@ -63,6 +67,7 @@ type sourcesJudge struct {
 	noCheck
 	s    *Sink
 	last time.Time        // the last pass
+	down bool             // a source could not be asked in the last pass
 	over map[int64]int64  // the templates over their budget on the sum
 	read map[string]int64 // the last mail seq read, per source
 	pend sumDecisions     // the current batch's
@@ -123,6 +128,7 @@ func (c *sourcesJudge) judge(ctx context.Context, b *batch) ([]Anomaly, error) {
 		return nil, nil
 	}
 	c.last = time.Now()
+	c.down = false
 	found, err := c.overIssued(ctx, b)
 	if err != nil {
 		return nil, err
@@ -130,6 +136,9 @@ func (c *sourcesJudge) judge(ctx context.Context, b *batch) ([]Anomaly, error) {
 	dups, err := c.writtenOffTwice(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if c.down {
+		c.last = c.last.Add(sumJudgeDown - sumJudgeEvery) // the next pass later: fewer look-ups, and log lines, on a source that is down
 	}
 	if c.pend.changed() {
 		b.decide = true
@@ -188,6 +197,7 @@ func (c *sourcesJudge) overIssued(ctx context.Context, b *batch) ([]Anomaly, err
 		}
 		return nil
 	})
+	c.down = c.down || !complete
 	ids := slices.Sorted(maps.Keys(budgets))
 	for id := range c.over {
 		if _, ok := budgets[id]; !ok {

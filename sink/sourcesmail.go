@@ -140,6 +140,7 @@ func (c *sourcesJudge) writtenOffTwice(ctx context.Context) ([]Anomaly, error) {
 		if err != nil {
 			s.m.peerErrors.WithLabelValues(mb.name).Inc()
 			s.log.Warn("a source's mail could not be read; its write-offs wait for it", "peer", mb.name, "err", err)
+			c.down = true
 			return nil, nil
 		}
 	}
@@ -148,6 +149,7 @@ func (c *sourcesJudge) writtenOffTwice(ctx context.Context) ([]Anomaly, error) {
 	}
 	holders, complete, err := c.holders(ctx, keys)
 	if err != nil || !complete {
+		c.down = c.down || !complete
 		return nil, err
 	}
 	reported, err := c.reported(ctx, keys)
