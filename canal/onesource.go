@@ -70,3 +70,21 @@ func (m *Mapping) validateTemplateSource() []error {
 	}
 	return errs
 }
+
+// sourceChecks says, on a source's mapping, which checks one source's cdc
+// decides on the sum over the sources.
+func (m *Mapping) sourceChecks(cs []CheckState) []CheckState {
+	if m.source == "" {
+		return cs
+	}
+	for i, c := range cs {
+		switch {
+		case c.Name == "over_issue" && m.ChannelQuota == nil:
+			cs[i].Detail = fmt.Sprintf("on the sum over the sources, by the cdc of source %s (it follows the budget, %s)", m.judge,
+				m.col(m.Template.Table, m.Template.TotalQuota))
+		case c.Name == "duplicate_redemption" && c.On:
+			cs[i].Detail += fmt.Sprintf("; a (coupon, order) written off on two servers by the cdc of source %s", m.judge)
+		}
+	}
+	return cs
+}

@@ -38,6 +38,11 @@ func TestTemplateOnOneSource(t *testing.T) {
 	for _, rt := range west.RoleTables() {
 		require.NotEqual(t, "template", rt.Role, "nor to check on its server")
 	}
+	var checks []string
+	for _, c := range west.Checks() {
+		checks = append(checks, c.String())
+	}
+	require.Contains(t, checks, "over_issue: on — on the sum over the sources, by the cdc of source east (it follows the budget, shard_0.t_coupon_tpl.budget)")
 
 	broadcast, err := LoadMapping([]byte(sourcesYAML))
 	require.NoError(t, err)
