@@ -223,7 +223,9 @@ func TestTemplateOnOneSource(t *testing.T) {
 	}
 	s.assertTruth("at the end")
 	require.Equal(t, s.tableRules(), s.templateState(0), "east's cdc holds the table's rules")
-	require.Equal(t, s.templateState(0), s.templateState(1), "west holds the rules east's cdc holds")
+	cdctest.WaitFor(t, 30*time.Second, "west holds the rules east's cdc holds", func() bool {
+		return fmt.Sprint(s.templateState(0)) == fmt.Sprint(s.templateState(1))
+	})
 	require.Equal(t, map[string]int{sink.AnomalyOverIssue: 2, sink.AnomalyPerUserLimitExceeded: 2}, s.anomalies(),
 		"the two crossings of the sum, the coupons over the limit in force on west, nothing else")
 	for _, p := range s.procs {
