@@ -70,7 +70,7 @@ func (m *Mapping) Checks() []CheckState {
 	} else {
 		cs = append(cs, on("used_after_expiry", "a coupon used or restored after %s", m.col(t.Table, t.EndTime)))
 	}
-	return append(cs, m.reconcilerChecks()...)
+	return m.sourceChecks(append(cs, m.reconcilerChecks()...)) // with sources: what the judge decides (onesource.go)
 }
 
 // reconcilerChecks are what the reconciler compares besides the counters.

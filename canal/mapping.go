@@ -43,6 +43,7 @@ type Mapping struct {
 
 	reference bool   // made by DefaultMapping: couponlink's own tables
 	source    string // made by ForSource: the source's name
+	judge     string // made by ForSource: the source that judges the sum (onesource.go)
 	// resolved: Resolve bound the mapping to a server; shards then holds
 	// each source role's concrete tables (sets expanded, patterns matched)
 	resolved bool
@@ -148,6 +149,9 @@ type TemplateTable struct {
 	// after it, and a coupon used or restored after it is
 	// used_after_expiry. For shops that never write an expired status.
 	EndTime string `yaml:"end_time"`
+	// Source names the one source that holds the table, in a mapping with
+	// sources (onesource.go); empty: every source holds a copy.
+	Source string `yaml:"source"`
 }
 
 // RedisKeys names a legacy front end's Redis stock keys, which the
@@ -292,6 +296,9 @@ func (m *Mapping) specs() []tableSpec {
 			{"to", f.To, true}}})
 	}
 	t := m.Template
+	if m.templateElsewhere() {
+		return s // on another source: read there (onesource.go)
+	}
 	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, source: m.followsTemplates(), cols: []colRef{
 		{"id", t.ID, true}, {"total_quota", t.TotalQuota, true}, {"issued", t.Issued, false}, {"used", t.Used, false},
 		{"name", t.Name, false}, {"remaining", t.Remaining, false}, {"per_user_limit", t.PerUserLimit, false},
@@ -344,6 +351,7 @@ func (m *Mapping) Validate() error {
 	errs = append(errs, m.validateEvidence()...)
 	errs = append(errs, m.validateStates()...)
 	errs = append(errs, m.validateSources()...)
+	errs = append(errs, m.validateTemplateSource()...)
 	if m.Template.PerUserLimit != "" && m.UserCoupon.User == "" {
 		bad("template.per_user_limit needs user_coupon.user: the limit is per user")
 	}

@@ -84,6 +84,7 @@ func (m *Mapping) ForSource(name string) (*Mapping, SourceSpec, error) {
 	if spec.Template != "" {
 		c.Template.Table = spec.Template
 	}
+	c.judge = m.judgeSource()
 	return &c, spec, nil
 }
 

@@ -49,6 +49,13 @@ func (s *Queries) LegacyCounts(ctx context.Context, db *sql.DB, ids []int64) (ma
 // legacyOwn reads the templates' own counts, budget and remaining stock.
 func (s *Queries) legacyOwn(ctx context.Context, tx *sql.Tx, ids []int64) (map[int64]LegacyCounts, error) {
 	t := s.m.Template
+	if s.m.TemplateElsewhere() {
+		out := map[int64]LegacyCounts{} // no copy here: the truth only, for the sum
+		for _, id := range ids {
+			out[id] = LegacyCounts{}
+		}
+		return out, nil
+	}
 	query := fmt.Sprintf("SELECT %s, %s, %s, %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(t.ID), optionalColumn(t.Issued), optionalColumn(t.Used),
 		quoteIdent(t.TotalQuota), optionalColumn(t.Remaining), s.table(t.Table), quoteIdent(t.ID), sqltx.Placeholders(len(ids)))
 	out := map[int64]LegacyCounts{}

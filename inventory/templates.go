@@ -31,9 +31,13 @@ type TemplateInfo struct {
 func (t TemplateInfo) Ended(at time.Time) bool { return !t.EndTime.IsZero() && at.After(t.EndTime) }
 
 // Templates reads the template rows of ids (all of them when ids is nil)
-// from the template table, by query. Unknown ids are absent.
+// from the template table, by query. Unknown ids are absent, and all of
+// them on a source whose template table is on another source.
 func (s *Queries) Templates(ctx context.Context, q Querier, ids []int64) (map[int64]TemplateInfo, error) {
 	t := s.m.Template
+	if s.m.TemplateElsewhere() {
+		return map[int64]TemplateInfo{}, nil // on another source: this server has no row (the sums take that source's)
+	}
 	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), optionalColumn(t.Name),
 		optionalColumn(t.Remaining), optionalColumn(t.PerUserLimit), optionalColumn(t.EndTime), s.table(t.Table))
 	out := make(map[int64]TemplateInfo, len(ids))

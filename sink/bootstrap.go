@@ -28,7 +28,7 @@ func (s *Sink) bootstrap(ctx context.Context) (inventory.Snapshot, error) {
 		}
 		var infos map[int64]inventory.TemplateInfo
 		if s.followsTemplates() {
-			if infos, err = s.src.Templates(ctx, stx, nil); err != nil {
+			if infos, err = s.templateRows(ctx, stx, nil); err != nil {
 				return err
 			}
 		}

@@ -60,13 +60,21 @@ func (p *peer) source(ctx context.Context) (*inventory.Queries, error) {
 // that fails is logged and counted, and makes complete false: what it
 // holds is unknown, not absent.
 func (s *Sink) onPeers(ctx context.Context, what string, ask func(ctx context.Context, src *inventory.Queries, db *sql.DB) error) (complete bool) {
+	return s.onEachPeer(ctx, what, func(ctx context.Context, p *peer) error {
+		src, err := p.source(ctx)
+		if err == nil {
+			err = ask(ctx, src, p.DB)
+		}
+		return err
+	})
+}
+
+// onEachPeer is onPeers with the peer itself.
+func (s *Sink) onEachPeer(ctx context.Context, what string, ask func(ctx context.Context, p *peer) error) (complete bool) {
 	complete = true
 	for _, p := range s.peers {
 		pctx, cancel := context.WithTimeout(ctx, peerTimeout)
-		src, err := p.source(pctx)
-		if err == nil {
-			err = ask(pctx, src, p.DB)
-		}
+		err := ask(pctx, p)
 		cancel()
 		if err != nil {
 			complete = false

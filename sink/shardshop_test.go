@@ -111,9 +111,14 @@ func (s *shardShop) expected() map[string]int {
 type shardCoupon struct{ id, user int64 }
 
 func (s *shardShop) claim(rng *rand.Rand, user int64) (shardCoupon, error) {
+	return s.claimOf(s.tpls[rng.IntN(len(s.tpls))], user, []any{"app", "h5", nil}[rng.IntN(3)])
+}
+
+// claimOf gives a user a coupon of a template, in a channel (nil: none).
+func (s *shardShop) claimOf(tpl, user int64, channel any) (shardCoupon, error) {
 	c := shardCoupon{id: s.ids.Add(1), user: user}
 	_, err := s.server(user).Exec("INSERT INTO "+s.table("user_coupon", user)+" (id, tpl_id, source, state, uid) VALUES (?, ?, ?, 0, ?)",
-		c.id, s.tpls[rng.IntN(len(s.tpls))], []any{"app", "h5", nil}[rng.IntN(3)], user)
+		c.id, tpl, channel, user)
 	return c, err
 }
 

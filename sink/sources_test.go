@@ -47,18 +47,24 @@ type twoServerShop struct {
 	names   []string
 	runners []*cdcRunner
 	procs   []*cdcProcess
+	mapping string // the mapping file
 }
 
-func newTwoServerShop(t *testing.T) *twoServerShop {
+func newTwoServerShop(t *testing.T) *twoServerShop { return newTwoServerShopOf(t, sourcesMappingYAML) }
+
+// newTwoServerShopOf is the shop attached by mappingYAML (SHARD_,
+// EAST_DSN and WEST_ENV stand for the test's names).
+func newTwoServerShopOf(t *testing.T, mappingYAML string) *twoServerShop {
 	east, eastServer := ownServerEnv(t)
 	west, westServer := ownServerEnv(t)
 	s := &twoServerShop{shardShop: newShardShop(t, []*sql.DB{east.DB, west.DB}, 16), envs: []*env{east, west},
 		servers: []*testenv.MariaDB{eastServer, westServer}, names: []string{"east", "west"}}
 	envVar := "COUPONLINK_TEST_WEST_DSN_" + strings.ToUpper(strings.TrimSuffix(s.prefix, "_"))
 	t.Setenv(envVar, west.DSN) // inherited by the cdc processes
-	doc := strings.NewReplacer("SHARD_", s.prefix, "EAST_DSN", east.DSN, "WEST_ENV", envVar).Replace(sourcesMappingYAML)
+	doc := strings.NewReplacer("SHARD_", s.prefix, "EAST_DSN", east.DSN, "WEST_ENV", envVar).Replace(mappingYAML)
 	path := filepath.Join(t.TempDir(), "sources.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(doc), 0o600))
+	s.mapping = path
 	for i, e := range s.envs {
 		r := newCDCRunner(t, e, testenv.RedisAddr(t))
 		r.args = append(r.args, "-mapping", path, "-source", s.names[i])
@@ -205,7 +211,7 @@ func TestPeerSourceDown(t *testing.T) {
 	logged := func() bool {
 		data, err := os.ReadFile(s.runners[0].stderr.Name())
 		require.NoError(t, err)
-		return strings.Count(string(data), "a peer source could not be asked") >= 3
+		return strings.Count(string(data), `lookup="redemption rows"`) >= 3
 	}
 	cdctest.WaitFor(t, 60*time.Second, "east finds west down at the due checks", logged)
 	require.Equal(t, 2, s.envs[0].pendingChecks(), "both uses wait for west")

@@ -139,27 +139,9 @@ func (c *tplCursor) at(i int, tpl int64) inventory.TemplateInfo {
 // templates it lacks (a checkpoint older than cdc_template_state).
 func (c *templateRules) loadTemplates(ctx context.Context) error {
 	s := c.s
-	cache := map[int64]inventory.TemplateInfo{}
-	rows, err := s.db.QueryContext(ctx, `SELECT template_id, budget, per_user_limit, end_time FROM cdc_template_state WHERE name = ?`, s.cfg.Name)
+	cache, err := readTemplateState(ctx, s.db, s.cfg.Name)
 	if err != nil {
-		return fmt.Errorf("read template state: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var v inventory.TemplateInfo
-		var budget sql.NullInt64
-		var end sql.NullTime
-		if err := rows.Scan(&v.ID, &budget, &v.PerUserLimit, &end); err != nil {
-			return fmt.Errorf("read template state: %w", err)
-		}
-		v.Budget, v.HasBudget = budget.Int64, budget.Valid
-		if end.Valid {
-			v.EndTime = end.Time.UTC()
-		}
-		cache[v.ID] = v
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read template state: %w", err)
+		return err
 	}
 	s.mu.Lock() // the metrics collector reads it
 	s.tpl, c.dirty = cache, map[int64]bool{}
@@ -194,7 +176,7 @@ func (c *templateRules) readTemplates(ctx context.Context, ids []int64) error {
 		return nil
 	}
 	s := c.s
-	info, err := s.src.Templates(ctx, s.db, ids)
+	info, err := s.templateRows(ctx, s.db, ids) // on this server, or on the source that holds it (templatesource.go)
 	if err != nil {
 		return err
 	}
