@@ -1,7 +1,7 @@
 // Coupon lookup (by coupon id, or by user id within a template: each
 // coupon's life from the ledgers) and Void (ids pasted or picked from a
 // lookup; reason and operator required; a confirmation with the count).
-import { api, get, query } from './api.js';
+import { api, get, query, requestID } from './api.js';
 import { h, when, page, table, errorBox, field } from './ui.js';
 
 const PICKED = 'couponlink.void-ids';
@@ -89,7 +89,7 @@ export async function voids(signal) {
   async function send(list) {
     step.replaceChildren(h('p', { class: 'muted', text: 'Voiding…' }));
     try {
-      const res = await api('POST', '/v1/voids', { user_coupon_ids: list, reason: reason.value.trim(), operator: operator.value.trim(), request_id: crypto.randomUUID() });
+      const res = await api('POST', '/v1/voids', { user_coupon_ids: list, reason: reason.value.trim(), operator: operator.value.trim(), request_id: requestID() });
       if (signal.aborted) return;
       sessionStorage.removeItem(PICKED);
       step.replaceChildren();
