@@ -1,17 +1,21 @@
-// The console's router: #/campaigns, #/campaign/{id}, #/lookup, #/void,
-// #/reconcile, #/health. Each page gets a signal that aborts when the
+// The console's router: #/campaigns, #/campaign/{id}, #/lookup (and
+// #/lookup/coupon/{id}), #/void, #/anomalies, #/reconcile, #/health. Each
+// page gets a signal that aborts when the
 // operator leaves it, which stops its polling.
 import { getToken, setToken } from './api.js';
 import { campaigns } from './campaigns.js';
 import { channels } from './channels.js';
 import { lookup, voids } from './coupons.js';
 import { reconcile, health } from './operations.js';
+import { anomalies } from './anomalies.js';
 import { page, errorBox } from './ui.js';
 
 const routes = [
   [/^#\/campaigns$/, (m, s) => campaigns(s)],
   [/^#\/campaign\/(\d+)$/, (m, s) => channels(Number(m[1]), s)],
   [/^#\/lookup$/, (m, s) => lookup(s)],
+  [/^#\/lookup\/coupon\/(\d+)$/, (m, s) => lookup(s, Number(m[1]))],
+  [/^#\/anomalies$/, (m, s) => anomalies(s)],
   [/^#\/void$/, (m, s) => voids(s)],
   [/^#\/reconcile$/, (m, s) => reconcile(s)],
   [/^#\/health$/, (m, s) => health(s)],
