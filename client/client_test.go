@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"database/sql"
 	"maps"
 	"net/http"
@@ -190,6 +191,18 @@ func TestEveryRouteHasACall(t *testing.T) {
 				return &client.Error{Message: "unexpected cdc status"}
 			}
 			return err
+		},
+		"GET /v1/legacy": func() error { // the test's API has no legacy shop
+			if _, err := c.Legacy(ctx); !client.IsCode(err, client.CodeNotFound) {
+				return &client.Error{Message: fmt.Sprintf("want not_found without a mapping, got %v", err)}
+			}
+			return nil
+		},
+		"GET /v1/legacy/templates/{id}": func() error {
+			if _, err := c.LegacyTemplate(ctx, 1); !client.IsCode(err, client.CodeNotFound) {
+				return &client.Error{Message: fmt.Sprintf("want not_found without a mapping, got %v", err)}
+			}
+			return nil
 		},
 		"GET /healthz":      func() error { _, err := c.Health(ctx); return err },
 		"GET /openapi.json": func() error { _, err := c.OpenAPI(ctx); return err },

@@ -139,6 +139,22 @@ func (c *Client) PreviewQuotaPolicy(ctx context.Context, templateID int64, chang
 	return out, err
 }
 
+// Legacy is GET /v1/legacy: the legacy shop's campaigns, read-only (an
+// API started with -mapping; IsCode(err, CodeNotFound) without one).
+func (c *Client) Legacy(ctx context.Context) (LegacyStatus, error) {
+	var out LegacyStatus
+	err := c.call(ctx, http.MethodGet, "/v1/legacy", nil, &out, true)
+	return out, err
+}
+
+// LegacyTemplate is GET /v1/legacy/templates/{id}: one template of the
+// legacy shop.
+func (c *Client) LegacyTemplate(ctx context.Context, id int64) (LegacyStatus, error) {
+	var out LegacyStatus
+	err := c.call(ctx, http.MethodGet, "/v1/legacy/templates/"+strconv.FormatInt(id, 10), nil, &out, true)
+	return out, err
+}
+
 func (c *Client) moveFinding(ctx context.Context, fingerprint, verb, operator, reason string) (Finding, error) {
 	var out Finding
 	body := api.FindingRequest{Operator: operator, Reason: reason}
@@ -185,4 +201,5 @@ type (
 	Outbox              = api.Outbox              // the webhook outbox's events by status
 	CDCProcess          = api.CDCProcess          // what the cdc's /metrics say
 	PolicyPreview       = api.PolicyPreview       // the answer of PreviewQuotaPolicy
+	LegacyStatus        = api.LegacyStatus        // the answer of Legacy and LegacyTemplate
 )

@@ -42,6 +42,9 @@ type Config struct {
 	// the gauges only the cdc process knows (leader, Redis behind); "": the
 	// address the checkpoint's leading cdc recorded (cdc_process).
 	CDCMetricsURL string
+	// Legacy, when set, is the legacy shop served read-only by GET
+	// /v1/legacy (couponlink api -mapping); nil: those routes are 404.
+	Legacy *Legacy
 }
 
 // Server is the API's http.Handler.
@@ -106,6 +109,8 @@ func New(cfg Config) *Server {
 	s.route("POST /v1/findings/{fingerprint}/close", s.closeFinding)
 	s.route("POST /v1/findings/{fingerprint}/reopen", s.reopenFinding)
 	s.route("GET /v1/cdc/status", s.cdcStatus)
+	s.route("GET /v1/legacy", s.legacyStatus)
+	s.route("GET /v1/legacy/templates/{id}", s.legacyTemplate)
 	s.route("GET /healthz", s.healthz)
 	s.route("GET /openapi.json", s.openAPI)
 	if cfg.Gatherer != nil {
