@@ -2,8 +2,8 @@ package client_test
 
 import (
 	"context"
-	"fmt"
 	"database/sql"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
