@@ -137,6 +137,13 @@ func TestAPIServesALegacyShopOverTwoSources(t *testing.T) {
 		assert.Len(t, ts[i].(map[string]any)["parts"], 2, "each source's part")
 	}
 
+	code, v = getJSON(t, base+"/v1/legacy/templates/1")
+	require.Equal(t, http.StatusOK, code, v)
+	one := v["templates"].([]any)[0].(map[string]any)
+	assert.Equal(t, withoutSums(want[0]), withoutSums(one))
+	require.Len(t, one["parts"], 2, "each source's part: %v", one)
+	assert.Equal(t, []any{"west"}, one["parts"].([]any)[1].(map[string]any)["sources"])
+
 	s.west.maria.Stop(syscall.SIGKILL)
 	code, v = getJSON(t, base+"/v1/legacy")
 	require.Equal(t, http.StatusOK, code, v)

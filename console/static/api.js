@@ -43,7 +43,9 @@ export async function api(method, path, body) {
     try { data = JSON.parse(text); } catch { data = null; }
   }
   if (!res.ok) {
-    if (res.status === 401) window.dispatchEvent(new CustomEvent('couponlink:need-token'));
+    // ask for the token only when this one was refused: an answer to a
+    // request sent before the token was typed must not ask again
+    if (res.status === 401 && getToken() === token) window.dispatchEvent(new CustomEvent('couponlink:need-token'));
     throw new ApiError(res.status, data);
   }
   return data;
