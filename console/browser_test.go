@@ -92,8 +92,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 }
 
-// injectIllegalTransition writes, as a shop's hand would, a used coupon of
-// the template's partner channel back to AVAILABLE (USED -> AVAILABLE is
+// injectIllegalTransition writes, as a hand in the database would, a used
+// coupon of the template's partner channel to EXPIRED (USED -> EXPIRED is
 // illegal), waits until the cdc records it as an open finding, and
 // returns the coupon's id.
 func injectIllegalTransition(t *testing.T, db *sql.DB, tpl int64) int64 {
@@ -103,7 +103,7 @@ func injectIllegalTransition(t *testing.T, db *sql.DB, tpl int64) int64 {
 		return db.QueryRow(`SELECT u.id FROM user_coupon u JOIN inventory_counter c ON c.template_id = u.template_id AND c.channel = u.channel
 			WHERE u.template_id = ? AND u.channel = 'partner' AND u.status = 2 AND c.used = 5 ORDER BY u.id LIMIT 1`, tpl).Scan(&id) == nil
 	})
-	_, err := db.Exec(`UPDATE user_coupon SET status = 1 WHERE id = ?`, id)
+	_, err := db.Exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, id)
 	require.NoError(t, err)
 	cdctest.WaitFor(t, 30*time.Second, "the cdc records the illegal transition as an open finding", func() bool {
 		var n int

@@ -1,7 +1,7 @@
 // The operator console in headless Chromium, against a running couponlink
 // api + cdc with a seeded campaign (started by console/browser_test.go).
 // Env: CONSOLE_BASE, CONSOLE_TOKEN, CONSOLE_TEMPLATE, CONSOLE_OUT, CHROMIUM,
-// CONSOLE_ANOMALY_COUPON (a coupon the cdc saw go USED -> AVAILABLE),
+// CONSOLE_ANOMALY_COUPON (a coupon the cdc saw go USED -> EXPIRED),
 // CONSOLE_CDC_METRICS (the cdc's /metrics).
 //
 // The pages are opened as http://console.test:PORT (mapped to the API's
