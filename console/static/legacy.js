@@ -27,8 +27,8 @@ function banner(res) {
 }
 
 function sourcesLine(res) {
-  return h('p', { class: 'position', id: 'sources' }, 'sources: ', res.sources.map((s, i) => [i ? ' · ' : '',
-    `${s.name} ${s.state}` + (s.position ? ` at ${s.position}, lag ${s.lag_seconds.toFixed(1)} s` : '')]));
+  return h('p', { class: 'position', id: 'sources' }, 'sources: ' + res.sources.map((s) =>
+    `${s.name} ${s.state}` + (s.position ? ` at ${s.position}, lag ${s.lag_seconds.toFixed(1)} s` : '')).join(' · '));
 }
 
 const summed = (t) => t.sources.join('+') + (t.left_out.length ? ` (${t.left_out.join(', ')} left out)` : '');
