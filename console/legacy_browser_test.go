@@ -1,7 +1,6 @@
 package console_test
 
 import (
-	"bytes"
 	"database/sql"
 	"fmt"
 	"net/http"
@@ -94,14 +93,7 @@ func (s *legacyServer) claim(member int64, source int, used bool) error {
 }
 
 func TestLegacyConsoleInABrowser(t *testing.T) {
-	if os.Getenv("COUPONLINK_SKIP_BROWSER") == "1" {
-		t.Skip("COUPONLINK_SKIP_BROWSER=1")
-	}
-	node, err := exec.LookPath("node")
-	require.NoError(t, err, "node is needed for the browser test (COUPONLINK_SKIP_BROWSER=1 skips)")
-	_, err = os.Stat(chromium)
-	require.NoError(t, err, "Debian's chromium is needed for the browser test: apt-get install chromium")
-
+	browserTools(t)
 	bin := testenv.BuildCouponlink(t)
 	east, west := newLegacyServer(t, "east", 1), newLegacyServer(t, "west", 2)
 	mapping, err := os.ReadFile(filepath.Join(layout, "mapping.yaml"))
@@ -143,32 +135,9 @@ func TestLegacyConsoleInABrowser(t *testing.T) {
 	}))
 	t.Cleanup(shop.Close)
 
-	out := os.Getenv("COUPONLINK_E2E_OUT")
-	if out == "" {
-		out, err = filepath.Abs(filepath.Join("e2e", "out"))
-		require.NoError(t, err)
-	}
-	require.NoError(t, os.MkdirAll(out, 0o755))
-	cmd := exec.Command(node, "legacy.test.mjs")
-	cmd.Dir = "e2e"
-	cmd.Env = append(os.Environ(), "CONSOLE_BASE="+base, "CONSOLE_TOKEN="+token, "CONSOLE_OUT="+out, "CHROMIUM="+chromium,
-		"CONSOLE_SHOP="+shop.URL, "CONSOLE_STATUS="+bin+" status -json -mapping "+file)
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	err = cmd.Run()
-	t.Logf("node legacy.test.mjs:\n%s", buf.String())
-	if err != nil {
-		for _, f := range []string{"cdc-east.log", "cdc-west.log", "api.log"} {
-			b, _ := os.ReadFile(filepath.Join(logs, f))
-			t.Logf("%s:\n%s", f, tail(b, 8<<10))
-		}
-	}
-	require.NoError(t, err, "the legacy browser test failed; see its output above")
-	for _, f := range []string{"legacy-campaigns.png", "legacy-campaign.png", "legacy-source-down.png"} {
-		st, err := os.Stat(filepath.Join(out, f))
-		require.NoError(t, err, "screenshot %s", f)
-		require.Positive(t, st.Size())
-	}
+	runScript(t, "legacy.test.mjs", logs, []string{"cdc-east.log", "cdc-west.log", "api.log"},
+		[]string{"legacy-campaigns.png", "legacy-campaign.png", "legacy-source-down.png"},
+		"CONSOLE_BASE="+base, "CONSOLE_TOKEN="+token, "CONSOLE_SHOP="+shop.URL, "CONSOLE_STATUS="+bin+" status -json -mapping "+file)
 }
 
 // healthy reports whether the API answers /healthz.

@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { waitUntil } from './wait.mjs';
 
 const base = process.env.CONSOLE_BASE;
 const token = process.env.CONSOLE_TOKEN;
@@ -279,12 +280,3 @@ try {
   await browser.close();
 }
 
-// waitUntil polls cond every 50 ms until it holds, or fails after ms.
-async function waitUntil(cond, ms, what, explain) {
-  const end = Date.now() + ms;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > end) assert.fail(`not within ${ms} ms: ${what}${explain ? ' ' + (await explain()) : ''}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

@@ -26,8 +26,12 @@ type Legacy struct {
 	Timeout time.Duration
 }
 
-// legacy is the configured legacy shop, or not_found.
-func (s *Server) legacy() (*Legacy, error) {
+// legacy is the configured legacy shop, or not_found; r may have no
+// query parameter.
+func (s *Server) legacy(r *http.Request) (*Legacy, error) {
+	if _, err := query(r); err != nil {
+		return nil, err
+	}
 	l := s.cfg.Legacy
 	if l == nil || l.Mapping == nil {
 		return nil, &coupon.Error{Code: api.CodeNotFound, Message: "this API serves couponlink's own schema: it was started without -mapping, so it has no legacy shop"}
@@ -44,20 +48,12 @@ func (l *Legacy) timeout() time.Duration {
 
 // legacyStatus is GET /v1/legacy: every template of the legacy shop.
 func (s *Server) legacyStatus(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	if _, err := query(r); err != nil {
-		return 0, nil, err
-	}
-	l, err := s.legacy()
+	l, err := s.legacy(r)
 	if err != nil {
 		return 0, nil, err
 	}
 	if l.Mapping.HasSources() {
-		a, err := inventory.ReadSources(r.Context(), l.Mapping, l.Open, l.timeout())
-		if err != nil {
-			return 0, nil, err
-		}
-		v, err := acrossJSON(l.Mapping, a, true)
-		return http.StatusOK, v, err
+		return acrossAnswer(l.Mapping)(inventory.ReadSources(r.Context(), l.Mapping, l.Open, l.timeout()))
 	}
 	st, err := inventory.ReadMappedStatus(r.Context(), s.store.DB(), s.checkpoint(), l.Mapping)
 	if err != nil {
@@ -74,20 +70,12 @@ func (s *Server) legacyTemplate(w http.ResponseWriter, r *http.Request) (int, an
 	if err != nil {
 		return 0, nil, err
 	}
-	if _, err := query(r); err != nil {
-		return 0, nil, err
-	}
-	l, err := s.legacy()
+	l, err := s.legacy(r)
 	if err != nil {
 		return 0, nil, err
 	}
 	if l.Mapping.HasSources() {
-		a, err := inventory.ReadSourcesTemplate(r.Context(), l.Mapping, l.Open, l.timeout(), id)
-		if err != nil {
-			return 0, nil, err
-		}
-		v, err := acrossJSON(l.Mapping, a, true)
-		return http.StatusOK, v, err
+		return acrossAnswer(l.Mapping)(inventory.ReadSourcesTemplate(r.Context(), l.Mapping, l.Open, l.timeout(), id))
 	}
 	t, err := inventory.NewQueries(l.Mapping).ReadTemplate(r.Context(), s.store.DB(), id)
 	if err != nil {
@@ -125,8 +113,20 @@ func (s *Server) oneServerJSON(m *canal.Mapping, st inventory.Status, ts []view.
 	return v, nil
 }
 
-// acrossJSON is a legacy shop summed over its sources.
-func acrossJSON(m *canal.Mapping, a inventory.Across, parts bool) (api.LegacyStatus, error) {
+// acrossAnswer is the answer of a read over m's sources.
+func acrossAnswer(m *canal.Mapping) func(inventory.Across, error) (int, any, error) {
+	return func(a inventory.Across, err error) (int, any, error) {
+		if err != nil {
+			return 0, nil, err
+		}
+		v, err := acrossJSON(m, a)
+		return http.StatusOK, v, err
+	}
+}
+
+// acrossJSON is a legacy shop summed over its sources, with each source's
+// part of each template.
+func acrossJSON(m *canal.Mapping, a inventory.Across) (api.LegacyStatus, error) {
 	v := api.LegacyStatus{Mapping: m.Schema, Complete: a.Complete(), LeftOut: a.Left(), Templates: []json.RawMessage{}}
 	if v.LeftOut == nil {
 		v.LeftOut = []string{}
@@ -148,9 +148,6 @@ func acrossJSON(m *canal.Mapping, a inventory.Across, parts bool) (api.LegacySta
 				return v, err
 			}
 			ps = append(ps, b)
-		}
-		if !parts {
-			ps = nil
 		}
 		b, err := withSources(t.Template, t.Sources, t.Left, ps)
 		if err != nil {
