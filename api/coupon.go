@@ -169,6 +169,9 @@ type History struct {
 type Health struct {
 	Status string    `json:"status"`
 	Time   time.Time `json:"time"`
+	// Legacy says the API serves a legacy shop (started with -mapping):
+	// the console then shows its campaigns (GET /v1/legacy).
+	Legacy bool `json:"legacy,omitempty"`
 }
 
 // UserCoupons is the answer of GET /v1/templates/{id}/user-coupons: the

@@ -39,6 +39,27 @@ type Finding struct {
 	ClosedBy           string     `json:"closed_by,omitempty"`
 	ClosedAt           *time.Time `json:"closed_at,omitempty"`
 	ClosedReason       string     `json:"closed_reason,omitempty"`
+	// the latest reopening by a person (acknowledged or closed -> open)
+	ReopenedBy     string     `json:"reopened_by,omitempty"`
+	ReopenedAt     *time.Time `json:"reopened_at,omitempty"`
+	ReopenedReason string     `json:"reopened_reason,omitempty"`
+	// Where is what the finding names and where it was last seen, read
+	// beside it (GET /v1/findings); nil where nothing is known.
+	Where *FindingWhere `json:"where,omitempty"`
+}
+
+// FindingWhere is the rows a finding names and where it was seen: the
+// template and coupon (links to its history), and for the cdc's the
+// latest occurrence's binlog position and event time on its source.
+type FindingWhere struct {
+	Template  int64      `json:"template,omitempty"`
+	Channel   string     `json:"channel,omitempty"`
+	Coupon    int64      `json:"coupon,omitempty"`
+	Order     string     `json:"order,omitempty"`
+	Source    string     `json:"source,omitempty"`   // the cdc's checkpoint (a source's name with several), or the reconcile pass's source
+	Position  string     `json:"position,omitempty"` // binlog file:pos (gtid) of the latest occurrence
+	EventTime *time.Time `json:"event_time,omitempty"`
+	Anomaly   int64      `json:"anomaly,omitempty"` // the latest cdc_anomaly row's id
 }
 
 // Findings is the answer of GET /v1/findings.

@@ -60,10 +60,20 @@ type TemplateSummary struct {
 	RedemptionRate *float64 `json:"redemption_rate"`
 	Anomalies      int64    `json:"anomalies"`
 	// Reconcile is needs_review when an open reconcile item names the
-	// template, else the status of the last finished pass (clean,
-	// auto_fixed, error), or "none" before the first.
+	// template, else the status of the last finished pass as it is for
+	// the template (clean, auto_fixed, acknowledged, error; clean when it
+	// needed review for other templates only; resolved when its item was
+	// resolved), or "none" before the first.
 	Reconcile string `json:"reconcile"`
 }
+
+// A template's reconcile status in the catalogue (TemplateSummary.Reconcile),
+// besides the pass statuses it repeats.
+const (
+	ReconcileNeedsReview = "needs_review"
+	ReconcileClean       = "clean"
+	ReconcileResolved    = "resolved"
+)
 
 // TemplatePage is a page of templates, by id; NextAfter is the after of
 // the next page (0: this is the last).

@@ -191,3 +191,48 @@ type PolicyHistory struct {
 	Template int64               `json:"template"`
 	Entries  []PolicyChangeEntry `json:"entries"`
 }
+
+// PolicyPreview is the answer of POST /v1/templates/{id}/quota-policy/preview:
+// what the rebalancing rule would decide now, on the template's current
+// numbers, with the policy in force or a change of it (nothing is saved
+// and nothing moves), computed by the rule the cdc runs.
+type PolicyPreview struct {
+	Template int64  `json:"template"`
+	Policy   Policy `json:"policy"` // the policy the rule ran with: the change over the one in force
+	// AgeSeconds is the campaign's age; LastDecision the last decision of
+	// the policy's mode (nil: none), which the cooldown counts from.
+	AgeSeconds   float64    `json:"age_seconds"`
+	LastDecision *time.Time `json:"last_decision"`
+	At           time.Time  `json:"at"`
+	// Stop is the condition that stops every move now ("": the rule moves).
+	Stop  string        `json:"stop"`
+	Rule  string        `json:"rule"` // the rule that fires, with its numbers; "" without moves
+	Moves []PreviewMove `json:"moves"`
+	// Total is the quota the moves give; Channels each channel's inputs and
+	// the condition that makes it a giver, a receiver or neither.
+	Total    int64            `json:"total"`
+	Channels []PreviewChannel `json:"channels"`
+}
+
+// PreviewMove is one move the rule would make: Amount of From's claimable
+// quota to To (mode signal: recommended only).
+type PreviewMove struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Amount int64  `json:"amount"`
+	Why    string `json:"why"`
+}
+
+// PreviewChannel is one channel's inputs to the rule and its role.
+type PreviewChannel struct {
+	Channel        string   `json:"channel"`
+	Quota          int64    `json:"quota"`
+	Claimed        int64    `json:"claimed"`
+	Claimable      int64    `json:"claimable"`
+	Claims         int64    `json:"claims"` // coupons ever given out: held + used + expired + returned
+	Released       int64    `json:"released"`
+	RedemptionRate *float64 `json:"redemption_rate"` // nil: no slot held yet
+	SoldOut        bool     `json:"sold_out"`
+	Role           string   `json:"role"` // giver, receiver or "" (neither)
+	Why            string   `json:"why"`  // the condition that decides its role, with its numbers
+}

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -132,6 +133,14 @@ func TestEveryRouteHasACall(t *testing.T) {
 		"GET /v1/templates/{id}/quota-policy":    func() error { _, err := c.QuotaPolicy(ctx, tpl.ID); return err },
 		"PUT /v1/templates/{id}/quota-policy":    func() error { return setSignal(ctx, c, tpl.ID, &signal) },
 		"DELETE /v1/templates/{id}/quota-policy": func() error { _, err := c.ResetQuotaPolicy(ctx, tpl.ID, "ops", "test"); return err },
+		"POST /v1/templates/{id}/quota-policy/preview": func() error {
+			off := "off"
+			p, err := c.PreviewQuotaPolicy(ctx, tpl.ID, client.Override{Mode: &off})
+			if err == nil && (p.Policy.Mode != "off" || p.Stop != "policy is off" || len(p.Moves) != 0) {
+				return &client.Error{Message: "unexpected preview"}
+			}
+			return err
+		},
 		"POST /v1/claims": func() error {
 			_, err := c.Claim(ctx, client.ClaimRequest{TemplateID: tpl.ID, UserID: "u2", Channel: "app"})
 			return err
@@ -183,6 +192,18 @@ func TestEveryRouteHasACall(t *testing.T) {
 			}
 			return err
 		},
+		"GET /v1/legacy": func() error { // the test's API has no legacy shop
+			if _, err := c.Legacy(ctx); !client.IsCode(err, client.CodeNotFound) {
+				return &client.Error{Message: fmt.Sprintf("want not_found without a mapping, got %v", err)}
+			}
+			return nil
+		},
+		"GET /v1/legacy/templates/{id}": func() error {
+			if _, err := c.LegacyTemplate(ctx, 1); !client.IsCode(err, client.CodeNotFound) {
+				return &client.Error{Message: fmt.Sprintf("want not_found without a mapping, got %v", err)}
+			}
+			return nil
+		},
 		"GET /healthz":      func() error { _, err := c.Health(ctx); return err },
 		"GET /openapi.json": func() error { _, err := c.OpenAPI(ctx); return err },
 		"GET /metrics":      func() error { _, err := c.Metrics(ctx); return err },
@@ -223,6 +244,13 @@ func findingCalls(ctx context.Context, t *testing.T, a *api, c *client.Client) m
 			f, err := c.CloseFinding(ctx, "00000000000000f1", "ops", "done")
 			if err == nil && (f.State != "closed" || f.ClosedReason != "done") {
 				return &client.Error{Message: "unexpected close answer"}
+			}
+			return err
+		},
+		"POST /v1/findings/{fingerprint}/reopen": func() error {
+			f, err := c.ReopenFinding(ctx, "00000000000000f1", "ops", "seen again")
+			if err == nil && (f.State != "open" || f.ReopenedBy != "ops" || f.ClosedReason != "done") {
+				return &client.Error{Message: "unexpected reopen answer"}
 			}
 			return err
 		},

@@ -13,7 +13,8 @@ import (
 // The calls of the operator console's routes: the templates list, a
 // template's policy history and a user's coupons, the reconcile passes
 // and where the cdc stands, the findings. All are GETs (retried) but
-// ResolveTask, AckFinding and CloseFinding.
+// ResolveTask, AckFinding, CloseFinding, ReopenFinding and
+// PreviewQuotaPolicy.
 
 // TemplatesQuery selects a page of ListTemplates; zero values are the
 // API's defaults (no search, from the first, 50 a page).
@@ -79,9 +80,11 @@ func (c *Client) ResolveTask(ctx context.Context, taskID int64, operator, note s
 // FindingsQuery selects the findings of Findings; zero values are the
 // API's defaults (every state and source, 100).
 type FindingsQuery struct {
-	State  string // open, acknowledged or closed
-	Source string // cdc or reconcile
-	Limit  int    // 1 to 1000
+	State    string // open, acknowledged or closed
+	Source   string // cdc or reconcile
+	Kind     string // an anomaly's kind; a difference's store/field
+	Template int64  // only those naming this template
+	Limit    int    // 1 to 1000
 }
 
 // Findings is GET /v1/findings: the findings, the last seen first.
@@ -92,6 +95,12 @@ func (c *Client) Findings(ctx context.Context, q FindingsQuery) (Findings, error
 	}
 	if q.Source != "" {
 		v.Set("source", q.Source)
+	}
+	if q.Kind != "" {
+		v.Set("kind", q.Kind)
+	}
+	if q.Template > 0 {
+		v.Set("template", strconv.FormatInt(q.Template, 10))
 	}
 	if q.Limit > 0 {
 		v.Set("limit", strconv.Itoa(q.Limit))
@@ -111,6 +120,39 @@ func (c *Client) AckFinding(ctx context.Context, fingerprint, operator, reason s
 // AckFinding.
 func (c *Client) CloseFinding(ctx context.Context, fingerprint, operator, reason string) (Finding, error) {
 	return c.moveFinding(ctx, fingerprint, "close", operator, reason)
+}
+
+// ReopenFinding is POST /v1/findings/{fingerprint}/reopen: an
+// acknowledged or closed finding is open again. Not retried, as
+// AckFinding.
+func (c *Client) ReopenFinding(ctx context.Context, fingerprint, operator, reason string) (Finding, error) {
+	return c.moveFinding(ctx, fingerprint, "reopen", operator, reason)
+}
+
+// PreviewQuotaPolicy is POST /v1/templates/{id}/quota-policy/preview: what
+// the rebalancing rule would decide now with change over the policy in
+// force (an empty change: the policy in force). Nothing is saved; it is
+// retried like a read.
+func (c *Client) PreviewQuotaPolicy(ctx context.Context, templateID int64, change Override) (PolicyPreview, error) {
+	var out PolicyPreview
+	err := c.call(ctx, http.MethodPost, quotaPolicyPath(templateID)+"/preview", change, &out, true)
+	return out, err
+}
+
+// Legacy is GET /v1/legacy: the legacy shop's campaigns, read-only (an
+// API started with -mapping; IsCode(err, CodeNotFound) without one).
+func (c *Client) Legacy(ctx context.Context) (LegacyStatus, error) {
+	var out LegacyStatus
+	err := c.call(ctx, http.MethodGet, "/v1/legacy", nil, &out, true)
+	return out, err
+}
+
+// LegacyTemplate is GET /v1/legacy/templates/{id}: one template of the
+// legacy shop.
+func (c *Client) LegacyTemplate(ctx context.Context, id int64) (LegacyStatus, error) {
+	var out LegacyStatus
+	err := c.call(ctx, http.MethodGet, "/v1/legacy/templates/"+strconv.FormatInt(id, 10), nil, &out, true)
+	return out, err
 }
 
 func (c *Client) moveFinding(ctx context.Context, fingerprint, verb, operator, reason string) (Finding, error) {
@@ -158,4 +200,6 @@ type (
 	Findings            = api.Findings            // the answer of Findings
 	Outbox              = api.Outbox              // the webhook outbox's events by status
 	CDCProcess          = api.CDCProcess          // what the cdc's /metrics say
+	PolicyPreview       = api.PolicyPreview       // the answer of PreviewQuotaPolicy
+	LegacyStatus        = api.LegacyStatus        // the answer of Legacy and LegacyTemplate
 )

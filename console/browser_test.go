@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -30,26 +31,65 @@ import (
 
 const chromium = "/usr/bin/chromium"
 
-func TestConsoleInABrowser(t *testing.T) {
+// browserTools checks what a browser test needs, or skips it with
+// COUPONLINK_SKIP_BROWSER=1.
+func browserTools(t *testing.T) {
 	if os.Getenv("COUPONLINK_SKIP_BROWSER") == "1" {
 		t.Skip("COUPONLINK_SKIP_BROWSER=1")
 	}
-	node, err := exec.LookPath("node")
+	_, err := exec.LookPath("node")
 	require.NoError(t, err, "node is needed for the browser test (.ci/run installs it; COUPONLINK_SKIP_BROWSER=1 skips)")
 	_, err = os.Stat(chromium)
 	require.NoError(t, err, "Debian's chromium is needed for the browser test: apt-get install chromium")
 	_, err = os.Stat(filepath.Join("e2e", "node_modules", "playwright-core"))
 	require.NoError(t, err, "run `npm ci` in console/e2e first (make test does)")
+}
 
+// runScript runs e2e/script with env (and CONSOLE_OUT, CHROMIUM), shows
+// its output, and on a failure the tails of the logs in dir; then checks
+// that it took the screenshots shots.
+func runScript(t *testing.T, script, dir string, logs, shots []string, env ...string) {
+	t.Helper()
+	out := os.Getenv("COUPONLINK_E2E_OUT")
+	if out == "" {
+		var err error
+		out, err = filepath.Abs(filepath.Join("e2e", "out"))
+		require.NoError(t, err)
+	}
+	require.NoError(t, os.MkdirAll(out, 0o755))
+	cmd := exec.Command("node", script)
+	cmd.Dir = "e2e"
+	cmd.Env = append(append(os.Environ(), "CONSOLE_OUT="+out, "CHROMIUM="+chromium), env...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := cmd.Run()
+	t.Logf("node %s:\n%s", script, buf.String())
+	if err != nil {
+		for _, f := range logs {
+			b, _ := os.ReadFile(filepath.Join(dir, f))
+			t.Logf("%s:\n%s", f, tail(b, 8<<10))
+		}
+	}
+	require.NoError(t, err, "the browser test failed; see its output above")
+	for _, f := range shots {
+		st, err := os.Stat(filepath.Join(out, f))
+		require.NoError(t, err, "screenshot %s", f)
+		require.Positive(t, st.Size())
+	}
+}
+
+func TestConsoleInABrowser(t *testing.T) {
+	browserTools(t)
 	bin := testenv.BuildCouponlink(t)
-	_, dsn := testenv.MySQL(t)
+	db, dsn := testenv.MySQL(t)
 	metrics, apiAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	const token = "e2e-token"
 	logs := t.TempDir()
 	start(t, bin, filepath.Join(logs, "cdc.log"), "cdc", "-dsn", dsn, "-redis", testenv.RedisAddr(t), "-key-prefix", testenv.KeyPrefix(t),
-		"-metrics-addr", metrics, "-batch-wait", "5ms")
-	start(t, bin, filepath.Join(logs, "api.log"), "api", "-dsn", dsn, "-addr", apiAddr, "-token", token,
-		"-cdc-metrics-url", "http://"+metrics+"/metrics", "-expire-interval", "0")
+		"-metrics-addr", metrics, "-batch-wait", "5ms", "-rebalance-every", "1s")
+	// no -cdc-metrics-url: the API finds the cdc's metrics where the cdc
+	// recorded them
+	start(t, bin, filepath.Join(logs, "api.log"), "api", "-dsn", dsn, "-addr", apiAddr, "-token", token, "-expire-interval", "0")
 	base := "http://" + apiAddr
 	cdctest.WaitFor(t, 30*time.Second, "the api answers", func() bool {
 		res, err := http.Get(base + "/healthz")
@@ -60,32 +100,32 @@ func TestConsoleInABrowser(t *testing.T) {
 	})
 
 	tpl := seed(t, base, token)
-	out := os.Getenv("COUPONLINK_E2E_OUT")
-	if out == "" {
-		out, err = filepath.Abs(filepath.Join("e2e", "out"))
-		require.NoError(t, err)
-	}
-	require.NoError(t, os.MkdirAll(out, 0o755))
-	cmd := exec.Command(node, "console.test.mjs")
-	cmd.Dir = "e2e"
-	cmd.Env = append(os.Environ(), "CONSOLE_BASE="+base, "CONSOLE_TOKEN="+token, fmt.Sprintf("CONSOLE_TEMPLATE=%d", tpl),
-		"CONSOLE_OUT="+out, "CHROMIUM="+chromium)
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	err = cmd.Run()
-	t.Logf("node console.test.mjs:\n%s", buf.String())
-	if err != nil {
-		for _, f := range []string{"cdc.log", "api.log"} {
-			b, _ := os.ReadFile(filepath.Join(logs, f))
-			t.Logf("%s:\n%s", f, tail(b, 8<<10))
-		}
-	}
-	require.NoError(t, err, "the browser test failed; see its output above")
-	for _, f := range []string{"campaigns.png", "channels.png"} {
-		st, err := os.Stat(filepath.Join(out, f))
-		require.NoError(t, err, "screenshot %s", f)
-		require.Positive(t, st.Size())
-	}
+	anomaly := injectIllegalTransition(t, db, tpl)
+	runScript(t, "console.test.mjs", logs, []string{"cdc.log", "api.log"},
+		[]string{"campaigns.png", "channels.png", "policy-preview.png", "anomalies.png", "health.png"},
+		"CONSOLE_BASE="+base, "CONSOLE_TOKEN="+token, fmt.Sprintf("CONSOLE_TEMPLATE=%d", tpl),
+		fmt.Sprintf("CONSOLE_ANOMALY_COUPON=%d", anomaly), "CONSOLE_CDC_METRICS=http://"+metrics+"/metrics")
+}
+
+// injectIllegalTransition writes, as a hand in the database would, a used
+// coupon of the template's partner channel to EXPIRED (USED -> EXPIRED is
+// illegal), waits until the cdc records it as an open finding, and
+// returns the coupon's id.
+func injectIllegalTransition(t *testing.T, db *sql.DB, tpl int64) int64 {
+	t.Helper()
+	var id int64
+	cdctest.WaitFor(t, 30*time.Second, "the cdc applied a redemption of partner", func() bool {
+		return db.QueryRow(`SELECT u.id FROM user_coupon u JOIN inventory_counter c ON c.template_id = u.template_id AND c.channel = u.channel
+			WHERE u.template_id = ? AND u.channel = 'partner' AND u.status = 2 AND c.used = 5 ORDER BY u.id LIMIT 1`, tpl).Scan(&id) == nil
+	})
+	_, err := db.Exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, id)
+	require.NoError(t, err)
+	cdctest.WaitFor(t, 30*time.Second, "the cdc records the illegal transition as an open finding", func() bool {
+		var n int
+		return db.QueryRow(`SELECT COUNT(*) FROM finding WHERE kind = 'illegal_transition' AND subject LIKE ? AND state = 'open'`,
+			fmt.Sprintf("coupon %d%%", id)).Scan(&n) == nil && n == 1
+	})
+	return id
 }
 
 // start runs bin with args until the test ends, its output in logFile.

@@ -99,16 +99,19 @@ func FindingStates(ctx context.Context, q sqltx.Querier, fingerprints []string) 
 	return out, nil
 }
 
-// FindingsQuery selects findings: by source and state ("" for any), the
-// last seen first, at most Limit (1 to 1000; 0: 100).
+// FindingsQuery selects findings: by source, state and kind ("" for any)
+// and by the template they name (0 for any: see FindingsOf), the last
+// seen first, at most Limit (1 to 1000; 0: 100).
 type FindingsQuery struct {
-	Source, State string
-	Limit         int
+	Source, State, Kind string
+	Template            int64
+	Limit               int
 }
 
 const findingColumns = `fingerprint, source, kind, subject, summary, state, first_seen, last_seen, times_seen,
 	COALESCE(acknowledged_by, ''), acknowledged_at, COALESCE(acknowledged_reason, ''),
-	COALESCE(closed_by, ''), closed_at, COALESCE(closed_reason, '')`
+	COALESCE(closed_by, ''), closed_at, COALESCE(closed_reason, ''),
+	COALESCE(reopened_by, ''), reopened_at, COALESCE(reopened_reason, '')`
 
 // ListFindings reads the findings q selects.
 func ListFindings(ctx context.Context, db sqltx.Querier, q FindingsQuery) ([]Finding, error) {
@@ -122,6 +125,9 @@ func ListFindings(ctx context.Context, db sqltx.Querier, q FindingsQuery) ([]Fin
 	}
 	if q.State != "" {
 		where, args = append(where, "state = ?"), append(args, q.State)
+	}
+	if q.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, q.Kind)
 	}
 	out := []Finding{}
 	err := sqltx.EachRow(ctx, db, `SELECT `+findingColumns+` FROM finding WHERE `+strings.Join(where, " AND ")+
@@ -138,15 +144,11 @@ func ListFindings(ctx context.Context, db sqltx.Querier, q FindingsQuery) ([]Fin
 
 func scanFinding(row interface{ Scan(...any) error }) (Finding, error) {
 	var f Finding
-	var acked, closed sql.NullTime
+	var acked, closed, reopened sql.NullTime
 	err := row.Scan(&f.Fingerprint, &f.Source, &f.Kind, &f.Subject, &f.Summary, &f.State, &f.FirstSeen, &f.LastSeen, &f.TimesSeen,
-		&f.AcknowledgedBy, &acked, &f.AcknowledgedReason, &f.ClosedBy, &closed, &f.ClosedReason)
-	if acked.Valid {
-		f.AcknowledgedAt = &acked.Time
-	}
-	if closed.Valid {
-		f.ClosedAt = &closed.Time
-	}
+		&f.AcknowledgedBy, &acked, &f.AcknowledgedReason, &f.ClosedBy, &closed, &f.ClosedReason,
+		&f.ReopenedBy, &reopened, &f.ReopenedReason)
+	f.AcknowledgedAt, f.ClosedAt, f.ReopenedAt = timePtr(acked), timePtr(closed), timePtr(reopened)
 	return f, err
 }
 
@@ -185,6 +187,12 @@ func CloseFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason
 	return moveFinding(ctx, db, fingerprint, operator, reason, api.FindingClosed, "closed", "state IN ('open', 'acknowledged')")
 }
 
+// ReopenFinding opens an acknowledged or closed finding again: who, why
+// and when are kept (the acknowledgement and closing are kept too).
+func ReopenFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason string) (Finding, error) {
+	return moveFinding(ctx, db, fingerprint, operator, reason, api.FindingOpen, "reopened", "state IN ('acknowledged', 'closed')")
+}
+
 // moveFinding moves a finding in a state cond allows to state, recording
 // operator, reason and the time in the columns of prefix.
 func moveFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason, state, prefix, cond string) (Finding, error) {
@@ -212,6 +220,13 @@ func moveFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason,
 		return f, fmt.Errorf("finding %q is %s: %w", fingerprint, f.State, ErrFindingState)
 	}
 	return f, nil
+}
+
+func timePtr(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	return &t.Time
 }
 
 // clip cuts s to at most n bytes, at a character boundary (a column of

@@ -174,24 +174,15 @@ func (r *Rebalancer) decide(ctx context.Context, tpl int64, p Policy, now time.T
 		if err := r.cfg.Fence(ctx, tx); err != nil {
 			return fenced{err}
 		}
-		var created time.Time
-		err := tx.QueryRowContext(ctx, `SELECT created_at FROM coupon_template WHERE id = ?`, tpl).Scan(&created)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read the template: %w", err)
-		}
-		var last sql.NullTime
-		if err := tx.QueryRowContext(ctx, `SELECT MAX(created_at) FROM quota_transfer_log WHERE template_id = ? AND mode = ?`,
-			tpl, p.Mode).Scan(&last); err != nil {
-			return fmt.Errorf("read the last decision: %w", err)
-		}
 		chans, err := r.lockChannels(ctx, tx, tpl)
 		if err != nil {
 			return err
 		}
-		d = Decide(Input{Template: tpl, Policy: p, Channels: chans, Age: now.Sub(created), LastMove: last.Time, Now: now})
+		in, found, err := ruleInput(ctx, tx, tpl, p, chans, now)
+		if err != nil || !found {
+			return err
+		}
+		d = Decide(in)
 		if len(d.Moves) == 0 {
 			return nil
 		}

@@ -19,9 +19,10 @@ import (
 
 // Sources of a policy change, as recorded in quota_policy_audit.
 const (
-	SourceCLI    = "cli"
-	SourceAPI    = "api"
-	SourceConfig = "config"
+	SourceCLI     = "cli"
+	SourceAPI     = "api"
+	SourceConsole = "console" // the API, called by its console
+	SourceConfig  = "config"
 )
 
 // Actions of quota_policy_audit.

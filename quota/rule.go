@@ -41,6 +41,9 @@ type Seen struct {
 	Claimable int64    `json:"claimable"`
 	Rate      *float64 `json:"rate"` // nil: no slot held yet
 	Role      string   `json:"role"` // giver, receiver, or "" (neither)
+	// Why is the condition that makes the channel a giver, a receiver or
+	// neither, with its numbers.
+	Why string `json:"why"`
 }
 
 // Total is the quota a decision moves.
@@ -69,14 +72,24 @@ func Decide(in Input) Decision {
 			s.Rate = &rate
 		}
 		switch {
-		case !ok || c.Claims() < p.MinClaims:
+		case !ok:
+			s.Why = "no slot held yet: no redemption rate"
+		case c.Claims() < p.MinClaims:
+			s.Why = fmt.Sprintf("%d claims < min_claims %d: too few to judge", c.Claims(), p.MinClaims)
 		case rate < p.Low && giveable(c, p) > 0:
 			s.Role = "giver"
+			s.Why = fmt.Sprintf("redeems %.2f < low %.2f: may give %d of its %d claimable (max_share %.2f, keeps reserve %d)",
+				rate, p.Low, giveable(c, p), c.Claimable(), p.MaxShare, reserve(c, p))
 			givers = append(givers, i)
+		case rate < p.Low:
+			s.Why = fmt.Sprintf("redeems %.2f < low %.2f, but has nothing to give: %d claimable, reserve %d", rate, p.Low, c.Claimable(), reserve(c, p))
 		case rate > p.High:
 			s.Role = "receiver"
+			s.Why = fmt.Sprintf("redeems %.2f > high %.2f: may receive%s", rate, p.High, soldOutNote(s))
 			takers = append(takers, i)
 			soldOut = soldOut || s.Claimable == 0
+		default:
+			s.Why = fmt.Sprintf("redeems %.2f, from low %.2f to high %.2f: neither gives nor receives", rate, p.Low, p.High)
 		}
 		d.Seen[i] = s
 	}
@@ -105,6 +118,7 @@ func Decide(in Input) Decision {
 				kept = append(kept, i)
 			} else {
 				d.Seen[i].Role = ""
+				d.Seen[i].Why += "; but another receiver is sold out, and sold-out channels come first"
 			}
 		}
 		takers = kept

@@ -123,8 +123,7 @@ func (cfg *Config) check() error {
 	}
 	cfg.LeaderTimeout = leaderTimeout(cfg.LeaderTimeout)
 	if cfg.Leader == "" {
-		host, _ := os.Hostname()
-		cfg.Leader = fmt.Sprintf("%s:%d", host, os.Getpid())
+		cfg.Leader = LeaderName()
 	}
 	if err := cfg.RedisMode.Validate(); err != nil {
 		return fmt.Errorf("sink: %w", err)
@@ -203,4 +202,11 @@ func (cfg *Config) checkMode() error {
 		return fmt.Errorf("sink: unknown mode %q (want reference or legacy)", string(cfg.Mode))
 	}
 	return nil
+}
+
+// LeaderName is this process's name as a leader (cdc_checkpoint.leader,
+// Config.Leader's default): host:pid.
+func LeaderName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s:%d", host, os.Getpid())
 }

@@ -42,6 +42,8 @@ func findingsCommands() []findingsCommand {
 			"Acknowledges an open finding, with who and why (kept with the time): found again as it is, it is reported acknowledged, fails no reconcile -once and fires no alert; found changed, it is open again.", true},
 		{"close", "close an open or acknowledged finding (who, why)",
 			"Closes an open or acknowledged finding, with who and why (kept with the time): found again, it is open again.", true},
+		{"reopen", "open an acknowledged or closed finding again (who, why)",
+			"Opens an acknowledged or closed finding again, with who and why (kept with the time; the acknowledgement and closing are kept too): its alert counts it again.", true},
 	}
 }
 
@@ -64,7 +66,7 @@ func findingsFlags(c findingsCommand, stderr io.Writer) (*settings.Flags, *findi
 	return f, o
 }
 
-// runAnomalies is `couponlink anomalies <list|ack|close> [flags]`.
+// runAnomalies is `couponlink anomalies <list|ack|close|reopen> [flags]`.
 func runAnomalies(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && isHelp(args[0]) {
 		anomaliesUsage(stdout)
@@ -131,17 +133,16 @@ func (o *findingsSettings) list(ctx context.Context, db *sql.DB, stdout io.Write
 	return tw.Flush()
 }
 
-// move acknowledges (ack) or closes (close) the finding of -fingerprint;
+// move acknowledges (ack), closes (close) or reopens (reopen) the finding
+// of -fingerprint;
 // a missing flag, an unknown finding or one in another state is exit 1.
 func (o *findingsSettings) move(ctx context.Context, db *sql.DB, name string, stdout, stderr io.Writer) error {
 	if *o.fingerprint == "" {
 		fmt.Fprintf(stderr, "couponlink anomalies %s: -fingerprint is required (couponlink anomalies list shows them)\n", name)
 		return errUsage
 	}
-	act := inventory.AckFinding
-	if name == "close" {
-		act = inventory.CloseFinding
-	}
+	act := map[string]func(context.Context, *sql.DB, string, string, string) (inventory.Finding, error){
+		"ack": inventory.AckFinding, "close": inventory.CloseFinding, "reopen": inventory.ReopenFinding}[name]
 	f, err := act(ctx, db, *o.fingerprint, *o.operator, *o.reason)
 	if err != nil {
 		return reportFinding(stderr, "anomalies "+name, err)

@@ -32,6 +32,8 @@ type apiSettings struct {
 	// the work beside the requests: the expiry sweep, the cdc it shows
 	sweep               *time.Duration
 	cdcMetrics, cdcName *string
+	// a legacy shop served read-only: its mapping
+	mapping *string
 	// the write combiner
 	combine, combineRedeem *bool
 	combineMax             *int
@@ -50,9 +52,13 @@ func apiFlags(stderr io.Writer) (*settings.Flags, *apiSettings) {
 		"comma-separated browser origins (scheme://host[:port]) besides the API's own that may write, e.g. a console behind a proxy")
 	o.grace = f.EnvDuration("shutdown-grace", "COUPONLINK_SHUTDOWN_GRACE", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	o.sweep = f.EnvDuration("expire-interval", "COUPONLINK_EXPIRE_INTERVAL", time.Minute, "how often the API runs the expiry sweep (0: never)")
-	o.cdcMetrics = f.EnvString("cdc-metrics-url", "COUPONLINK_CDC_METRICS_URL", "http://127.0.0.1:9464/metrics",
-		"the cdc's /metrics, which GET /v1/cdc/status (and the console's Health page) reads for the leader and Redis-behind gauges (empty: none)")
+	o.cdcMetrics = f.EnvString("cdc-metrics-url", "COUPONLINK_CDC_METRICS_URL", "",
+		"the cdc's /metrics, which GET /v1/cdc/status (and the console's Health page) reads for the leader and Redis-behind gauges "+
+			"(empty: the address the leading cdc recorded in the database when its -metrics-addr listener started)")
 	o.cdcName = f.EnvString("cdc-name", "COUPONLINK_CDC_NAME", "default", "checkpoint name of the cdc whose counters GET /v1/templates/{id}/inventory shows as its \"derived\" counts")
+	o.mapping = f.EnvString("mapping", "COUPONLINK_MAPPING", "",
+		"YAML mapping of a legacy shop (as the cdc's -mapping; with sources:, every source's server): its campaigns are served read-only "+
+			"by GET /v1/legacy and the console (couponlink never writes the shop's tables)")
 	// On by default: the whole suite passes with it on (issue 15); false
 	// gives one transaction per claim again, e.g. to compare in a benchmark.
 	o.combine = f.EnvBool("combine-claims", "COUPONLINK_COMBINE_CLAIMS", true,
@@ -79,6 +85,9 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	build := apiBuild{cfg: httpapi.Config{Token: token, AllowedOrigins: allowed, CDCMetricsURL: *o.cdcMetrics, Logger: base, Registerer: reg, Gatherer: reg},
 		store: coupon.Config{Logger: log, CombineClaims: *o.combine, CombineRedemptions: *o.combineRedeem, CombineMax: *o.combineMax}, cdcName: *o.cdcName}
+	if build.cfg.Legacy, err = legacyShop(*o.mapping); err != nil {
+		return err
+	}
 	api, servers, closeDBs, err := build.handler(ctx, *o.primaries, *o.db.DSN, *o.conns)
 	if err != nil {
 		return err
@@ -93,7 +102,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("listen on %s: %w", *o.addr, err)
 	}
 	srv := &http.Server{Handler: console.Mount(api), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
-	log.Info("api listening", "addr", ln.Addr().String(), "auth", token != "", "allowed_origins", allowed, "expire_interval", *o.sweep,
+	log.Info("api listening", "addr", ln.Addr().String(), "auth", token != "", "legacy_mapping", *o.mapping, "allowed_origins", allowed, "expire_interval", *o.sweep,
 		"combine_claims", *o.combine, "combine_redemptions", *o.combineRedeem, "combine_max", *o.combineMax)
 	fmt.Fprintf(stdout, "couponlink api listening on http://%s\n", ln.Addr())
 	fmt.Fprintf(stdout, "couponlink console on http://%s%s\n", ln.Addr(), console.Prefix)
@@ -112,4 +121,14 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	log.Info("api stopped")
 	return nil
+}
+
+// legacyShop is the legacy shop of -mapping, served read-only; nil
+// without one.
+func legacyShop(path string) (*httpapi.Legacy, error) {
+	m, err := readMapping(path)
+	if err != nil || m == nil {
+		return nil, err
+	}
+	return &httpapi.Legacy{Mapping: m, Open: openSource}, nil
 }

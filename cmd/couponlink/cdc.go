@@ -163,6 +163,7 @@ func (o *cdcSettings) run(ctx context.Context, p cdcParts, log *slog.Logger) err
 		if err != nil {
 			return err
 		}
+		ops.record(ctx, p.db, *o.cp.Name)
 		g.Go(func() error { return ops.Run(gctx) })
 	}
 	if p.hooks != nil {

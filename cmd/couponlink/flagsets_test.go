@@ -28,7 +28,7 @@ func TestFlagSetsAreTheCommands(t *testing.T) {
 		assert.Equal(t, want.String(), errs, f.Name())
 	}
 	assert.Equal(t, []string{"couponlink migrate", "couponlink api", "couponlink expire", "couponlink cdc", "couponlink reconcile",
-		"couponlink status", "couponlink anomalies list", "couponlink anomalies ack", "couponlink anomalies close", "couponlink quota policy show", "couponlink quota policy set", "couponlink quota policy reset",
+		"couponlink status", "couponlink anomalies list", "couponlink anomalies ack", "couponlink anomalies close", "couponlink anomalies reopen", "couponlink quota policy show", "couponlink quota policy set", "couponlink quota policy reset",
 		"couponlink quota policy audit", "couponlink mapping check", "couponlink version"}, names)
 }
 

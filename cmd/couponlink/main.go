@@ -26,7 +26,7 @@ func commands() []command {
 		{"expire", "run one expiry sweep now (AVAILABLE past expires_at -> EXPIRED)", runExpire},
 		{"cdc", "tail the binlog into counters, Redis stock keys, anomalies and metrics", runCDC},
 		{"reconcile", "prove counters and Redis equal the truth; fix what is safe; record every pass", runReconcile},
-		{"anomalies", "list the findings (anomalies, reconcile differences) and acknowledge or close one (anomalies list|ack|close)", runAnomalies},
+		{"anomalies", "list the findings (anomalies, reconcile differences) and acknowledge, close or reopen one (anomalies list|ack|close|reopen)", runAnomalies},
 		{"status", "print where the cdc stands: checkpoint, lag, anomalies, inventory; -template: its channels", runStatus},
 		{"quota", "show, set, reset and audit a template's quota rebalancing policy (quota policy ...)", runQuota},
 		{"mapping", "check a legacy mapping against the live schema: roles, types, NULLs, indexes, checks on and off (mapping check)", runMapping},

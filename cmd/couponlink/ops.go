@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/inventory"
+	"github.com/couponlink/couponlink/sink"
 )
 
 // opsServer serves /metrics, /healthz and /status (the checkpoint name's
@@ -65,6 +67,18 @@ func listenOps(addr string, reg *prometheus.Registry, db *sql.DB, name string, m
 	}
 	log.Info("metrics listening", "addr", ln.Addr().String())
 	return &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln: ln, log: log}, nil
+}
+
+// record writes where this cdc's metrics are (cdc_process), for the API's
+// Health page; a failure is logged: the metrics are served regardless.
+func (o *opsServer) record(ctx context.Context, db *sql.DB, checkpoint string) {
+	url, err := inventory.MetricsURL(o.ln.Addr().String())
+	if err == nil {
+		err = inventory.RecordCDCProcess(ctx, db, sink.LeaderName(), checkpoint, url)
+	}
+	if err != nil {
+		o.log.Warn("the API's Health page will not find this cdc's metrics by itself (set COUPONLINK_CDC_METRICS_URL there)", "err", err)
+	}
 }
 
 // Run serves until ctx ends (then it returns nil); a failure to serve is

@@ -1,15 +1,26 @@
 // The operator console in headless Chromium, against a running couponlink
 // api + cdc with a seeded campaign (started by console/browser_test.go).
-// Env: CONSOLE_BASE, CONSOLE_TOKEN, CONSOLE_TEMPLATE, CONSOLE_OUT, CHROMIUM.
+// Env: CONSOLE_BASE, CONSOLE_TOKEN, CONSOLE_TEMPLATE, CONSOLE_OUT, CHROMIUM,
+// CONSOLE_ANOMALY_COUPON (a coupon the cdc saw go USED -> EXPIRED),
+// CONSOLE_CDC_METRICS (the cdc's /metrics).
+//
+// The pages are opened as http://console.test:PORT (mapped to the API's
+// address): plain http under a host name that is not localhost, where a
+// browser gives no crypto.randomUUID.
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { waitUntil } from './wait.mjs';
 
 const base = process.env.CONSOLE_BASE;
 const token = process.env.CONSOLE_TOKEN;
 const tpl = Number(process.env.CONSOLE_TEMPLATE);
 const out = process.env.CONSOLE_OUT;
-assert.ok(base && token && tpl && out, 'CONSOLE_BASE, CONSOLE_TOKEN, CONSOLE_TEMPLATE and CONSOLE_OUT are required');
+const anomalyCoupon = Number(process.env.CONSOLE_ANOMALY_COUPON);
+const cdcMetrics = process.env.CONSOLE_CDC_METRICS;
+assert.ok(base && token && tpl && out && anomalyCoupon && cdcMetrics,
+  'CONSOLE_BASE, CONSOLE_TOKEN, CONSOLE_TEMPLATE, CONSOLE_OUT, CONSOLE_ANOMALY_COUPON and CONSOLE_CDC_METRICS are required');
+const origin = base.replace('127.0.0.1', 'console.test');
 
 // API calls of the test itself, as a script would make them.
 async function api(method, p, body) {
@@ -25,19 +36,20 @@ function step(name) {
   console.log(`- ${name}`);
 }
 
-const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox'] });
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || '/usr/bin/chromium', args: ['--no-sandbox', '--host-resolver-rules=MAP console.test 127.0.0.1'] });
 const errors = [];
 // Responses the test provokes on purpose: the 401 before the token is
-// typed, and the 400 of the bad policy value. Chromium logs each as
+// typed, and the 400s of the bad policy value and of an acknowledgement
+// without a reason. Chromium logs each as
 // "Failed to load resource"; anything else logged as an error fails.
-const expectedFailures = { 401: 1, 400: 1 };
+const expectedFailures = { 401: 1, 400: 2 };
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   page.on('pageerror', (e) => errors.push('pageerror: ' + e.message));
   page.on('console', (m) => {
     if (m.type() !== 'error') return;
     const status = (m.text().match(/status of (\d{3})/) || [])[1];
-    if (status && expectedFailures[status] > 0 && m.location().url.startsWith(base + '/v1/')) {
+    if (status && expectedFailures[status] > 0 && m.location().url.startsWith(origin + '/v1/')) {
       expectedFailures[status]--;
       return;
     }
@@ -46,12 +58,14 @@ try {
   page.on('request', (r) => assert.ok(!r.url().includes(token), `the token must never be in a URL: ${r.url()}`));
 
   step('the console asks for the token, keeps it in sessionStorage and sends it as a header');
-  await page.goto(base + '/console/');
+  await page.goto(origin + '/console/');
   await page.locator('#token-dialog[open]').waitFor();
   await page.fill('#token-input', token);
   await page.click('#token-form button[value=save]');
   await page.locator(`#campaigns tr[data-template="${tpl}"]`).waitFor();
   assert.equal(await page.evaluate(() => sessionStorage.getItem('couponlink.token')), token);
+  assert.deepEqual(await page.evaluate(() => [window.isSecureContext, typeof crypto.randomUUID]), [false, 'undefined'],
+    'plain http under a host name: no crypto.randomUUID (the void below must work without it)');
 
   step('campaigns: the template with its bar and numbers; search');
   const list = (await api('GET', `/v1/templates?q=${tpl}`)).body.templates.find((t) => t.id === tpl);
@@ -137,9 +151,88 @@ try {
   assert.equal(await alert.getAttribute('data-field'), bad.body.error.field);
   assert.equal((await api('GET', `/v1/templates/${tpl}/quota-policy`)).body.effective.low, 0.2, 'nothing changed');
 
+  step('the policy fields hold the values in force; the history says the change came from the console');
+  await page.reload();
+  await page.locator('#policy-form input[name=low]').waitFor();
+  assert.equal(await page.inputValue('#policy-form input[name=low]'), '0.2');
+  assert.equal(await page.inputValue('#policy-form input[name=high]'), String(pol.effective.high));
+  assert.equal(await page.inputValue('#policy-form select[name=mode]'), 'auto');
+  assert.equal(await page.locator('#policy-form input[name=low]').getAttribute('placeholder'), null, 'a value, not a placeholder');
+  assert.match(await page.locator('#policy-history tr', { hasText: 'TICKET-17' }).locator('td').last().innerText(), /^console$/);
+
+  step('each channel says which condition of the rule holds it now');
+  const why = page.locator('#rule-now tr[data-channel=app] td[data-k=why]');
+  await why.waitFor();
+  assert.match(await why.innerText(), /claims < min_claims 100/);
+  assert.match(await page.locator('#rule-now .verdict').innerText(), /^No move now: /);
+
+  step('"Back to the defaults" asks first; Cancel keeps the policy');
+  await page.click('#policy-reset');
+  await page.locator('#reset-confirm').waitFor();
+  assert.match(await page.locator('#reset-confirm').innerText(), /mode, low/);
+  await page.locator('#reset-confirm button', { hasText: 'Cancel' }).click();
+  assert.equal(await page.locator('#reset-confirm').count(), 0);
+  assert.equal((await api('GET', `/v1/templates/${tpl}/quota-policy`)).body.effective.mode, 'auto', 'nothing was reset');
+
+  step('a preview shows what the rule would do with the new values; saved, the rule (auto) makes that transfer');
+  const change = { min_claims: 1, min_age_seconds: 0, low: 0.48, high: 0.49 };
+  for (const [k, v] of Object.entries(change)) await page.fill(`#policy-form input[name=${k}]`, String(v));
+  await page.click('#policy-preview-button');
+  await page.locator('#policy-preview-result').waitFor();
+  const previewed = (await api('POST', `/v1/templates/${tpl}/quota-policy/preview`, change)).body;
+  assert.ok(previewed.moves.length > 0, 'the change moves quota: ' + JSON.stringify(previewed));
+  const shownMoves = await page.$$eval('#policy-preview-result .rule-moves tr[data-from]',
+    (trs) => trs.map((tr) => ({ from: tr.dataset.from, to: tr.dataset.to, amount: Number(tr.dataset.amount) })));
+  assert.deepEqual(shownMoves, previewed.moves.map(({ from, to, amount }) => ({ from, to, amount })));
+  assert.equal((await api('GET', `/v1/templates/${tpl}/quota-policy`)).body.effective.min_claims, 100, 'a preview saves nothing');
+  await page.screenshot({ path: path.join(out, 'policy-preview.png'), fullPage: true });
+  await page.fill('#policy-form input[name=changed_by]', 'e2e-operator');
+  await page.fill('#policy-form input[name=reason]', 'TICKET-18 as previewed');
+  await page.click('#policy-form button[type=submit]');
+  await page.locator('#policy-history tr', { hasText: 'TICKET-18 as previewed' }).waitFor();
+  await waitUntil(async () => {
+    const chs = (await api('GET', `/v1/templates/${tpl}/channels`)).body.channels;
+    return previewed.moves.every((m) => {
+      const t = chs.find((c) => c.channel === m.to).last_transfer;
+      return t && t.from === m.from && t.amount === m.amount;
+    });
+  }, 10000, 'the rule makes the previewed transfer', async () => JSON.stringify((await api('GET', `/v1/templates/${tpl}/channels`)).body.channels.map((c) => c.last_transfer)));
+
+  step('anomalies: the injected illegal transition, with its coupon and binlog position, acknowledged with a reason; its open series goes quiet');
+  await page.goto(origin + '/console/#/anomalies');
+  await page.fill('#anomaly-template', String(tpl));
+  await page.selectOption('#anomaly-state', 'open');
+  await page.click('#anomaly-filters button[type=submit]');
+  const finding = page.locator('#findings tr[data-kind=illegal_transition]', { hasText: `coupon ${anomalyCoupon}` });
+  await finding.waitFor();
+  assert.match(await finding.locator('td[data-k=where]').innerText(), /binlog \S+:\d+/);
+  assert.equal(await finding.locator('a.coupon-link').getAttribute('href'), `#/lookup/coupon/${anomalyCoupon}`);
+  const openSeries = async () => {
+    const text = await (await fetch(cdcMetrics)).text();
+    const line = text.split('\n').find((l) => l.startsWith('couponlink_findings{') && l.includes('kind="illegal_transition"') && l.includes('state="open"'));
+    return line ? Number(line.split(' ').pop()) : NaN;
+  };
+  assert.equal(await openSeries(), 1);
+  await page.screenshot({ path: path.join(out, 'anomalies.png'), fullPage: true });
+  await page.fill('#anomaly-operator', 'e2e-operator');
+  await finding.locator('button[data-action=ack]').click();
+  await finding.locator('.error', { hasText: 'a reason is required' }).waitFor();
+  await finding.locator('input[name=reason]').fill('TICKET-55 the shop set it back by hand');
+  await finding.locator('button[data-action=ack]').click();
+  await page.locator('#findings', { hasText: 'No finding matches' }).waitFor();
+  await page.selectOption('#anomaly-state', 'acknowledged');
+  await page.click('#anomaly-filters button[type=submit]');
+  await finding.waitFor();
+  assert.match(await finding.locator('td[data-k=lifecycle]').innerText(), /acknowledged by e2e-operator .*TICKET-55/);
+  assert.equal(await openSeries(), 0, 'the alert rule counts the open ones only');
+  await finding.locator('a.coupon-link').click();
+  await page.locator(`#lookup-result section.coupon[data-coupon="${anomalyCoupon}"]`).waitFor();
+  await page.goto(origin + `/console/#/campaign/${tpl}`);
+  await page.locator('#channels tr[data-channel=app] .bar .seg.held').waitFor();
+
   step('a coupon lookup by user shows its history; a void with reason from it changes the bar');
   const heldBefore = Number(await page.locator('#channels tr[data-channel=app] .bar .seg.held').getAttribute('data-value'));
-  await page.goto(base + '/console/#/lookup');
+  await page.goto(origin + '/console/#/lookup');
   await page.fill('#lookup-template', String(tpl));
   await page.fill('#lookup-user', 'e2e-late');
   await page.click('#lookup-by-user button[type=submit]');
@@ -159,7 +252,7 @@ try {
   await page.locator('#void-confirm', { hasText: 'Void 1 coupon for' }).waitFor();
   await page.click('#void-confirm-button');
   await page.locator(`#void-results tr[data-coupon="${id}"][data-result=voided]`).waitFor();
-  await page.goto(base + `/console/#/campaign/${tpl}`);
+  await page.goto(origin + `/console/#/campaign/${tpl}`);
   await page.locator('#channels tr[data-channel=app]').waitFor();
   await waitUntil(async () => Number(await page.locator('#channels tr[data-channel=app] .bar .seg.held').getAttribute('data-value')) === heldBefore - 1,
     3000, 'the void takes one coupon out of held');
@@ -167,17 +260,17 @@ try {
   await waitUntil(async () => JSON.stringify(pick(await readPage())) === JSON.stringify(want), 3000, 'the page equals the API after the void');
 
   step('a lookup by coupon id tells its life');
-  await page.goto(base + '/console/#/lookup');
+  await page.goto(origin + '/console/#/lookup');
   await page.fill('#lookup-coupon', String(id));
   await page.click('#lookup-by-coupon button[type=submit]');
   await page.locator('#lookup-result tr[data-event=voided]', { hasText: 'fraud ring TICKET-99' }).waitFor();
   await page.locator('#lookup-result tr[data-event=claimed]').waitFor();
 
   step('reconciliation and health pages render');
-  await page.goto(base + '/console/#/reconcile');
+  await page.goto(origin + '/console/#/reconcile');
   await page.getByRole('heading', { name: /Open items needing review/ }).waitFor();
-  await page.goto(base + '/console/#/health');
-  await page.locator('#health-cdc', { hasText: 'this cdc leads' }).waitFor();
+  await page.goto(origin + '/console/#/health');
+  await page.locator('#health-cdc', { hasText: 'this cdc leads' }).waitFor(); // found without COUPONLINK_CDC_METRICS_URL
   await page.screenshot({ path: path.join(out, 'health.png'), fullPage: true });
 
   step('no JavaScript error on the way');
@@ -187,12 +280,3 @@ try {
   await browser.close();
 }
 
-// waitUntil polls cond every 50 ms until it holds, or fails after ms.
-async function waitUntil(cond, ms, what, explain) {
-  const end = Date.now() + ms;
-  for (;;) {
-    if (await cond()) return;
-    if (Date.now() > end) assert.fail(`not within ${ms} ms: ${what}${explain ? ' ' + (await explain()) : ''}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

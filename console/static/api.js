@@ -26,7 +26,9 @@ export class ApiError extends Error {
 }
 
 export async function api(method, path, body) {
-  const headers = { Accept: 'application/json' };
+  // X-Couponlink-Client: the audit then says a change came from the
+  // console, not from a script
+  const headers = { Accept: 'application/json', 'X-Couponlink-Client': 'console' };
   const token = getToken();
   if (token) headers.Authorization = 'Bearer ' + token;
   const init = { method, headers, credentials: 'omit', cache: 'no-store' };
@@ -41,7 +43,9 @@ export async function api(method, path, body) {
     try { data = JSON.parse(text); } catch { data = null; }
   }
   if (!res.ok) {
-    if (res.status === 401) window.dispatchEvent(new CustomEvent('couponlink:need-token'));
+    // ask for the token only when this one was refused: an answer to a
+    // request sent before the token was typed must not ask again
+    if (res.status === 401 && getToken() === token) window.dispatchEvent(new CustomEvent('couponlink:need-token'));
     throw new ApiError(res.status, data);
   }
   return data;
@@ -57,4 +61,15 @@ export function query(params) {
   }
   const s = q.toString();
   return s ? '?' + s : '';
+}
+
+// requestID is a random UUID (version 4) for a write's request_id.
+// crypto.randomUUID exists only on https pages and localhost;
+// crypto.getRandomValues exists on plain http too.
+export function requestID() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const x = [...b].map((v) => v.toString(16).padStart(2, '0')).join('');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
 }

@@ -3,10 +3,12 @@
 // id, pages by the API's cursor (next_after).
 import { get, query } from './api.js';
 import { h, bar, legend, num, pct, page, table, errorBox } from './ui.js';
+import { legacyCampaigns } from './legacy.js';
 
 const LIMIT = 50;
 
 export async function campaigns(signal) {
+  if ((await get('/healthz')).legacy) return legacyCampaigns(signal); // an API started with -mapping
   const state = { q: sessionStorage.getItem('couponlink.search') || '', afters: [0] };
   const input = h('input', { type: 'search', id: 'campaign-search', placeholder: 'name or id', value: state.q });
   const form = h('form', { class: 'toolbar', onsubmit: (ev) => { ev.preventDefault(); state.q = input.value.trim(); sessionStorage.setItem('couponlink.search', state.q); state.afters = [0]; load(); } },

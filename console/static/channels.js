@@ -6,18 +6,55 @@ import { h, bar, legend, num, pct, when, page, table, errorBox, field } from './
 const POLL_MS = 1000;
 const NUMBERS = ['low', 'high', 'min_claims', 'max_share', 'reserve', 'cooldown_seconds', 'min_age_seconds'];
 const INTEGERS = new Set(['min_claims', 'cooldown_seconds', 'min_age_seconds']);
+const RULE_EVERY = 5; // the rule's explanation is read every 5th poll
+
+// previewView shows a decision of the rule (POST .../quota-policy/preview):
+// what stops it or the moves, and each channel's inputs and condition.
+export function previewView(pv, id) {
+  const verdict = pv.stop
+    ? h('p', { class: 'verdict stop', 'data-k': 'stop' }, `No move now: ${pv.stop}.`)
+    : h('p', { class: 'verdict move', 'data-k': 'moves' }, `${pv.policy.mode === 'auto' ? 'Moves' : 'Recommends (mode ' + pv.policy.mode + ': nothing moves)'} ${num(pv.total)}: ` +
+      pv.moves.map((m) => `${num(m.amount)} ${m.from} → ${m.to}`).join(', '));
+  const rows = pv.channels.map((c) => h('tr', { 'data-channel': c.channel, 'data-role': c.role },
+    h('th', { scope: 'row', text: c.channel }),
+    h('td', { class: 'n', 'data-k': 'claims', text: num(c.claims) }),
+    h('td', { class: 'n', 'data-k': 'redemption_rate', text: pct(c.redemption_rate) }),
+    h('td', { 'data-k': 'sold_out', text: c.sold_out ? 'SOLD OUT' : '' }),
+    h('td', { 'data-k': 'role', text: c.role || 'neither' }),
+    h('td', { 'data-k': 'why', text: c.why })));
+  const moves = pv.moves.map((m) => h('tr', { 'data-from': m.from, 'data-to': m.to, 'data-amount': m.amount },
+    h('td', { text: m.from }), h('td', { text: m.to }), h('td', { class: 'n', text: num(m.amount) }), h('td', { text: m.why })));
+  return [h('div', { id },
+    verdict,
+    h('p', { class: 'muted' }, `mode ${pv.policy.mode} · campaign age ${Math.round(pv.age_seconds)} s (min_age ${pv.policy.min_age_seconds} s) · ` +
+      `last decision ${pv.last_decision ? when(pv.last_decision) : 'none'} (cooldown ${pv.policy.cooldown_seconds} s) · min_claims ${pv.policy.min_claims} · low ${pv.policy.low} · high ${pv.policy.high}`),
+    table(['channel', 'claims', 'redemption', 'sold out', 'role', 'the condition now'], rows, { class: 'grid compact rule-channels' }),
+    moves.length ? table(['from', 'to', 'amount', 'why'], moves, { class: 'grid compact rule-moves' }) : '')];
+}
 
 export async function channels(id, signal) {
   const tpl = await get(`/v1/templates/${id}`);
   const position = h('p', { class: 'position', id: 'cdc-position' }, 'cdc position: …');
   const grid = h('div', { id: 'channels' });
   const policyBox = h('section', { id: 'policy' });
+  const ruleBox = h('section', { id: 'rule-now' });
   page(`${tpl.name} (template ${tpl.id})`,
     h('p', { class: 'muted' }, `total quota ${num(tpl.total_quota)} · per-user limit ${tpl.per_user_limit} · expiry ${tpl.expiry_policy}`),
     h('h2', { text: 'Channels' }), legend(), position, grid,
+    h('h2', { text: 'What the rule does now' }), ruleBox,
     h('h2', { text: 'Rebalancing policy' }), policyBox);
 
   let policy = null;
+  let polls = 0;
+  // the rule's inputs and decision with the policy in force (nothing saved)
+  const showRule = async () => {
+    try {
+      const pv = await api('POST', `/v1/templates/${id}/quota-policy/preview`, {});
+      if (!signal.aborted) ruleBox.replaceChildren(...previewView(pv, 'rule-now'));
+    } catch (err) {
+      if (!signal.aborted) ruleBox.replaceChildren(errorBox(err));
+    }
+  };
   const poll = async () => {
     if (signal.aborted) return;
     try {
@@ -25,6 +62,7 @@ export async function channels(id, signal) {
       if (signal.aborted) return;
       showPosition(position, res.cdc);
       grid.replaceChildren(channelTable(res.channels, policy));
+      if (++polls % RULE_EVERY === 1) await showRule();
     } catch (err) {
       if (!signal.aborted) grid.replaceChildren(errorBox(err));
     }
@@ -82,29 +120,59 @@ function policySection(id, v, entries, reload) {
   ], { class: 'grid compact', id: 'policy-view' });
 
   const inputs = {};
-  inputs.mode = h('select', { name: 'mode' }, h('option', { value: '', text: '(keep)' }), ['off', 'signal', 'auto'].map((m) => h('option', { value: m, text: m })));
-  for (const k of NUMBERS) inputs[k] = h('input', { name: k, inputmode: 'decimal', placeholder: String(eff[k]), size: 8 });
+  // the fields hold the values in force; only the changed ones are sent
+  inputs.mode = h('select', { name: 'mode' }, ['off', 'signal', 'auto'].map((m) => h('option', { value: m, text: m, selected: m === eff.mode })));
+  for (const k of NUMBERS) {
+    const has = eff[k] !== undefined && eff[k] !== null;
+    inputs[k] = h('input', { name: k, inputmode: 'decimal', value: has ? String(eff[k]) : '', placeholder: has ? undefined : 'default', size: 8 });
+  }
   inputs.changed_by = h('input', { name: 'changed_by', required: true, placeholder: 'your name' });
   inputs.reason = h('input', { name: 'reason', required: true, placeholder: 'ticket or why', size: 30 });
   const msg = h('div', { class: 'form-result', id: 'policy-result' });
+  const previewBox = h('div', { id: 'policy-preview' });
+  const confirmBox = h('div', { id: 'reset-confirm-box' });
   const form = h('form', { id: 'policy-form', class: 'stack', novalidate: true, onsubmit: submit },
     h('div', { class: 'fields' }, field('mode', inputs.mode), NUMBERS.map((k) => field(k, inputs[k]))),
     h('div', { class: 'fields' }, field('changed by', inputs.changed_by), field('reason', inputs.reason)),
-    h('p', {}, h('button', { type: 'submit', text: 'Change policy' }), ' ',
-      h('button', { type: 'button', text: 'Back to the defaults', onclick: reset })),
-    msg);
+    h('p', {}, h('button', { type: 'button', id: 'policy-preview-button', text: 'Preview', onclick: preview }), ' ',
+      h('button', { type: 'submit', text: 'Change policy' }), ' ',
+      h('button', { type: 'button', id: 'policy-reset', text: 'Back to the defaults', onclick: askReset })),
+    confirmBox, msg, previewBox);
 
-  async function submit(ev) {
-    ev.preventDefault();
-    const body = { changed_by: inputs.changed_by.value.trim(), reason: inputs.reason.value.trim() };
-    if (inputs.mode.value) body.mode = inputs.mode.value;
+  // change is the fields that differ from the values in force
+  function change() {
+    const body = {};
+    if (inputs.mode.value !== eff.mode) body.mode = inputs.mode.value;
     for (const k of NUMBERS) {
       const s = inputs[k].value.trim();
-      if (s === '') continue;
+      if (s === '' || s === String(eff[k])) continue;
       const n = Number(s);
       body[k] = Number.isFinite(n) && (!INTEGERS.has(k) || Number.isInteger(n)) ? n : s; // the API words what is wrong
     }
+    return body;
+  }
+  async function preview() {
+    try {
+      const pv = await api('POST', `/v1/templates/${id}/quota-policy/preview`, change());
+      previewBox.replaceChildren(h('h3', { text: 'Preview: what the rule would do now with these values (not saved)' }), ...previewView(pv, 'policy-preview-result'));
+      msg.replaceChildren();
+    } catch (err) {
+      previewBox.replaceChildren();
+      msg.replaceChildren(errorBox(err));
+    }
+  }
+  async function submit(ev) {
+    ev.preventDefault();
+    const body = { ...change(), changed_by: inputs.changed_by.value.trim(), reason: inputs.reason.value.trim() };
     await send(() => api('PUT', `/v1/templates/${id}/quota-policy`, body), 'Policy changed.');
+  }
+  // "Back to the defaults" asks first: it drops every field the template sets
+  function askReset() {
+    const set = ['mode', ...NUMBERS].filter((k) => v.override[k] !== undefined && v.override[k] !== null);
+    confirmBox.replaceChildren(h('p', { class: 'confirm', id: 'reset-confirm', role: 'alertdialog' },
+      set.length ? `Drop this template's own ${set.join(', ')} and follow the defaults (mode ${v.defaults.mode})? ` : 'The template already follows the defaults; record a reset anyway? ',
+      h('button', { type: 'button', id: 'reset-confirm-button', text: 'Yes, back to the defaults', onclick: () => { confirmBox.replaceChildren(); reset(); } }), ' ',
+      h('button', { type: 'button', text: 'Cancel', onclick: () => confirmBox.replaceChildren() })));
   }
   async function reset() {
     const q = query({ changed_by: inputs.changed_by.value.trim(), reason: inputs.reason.value.trim() });

@@ -1,12 +1,14 @@
 // Coupon lookup (by coupon id, or by user id within a template: each
 // coupon's life from the ledgers) and Void (ids pasted or picked from a
 // lookup; reason and operator required; a confirmation with the count).
-import { api, get, query } from './api.js';
+import { api, get, query, requestID } from './api.js';
 import { h, when, page, table, errorBox, field } from './ui.js';
 
 const PICKED = 'couponlink.void-ids';
 
-export async function lookup(signal) {
+// lookup is the lookup page; with coupon (a link from another page), that
+// coupon's life at once.
+export async function lookup(signal, coupon) {
   const couponID = h('input', { id: 'lookup-coupon', inputmode: 'numeric', placeholder: 'user coupon id' });
   const tpl = h('input', { id: 'lookup-template', inputmode: 'numeric', placeholder: 'template id', size: 10 });
   const user = h('input', { id: 'lookup-user', placeholder: 'user id' });
@@ -27,6 +29,10 @@ export async function lookup(signal) {
     h('form', { class: 'toolbar', id: 'lookup-by-user', onsubmit: (ev) => { ev.preventDefault(); show(async () => (await get(`/v1/templates/${encodeURIComponent(tpl.value.trim())}/user-coupons${query({ user_id: user.value.trim() })}`)).coupons); } },
       field('template', tpl), field('user', user), h('button', { type: 'submit', text: 'Look up' })),
     out);
+  if (coupon) {
+    couponID.value = String(coupon);
+    await show(async () => [await get(`/v1/user-coupons/${coupon}/history`)]);
+  }
 }
 
 function lives(coupons) {
@@ -89,7 +95,7 @@ export async function voids(signal) {
   async function send(list) {
     step.replaceChildren(h('p', { class: 'muted', text: 'Voiding…' }));
     try {
-      const res = await api('POST', '/v1/voids', { user_coupon_ids: list, reason: reason.value.trim(), operator: operator.value.trim(), request_id: crypto.randomUUID() });
+      const res = await api('POST', '/v1/voids', { user_coupon_ids: list, reason: reason.value.trim(), operator: operator.value.trim(), request_id: requestID() });
       if (signal.aborted) return;
       sessionStorage.removeItem(PICKED);
       step.replaceChildren();

@@ -29,7 +29,7 @@ export async function reconcile(signal) {
   });
   const passes = res.passes.map((p) => h('tr', { 'data-task': p.task_id },
     h('td', { text: p.task_id }), h('td', { text: when(p.started_at) }), h('td', { text: when(p.finished_at) }),
-    h('td', { class: 'reconcile-' + p.status, text: p.status.replace('_', ' ') }), h('td', { text: p.summary }),
+    h('td', { class: 'reconcile-' + (p.resolved_at ? 'resolved' : p.status), text: passStatus(p) }), h('td', { text: p.summary }),
     h('td', { text: p.resolved_by ? `${p.resolved_by}: ${p.resolved_note}` : '' })));
   page('Reconciliation',
     h('h2', { text: `Open items needing review (${res.open.length})` }),
@@ -77,9 +77,17 @@ function healthView(st) {
     kv('oldest pending', when(w.oldest_pending)),
   ], { class: 'kv', id: 'health-webhooks' });
   const last = table(['last reconcile', ''], rec ? [
-    kv('task', rec.task_id), kv('status', rec.status, 'reconcile-' + rec.status), kv('finished', when(rec.finished_at)), kv('summary', rec.summary),
+    kv('task', rec.task_id), kv('status', passStatus(rec), 'reconcile-' + (rec.resolved_at ? 'resolved' : rec.status)),
+    kv('finished', when(rec.finished_at)), kv('summary', rec.summary),
   ] : [kv('task', 'none yet')], { class: 'kv', id: 'health-reconcile' });
   const kinds = Object.entries(st.anomalies || {});
   const anomalies = table(['anomalies', 'count'], kinds.length ? kinds.map(([k, n]) => kv(k, num(n), 'warn')) : [kv('none', '0')], { class: 'kv' });
   return [h('div', { class: 'cards' }, cdc, hooks, last, anomalies)];
+}
+
+// passStatus words a pass's status: a pass that needed review says
+// whether it still does or who resolved it.
+export function passStatus(p) {
+  if (p.status === 'needs_review') return p.resolved_at ? `resolved by ${p.resolved_by} (needed review)` : 'needs review (see Reconciliation)';
+  return p.status.replace('_', ' ');
 }

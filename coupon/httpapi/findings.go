@@ -17,10 +17,11 @@ import (
 // acknowledged, closed), as `couponlink anomalies list|ack|close` shows
 // and moves them.
 
-// listFindings is GET /v1/findings?state=&source=&limit=: the findings,
-// the last seen first.
+// listFindings is GET /v1/findings?state=&source=&kind=&template=&limit=:
+// the findings, the last seen first, each with what it names and where
+// it was last seen.
 func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	q, err := query(r, "state", "source", "limit")
+	q, err := query(r, "state", "source", "kind", "template", "limit")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -28,14 +29,21 @@ func (s *Server) listFindings(w http.ResponseWriter, r *http.Request) (int, any,
 	if err != nil {
 		return 0, nil, err
 	}
-	fq := inventory.FindingsQuery{State: q.Get("state"), Source: q.Get("source"), Limit: int(limit)}
+	tpl, err := intParam(q, "template", 0, 1, 1<<62)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(q.Get("kind")) > 64 {
+		return 0, nil, coupon.Invalid("kind", "kind must be at most 64 bytes, got %d", len(q.Get("kind")))
+	}
+	fq := inventory.FindingsQuery{State: q.Get("state"), Source: q.Get("source"), Kind: q.Get("kind"), Template: tpl, Limit: int(limit)}
 	if err := oneOf("state", fq.State, api.FindingOpen, api.FindingAcknowledged, api.FindingClosed); err != nil {
 		return 0, nil, err
 	}
 	if err := oneOf("source", fq.Source, api.FindingFromCDC, api.FindingFromReconcile); err != nil {
 		return 0, nil, err
 	}
-	fs, err := inventory.ListFindings(r.Context(), s.store.DB(), fq)
+	fs, err := inventory.FindingsOf(r.Context(), s.store.DB(), fq, s.checkpoint())
 	if err != nil {
 		return 0, nil, err
 	}
@@ -67,6 +75,12 @@ func (s *Server) closeFinding(w http.ResponseWriter, r *http.Request) (int, any,
 	return s.moveFinding(w, r, inventory.CloseFinding, "open or acknowledged")
 }
 
+// reopenFinding is POST /v1/findings/{fingerprint}/reopen: opens an
+// acknowledged or closed finding again.
+func (s *Server) reopenFinding(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	return s.moveFinding(w, r, inventory.ReopenFinding, "acknowledged or closed")
+}
+
 type findingMove func(ctx context.Context, db *sql.DB, fingerprint, operator, reason string) (inventory.Finding, error)
 
 func (s *Server) moveFinding(w http.ResponseWriter, r *http.Request, move findingMove, from string) (int, any, error) {
@@ -75,7 +89,7 @@ func (s *Server) moveFinding(w http.ResponseWriter, r *http.Request, move findin
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
-	f, err := move(r.Context(), s.store.DB(), fp, b.Operator, b.Reason)
+	f, err := move(r.Context(), s.store.DB(), fp, actor(r, b.Operator), b.Reason)
 	var input *inventory.FindingInputError
 	switch {
 	case errors.As(err, &input):

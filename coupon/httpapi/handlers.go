@@ -158,5 +158,5 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) (int, any, erro
 		s.log.Warn("healthz: MySQL does not answer", "err", err)
 		return 0, nil, &coupon.Error{Code: api.CodeUnavailable, Message: "MySQL does not answer; the reason is in the server log"}
 	}
-	return http.StatusOK, api.Health{Status: "ok", Time: time.Now().UTC()}, nil
+	return http.StatusOK, api.Health{Status: "ok", Time: time.Now().UTC(), Legacy: s.cfg.Legacy != nil && s.cfg.Legacy.Mapping != nil}, nil
 }

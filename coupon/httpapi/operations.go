@@ -55,7 +55,7 @@ func (s *Server) resolveTask(w http.ResponseWriter, r *http.Request) (int, any, 
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
-	b.Operator, b.Note = strings.TrimSpace(b.Operator), strings.TrimSpace(b.Note)
+	b.Operator, b.Note = actor(r, b.Operator), strings.TrimSpace(b.Note)
 	switch {
 	case b.Operator == "":
 		return 0, nil, coupon.Invalid("operator", "operator is required: who resolves the item")
@@ -81,10 +81,7 @@ func (s *Server) cdcStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 	if _, err := query(r); err != nil {
 		return 0, nil, err
 	}
-	name := s.cfg.Inventory.Checkpoint
-	if name == "" {
-		name = "default"
-	}
+	name := s.checkpoint()
 	db := s.store.DB()
 	st, err := inventory.ReadStatus(r.Context(), db, name)
 	if err != nil {
@@ -98,15 +95,41 @@ func (s *Server) cdcStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 	if len(passes) > 0 {
 		v.LastReconcile = &passes[0]
 	}
-	v.Process = s.readCDCMetrics(r.Context())
+	v.Process = s.readCDCMetrics(r.Context(), name)
 	return http.StatusOK, v, nil
 }
 
-// readCDCMetrics reads the cdc's gauges from Config.CDCMetricsURL.
-func (s *Server) readCDCMetrics(ctx context.Context) api.CDCProcess {
-	p := api.CDCProcess{MetricsURL: s.cfg.CDCMetricsURL}
-	if p.MetricsURL == "" {
-		p.Error = "no cdc metrics URL is configured (COUPONLINK_CDC_METRICS_URL)"
+// cdcMetricsURL is where the cdc's /metrics are: Config.CDCMetricsURL
+// when set, else the address the checkpoint's leading cdc recorded
+// (cdc_process); "" with why when neither says.
+func (s *Server) cdcMetricsURL(ctx context.Context, checkpoint string) (url, missing string) {
+	if s.cfg.CDCMetricsURL != "" {
+		return s.cfg.CDCMetricsURL, ""
+	}
+	url, err := inventory.LeaderMetricsURL(ctx, s.store.DB(), checkpoint)
+	switch {
+	case err != nil:
+		s.log.Warn("read the cdc's metrics address", "err", err)
+		return "", "the cdc's recorded metrics address cannot be read (see the API's log); set COUPONLINK_CDC_METRICS_URL"
+	case url == "":
+		return "", fmt.Sprintf("the leader of checkpoint %q recorded no metrics address (it runs without -metrics-addr, "+
+			"or has not started); set COUPONLINK_CDC_METRICS_URL to its /metrics", checkpoint)
+	}
+	return url, ""
+}
+
+// checkpoint is the name of the cdc checkpoint the API shows.
+func (s *Server) checkpoint() string {
+	if s.cfg.Inventory.Checkpoint == "" {
+		return "default"
+	}
+	return s.cfg.Inventory.Checkpoint
+}
+
+// readCDCMetrics reads the cdc's gauges from its /metrics (cdcMetricsURL).
+func (s *Server) readCDCMetrics(ctx context.Context, checkpoint string) api.CDCProcess {
+	var p api.CDCProcess
+	if p.MetricsURL, p.Error = s.cdcMetricsURL(ctx, checkpoint); p.MetricsURL == "" {
 		return p
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)

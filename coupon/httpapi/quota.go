@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/quota"
@@ -74,7 +75,7 @@ func (s *Server) setQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, an
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
-	v, err := quota.SetPolicy(r.Context(), s.store.DB(), id, b.change(), b.ChangedBy, b.Reason, quota.SourceAPI)
+	v, err := quota.SetPolicy(r.Context(), s.store.DB(), id, b.change(), actor(r, b.ChangedBy), b.Reason, via(r))
 	return http.StatusOK, v, err
 }
 
@@ -90,6 +91,46 @@ func (s *Server) resetQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, 
 	if err != nil {
 		return 0, nil, err
 	}
-	v, err := quota.ResetPolicy(r.Context(), s.store.DB(), id, q.Get("changed_by"), q.Get("reason"), quota.SourceAPI)
+	v, err := quota.ResetPolicy(r.Context(), s.store.DB(), id, actor(r, q.Get("changed_by")), q.Get("reason"), via(r))
 	return http.StatusOK, v, err
+}
+
+// previewQuotaPolicy is POST /v1/templates/{id}/quota-policy/preview: what
+// the rule would decide now with the body's change over the policy in
+// force (an empty body: the policy in force), by quota.Preview; nothing is
+// saved. changed_by and reason may be sent (the form's body) and are not
+// needed.
+func (s *Server) previewQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var b quotaPolicyBody
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &b); err != nil {
+			return 0, nil, err
+		}
+	}
+	in, d, err := quota.Preview(r.Context(), s.store.DB(), id, b.change(), time.Now().UTC())
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, previewOf(in, d), nil
+}
+
+// previewOf is a decision as the preview route answers it.
+func previewOf(in quota.Input, d quota.Decision) api.PolicyPreview {
+	v := api.PolicyPreview{Template: in.Template, Policy: in.Policy, AgeSeconds: in.Age.Seconds(), At: in.Now, Stop: d.Skip, Rule: d.Rule,
+		Moves: make([]api.PreviewMove, len(d.Moves)), Total: d.Total(), Channels: make([]api.PreviewChannel, len(d.Seen))}
+	if !in.LastMove.IsZero() {
+		v.LastDecision = &in.LastMove
+	}
+	for i, m := range d.Moves {
+		v.Moves[i] = api.PreviewMove{From: m.From, To: m.To, Amount: m.Amount, Why: m.Why}
+	}
+	for i, c := range d.Seen {
+		v.Channels[i] = api.PreviewChannel{Channel: c.Name, Quota: c.Quota, Claimed: c.Claimed, Claimable: c.Claimable, Claims: c.Claims(),
+			Released: c.Released, RedemptionRate: c.Rate, SoldOut: c.Claimable == 0, Role: c.Role, Why: c.Why}
+	}
+	return v
 }

@@ -39,8 +39,12 @@ type Config struct {
 	// the Store's, and its Checkpoint, when set, adds the cdc's counters.
 	Inventory view.Reader
 	// CDCMetricsURL is the cdc's /metrics, read by GET /v1/cdc/status for
-	// the gauges only the cdc process knows (leader, Redis behind); "": none.
+	// the gauges only the cdc process knows (leader, Redis behind); "": the
+	// address the checkpoint's leading cdc recorded (cdc_process).
 	CDCMetricsURL string
+	// Legacy, when set, is the legacy shop served read-only by GET
+	// /v1/legacy (couponlink api -mapping); nil: those routes are 404.
+	Legacy *Legacy
 }
 
 // Server is the API's http.Handler.
@@ -93,6 +97,7 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/templates/{id}/quota-policy", s.getQuotaPolicy)
 	s.route("PUT /v1/templates/{id}/quota-policy", s.setQuotaPolicy)
 	s.route("DELETE /v1/templates/{id}/quota-policy", s.resetQuotaPolicy)
+	s.route("POST /v1/templates/{id}/quota-policy/preview", s.previewQuotaPolicy)
 	s.route("GET /v1/user-coupons/{id}/history", s.history)
 	s.route("GET /v1/templates", s.listTemplates)
 	s.route("GET /v1/templates/{id}/quota-policy/history", s.policyHistory)
@@ -102,7 +107,10 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/findings", s.listFindings)
 	s.route("POST /v1/findings/{fingerprint}/ack", s.ackFinding)
 	s.route("POST /v1/findings/{fingerprint}/close", s.closeFinding)
+	s.route("POST /v1/findings/{fingerprint}/reopen", s.reopenFinding)
 	s.route("GET /v1/cdc/status", s.cdcStatus)
+	s.route("GET /v1/legacy", s.legacyStatus)
+	s.route("GET /v1/legacy/templates/{id}", s.legacyTemplate)
 	s.route("GET /healthz", s.healthz)
 	s.route("GET /openapi.json", s.openAPI)
 	if cfg.Gatherer != nil {

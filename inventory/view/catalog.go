@@ -157,12 +157,22 @@ func catalogAnomalies(ctx context.Context, tx *sql.Tx, ids []int64, byID map[int
 }
 
 // catalogReconcile sets each template's reconcile status: needs_review
-// when an open item names it, else the last finished pass's status.
+// when an open item names it, else the last finished pass's status as it
+// is for the template: a pass that needed review for other templates is
+// clean for this one, and one whose item was resolved is resolved.
 func catalogReconcile(ctx context.Context, tx *sql.Tx, byID map[int64]*CatalogEntry) error {
 	last := "none"
-	err := tx.QueryRowContext(ctx, `SELECT status FROM reconcile_task WHERE finished_at IS NOT NULL ORDER BY id DESC LIMIT 1`).Scan(&last)
+	var resolved sql.NullTime
+	err := tx.QueryRowContext(ctx, `SELECT status, resolved_at FROM reconcile_task WHERE finished_at IS NOT NULL ORDER BY id DESC LIMIT 1`).
+		Scan(&last, &resolved)
 	if err != nil && err != sql.ErrNoRows {
 		return fmt.Errorf("read the last reconcile pass: %w", err)
+	}
+	switch {
+	case last == api.ReconcileNeedsReview && resolved.Valid:
+		last = api.ReconcileResolved
+	case last == api.ReconcileNeedsReview: // the open items say which templates need review
+		last = api.ReconcileClean
 	}
 	for _, e := range byID {
 		e.Reconcile = last
@@ -182,7 +192,7 @@ func catalogReconcile(ctx context.Context, tx *sql.Tx, byID map[int64]*CatalogEn
 		}
 		for _, d := range diffs {
 			if e := byID[d.Template]; e != nil {
-				e.Reconcile = "needs_review"
+				e.Reconcile = api.ReconcileNeedsReview
 			}
 		}
 		return nil

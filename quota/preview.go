@@ -1,0 +1,73 @@
+package quota
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
+)
+
+// ruleInput is what the rule sees of a template besides its channels: its
+// age (since its created_at) and the last decision of p's mode. found is
+// false when the template has no row. The cdc's pass (decide) and Preview
+// both read it here.
+func ruleInput(ctx context.Context, q queryer, tpl int64, p Policy, chans []Channel, now time.Time) (in Input, found bool, err error) {
+	var created time.Time
+	err = q.QueryRowContext(ctx, `SELECT created_at FROM coupon_template WHERE id = ?`, tpl).Scan(&created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Input{}, false, nil
+	}
+	if err != nil {
+		return Input{}, false, fmt.Errorf("read the template: %w", err)
+	}
+	var last sql.NullTime
+	if err := q.QueryRowContext(ctx, `SELECT MAX(created_at) FROM quota_transfer_log WHERE template_id = ? AND mode = ?`,
+		tpl, p.Mode).Scan(&last); err != nil {
+		return Input{}, false, fmt.Errorf("read the last decision: %w", err)
+	}
+	return Input{Template: tpl, Policy: p, Channels: chans, Age: now.Sub(created), LastMove: last.Time, Now: now}, true, nil
+}
+
+// Preview is what the rule would decide now for the template with change
+// applied over its policy in force (an empty change: the policy in force),
+// by the cdc's own reads and rule: the channel buckets with the cdc's
+// counts at its checkpoint, the campaign's age, the last decision of the
+// mode, then Decide. Nothing is written, whatever the mode. The policy is
+// validated as SetPolicy would (an invalid_argument naming the field).
+func Preview(ctx context.Context, db *sql.DB, template int64, change Override, now time.Time) (Input, Decision, error) {
+	var in Input
+	err := sqltx.Run(ctx, db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(tx *sql.Tx) error {
+		if err := checkTemplate(ctx, tx, template); err != nil {
+			return err
+		}
+		defaults, err := readDefaults(ctx, tx)
+		if err != nil {
+			return err
+		}
+		row, _, err := readPolicy(ctx, tx, template, false)
+		if err != nil {
+			return err
+		}
+		p := row.Override.Merge(change).Apply(defaults)
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		views, err := channels(ctx, tx, template)
+		if err != nil {
+			return err
+		}
+		chans := make([]Channel, len(views))
+		for i, v := range views {
+			chans[i] = v.Channel
+		}
+		in, _, err = ruleInput(ctx, tx, template, p, chans, now)
+		return err
+	})
+	if err != nil {
+		return Input{}, Decision{}, fmt.Errorf("preview the rule of template %d: %w", template, err)
+	}
+	return in, Decide(in), nil
+}
