@@ -169,8 +169,10 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		l.id, l.template, l.channel = find("id", u.ID), find("template", u.Template), find("channel", u.Channel)
 		l.status, l.order, l.statusCol = find("status", u.Status), find("order", u.Order), u.Status
 		l.user, l.gone = find("user", u.User), find("deleted", u.Deleted.Col())
-		l.expires = find("expires_at", u.ExpiresAt)
-		l.expiresWall = isDatetime(t, l.expires)
+		if !d.m.reference { // couponlink's own api refuses a use past expiry
+			l.expires = find("expires_at", u.ExpiresAt)
+			l.expiresWall = isDatetime(t, l.expires)
+		}
 	case kindRedemption:
 		r := d.m.RedemptionLog
 		l.id, l.coupon, l.order = find("id", r.ID), find("coupon", r.Coupon), find("order", r.Order)

@@ -40,8 +40,8 @@ func TestMappingChecksPerEvidence(t *testing.T) {
 	noLog := strings.Replace(legacyYAML, "redemption_log: {table: t_writeoff, id: id, coupon: coupon_id, order: order_no}\n", "", 1)
 	orders := "orders: {table: t_order, id: id, template: tpl_id, user: uid}\n"
 	always := map[string]string{"illegal_transition": "on", "deleted_coupon": "on", "undecodable_row": "on", "over_issue": "on",
-		"per_user_limit_exceeded": "off", "used_after_expiry": "off", "stock_column_drift": "off", "legacy_template_counts": "off",
-		"redis_stock_keys": "off"}
+		"per_user_limit_exceeded": "off", "used_after_expiry": "on", "stock_column_drift": "off", "legacy_template_counts": "off",
+		"redis_stock_keys": "off", "claimed_off_shelf": "off"} // used_after_expiry: user_coupon.expires_at is mapped
 	with := func(kv ...string) map[string]string {
 		out := map[string]string{}
 		for k, v := range always {

@@ -3,6 +3,7 @@ package canal
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // A campaign as a shop stores it: a budget value that means no limit
@@ -94,4 +95,28 @@ func (d *decoder) decodeShelf(l *layout, row []any, tc *TemplateChange) error {
 	}
 	tc.OffShelf = t.OffShelf(st, stNull, del, delNull)
 	return nil
+}
+
+// shelfCheck is the claimed_off_shelf check as mapping check lists it.
+func (m *Mapping) shelfCheck() CheckState {
+	t := m.Template
+	var why []string
+	if t.Status != nil {
+		why = append(why, fmt.Sprintf("%s in %v", m.col(t.Table, t.Status.Column), t.Status.OffShelf))
+	}
+	if t.Deleted != nil {
+		why = append(why, fmt.Sprintf("soft-deleted (%s in %v)", m.col(t.Table, t.Deleted.Column), t.Deleted.Values))
+	}
+	if len(why) == 0 {
+		return CheckState{Name: "claimed_off_shelf", Detail: "no template.status, no template.deleted"}
+	}
+	return CheckState{Name: "claimed_off_shelf", On: true, Detail: "a coupon claimed while its campaign is off the shelf: " + strings.Join(why, " or ")}
+}
+
+// unlimitedText says which budgets mean no limit ("" for none).
+func (m *Mapping) unlimitedText() string {
+	if len(m.Template.Unlimited) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; a budget in %v is unlimited, never over-issued", m.Template.Unlimited)
 }

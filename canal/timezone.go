@@ -119,3 +119,19 @@ func abs(n int64) int64 {
 	}
 	return n
 }
+
+// ZoneText is the zone of the DATETIME columns as mapping check shows it:
+// "UTC (no time_zone)", "Asia/Shanghai", "SYSTEM: Asia/Shanghai" once
+// resolved.
+func (m *Mapping) ZoneText() string {
+	switch m.TimeZone {
+	case "":
+		return "UTC (no time_zone)"
+	case TimeZoneSystem:
+		if m.loc == nil {
+			return "SYSTEM (the server's zone)"
+		}
+		return "SYSTEM: " + m.loc.String()
+	}
+	return m.TimeZone
+}
