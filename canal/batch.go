@@ -155,19 +155,19 @@ type QuotaChange struct {
 // follows budgets, per-user limits or end times subscribes the template
 // table (see Mapping.FollowsTemplates).
 type TemplateChange struct {
-	Template          int64
-	Quota             int64
-	Known             bool
-	PrevQuota         int64
-	PrevKnown         bool
-	Limit, PrevLimit  int64     // per-user limit; 0: none (NULL, 0, negative or unmapped)
-	End, PrevEnd      time.Time // end time (UTC); zero: none (NULL, a zero date or unmapped)
+	Template         int64
+	Quota            int64
+	Known            bool
+	PrevQuota        int64
+	PrevKnown        bool
+	Limit, PrevLimit int64     // per-user limit; 0: none (NULL, 0, negative or unmapped)
+	End, PrevEnd     time.Time // end time (UTC); zero: none (NULL, a zero date or unmapped)
 	// Unlimited: the budget is one of template.unlimited (Known is then
 	// false: nothing to judge over-issue against). OffShelf: the campaign
 	// is off the shelf (template.status or template.deleted, shelf.go).
 	Unlimited, PrevUnlimited bool
 	OffShelf, PrevOffShelf   bool
-	Inserted, Deleted bool
+	Inserted, Deleted        bool
 	// After is how many of the batch's Transitions precede the change in
 	// the binlog: it is in force from Transitions[After] on.
 	After int

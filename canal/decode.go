@@ -47,8 +47,8 @@ type layout struct {
 	coupon, kind, seq, from, to          int
 	quota, claimed                       int
 	limit, end                           int
-	state, gone                          int // an order's state, a soft-delete column
-	shelf, expires                       int // a template's status column, a coupon's expires_at
+	state, gone                          int  // an order's state, a soft-delete column
+	shelf, expires                       int  // a template's status column, a coupon's expires_at
 	endWall, expiresWall                 bool // the time column is a DATETIME: a wall clock in the mapping's zone
 	statusCol, fromCol, toCol            string
 }

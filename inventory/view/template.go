@@ -33,9 +33,9 @@ type Template struct {
 	// the campaign is off the shelf (status or soft delete): nothing is
 	// claimable.
 	Unlimited, OffShelf bool
-	Counts                 // the counters, PastEnd moved from Held to Expired
-	PastEnd      int64
-	Channels     []Channel // by channel value
+	Counts              // the counters, PastEnd moved from Held to Expired
+	PastEnd             int64
+	Channels            []Channel // by channel value
 }
 
 // Channel is one channel of a Template: its stored value, the label the
