@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	_ "time/tzdata" // IANA names work without the system's zoneinfo (a scratch image)
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // The zone of a shop's DATETIME columns (time_zone): a DATETIME is a wall
@@ -66,13 +68,14 @@ func inZone(t time.Time, loc *time.Location) time.Time {
 }
 
 // resolveTimeZone reads the server's zone for time_zone SYSTEM.
-func (m *Mapping) resolveTimeZone(ctx context.Context, conn *sql.Conn) error {
+func (m *Mapping) resolveTimeZone(ctx context.Context, q sqltx.Querier) error {
 	if m.TimeZone != TimeZoneSystem {
 		return nil
 	}
 	var tz, system string
 	var offset int64
-	err := conn.QueryRowContext(ctx, "SELECT @@global.time_zone, @@system_time_zone, TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())").Scan(&tz, &system, &offset)
+	err := sqltx.EachRow(ctx, q, "SELECT @@global.time_zone, @@system_time_zone, TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())", nil,
+		func(rows *sql.Rows) error { return rows.Scan(&tz, &system, &offset) })
 	if err != nil {
 		return fmt.Errorf("mapping: time_zone SYSTEM: read the server's zone: %w", err)
 	}
@@ -82,6 +85,20 @@ func (m *Mapping) resolveTimeZone(ctx context.Context, conn *sql.Conn) error {
 	}
 	m.loc = loc
 	return nil
+}
+
+// WithServerZone is m, or for time_zone SYSTEM not yet read (an
+// unresolved mapping: status, the API's views) a copy with the server's
+// zone read through q.
+func (m *Mapping) WithServerZone(ctx context.Context, q sqltx.Querier) (*Mapping, error) {
+	if m.TimeZone != TimeZoneSystem || m.loc != nil {
+		return m, nil
+	}
+	c := *m
+	if err := c.resolveTimeZone(ctx, q); err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 // ServerZone is the zone a server's NOW() writes in: its time_zone (a

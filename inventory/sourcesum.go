@@ -95,7 +95,10 @@ func sumTemplate(id int64, parts []TemplatePart, left []string) SourcesTemplate 
 
 // budgetText is a template row's budget, "NULL" for none.
 func budgetText(t view.Template) string {
-	if !t.HasBudget {
+	switch {
+	case t.Unlimited:
+		return "unlimited"
+	case !t.HasBudget:
 		return "NULL"
 	}
 	return fmt.Sprint(t.Budget)

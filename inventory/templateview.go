@@ -22,6 +22,13 @@ func (s *Queries) TemplateViews(ctx context.Context, q Querier, ids []int64, cou
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	m, err := s.m.WithServerZone(ctx, q) // time_zone SYSTEM, when the mapping was not resolved
+	if err != nil {
+		return nil, err
+	}
+	if m != s.m {
+		s = NewQueries(m)
+	}
 	info, err := s.Templates(ctx, q, ids)
 	if err != nil {
 		return nil, err
