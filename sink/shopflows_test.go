@@ -34,7 +34,7 @@ type shopFlow struct {
 // shopFlows are each layout's flows (none: the layout has no order states
 // and no soft deletes).
 var shopFlows = map[string][]shopFlow{
-	"no-writeoff":   orderTableFlows(),
+	"no-writeoff": orderTableFlows(),
 	"order-columns": slices.Concat(couponOrderFlows(), softDeleteFlows(), shelfFlows("coupon_batch", "batch_id"),
 		expiryFlows("member_coupon", "expire_time", "UPDATE shop_order SET status = 4 WHERE order_sn = ?o", "UPDATE member_coupon SET status = 0 WHERE id = ?c")),
 }
