@@ -31,14 +31,6 @@ func (s *ShelfState) Col() string {
 	return s.Column
 }
 
-// Codes are the codes that take a campaign off the shelf (none when s is nil).
-func (s *ShelfState) Codes() []int64 {
-	if s == nil {
-		return nil
-	}
-	return slices.Clone(s.OffShelf)
-}
-
 // IsUnlimited says whether a stored budget means no limit.
 func (t *TemplateTable) IsUnlimited(budget int64) bool { return slices.Contains(t.Unlimited, budget) }
 
