@@ -39,8 +39,10 @@ func TestLegacyTimeZone(t *testing.T) {
 				l.exec(`UPDATE `+l.tq("t_user_coupon")+` SET expire_time = `+expires+` WHERE id = ?`, id)
 				return id
 			}
+			l.rulesTemplate(3, nil, between) // read from the binlog, not the snapshot
 			ended, ownExpired, fine, unused := coupon(1, "NULL"), coupon(2, between), coupon(2, ahead), coupon(2, between)
-			for _, id := range []int64{ended, ownExpired, fine} {
+			endedLater := coupon(3, "NULL")
+			for _, id := range []int64{ended, ownExpired, fine, endedLater} {
 				l.use(l.DB, id)
 			}
 			l.WaitCheckpoint()
@@ -59,7 +61,8 @@ func TestLegacyTimeZone(t *testing.T) {
 				require.Zero(t, view.PastEnd)
 				return
 			}
-			require.ElementsMatch(t, []string{fmt.Sprint(ended), fmt.Sprint(ownExpired)}, got, "read in Shanghai: the campaign's end and a coupon's own expiry had passed")
+			require.ElementsMatch(t, []string{fmt.Sprint(ended), fmt.Sprint(ownExpired), fmt.Sprint(endedLater)}, got,
+				"read in Shanghai: the campaigns' ends (from the snapshot and from the binlog) and a coupon's own expiry had passed")
 			require.Equal(t, int64(1), view.PastEnd, "coupon %d, unused past its own expiry, is shown as expired", unused)
 			require.Equal(t, [2]int64{0, 1}, [2]int64{view.Held, view.Expired}, "held 0, expired 1")
 		})
