@@ -50,6 +50,10 @@ type Transition struct {
 	PrevUser string
 	// At is the binlog event's timestamp (second precision).
 	At time.Time
+	// Expires is the coupon's own expiry (user_coupon.expires_at) in the
+	// after image (the before image's for a DELETE), as an instant in UTC;
+	// zero: none (NULL, a zero date or unmapped).
+	Expires time.Time
 }
 
 // Change is the transition's states with the codes the source stored,
@@ -151,14 +155,19 @@ type QuotaChange struct {
 // follows budgets, per-user limits or end times subscribes the template
 // table (see Mapping.FollowsTemplates).
 type TemplateChange struct {
-	Template          int64
-	Quota             int64
-	Known             bool
-	PrevQuota         int64
-	PrevKnown         bool
-	Limit, PrevLimit  int64     // per-user limit; 0: none (NULL, 0, negative or unmapped)
-	End, PrevEnd      time.Time // end time (UTC); zero: none (NULL, a zero date or unmapped)
-	Inserted, Deleted bool
+	Template         int64
+	Quota            int64
+	Known            bool
+	PrevQuota        int64
+	PrevKnown        bool
+	Limit, PrevLimit int64     // per-user limit; 0: none (NULL, 0, negative or unmapped)
+	End, PrevEnd     time.Time // end time (UTC); zero: none (NULL, a zero date or unmapped)
+	// Unlimited: the budget is one of template.unlimited (Known is then
+	// false: nothing to judge over-issue against). OffShelf: the campaign
+	// is off the shelf (template.status or template.deleted, shelf.go).
+	Unlimited, PrevUnlimited bool
+	OffShelf, PrevOffShelf   bool
+	Inserted, Deleted        bool
 	// After is how many of the batch's Transitions precede the change in
 	// the binlog: it is in force from Transitions[After] on.
 	After int

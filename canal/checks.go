@@ -54,7 +54,7 @@ func (m *Mapping) Checks() []CheckState {
 	if m.ChannelQuota != nil {
 		cs = append(cs, on("over_issue", "against channel quotas (%s.%s)", m.qualified(m.ChannelQuota.Table), m.ChannelQuota.Quota))
 	} else {
-		cs = append(cs, on("over_issue", "against template budget (%s), followed from the binlog", m.col(m.Template.Table, m.Template.TotalQuota)))
+		cs = append(cs, on("over_issue", "against template budget (%s), followed from the binlog%s", m.col(m.Template.Table, m.Template.TotalQuota), m.unlimitedText()))
 	}
 	t := m.Template
 	switch {
@@ -65,11 +65,19 @@ func (m *Mapping) Checks() []CheckState {
 	default:
 		cs = append(cs, on("per_user_limit_exceeded", "%s per %s", m.col(t.Table, t.PerUserLimit), m.col(uc.Table, uc.User)))
 	}
-	if t.EndTime == "" {
-		cs = append(cs, off("used_after_expiry", "no template.end_time"))
-	} else {
-		cs = append(cs, on("used_after_expiry", "a coupon used or restored after %s", m.col(t.Table, t.EndTime)))
+	var ends []string
+	if t.EndTime != "" {
+		ends = append(ends, m.col(t.Table, t.EndTime))
 	}
+	if uc.ExpiresAt != "" {
+		ends = append(ends, m.col(uc.Table, uc.ExpiresAt))
+	}
+	if len(ends) == 0 {
+		cs = append(cs, off("used_after_expiry", "no template.end_time, no user_coupon.expires_at"))
+	} else {
+		cs = append(cs, on("used_after_expiry", "a coupon used or restored after %s (a DATETIME read in %s)", strings.Join(ends, " or "), m.ZoneText()))
+	}
+	cs = append(cs, m.shelfCheck())
 	return m.sourceChecks(append(cs, m.reconcilerChecks()...)) // with sources: what the judge decides (onesource.go)
 }
 

@@ -18,6 +18,7 @@ import (
 // (go-mysql hands out a new *schema.Table after a DDL) and cached.
 type decoder struct {
 	m        *Mapping // schema resolved
+	loc      *time.Location
 	defChan  string
 	sources  map[string]tableKind // schema.table → kind: every shard of a set
 	patterns []TableName          // the * patterns of sets, to warn of a new table they match
@@ -46,12 +47,14 @@ type layout struct {
 	coupon, kind, seq, from, to          int
 	quota, claimed                       int
 	limit, end                           int
-	state, gone                          int // an order's state, a soft-delete column
+	state, gone                          int  // an order's state, a soft-delete column
+	shelf, expires                       int  // a template's status column, a coupon's expires_at
+	endWall, expiresWall                 bool // the time column is a DATETIME: a wall clock in the mapping's zone
 	statusCol, fromCol, toCol            string
 }
 
 func newDecoder(m *Mapping) *decoder {
-	d := &decoder{m: m, defChan: m.DefaultChannel, sources: map[string]tableKind{}, layouts: map[*schema.Table]*layout{}}
+	d := &decoder{m: m, loc: m.Location(), defChan: m.DefaultChannel, sources: map[string]tableKind{}, layouts: map[*schema.Table]*layout{}}
 	ev := m.RedemptionEvidence()
 	d.watchUsed = ev == EvidenceCouponOrder || ev == EvidenceOrderTable
 	d.watchUsers = !m.reference && m.Template.PerUserLimit != "" && m.UserCoupon.User != ""
@@ -132,6 +135,7 @@ func (d *decoder) layoutOf(t *schema.Table) (*layout, error) {
 
 func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 	name := t.Schema + "." + t.Name
+	tbl := t // the definition, which the mapped template table shadows below
 	kind, ok := d.sources[name]
 	if !ok {
 		return nil, fmt.Errorf("decode: rows of %s, which the mapping does not subscribe", name)
@@ -139,7 +143,7 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 	l := &layout{table: kind, name: name, ncols: len(t.Columns),
 		id: -1, template: -1, channel: -1, status: -1, order: -1, user: -1,
 		coupon: -1, kind: -1, seq: -1, from: -1, to: -1, quota: -1, claimed: -1, limit: -1, end: -1,
-		state: -1, gone: -1}
+		state: -1, gone: -1, shelf: -1, expires: -1}
 	var spec tableSpec
 	for _, s := range d.m.specs() {
 		if s.source && s.kind == kind {
@@ -165,6 +169,10 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		l.id, l.template, l.channel = find("id", u.ID), find("template", u.Template), find("channel", u.Channel)
 		l.status, l.order, l.statusCol = find("status", u.Status), find("order", u.Order), u.Status
 		l.user, l.gone = find("user", u.User), find("deleted", u.Deleted.Col())
+		if !d.m.reference { // couponlink's own api refuses a use past expiry
+			l.expires = find("expires_at", u.ExpiresAt)
+			l.expiresWall = isDatetime(t, l.expires)
+		}
 	case kindRedemption:
 		r := d.m.RedemptionLog
 		l.id, l.coupon, l.order = find("id", r.ID), find("coupon", r.Coupon), find("order", r.Order)
@@ -182,6 +190,7 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		t := d.m.Template
 		l.id, l.quota = find("id", t.ID), find("total_quota", t.TotalQuota)
 		l.limit, l.end = find("per_user_limit", t.PerUserLimit), find("end_time", t.EndTime)
+		l.shelf, l.gone, l.endWall = find("status", t.Status.Col()), find("deleted", t.Deleted.Col()), isDatetime(tbl, l.end)
 	case kindOrder:
 		o := d.m.Orders
 		l.id, l.template, l.user, l.order = find("id", o.ID), find("template", o.Template), find("user", o.User), find("order", o.Order)
@@ -191,6 +200,12 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return l, nil
+}
+
+// isDatetime says whether column i of t is a DATETIME (a wall clock,
+// read in the mapping's zone); a TIMESTAMP is an instant.
+func isDatetime(t *schema.Table, i int) bool {
+	return i >= 0 && t.Columns[i].Type == schema.TYPE_DATETIME
 }
 
 // decode appends the records of one rows event to b and returns the number

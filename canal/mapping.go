@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -40,6 +41,9 @@ type Mapping struct {
 	// Sources are the servers of a shop sharded over several (sources.go);
 	// none: the one server of the process's DSN.
 	Sources []SourceSpec `yaml:"sources,omitempty"`
+	// TimeZone is the zone the shop's DATETIME columns are written in
+	// (timezone.go): an IANA name, SYSTEM (the server's), or "" for UTC.
+	TimeZone string `yaml:"time_zone,omitempty"`
 
 	reference bool   // made by DefaultMapping: couponlink's own tables
 	source    string // made by ForSource: the source's name
@@ -48,6 +52,7 @@ type Mapping struct {
 	// each source role's concrete tables (sets expanded, patterns matched)
 	resolved bool
 	shards   map[tableKind][]TableName
+	loc      *time.Location // TimeZone loaded (Validate) or read from the server (Resolve)
 }
 
 // UserCouponTable maps the table of real coupons. Channel, Order, User and
@@ -149,6 +154,11 @@ type TemplateTable struct {
 	// after it, and a coupon used or restored after it is
 	// used_after_expiry. For shops that never write an expired status.
 	EndTime string `yaml:"end_time"`
+	// Unlimited lists the budget values that mean no limit (e.g. [0]);
+	// Status and Deleted say when the campaign is off the shelf (shelf.go).
+	Unlimited []int64     `yaml:"unlimited,omitempty"`
+	Status    *ShelfState `yaml:"status,omitempty"`
+	Deleted   *SoftDelete `yaml:"deleted,omitempty"`
 	// Source names the one source that holds the table, in a mapping with
 	// sources (onesource.go); empty: every source holds a copy.
 	Source string `yaml:"source"`
@@ -302,7 +312,7 @@ func (m *Mapping) specs() []tableSpec {
 	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, source: m.followsTemplates(), cols: []colRef{
 		{"id", t.ID, true}, {"total_quota", t.TotalQuota, true}, {"issued", t.Issued, false}, {"used", t.Used, false},
 		{"name", t.Name, false}, {"remaining", t.Remaining, false}, {"per_user_limit", t.PerUserLimit, false},
-		{"end_time", t.EndTime, false}}})
+		{"end_time", t.EndTime, false}, {"status", t.Status.Col(), false}, {"deleted", t.Deleted.Col(), false}}})
 	return s
 }
 
@@ -350,6 +360,8 @@ func (m *Mapping) Validate() error {
 	}
 	errs = append(errs, m.validateEvidence()...)
 	errs = append(errs, m.validateStates()...)
+	errs = append(errs, m.validateShelf()...)
+	errs = append(errs, m.validateTimeZone()...)
 	errs = append(errs, m.validateSources()...)
 	errs = append(errs, m.validateTemplateSource()...)
 	if m.Template.PerUserLimit != "" && m.UserCoupon.User == "" {
@@ -437,9 +449,11 @@ func (m *Mapping) qualified(table string) string {
 func (m *Mapping) followsBudgets() bool { return !m.reference && m.ChannelQuota == nil }
 
 // followsTemplates reports whether the template table is subscribed: a
-// legacy mapping that follows its budgets, per-user limits or end times.
+// legacy mapping that follows its budgets, per-user limits, end times or
+// shelf states.
 func (m *Mapping) followsTemplates() bool {
-	return m.followsBudgets() || (!m.reference && (m.Template.PerUserLimit != "" || m.Template.EndTime != ""))
+	t := m.Template
+	return m.followsBudgets() || (!m.reference && (t.PerUserLimit != "" || t.EndTime != "" || t.Status != nil || t.Deleted != nil))
 }
 
 // SourceTables lists the subscribed tables as schema.table: user_coupon,

@@ -16,6 +16,7 @@ import (
 type CheckReport struct {
 	Reference bool
 	Evidence  Evidence
+	TimeZone  string       // the zone of the DATETIME columns (Mapping.ZoneText)
 	Tables    []RoleTables // per role, its tables on the server
 	Roles     []Role
 	Checks    []CheckState
@@ -54,7 +55,7 @@ type columnInfo struct {
 // role. The error is for a server that cannot be asked; what is wrong
 // with the mapping is in the report.
 func (m *Mapping) Inspect(ctx context.Context, db *sql.DB) (*CheckReport, error) {
-	r := &CheckReport{Reference: m.reference, Evidence: m.RedemptionEvidence(), Checks: m.Checks()}
+	r := &CheckReport{Reference: m.reference, Evidence: m.RedemptionEvidence(), Checks: m.Checks(), TimeZone: m.ZoneText()}
 	if err := m.Validate(); err != nil {
 		r.Errors = flatten(err)
 		return r, nil
@@ -74,6 +75,7 @@ func (m *Mapping) Inspect(ctx context.Context, db *sql.DB) (*CheckReport, error)
 	if mm == nil {
 		return r, nil
 	}
+	r.TimeZone = mm.ZoneText() // SYSTEM read from the server
 	for _, err := range mm.checkTables(ctx, conn) {
 		r.Errors = append(r.Errors, flatten(err)...)
 	}

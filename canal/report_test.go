@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -40,8 +41,8 @@ func TestMappingChecksPerEvidence(t *testing.T) {
 	noLog := strings.Replace(legacyYAML, "redemption_log: {table: t_writeoff, id: id, coupon: coupon_id, order: order_no}\n", "", 1)
 	orders := "orders: {table: t_order, id: id, template: tpl_id, user: uid}\n"
 	always := map[string]string{"illegal_transition": "on", "deleted_coupon": "on", "undecodable_row": "on", "over_issue": "on",
-		"per_user_limit_exceeded": "off", "used_after_expiry": "off", "stock_column_drift": "off", "legacy_template_counts": "off",
-		"redis_stock_keys": "off"}
+		"per_user_limit_exceeded": "off", "used_after_expiry": "on", "stock_column_drift": "off", "legacy_template_counts": "off",
+		"redis_stock_keys": "off", "claimed_off_shelf": "off"} // used_after_expiry: user_coupon.expires_at is mapped
 	with := func(kv ...string) map[string]string {
 		out := map[string]string{}
 		for k, v := range always {
@@ -193,4 +194,41 @@ func TestFlattenJoinedErrors(t *testing.T) {
 	a, b, c := sql.ErrNoRows, sql.ErrConnDone, sql.ErrTxDone
 	require.Equal(t, []string{a.Error(), b.Error(), c.Error()}, flatten(errors.Join(a, errors.Join(b, c))))
 	require.Equal(t, []string{a.Error()}, flatten(a))
+}
+
+// mapping check shows the campaign and coupon keys of shelf.go and
+// timezone.go: the columns with their types, the zone of the DATETIMEs
+// and the checks they turn on.
+func TestMappingInspectShelfAndZone(t *testing.T) {
+	ctx := context.Background()
+	db, _, dbName, exec := testDatabase(t)
+	exec(`CREATE TABLE t_tpl (id BIGINT NOT NULL PRIMARY KEY, budget INT NOT NULL, end_at DATETIME NULL, state TINYINT NOT NULL, deleted TINYINT NOT NULL)`)
+	exec(`CREATE TABLE t_uc (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, tpl BIGINT NOT NULL, uid VARCHAR(32) NOT NULL, st TINYINT NOT NULL,
+		expire_time DATETIME NULL, KEY (tpl, uid))`)
+	m, err := LoadMapping([]byte(strings.Replace(shopYAML, "schema: shop", "schema: "+dbName, 1)))
+	require.NoError(t, err)
+	r, err := m.Inspect(ctx, db)
+	require.NoError(t, err)
+	require.True(t, r.OK(), "%v", r.Errors)
+	require.Equal(t, "Asia/Shanghai", r.TimeZone)
+	roles := map[string]string{}
+	for _, role := range r.Roles {
+		roles[role.Role] = role.Where() + " " + role.Type
+	}
+	require.Equal(t, dbName+".t_tpl.state tinyint(4)", roles["template.status"])
+	require.Equal(t, dbName+".t_tpl.deleted tinyint(4)", roles["template.deleted"])
+	require.Equal(t, dbName+".t_uc.expire_time datetime", roles["user_coupon.expires_at"])
+	said := map[string]string{}
+	for _, c := range r.Checks {
+		said[c.Name] = c.String()
+	}
+	require.Equal(t, fmt.Sprintf("claimed_off_shelf: on — a coupon claimed while its campaign is off the shelf: %[1]s.t_tpl.state in [0 2] or soft-deleted (%[1]s.t_tpl.deleted in [1])", dbName), said["claimed_off_shelf"])
+	require.Equal(t, fmt.Sprintf("over_issue: on — against template budget (%s.t_tpl.budget), followed from the binlog; a budget in [0] is unlimited, never over-issued", dbName), said["over_issue"])
+	require.Equal(t, fmt.Sprintf("used_after_expiry: on — a coupon used or restored after %[1]s.t_tpl.end_at or %[1]s.t_uc.expire_time (a DATETIME read in Asia/Shanghai)", dbName), said["used_after_expiry"])
+
+	sys, err := LoadMapping([]byte(strings.Replace(strings.Replace(shopYAML, "schema: shop", "schema: "+dbName, 1), "time_zone: Asia/Shanghai", "time_zone: SYSTEM", 1)))
+	require.NoError(t, err)
+	r, err = sys.Inspect(ctx, db)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(r.TimeZone, "SYSTEM: "), r.TimeZone)
 }

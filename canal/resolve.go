@@ -168,6 +168,9 @@ func (m *Mapping) resolveOn(ctx context.Context, conn *sql.Conn) (*Mapping, erro
 		}
 		r.Schema = cur.String
 	}
+	if err := r.resolveTimeZone(ctx, conn); err != nil {
+		return nil, err
+	}
 	r.resolved, r.shards = true, map[tableKind][]TableName{}
 	var errs []error
 	for _, s := range r.specs() {

@@ -14,7 +14,7 @@ func (m *Mapping) FollowsTemplates() bool { return m.followsTemplates() }
 
 // template decodes the rows of a subscribed template table into template
 // changes. An UPDATE that changes none of the id, the budget, the per-user
-// limit and the end time (a shop's remaining-stock column moving on each
+// limit, the end time and the shelf state (a shop's remaining-stock column moving on each
 // claim) is not emitted.
 func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) error {
 	image := func(row []any) (TemplateChange, error) {
@@ -33,11 +33,11 @@ func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) err
 		}
 		t.Limit = max(t.Limit, 0)
 		if l.end >= 0 {
-			if t.End, err = asTime(row[l.end]); err != nil {
+			if t.End, err = d.timeCol(row[l.end], l.endWall); err != nil {
 				return t, fmt.Errorf("decode %s (end_time column): %w", l.name, err)
 			}
 		}
-		return t, nil
+		return t, d.decodeShelf(l, row, &t)
 	}
 	return images(action, rows, image, func(t TemplateChange) {
 		if action == gocanal.DeleteAction {
@@ -54,8 +54,10 @@ func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) err
 			before.keepAsPrev()
 			after.Inserted = true
 			b.Templates = append(b.Templates, before, after)
-		case before.Quota != after.Quota || before.Known != after.Known || before.Limit != after.Limit || !before.End.Equal(after.End):
+		case before.Quota != after.Quota || before.Known != after.Known || before.Limit != after.Limit || !before.End.Equal(after.End) ||
+			before.Unlimited != after.Unlimited || before.OffShelf != after.OffShelf:
 			after.PrevQuota, after.PrevKnown, after.PrevLimit, after.PrevEnd = before.Quota, before.Known, before.Limit, before.End
+			after.PrevUnlimited, after.PrevOffShelf = before.Unlimited, before.OffShelf
 			b.Templates = append(b.Templates, after)
 		}
 	})
@@ -65,4 +67,5 @@ func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) err
 // before image is what the template held until then.
 func (t *TemplateChange) keepAsPrev() {
 	t.PrevQuota, t.PrevKnown, t.PrevLimit, t.PrevEnd = t.Quota, t.Known, t.Limit, t.End
+	t.PrevUnlimited, t.PrevOffShelf = t.Unlimited, t.OffShelf
 }

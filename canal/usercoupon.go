@@ -2,6 +2,7 @@ package canal
 
 import (
 	"database/sql"
+	"fmt"
 	"time"
 
 	gocanal "github.com/go-mysql-org/go-mysql/canal"
@@ -81,6 +82,9 @@ func (d *decoder) userCoupon(l *layout, action string, rows [][]any, at time.Tim
 		t := Transition{Coupon: id, Template: to.tpl, Channel: chA, From: from.st, To: to.st, FromCode: from.code, ToCode: to.code,
 			PrevTemplate: from.tpl, PrevChannel: chB, Order: order, PrevOrder: orderB, User: userA, PrevUser: userB, At: at,
 			Undecodable: !okB || !okA}
+		if t.Expires, err = d.expires(l, after); err != nil {
+			return err
+		}
 		if !okB {
 			t.PrevTemplate, t.PrevChannel = to.tpl, chA
 		} else if !okA {
@@ -109,6 +113,9 @@ func (d *decoder) couponRow(l *layout, row []any, inserted bool, at time.Time, b
 	ch, order, user := d.channel(row, l.channel), strCol(row, l.order), strCol(row, l.user)
 	t := Transition{Coupon: id, Template: img.tpl, Channel: ch, PrevTemplate: img.tpl, PrevChannel: ch,
 		Order: order, PrevOrder: order, User: user, PrevUser: user, At: at}
+	if t.Expires, err = d.expires(l, row); err != nil {
+		return err
+	}
 	if inserted {
 		t.To, t.ToCode = img.st, img.code
 	} else {
@@ -116,6 +123,18 @@ func (d *decoder) couponRow(l *layout, row []any, inserted bool, at time.Time, b
 	}
 	b.Transitions = append(b.Transitions, t)
 	return nil
+}
+
+// expires reads a coupon image's own expiry (zero when unmapped or NULL).
+func (d *decoder) expires(l *layout, row []any) (time.Time, error) {
+	if l.expires < 0 {
+		return time.Time{}, nil
+	}
+	t, err := d.timeCol(row[l.expires], l.expiresWall)
+	if err != nil {
+		return t, fmt.Errorf("decode %s (expires_at column): %w", l.name, err)
+	}
+	return t, nil
 }
 
 // couponImage decodes a user coupon image's status and template. ok false:

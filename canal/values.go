@@ -111,6 +111,16 @@ func parseTime(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("want a time, got %q", s)
 }
 
+// timeCol reads a time column as an instant in UTC: a DATETIME (wall) is
+// a wall clock in the mapping's zone, a TIMESTAMP an instant already.
+func (d *decoder) timeCol(v any, wall bool) (time.Time, error) {
+	t, err := asTime(v)
+	if err != nil || !wall {
+		return t, err
+	}
+	return inZone(t, d.loc), nil
+}
+
 // asString normalises a value to a string; NULL is "".
 func asString(v any) string {
 	switch x := v.(type) {

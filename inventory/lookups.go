@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
@@ -151,6 +152,33 @@ func (s *Queries) LastUsedCoupon(ctx context.Context, q Querier, template int64,
 		return 0, fmt.Errorf("look up the last USED coupon in %s: %w", s.named(uc.Table), err)
 	}
 	return id, nil
+}
+
+// UserCoupons returns the ids of the live coupons of template whose user
+// column is user (as UserClaims keys it), every decodable state, in id
+// order: the coupons an excess found at a bootstrap names.
+func (s *Queries) UserCoupons(ctx context.Context, q Querier, template int64, user string) ([]int64, error) {
+	uc := s.m.UserCoupon
+	codes := make([]int64, 0, len(s.status))
+	for c := range s.status {
+		codes = append(codes, c)
+	}
+	var ids []int64
+	err := s.each(uc.Table, func(table string) error {
+		query := fmt.Sprintf("SELECT %s FROM %s WHERE %s = ? AND %s IN (%s) AND %s = ?%s", quoteIdent(uc.ID), table,
+			quoteIdent(uc.Template), quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), orderKeyUser(uc.User), andAlso(s.liveCoupon()))
+		return sqltx.EachRow(ctx, q, query, append(append([]any{template}, sqltx.Int64Args(codes)...), []byte(user)), func(rows *sql.Rows) error {
+			var id int64
+			err := rows.Scan(&id)
+			ids = append(ids, id)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list a user's coupons in %s: %w", s.named(uc.Table), err)
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // OrderKeyDifferences hands fn, in q's snapshot, each (template, user)

@@ -63,6 +63,7 @@ func sumTemplate(id int64, parts []TemplatePart, left []string) SourcesTemplate 
 			if !t.Found {
 				t.Found, t.Name, t.Budget, t.HasBudget = true, p.Name, p.Budget, p.HasBudget
 				t.Remaining, t.PerUserLimit, t.EndTime = p.Remaining, p.PerUserLimit, p.EndTime
+				t.Unlimited, t.OffShelf = p.Unlimited, p.OffShelf
 			}
 			b := budgetText(p.Template)
 			budgets[b] = true
@@ -94,7 +95,10 @@ func sumTemplate(id int64, parts []TemplatePart, left []string) SourcesTemplate 
 
 // budgetText is a template row's budget, "NULL" for none.
 func budgetText(t view.Template) string {
-	if !t.HasBudget {
+	switch {
+	case t.Unlimited:
+		return "unlimited"
+	case !t.HasBudget:
 		return "NULL"
 	}
 	return fmt.Sprint(t.Budget)

@@ -108,13 +108,15 @@ func ReadMappedStatus(ctx context.Context, db *sql.DB, name string, m *canal.Map
 	if err != nil && legacy {
 		return st, err
 	} // the reference schema's channel_quota: a deployment without it shows none, as before
-	ended := map[int64]bool{}
+	pastTime := map[Pair]int64{} // by the campaign's end or the coupons' own expiry
 	if legacy {
 		if st.Templates, err = src.TemplateViews(ctx, db, templatesOf(counts), counts, quotas); err != nil {
 			return st, err
 		}
 		for _, t := range st.Templates {
-			ended[t.ID] = t.Ended
+			for _, c := range t.Channels {
+				pastTime[Pair{Template: t.ID, Channel: c.Name}] = c.PastEnd
+			}
 		}
 	}
 	for p, c := range counts {
@@ -122,8 +124,8 @@ func ReadMappedStatus(ctx context.Context, db *sql.DB, name string, m *canal.Map
 		if q, ok := quotas[p]; ok {
 			ps.Quota, ps.Claimed, ps.HasQuota = q.Quota, q.Claimed, true
 		}
-		if ended[p.Template] {
-			ps.Counts, ps.PastEnd = view.PastEnd(ps.Counts)
+		if n := pastTime[p]; n > 0 {
+			ps.Counts, ps.PastEnd = view.PastOwnExpiry(ps.Counts, n)
 		}
 		st.Pairs = append(st.Pairs, ps)
 	}

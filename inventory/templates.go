@@ -23,8 +23,13 @@ type TemplateInfo struct {
 	Remaining *int64
 	// PerUserLimit is 0 when the template has none (unmapped, NULL or 0).
 	PerUserLimit int64
-	// EndTime is zero when the template has none (unmapped or NULL).
+	// EndTime is zero when the template has none (unmapped or NULL); an
+	// instant, its DATETIME read in the mapping's zone (canal.Mapping.WallTime).
 	EndTime time.Time
+	// Unlimited: the budget is one of template.unlimited (HasBudget is
+	// then false). OffShelf: the campaign is off the shelf (its status or
+	// soft delete): nothing is claimable.
+	Unlimited, OffShelf bool
 }
 
 // Ended reports whether the template's campaign had ended at t.
@@ -38,23 +43,27 @@ func (s *Queries) Templates(ctx context.Context, q Querier, ids []int64) (map[in
 	if s.m.TemplateElsewhere() {
 		return map[int64]TemplateInfo{}, nil // on another source: this server has no row (the sums take that source's)
 	}
-	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), optionalColumn(t.Name),
-		optionalColumn(t.Remaining), optionalColumn(t.PerUserLimit), optionalColumn(t.EndTime), s.table(t.Table))
+	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), optionalColumn(t.Name),
+		optionalColumn(t.Remaining), optionalColumn(t.PerUserLimit), optionalColumn(t.EndTime), optionalColumn(t.Status.Col()),
+		optionalColumn(t.Deleted.Col()), s.table(t.Table))
 	out := make(map[int64]TemplateInfo, len(ids))
 	scan := func(rows *sql.Rows) error {
 		var v TemplateInfo
-		var budget, remaining, limit sql.NullInt64
+		var budget, remaining, limit, shelf, deleted sql.NullInt64
 		var name sql.NullString
 		var end sql.NullTime
-		if err := rows.Scan(&v.ID, &budget, &name, &remaining, &limit, &end); err != nil {
+		if err := rows.Scan(&v.ID, &budget, &name, &remaining, &limit, &end, &shelf, &deleted); err != nil {
 			return err
 		}
 		v.Name, v.Budget, v.HasBudget, v.PerUserLimit = name.String, budget.Int64, budget.Valid, max(limit.Int64, 0)
+		v.Unlimited = budget.Valid && t.IsUnlimited(budget.Int64)
+		v.HasBudget = v.HasBudget && !v.Unlimited
+		v.OffShelf = t.OffShelf(shelf.Int64, !shelf.Valid, deleted.Int64, !deleted.Valid)
 		if remaining.Valid {
 			v.Remaining = &remaining.Int64
 		}
 		if end.Valid {
-			v.EndTime = end.Time.UTC()
+			v.EndTime = s.m.WallTime(end.Time)
 		}
 		out[v.ID] = v
 		return nil

@@ -14,21 +14,32 @@ import (
 
 // TemplateViews reads the templates of ids as people see a legacy
 // template (view.Template): its row in the template table (Templates),
-// judged ended by the server's clock (which reads end_time in the same
-// zone), beside counts (the counters per pair) and quotas (the channel
+// judged ended by the server's clock (serverNow), its AVAILABLE coupons
+// past their own expires_at shown as expired (ExpiredByTime), beside counts (the counters per pair) and quotas (the channel
 // buckets; nil without), with the mapping's channel labels. A template
 // with neither a row nor counters is absent; the rest are in ids' order.
 func (s *Queries) TemplateViews(ctx context.Context, q Querier, ids []int64, counts map[Pair]*Counts, quotas map[Pair]Quota) ([]view.Template, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	m, err := s.m.WithServerZone(ctx, q) // time_zone SYSTEM, when the mapping was not resolved
+	if err != nil {
+		return nil, err
+	}
+	if m != s.m {
+		s = NewQueries(m)
+	}
 	info, err := s.Templates(ctx, q, ids)
 	if err != nil {
 		return nil, err
 	}
-	var now time.Time
-	if err := sqltx.EachRow(ctx, q, "SELECT NOW(6)", nil, func(rows *sql.Rows) error { return rows.Scan(&now) }); err != nil {
-		return nil, fmt.Errorf("read the server's clock: %w", err)
+	now, err := s.serverNow(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	byTime, err := s.ExpiredByTime(ctx, q, ids, now)
+	if err != nil {
+		return nil, err
 	}
 	pairs := map[int64][]Pair{}
 	for p := range counts {
@@ -46,7 +57,7 @@ func (s *Queries) TemplateViews(ctx context.Context, q Querier, ids []int64, cou
 			continue
 		}
 		t := view.Template{ID: id, Found: found, Name: ti.Name, Budget: ti.Budget, HasBudget: ti.HasBudget, Remaining: ti.Remaining,
-			PerUserLimit: ti.PerUserLimit, EndTime: ti.EndTime, Ended: ti.Ended(now)}
+			PerUserLimit: ti.PerUserLimit, EndTime: ti.EndTime, Ended: ti.Ended(now), Unlimited: ti.Unlimited, OffShelf: ti.OffShelf}
 		ps := pairs[id]
 		sort.Slice(ps, func(i, j int) bool { return ps[i].Less(ps[j]) })
 		for _, p := range ps {
@@ -59,6 +70,8 @@ func (s *Queries) TemplateViews(ctx context.Context, q Querier, ids []int64, cou
 			}
 			if t.Ended {
 				ch.Counts, ch.PastEnd = view.PastEnd(ch.Counts)
+			} else if n := byTime[p]; n > 0 {
+				ch.Counts, ch.PastEnd = view.PastOwnExpiry(ch.Counts, n)
 			}
 			t.Counts.Add(ch.Counts)
 			t.PastEnd += ch.PastEnd
@@ -68,6 +81,21 @@ func (s *Queries) TemplateViews(ctx context.Context, q Querier, ids []int64, cou
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// serverNow is the server's clock as an instant: NOW(6) read as UTC, as
+// today, without time_zone (the server compares its own wall clocks);
+// UTC_TIMESTAMP(6) with it (the DATETIMEs are read in that zone).
+func (s *Queries) serverNow(ctx context.Context, q Querier) (time.Time, error) {
+	query := "SELECT NOW(6)"
+	if s.m.TimeZone != "" {
+		query = "SELECT UTC_TIMESTAMP(6)"
+	}
+	var now time.Time
+	if err := sqltx.EachRow(ctx, q, query, nil, func(rows *sql.Rows) error { return rows.Scan(&now) }); err != nil {
+		return now, fmt.Errorf("read the server's clock: %w", err)
+	}
+	return now, nil
 }
 
 // ChannelLabel is the label the mapping gives a stored channel value

@@ -31,14 +31,18 @@ const (
 	// template's per-user limit in force at that point of the binlog.
 	AnomalyPerUserLimitExceeded = "per_user_limit_exceeded"
 	// AnomalyUsedAfterExpiry is a coupon used, or restored to AVAILABLE,
-	// after its template's end time (mapping template.end_time).
+	// after its template's end time (mapping template.end_time) or its own
+	// expiry (user_coupon.expires_at).
 	AnomalyUsedAfterExpiry = "used_after_expiry"
+	// AnomalyClaimedOffShelf is a coupon claimed while its campaign was
+	// off the shelf (mapping template.status or template.deleted).
+	AnomalyClaimedOffShelf = "claimed_off_shelf"
 )
 
 // AnomalyKinds lists every kind, for metrics and reports.
 var AnomalyKinds = []string{AnomalyIllegalTransition, AnomalyDeletedCoupon, AnomalyUsedWithoutRedemption,
 	AnomalyDuplicateRedemption, AnomalyOverIssue, AnomalyUndecodableRow, AnomalyDoubleSpend,
-	AnomalyPerUserLimitExceeded, AnomalyUsedAfterExpiry}
+	AnomalyPerUserLimitExceeded, AnomalyUsedAfterExpiry, AnomalyClaimedOffShelf}
 
 // Anomaly is one thing seen in the binlog that a correct coupon system
 // does not do. The counters still mirror the table.

@@ -14,17 +14,20 @@ type endTimes struct {
 	s *Sink
 }
 
-// on says whether coupons used after their campaign's end are looked for
-// (template.end_time mapped).
+// on says whether coupons used after their campaign's end or their own
+// expiry are looked for (template.end_time or user_coupon.expires_at
+// mapped).
 func (c endTimes) on() bool {
-	return !c.s.cfg.Mapping.Reference() && c.s.cfg.Mapping.Template.EndTime != ""
+	m := c.s.cfg.Mapping
+	return !m.Reference() && (m.Template.EndTime != "" || m.UserCoupon.ExpiresAt != "")
 }
 
 // judge finds the batch's coupons that moved into USED, or were
 // restored to AVAILABLE from USED, RETURNED or EXPIRED, after their
 // template's end time in force at that point of the binlog (judged by
-// TemplateInfo.Ended at the event's time): a shop that never writes an
-// expired status still must not take a coupon of an ended campaign.
+// TemplateInfo.Ended at the event's time), or after the coupon's own
+// expiry (its row's expires_at, Transition.Expires): a shop that never
+// writes an expired status still must not take an expired coupon.
 func (c endTimes) judge(_ context.Context, b *batch) ([]Anomaly, error) {
 	var out []Anomaly
 	cur := c.s.tplCursor(b)
@@ -36,7 +39,13 @@ func (c endTimes) judge(_ context.Context, b *batch) ([]Anomaly, error) {
 			continue
 		}
 		info := cur.at(i, t.Template)
-		if !info.Ended(t.At) {
+		var after string
+		switch {
+		case info.Ended(t.At):
+			after = fmt.Sprintf("its template %d ended at %s", t.Template, info.EndTime.UTC().Format(time.DateTime))
+		case !t.Expires.IsZero() && t.At.After(t.Expires):
+			after = fmt.Sprintf("its own expiry at %s", t.Expires.UTC().Format(time.DateTime))
+		default:
 			continue
 		}
 		what := "used"
@@ -45,8 +54,7 @@ func (c endTimes) judge(_ context.Context, b *batch) ([]Anomaly, error) {
 		}
 		a := anomalyAt(t)
 		a.Kind = AnomalyUsedAfterExpiry
-		a.Detail = fmt.Sprintf("coupon %d was %s at %s, after its template %d ended at %s (%s)",
-			t.Coupon, what, t.At.UTC().Format(time.DateTime), t.Template, info.EndTime.Format(time.DateTime), t.Change())
+		a.Detail = fmt.Sprintf("coupon %d was %s at %s (UTC), after %s (%s)", t.Coupon, what, t.At.UTC().Format(time.DateTime), after, t.Change())
 		out = append(out, a)
 	}
 	return out, nil

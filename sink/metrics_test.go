@@ -66,6 +66,7 @@ couponlink_redemption_rate{channel="web",template="` + fmt.Sprint(tpl) + `"} 0
 couponlink_over_issued 0
 # HELP couponlink_anomalies_total Anomalies seen in the binlog, by kind.
 # TYPE couponlink_anomalies_total counter
+couponlink_anomalies_total{kind="claimed_off_shelf"} 0
 couponlink_anomalies_total{kind="deleted_coupon"} 0
 couponlink_anomalies_total{kind="double_spend"} 0
 couponlink_anomalies_total{kind="duplicate_redemption"} 0

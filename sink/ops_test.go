@@ -147,6 +147,7 @@ func TestMetricsAfterScriptedSequence(t *testing.T) {
 		"kind=illegal_transition": 1, "kind=deleted_coupon": 1, "kind=used_without_redemption": 1,
 		"kind=duplicate_redemption": 0, "kind=over_issue": 1, "kind=undecodable_row": 0,
 		"kind=double_spend": 0, "kind=per_user_limit_exceeded": 0, "kind=used_after_expiry": 0,
+		"kind=claimed_off_shelf": 0,
 	}, cdctest.MetricSeries(t, c.Reg, "couponlink_anomalies_total"))
 	e.assertTruth(true)
 }

@@ -109,6 +109,7 @@ func (s *Sink) newPipeline() pipeline {
 		&orderKeys{s: s},           // used_without_redemption, double_spend, evidence order_table (orders.go)
 		&templateRules{s: s},       // the template rules in force, which the checks judge by (templates.go)
 		userLimits{s: s},           // per_user_limit_exceeded (userlimit.go)
+		offShelf{s: s},             // claimed_off_shelf (shelf.go)
 	}
 	rel := &releaser{s: s, policy: map[int64]bool{}}
 	events := s.enqueueBatch

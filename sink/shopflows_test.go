@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -33,8 +34,42 @@ type shopFlow struct {
 // shopFlows are each layout's flows (none: the layout has no order states
 // and no soft deletes).
 var shopFlows = map[string][]shopFlow{
-	"no-writeoff":   orderTableFlows(),
-	"order-columns": append(couponOrderFlows(), softDeleteFlows()...),
+	"no-writeoff": orderTableFlows(),
+	"order-columns": slices.Concat(couponOrderFlows(), softDeleteFlows(), shelfFlows("coupon_batch", "batch_id"),
+		expiryFlows("member_coupon", "expire_time", "UPDATE shop_order SET status = 4 WHERE order_sn = ?o", "UPDATE member_coupon SET status = 0 WHERE id = ?c")),
+}
+
+// unlimitedBudgets are the layouts whose budget 0 means unlimited.
+var unlimitedBudgets = map[string]bool{"order-columns": true}
+
+// unlimitedCampaign is a campaign of budget 0, unlimited, with n coupons
+// claimed: no over_issue. Its id is 0 for a layout without.
+func (s *shopEnv) unlimitedCampaign(members *atomic.Int64, n int) int64 {
+	s.T.Helper()
+	if !unlimitedBudgets[s.dir] {
+		return 0
+	}
+	id := s.newCampaign(0, 0)
+	for range n {
+		s.mustClaim(id, members.Add(1))
+	}
+	return id
+}
+
+// assertUnlimited checks status's view of unlimited campaigns: unlimited,
+// nothing to over-issue, no claimable number, each with its n coupons.
+func (s *shopEnv) assertUnlimited(n int64, ids ...int64) {
+	s.T.Helper()
+	for _, id := range ids {
+		if id == 0 {
+			continue
+		}
+		v, err := inventory.NewQueries(s.mapping()).ReadTemplate(context.Background(), s.DB, id)
+		require.NoError(s.T, err)
+		_, known := v.Claimable()
+		require.True(s.T, v.Unlimited && !v.HasBudget && !known, "template %d: %+v", id, v)
+		require.Equal(s.T, n, v.Taken())
+	}
 }
 
 // shopDeleted is each layout's soft-delete column of the coupon table.
@@ -123,6 +158,43 @@ func softDeleteFlows() []shopFlow {
 	}
 }
 
+// shelfFlows are a shop's campaigns taken off the shelf (status 2) or
+// soft-deleted (deleted = 1) and put back, with a coupon claimed past the
+// shop's checks (bypassClaim) while off, or once back (legal). The
+// campaign is the coupon's (shared by the flows, which run one by one).
+func shelfFlows(campaign, id string) []shopFlow {
+	set := func(col string, v int) func(*shopEnv, shopCoupon) {
+		return func(s *shopEnv, c shopCoupon) {
+			s.exec(fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ?", campaign, col, id), v, c.campaign)
+		}
+	}
+	claim := func(s *shopEnv, c shopCoupon) { s.bypassClaim(c.campaign, c.member, 1) }
+	return []shopFlow{
+		{name: "off the shelf, claimed anyway, back on", want: sink.AnomalyClaimedOffShelf,
+			steps: []func(*shopEnv, shopCoupon){set("status", 2), claim, set("status", 1)}},
+		{name: "a campaign soft-deleted, claimed anyway, undeleted", want: sink.AnomalyClaimedOffShelf,
+			steps: []func(*shopEnv, shopCoupon){set("deleted", 1), claim, set("deleted", 0)}},
+		{name: "back to draft and on sale again, then claimed", steps: []func(*shopEnv, shopCoupon){set("status", 0), set("status", 1), claim}},
+		{name: "soft-deleted and undeleted, then claimed", steps: []func(*shopEnv, shopCoupon){set("deleted", 1), set("deleted", 0), claim}},
+	}
+}
+
+// expiryFlows are a shop's coupons with their own expiry (col, a DATETIME
+// in UTC): used past it, given back (giveBack's statements) past it, and
+// used before it.
+func expiryFlows(coupons, col string, giveBack ...string) []shopFlow {
+	expire := func(when string) func(*shopEnv, shopCoupon) {
+		return execStep("", fmt.Sprintf("UPDATE %s SET %s = UTC_TIMESTAMP() %s WHERE id = ?c", coupons, col, when))
+	}
+	return []shopFlow{
+		{name: "used a day after its own expiry", want: sink.AnomalyUsedAfterExpiry,
+			steps: []func(*shopEnv, shopCoupon){expire("- INTERVAL 1 DAY"), useStep("ex")}},
+		{name: "used, then given back a day after its own expiry", want: sink.AnomalyUsedAfterExpiry,
+			steps: []func(*shopEnv, shopCoupon){useStep("gb"), expire("- INTERVAL 1 DAY"), execStep("gb", giveBack...)}},
+		{name: "used before its own expiry", steps: []func(*shopEnv, shopCoupon){expire("+ INTERVAL 1 DAY"), useStep("bx")}},
+	}
+}
+
 // runFlows runs every flow of the layout on a new coupon of campaign,
 // each to its end (legalOnly: only the flows that are no anomaly).
 func (s *shopEnv) runFlows(campaign int64, members *atomic.Int64, legalOnly bool) {
@@ -172,7 +244,8 @@ func (s *shopEnv) runFlowsKilled(runner *cdcRunner, p *cdcProcess, campaign int6
 
 // limitedSoftDelete is a member at a per-member limit of 1 whose coupon is
 // soft-deleted: the shop lets the member claim again, which is no
-// per_user_limit_exceeded (the soft-deleted coupon is a deleted_coupon).
+// per_user_limit_exceeded (the soft-deleted coupon is a deleted_coupon);
+// the old coupon undeleted then is one.
 func (s *shopEnv) limitedSoftDelete(members *atomic.Int64) {
 	s.T.Helper()
 	if shopDeleted[s.dir] == "" {
@@ -183,6 +256,9 @@ func (s *shopEnv) limitedSoftDelete(members *atomic.Int64) {
 	s.exec(fmt.Sprintf("UPDATE %s SET %s = 1 WHERE %s = ?", s.coupon, shopDeleted[s.dir], s.uID), c.id)
 	s.expect(sink.AnomalyDeletedCoupon, 1)
 	s.mustClaim(limited, m)
+	// undeleted by hand while the member holds the new one: one over the limit
+	s.exec(fmt.Sprintf("UPDATE %s SET %s = 0 WHERE %s = ?", s.coupon, shopDeleted[s.dir], s.uID), c.id)
+	s.expect(sink.AnomalyPerUserLimitExceeded, 1)
 }
 
 // live is the claim's condition that leaves out soft-deleted coupons.

@@ -117,6 +117,8 @@ type shopEnv struct {
 	mu     sync.Mutex
 	want   map[string]int
 	nextID atomic.Int64 // campaign ids
+	// unlimited are the campaigns of an unlimited budget (unlimitedCampaign)
+	unlimited []int64
 }
 
 func newShopEnv(t *testing.T, l shopLayout) *shopEnv {
@@ -247,7 +249,8 @@ func (s *shopEnv) claim(campaign, member int64, channel string) (shopCoupon, boo
 	if err != nil {
 		return shopCoupon{}, false, err
 	}
-	if (limit > 0 && mine >= limit) || (stock.Valid && stock.Int64 <= 0) || (!stock.Valid && all >= budget) {
+	unlimited := budget == 0 && unlimitedBudgets[s.dir]
+	if (limit > 0 && mine >= limit) || (stock.Valid && stock.Int64 <= 0) || (!stock.Valid && !unlimited && all >= budget) {
 		return shopCoupon{}, false, nil
 	}
 	c, err := s.insertCoupon(tx, campaign, member, channel, fmt.Sprint(s.codes[coupon.Available]))
@@ -359,8 +362,9 @@ func (s *shopEnv) faults(members *atomic.Int64) (overIssued, drifted int64) {
 	}))
 	s.expect(sink.AnomalyUndecodableRow, 1)
 
-	s.runFlows(shared, members, false) // the layout's cancels, closes, refunds and soft deletes
+	s.runFlows(shared, members, false) // the layout's cancels, closes, refunds, soft deletes, shelves and expiries
 	s.limitedSoftDelete(members)
+	s.unlimited = append(s.unlimited, s.unlimitedCampaign(members, 3))
 
 	if s.cLeft != "" { // the remaining stock moved by hand
 		drifted = s.newCampaign(50, 0)
@@ -486,8 +490,10 @@ func testShopLayout(t *testing.T, l shopLayout) {
 	want := s.expected()
 	cdctest.WaitFor(t, 60*time.Second, "every check decided", func() bool { return s.pendingDecisions() == 0 })
 	s.WaitCheckpoint()
+	t.Logf("%s: the faults injected, by kind: %v", l.dir, want)
 	require.Equal(t, want, s.anomalies(), "the anomalies are exactly the faults")
 	s.assertShopTruth()
+	s.assertUnlimited(3, s.unlimited...)
 	s.assertReconciled([]int64{over1, over2}, []int64{drift1, drift2})
 	require.NoError(t, p.signal(syscall.SIGTERM))
 }

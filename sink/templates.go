@@ -10,8 +10,9 @@ import (
 )
 
 // The template cache (a legacy mapping that follows its template table,
-// canal.Mapping.FollowsTemplates): each template's budget, per-user limit
-// and end time in force at the checkpoint. A bootstrap seeds it from its
+// canal.Mapping.FollowsTemplates): each template's budget (or that it is
+// unlimited), per-user limit, end time and shelf state in force at the
+// checkpoint. A bootstrap seeds it from its
 // snapshot (exact at its position); the binlog changes it from then on
 // (canal.TemplateChange), and each batch saves what it changed in
 // cdc_template_state with the checkpoint, so that a restart judges the
@@ -82,7 +83,7 @@ func templateChanges(b *canal.Batch) map[int64]tplChange {
 		c, ok := out[tc.Template]
 		if !ok {
 			c.before = inventory.TemplateInfo{ID: tc.Template, Budget: tc.PrevQuota, HasBudget: tc.PrevKnown,
-				PerUserLimit: tc.PrevLimit, EndTime: tc.PrevEnd}
+				PerUserLimit: tc.PrevLimit, EndTime: tc.PrevEnd, Unlimited: tc.PrevUnlimited, OffShelf: tc.PrevOffShelf}
 		}
 		c.after = infoAfter(tc)
 		out[tc.Template] = c
@@ -95,7 +96,8 @@ func infoAfter(tc *canal.TemplateChange) inventory.TemplateInfo {
 	if tc.Deleted {
 		return inventory.TemplateInfo{ID: tc.Template}
 	}
-	return inventory.TemplateInfo{ID: tc.Template, Budget: tc.Quota, HasBudget: tc.Known, PerUserLimit: tc.Limit, EndTime: tc.End}
+	return inventory.TemplateInfo{ID: tc.Template, Budget: tc.Quota, HasBudget: tc.Known, PerUserLimit: tc.Limit, EndTime: tc.End,
+		Unlimited: tc.Unlimited, OffShelf: tc.OffShelf}
 }
 
 // tplAt is a template's rules at the start of the batch: the before image
@@ -198,7 +200,7 @@ func (s *Sink) setTemplate(tpl int64, v inventory.TemplateInfo) {
 	v.Name, v.Remaining = "", nil // not followed: only the rules are kept
 	old, had := s.tpl[tpl]
 	s.tpl[tpl] = v
-	if s.quotas == nil && !v.HasBudget && (!had || old.HasBudget) {
+	if s.quotas == nil && !v.HasBudget && !v.Unlimited && (!had || old.HasBudget || old.Unlimited) {
 		s.log.Warn("template has no known budget (NULL, or no row in the template table): over-issue is not judged for it until one is set",
 			"template", tpl, "table", s.cfg.Mapping.Template.Table, "column", s.cfg.Mapping.Template.TotalQuota)
 	}
@@ -221,13 +223,14 @@ func (c *templateRules) saveTemplates(ctx context.Context, b *batch) error {
 
 // writeTemplateState upserts rows of cdc_template_state, in tx.
 func (c *templateRules) writeTemplateState(ctx context.Context, tx *sql.Tx, rows []inventory.TemplateInfo) error {
-	ins := &rowInserter{tx: tx, what: "save template state", cols: 5,
-		head: "INSERT INTO cdc_template_state (name, template_id, budget, per_user_limit, end_time) VALUES ",
-		tail: " ON DUPLICATE KEY UPDATE budget = VALUES(budget), per_user_limit = VALUES(per_user_limit), end_time = VALUES(end_time)"}
+	ins := &rowInserter{tx: tx, what: "save template state", cols: 7,
+		head: "INSERT INTO cdc_template_state (name, template_id, budget, per_user_limit, end_time, unlimited, off_shelf) VALUES ",
+		tail: " ON DUPLICATE KEY UPDATE budget = VALUES(budget), per_user_limit = VALUES(per_user_limit), end_time = VALUES(end_time)," +
+			" unlimited = VALUES(unlimited), off_shelf = VALUES(off_shelf)"}
 	for _, v := range rows {
 		budget := sql.NullInt64{Int64: v.Budget, Valid: v.HasBudget}
 		end := sql.NullTime{Time: v.EndTime.UTC(), Valid: !v.EndTime.IsZero()}
-		if err := ins.add(ctx, c.s.cfg.Name, v.ID, budget, v.PerUserLimit, end); err != nil {
+		if err := ins.add(ctx, c.s.cfg.Name, v.ID, budget, v.PerUserLimit, end, v.Unlimited, v.OffShelf); err != nil {
 			return err
 		}
 	}

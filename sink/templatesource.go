@@ -129,13 +129,14 @@ func (c *templateFeed) save(_ context.Context, b *batch) error {
 
 // sameRules reports whether two rules of a template judge alike.
 func sameRules(a, b inventory.TemplateInfo) bool {
-	return a.HasBudget == b.HasBudget && a.Budget == b.Budget && a.PerUserLimit == b.PerUserLimit && a.EndTime.Equal(b.EndTime)
+	return a.HasBudget == b.HasBudget && a.Budget == b.Budget && a.PerUserLimit == b.PerUserLimit && a.EndTime.Equal(b.EndTime) &&
+		a.Unlimited == b.Unlimited && a.OffShelf == b.OffShelf
 }
 
 // readTemplateState reads the template rules saved with a checkpoint
 // (name) in db's cdc_template_state.
 func readTemplateState(ctx context.Context, db *sql.DB, name string) (map[int64]inventory.TemplateInfo, error) {
-	rows, err := db.QueryContext(ctx, `SELECT template_id, budget, per_user_limit, end_time FROM cdc_template_state WHERE name = ?`, name)
+	rows, err := db.QueryContext(ctx, `SELECT template_id, budget, per_user_limit, end_time, unlimited, off_shelf FROM cdc_template_state WHERE name = ?`, name)
 	if err != nil {
 		return nil, fmt.Errorf("read template state: %w", err)
 	}
@@ -145,7 +146,7 @@ func readTemplateState(ctx context.Context, db *sql.DB, name string) (map[int64]
 		var v inventory.TemplateInfo
 		var budget sql.NullInt64
 		var end sql.NullTime
-		if err := rows.Scan(&v.ID, &budget, &v.PerUserLimit, &end); err != nil {
+		if err := rows.Scan(&v.ID, &budget, &v.PerUserLimit, &end, &v.Unlimited, &v.OffShelf); err != nil {
 			return nil, fmt.Errorf("read template state: %w", err)
 		}
 		v.Budget, v.HasBudget = budget.Int64, budget.Valid

@@ -208,10 +208,19 @@ func (s *Sink) seedUserClaims(ctx context.Context, stx, tx *sql.Tx, infos map[in
 	var out []Anomaly
 	for k, n := range over {
 		limit := infos[k.template].PerUserLimit
+		ids, err := s.src.UserCoupons(ctx, stx, k.template, k.user)
+		if err != nil {
+			return nil, err
+		}
 		for i := max(old[k], limit); i < n; i++ {
-			out = append(out, Anomaly{Kind: AnomalyPerUserLimitExceeded, Template: k.template,
+			a := Anomaly{Kind: AnomalyPerUserLimitExceeded, Template: k.template,
 				Detail: fmt.Sprintf("found at the snapshot of a bootstrap: user %q holds %d coupons of template %d; the per-user limit is %d",
-					k.user, n, k.template, limit)})
+					k.user, n, k.template, limit)}
+			if i < int64(len(ids)) { // the coupons beyond the limit, in id order
+				a.Coupon = ids[i]
+				a.Detail += fmt.Sprintf("; coupon %d is number %d", ids[i], i+1)
+			}
+			out = append(out, a)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM cdc_user_claim WHERE name = ?", s.cfg.Name); err != nil {

@@ -113,8 +113,9 @@ func TestLegacyPerUserLimit(t *testing.T) {
 	l := newRulesEnv(t)
 	l.rulesTemplate(1, 2, "NULL")
 	l.rulesTemplate(2, nil, "NULL") // no limit
+	var pre []int64
 	for range 4 {
-		l.give(l.DB, 1, "pre") // two over the limit before the first start
+		pre = append(pre, l.give(l.DB, 1, "pre")) // two over the limit before the first start
 	}
 	start := func(rebuild bool) *cdcenv.CDC {
 		c := l.StartCDC(l.mapping(), func(_ *sink.Config, d *sink.Daemon) { d.Rebuild = rebuild })
@@ -122,8 +123,13 @@ func TestLegacyPerUserLimit(t *testing.T) {
 		return c
 	}
 	c := start(false)
-	atStart := `0 1 found at the snapshot of a bootstrap: user "pre" holds 4 coupons of template 1; the per-user limit is 2`
-	require.Equal(t, []string{atStart, atStart}, l.detailRows(sink.AnomalyPerUserLimitExceeded))
+	found := func(c int64, user string, holds, number int) string { // a bootstrap's anomaly names the coupon beyond the limit
+		return fmt.Sprintf(`%d 1 found at the snapshot of a bootstrap: user %q holds %d coupons of template 1; the per-user limit is 2; coupon %d is number %d`,
+			c, user, holds, c, number)
+	}
+	atStart := []string{found(pre[2], "pre", 4, 3), found(pre[3], "pre", 4, 4)}
+	require.Equal(t, atStart, l.detailRows(sink.AnomalyPerUserLimitExceeded))
+	boot := map[string]bool{atStart[0]: true, atStart[1]: true}
 
 	// ten users claim five coupons each of template 1, concurrently; and of template 2
 	var wg sync.WaitGroup
@@ -138,9 +144,9 @@ func TestLegacyPerUserLimit(t *testing.T) {
 	wg.Wait()
 	l.WaitCheckpoint()
 	per := map[string][]string{}
-	concurrent := map[string]bool{atStart: true}
+	concurrent := map[string]bool{atStart[0]: true, atStart[1]: true}
 	for _, r := range l.detailRows(sink.AnomalyPerUserLimitExceeded) {
-		if r == atStart {
+		if boot[r] {
 			continue
 		}
 		concurrent[r] = true
@@ -165,7 +171,7 @@ func TestLegacyPerUserLimit(t *testing.T) {
 	later := func() []string { // the anomalies after the concurrent claims
 		var out []string
 		for _, r := range l.detailRows(sink.AnomalyPerUserLimitExceeded) {
-			if !concurrent[r] || r == atStart {
+			if !concurrent[r] || boot[r] {
 				out = append(out, r)
 			}
 		}
@@ -199,7 +205,7 @@ func TestLegacyPerUserLimit(t *testing.T) {
 	require.NoError(t, l.DB.QueryRow(`SELECT MIN(id) FROM `+l.tq("t_user_coupon")+` WHERE tpl_id = 2 AND uid = 'c0'`).Scan(&moved))
 	l.exec(`UPDATE `+l.tq("t_user_coupon")+` SET tpl_id = 1 WHERE id = ?`, moved)
 	l.WaitCheckpoint()
-	want := []string{atStart, atStart, exceeded(a, 1, "r", 3, 3), exceeded(b, 1, "d", 2, 2), exceeded(m, 1, "d", 3, 2), exceeded(moved, 1, "c0", 5, 2)}
+	want := []string{atStart[0], atStart[1], exceeded(a, 1, "r", 3, 3), exceeded(b, 1, "d", 2, 2), exceeded(m, 1, "d", 3, 2), exceeded(moved, 1, "c0", 5, 2)}
 	sort.Strings(want)
 	require.Equal(t, want, later())
 	l.assertClaimCounts()
@@ -209,13 +215,10 @@ func TestLegacyPerUserLimit(t *testing.T) {
 	c = start(false)
 	require.Equal(t, want, later(), "after a restart")
 	c.Stop(t)
-	l.give(l.DB, 1, "pre")
-	l.give(l.DB, 1, "r") // r: 6 over a limit of 2 at a rebuild's snapshot; 5 were counted
+	pre5 := l.give(l.DB, 1, "pre")
+	r6 := l.give(l.DB, 1, "r") // r: 6 over a limit of 2 at a rebuild's snapshot; 5 were counted
 	c = start(true)
-	skipped := []string{
-		`0 1 found at the snapshot of a bootstrap: user "pre" holds 5 coupons of template 1; the per-user limit is 2`,
-		`0 1 found at the snapshot of a bootstrap: user "r" holds 6 coupons of template 1; the per-user limit is 2`,
-	}
+	skipped := []string{found(pre5, "pre", 5, 5), found(r6, "r", 6, 6)}
 	require.Equal(t, sortedCopy(append(want, skipped...)), later(), "after a --rebuild")
 	l.assertClaimCounts()
 	require.Equal(t, map[string]int{sink.AnomalyPerUserLimitExceeded: len(want) + 2 + 30, sink.AnomalyIllegalTransition: 1, sink.AnomalyDeletedCoupon: 1},

@@ -149,6 +149,9 @@ func printCheckReport(w io.Writer, name string, r *canal.CheckReport) {
 		fmt.Fprintf(tw, "  %s\t→ %s\t(%s)\n", role.Role, role.Where(), what)
 	}
 	tw.Flush()
+	if !r.Reference {
+		fmt.Fprintf(w, "\ntime zone of DATETIME columns: %s\n", r.TimeZone)
+	}
 	fmt.Fprintf(w, "\nchecks (redemption_evidence: %s)\n", r.Evidence)
 	for _, c := range r.Checks {
 		fmt.Fprintf(w, "  %s\n", c)

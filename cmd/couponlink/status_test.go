@@ -182,7 +182,7 @@ func TestStatusOfALegacyShop(t *testing.T) {
 	}
 	// template, name, budget, remaining, claimable, held, used, expired, returned, released, frozen, per-user limit, end time
 	assert.Equal(t, []string{"1", "spring-10off", "10", "5", "5", "4", "1", "0", "0", "0", "0", "1", "2099-01-01T00:00:00Z"}, line("spring-10off"))
-	assert.Equal(t, []string{"2", "winter", "5", "2", "0", "0", "1", "2", "(2", "by", "end_time)", "0", "0", "2", "-",
+	assert.Equal(t, []string{"2", "winter", "5", "2", "0", "0", "1", "2", "(2", "by", "time)", "0", "0", "2", "-",
 		"2000-01-01T00:00:00Z", "(ended)"}, line("winter"))
 
 	// one legacy template
@@ -193,7 +193,7 @@ func TestStatusOfALegacyShop(t *testing.T) {
 	assert.Equal(t, []string{"remaining", "2"}, fieldLine(t, out, "remaining")[:2])
 	assert.Equal(t, []string{"claimable", "0"}, fieldLine(t, out, "claimable")[:2])
 	assert.Contains(t, strings.Join(fieldLine(t, out, "end"), " "), "ended): its 2 AVAILABLE coupons are counted as expired here")
-	assert.Equal(t, []string{"1", "(self-service)", "-", "-", "0", "1", "2", "(2", "by", "end_time)", "0", "0", "2"}, fieldLine(t, out, "1"))
+	assert.Equal(t, []string{"1", "(self-service)", "-", "-", "0", "1", "2", "(2", "by", "time)", "0", "0", "2"}, fieldLine(t, out, "1"))
 	code, out, errs = cli(t, "status", "-dsn", dsn, "-mapping", s.mapping, "-template", "2", "-json")
 	require.Equal(t, 0, code, errs)
 	var one any

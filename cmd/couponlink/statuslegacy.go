@@ -17,6 +17,15 @@ import (
 // endNote says what status does with the coupons of an ended campaign.
 const endNote = "counted as expired here: the campaign's end_time has passed, and the shop never writes EXPIRED"
 
+// pastNote says why a template's AVAILABLE coupons are counted as expired:
+// its campaign ended, or their own expires_at passed.
+func pastNote(t view.Template) string {
+	if t.Ended {
+		return endNote
+	}
+	return "counted as expired here: their own expires_at has passed, and the shop never writes EXPIRED"
+}
+
 // printLegacyTemplates prints a legacy mapping's templates: the shop's
 // row of each beside its counters; with sources (summed over several),
 // each template's sources in a last column.
@@ -49,7 +58,7 @@ func printLegacyTemplates(stdout io.Writer, ts []view.Template, sources []string
 	}
 	for _, t := range ts {
 		if t.PastEnd > 0 {
-			fmt.Fprintf(stdout, "template %d: its %d AVAILABLE coupons are %s\n", t.ID, t.PastEnd, endNote)
+			fmt.Fprintf(stdout, "template %d: its %d AVAILABLE coupons are %s\n", t.ID, t.PastEnd, pastNote(t))
 		}
 	}
 	return nil
@@ -87,7 +96,7 @@ func printTemplateView(stdout io.Writer, t view.Template) error {
 	fmt.Fprintf(w, "per-user limit\t%s\n", limitText(t.PerUserLimit))
 	end := endText(t)
 	if t.PastEnd > 0 {
-		end += fmt.Sprintf(": its %d AVAILABLE coupons are %s", t.PastEnd, endNote)
+		end += fmt.Sprintf(": its %d AVAILABLE coupons are %s", t.PastEnd, pastNote(t))
 	}
 	fmt.Fprintf(w, "end time\t%s\n", end)
 	w.Flush()
@@ -136,19 +145,28 @@ func expiredText(expired, pastEnd int64) string {
 	if pastEnd == 0 {
 		return fmt.Sprint(expired)
 	}
-	return fmt.Sprintf("%d (%d by end_time)", expired, pastEnd)
+	return fmt.Sprintf("%d (%d by time)", expired, pastEnd)
 }
 
 func budgetText(t view.Template) string {
-	if !t.HasBudget {
+	switch {
+	case t.Unlimited:
+		return "unlimited"
+	case !t.HasBudget:
 		return "-"
 	}
 	return fmt.Sprint(t.Budget)
 }
 
 func claimableText(t view.Template) string {
-	if n, ok := t.Claimable(); ok {
+	n, ok := t.Claimable()
+	switch {
+	case ok && t.OffShelf:
+		return fmt.Sprintf("%d (off the shelf)", n)
+	case ok:
 		return fmt.Sprint(n)
+	case t.Unlimited:
+		return "unlimited"
 	}
 	return "-"
 }

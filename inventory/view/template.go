@@ -13,7 +13,8 @@ import (
 // A shop that compares the campaign's end_time at read time never writes
 // EXPIRED: once the campaign has ended (Ended), its AVAILABLE coupons can
 // no longer be used, so they are shown as expired (counted in Expired, not
-// Held; PastEnd says how many), and nothing is claimable.
+// Held; PastEnd says how many), and nothing is claimable. So are the
+// AVAILABLE coupons past their own expires_at (PastOwnExpiry).
 type Template struct {
 	ID    int64
 	Found bool // the template table has a row of it
@@ -28,9 +29,13 @@ type Template struct {
 	PerUserLimit int64     // 0: none
 	EndTime      time.Time // zero: none
 	Ended        bool      // the campaign had ended when it was read
-	Counts                 // the counters, PastEnd moved from Held to Expired
-	PastEnd      int64
-	Channels     []Channel // by channel value
+	// Unlimited: its budget means no limit (template.unlimited); OffShelf:
+	// the campaign is off the shelf (status or soft delete): nothing is
+	// claimable.
+	Unlimited, OffShelf bool
+	Counts              // the counters, PastEnd moved from Held to Expired
+	PastEnd             int64
+	Channels            []Channel // by channel value
 }
 
 // Channel is one channel of a Template: its stored value, the label the
@@ -62,19 +67,30 @@ func PastEnd(c Counts) (Counts, int64) {
 	return c, n
 }
 
+// PastOwnExpiry counts n of c's AVAILABLE coupons (past their own
+// expires_at) as expired, and says how many it moved.
+func PastOwnExpiry(c Counts, n int64) (Counts, int64) {
+	n = min(n, c.Held)
+	c.Held, c.Expired = c.Held-n, c.Expired+n
+	return c, n
+}
+
 // Taken is what the template's budget must cover: held + used + frozen
 // over its channels.
 func (t Template) Taken() int64 { return t.Counts.Taken() }
 
 // Claimable is what is left to give out of the budget: budget − taken (a
-// negative value is an over-issue), and 0 once the campaign has ended.
-// known is false without a budget.
+// negative value is an over-issue), and 0 once the campaign has ended or
+// is off the shelf. known is false without a budget and for an unlimited
+// one (Unlimited says which).
 func (t Template) Claimable() (n int64, known bool) {
 	switch {
-	case !t.HasBudget:
+	case !t.HasBudget && !t.Unlimited:
 		return 0, false
-	case t.Ended:
+	case t.Ended || t.OffShelf:
 		return 0, true
+	case t.Unlimited:
+		return 0, false
 	}
 	return t.Budget - t.Taken(), true
 }
@@ -91,8 +107,9 @@ type templateChannelJSON struct {
 // MarshalJSON shows the template as `couponlink status -json` prints it:
 // {"template", "found", "name", "budget", "remaining", "claimable",
 // "per_user_limit", "end_time", "ended", "held", ..., "frozen",
-// "expired_by_end_time", "channels"}; budget and claimable are null
-// without a budget, remaining, per_user_limit and end_time absent when
+// "expired_by_end_time", "channels"} ("unlimited" and "off_shelf" when
+// true); budget and claimable are null without a budget or with an
+// unlimited one (then "unlimited": true; 0 off the shelf), remaining, per_user_limit and end_time absent when
 // the template has none.
 func (t Template) MarshalJSON() ([]byte, error) {
 	v := struct {
@@ -105,11 +122,13 @@ func (t Template) MarshalJSON() ([]byte, error) {
 		PerUserLimit int64      `json:"per_user_limit,omitempty"`
 		EndTime      *time.Time `json:"end_time,omitempty"`
 		Ended        bool       `json:"ended"`
+		Unlimited    bool       `json:"unlimited,omitempty"`
+		OffShelf     bool       `json:"off_shelf,omitempty"`
 		States
 		PastEnd  int64                 `json:"expired_by_end_time"`
 		Channels []templateChannelJSON `json:"channels"`
 	}{ID: t.ID, Found: t.Found, Name: t.Name, Remaining: t.Remaining, PerUserLimit: t.PerUserLimit, Ended: t.Ended,
-		States: StatesOf(t.Counts), PastEnd: t.PastEnd, Channels: make([]templateChannelJSON, 0, len(t.Channels))}
+		Unlimited: t.Unlimited, OffShelf: t.OffShelf, States: StatesOf(t.Counts), PastEnd: t.PastEnd, Channels: make([]templateChannelJSON, 0, len(t.Channels))}
 	if t.HasBudget {
 		v.Budget = &t.Budget
 	}

@@ -59,3 +59,38 @@ func TestStatusOfLegacyTemplate(t *testing.T) {
 	require.Equal(t, []any{nil, nil, false}, []any{v["budget"], v["claimable"], v["found"]})
 	require.NotContains(t, v, "remaining")
 }
+
+// An unlimited budget has no claimable number (null, "unlimited": true),
+// never a negative one; a campaign off the shelf has 0 claimable; coupons
+// past their own expiry move from held to expired, at most all held.
+func TestUnlimitedAndOffShelfTemplates(t *testing.T) {
+	unlimited := view.Template{ID: 1, Found: true, Unlimited: true, Counts: view.Counts{Held: 7, Used: 3}}
+	_, known := unlimited.Claimable()
+	require.False(t, known)
+	out, err := json.Marshal(unlimited)
+	require.NoError(t, err)
+	require.Contains(t, string(out), `"budget":null`)
+	require.Contains(t, string(out), `"claimable":null`)
+	require.Contains(t, string(out), `"unlimited":true`)
+	require.NotContains(t, string(out), `"off_shelf"`)
+
+	off := view.Template{ID: 2, Found: true, Budget: 10, HasBudget: true, OffShelf: true, Counts: view.Counts{Held: 4}}
+	n, known := off.Claimable()
+	require.True(t, known)
+	require.Zero(t, n)
+	unlimited.OffShelf = true
+	n, known = unlimited.Claimable()
+	require.True(t, known, "an unlimited campaign off the shelf has nothing claimable")
+	require.Zero(t, n)
+	out, err = json.Marshal(off)
+	require.NoError(t, err)
+	require.Contains(t, string(out), `"claimable":0`)
+	require.Contains(t, string(out), `"off_shelf":true`)
+
+	c, moved := view.PastOwnExpiry(view.Counts{Held: 3, Expired: 1, Used: 2}, 5)
+	require.Equal(t, int64(3), moved)
+	require.Equal(t, view.Counts{Held: 0, Expired: 4, Used: 2}, c)
+	c, moved = view.PastOwnExpiry(view.Counts{Held: 3}, 1)
+	require.Equal(t, int64(1), moved)
+	require.Equal(t, view.Counts{Held: 2, Expired: 1}, c)
+}
