@@ -74,7 +74,8 @@ func (s *Server) setQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, an
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
-	v, err := quota.SetPolicy(r.Context(), s.store.DB(), id, b.change(), b.ChangedBy, b.Reason, quota.SourceAPI)
+	who, note := actor(r, b.ChangedBy)
+	v, err := quota.SetPolicy(r.Context(), s.store.DB(), id, b.change(), who, withNote(b.Reason, note), quota.SourceAPI)
 	return http.StatusOK, v, err
 }
 
@@ -90,6 +91,7 @@ func (s *Server) resetQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, 
 	if err != nil {
 		return 0, nil, err
 	}
-	v, err := quota.ResetPolicy(r.Context(), s.store.DB(), id, q.Get("changed_by"), q.Get("reason"), quota.SourceAPI)
+	who, note := actor(r, q.Get("changed_by"))
+	v, err := quota.ResetPolicy(r.Context(), s.store.DB(), id, who, withNote(q.Get("reason"), note), quota.SourceAPI)
 	return http.StatusOK, v, err
 }
