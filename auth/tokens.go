@@ -17,6 +17,7 @@ package auth
 
 import (
 	"bufio"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -283,4 +284,11 @@ func EntropyBits(token string) float64 {
 		return 0
 	}
 	return float64(len(token)) * math.Log2(alphabet)
+}
+
+// NewToken is a new random token: 32 bytes from crypto/rand, in hex.
+func NewToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24 and later)
+	return hex.EncodeToString(b)
 }

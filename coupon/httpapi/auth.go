@@ -75,8 +75,11 @@ func actor(r *http.Request, bodyOperator string) (who, note string) {
 // withNote is a free-text field with the body's operator beside the
 // identity: "for <operator>: <text>".
 func withNote(text, note string) string {
-	if note == "" {
+	switch {
+	case note == "":
 		return text
+	case text == "":
+		return "for " + note
 	}
 	return "for " + note + ": " + text
 }
