@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/couponlink/couponlink/internal/redact"
 )
 
 // Outbox row statuses.
@@ -72,11 +74,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	u, err := url.Parse(c.URL)
 	if c.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		shown := "(unparsable)"
-		if err == nil {
-			shown = u.Redacted() // a URL may carry a password
-		}
-		return c, fmt.Errorf("webhook: Config.URL %s is not an http(s) URL of the receiver", shown)
+		return c, fmt.Errorf("webhook: Config.URL %s is not an http(s) URL of the receiver", redact.String(c.URL))
 	}
 	if len(c.Secret) == 0 {
 		return c, errors.New("webhook: Config.Secret is empty; refusing to send unsigned webhooks")

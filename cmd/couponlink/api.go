@@ -31,7 +31,7 @@ type apiSettings struct {
 	token                      func() string
 	tokenFile                  *string
 	insecureNoAuth             *bool
-	grace         *time.Duration
+	grace                      *time.Duration
 	// the work beside the requests: the expiry sweep, the cdc it shows
 	sweep               *time.Duration
 	cdcMetrics, cdcName *string

@@ -21,7 +21,7 @@ type webhookSettings struct {
 
 func webhookFlags(f *settings.Flags) *webhookSettings {
 	return &webhookSettings{
-		url:         f.EnvString("webhook-url", "COUPONLINK_WEBHOOK_URL", "", "receiver of the webhook events (quota.*, channel.*, anomaly.detected, reconcile.needs_review; docs/events.md); empty: no webhooks"),
+		url:         f.EnvRedacted("webhook-url", "COUPONLINK_WEBHOOK_URL", "", "receiver of the webhook events (quota.*, channel.*, anomaly.detected, reconcile.needs_review; docs/events.md); empty: no webhooks"),
 		secret:      f.EnvSecret("webhook-secret", "COUPONLINK_WEBHOOK_SECRET", "HMAC-SHA256 key the webhook bodies are signed with (required with -webhook-url)"),
 		maxAttempts: f.EnvInt("webhook-max-attempts", "COUPONLINK_WEBHOOK_MAX_ATTEMPTS", 12, "delivery rounds (with exponential backoff, 1 s to 10 min) before an event is dropped"),
 		maxPending:  f.EnvInt("webhook-max-pending", "COUPONLINK_WEBHOOK_MAX_PENDING", 100_000, "bound of the webhook outbox; beyond it the oldest events are dropped (counted, logged)"),

@@ -54,7 +54,7 @@ type env struct {
 
 type envConfig struct {
 	token      string
-	tokens     *auth.Tokens // httpapi.Config.Tokens (the client sends token)
+	tokens     *auth.Tokens     // httpapi.Config.Tokens (the client sends token)
 	origins    []string         // httpapi.Config.AllowedOrigins
 	realClock  bool             // time.Now instead of the fake clock
 	now        func() time.Time // overrides both

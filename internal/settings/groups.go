@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/couponlink/couponlink/canal"
-	"github.com/couponlink/couponlink/internal/mysqlconn"
 )
 
 // DefaultDSN is -dsn's default: the database of deploy/local's MariaDB.
@@ -21,9 +20,7 @@ type Database struct {
 // Register adds -dsn to f; -h shows its default (the environment's DSN)
 // with the password hidden.
 func (d *Database) Register(f *Flags) {
-	d.DSN = f.EnvString("dsn", "COUPONLINK_MYSQL_DSN", DefaultDSN, "MySQL DSN of couponlink's database, go-sql-driver form")
-	fl := f.Lookup("dsn")
-	fl.DefValue = mysqlconn.Redact(fl.DefValue)
+	d.DSN = f.EnvRedacted("dsn", "COUPONLINK_MYSQL_DSN", DefaultDSN, "MySQL DSN of couponlink's database, go-sql-driver form")
 }
 
 // Redis is the Redis of the stock keys: -redis [COUPONLINK_REDIS_ADDR],
@@ -40,7 +37,7 @@ type Redis struct {
 
 // Register adds the Redis flags to f.
 func (r *Redis) Register(f *Flags) {
-	r.Addr = f.EnvString("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", r.AddrUse)
+	r.Addr = f.EnvRedacted("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", r.AddrUse)
 	r.Cluster = f.EnvBool("redis-cluster", "COUPONLINK_REDIS_CLUSTER", false, "-redis names a Redis Cluster even when it is one address (two or more always are)")
 	r.Mode = f.EnvString("redis-mode", "COUPONLINK_REDIS_MODE", "", r.ModeUse)
 	r.Prefix = f.EnvString("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys")
