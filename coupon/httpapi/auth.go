@@ -73,13 +73,11 @@ func actor(r *http.Request, bodyOperator string) (who, note string) {
 }
 
 // withNote is a free-text field with the body's operator beside the
-// identity: "for <operator>: <text>".
+// identity: "for <operator>: <text>". An empty text stays empty, so that
+// a required reason is still refused.
 func withNote(text, note string) string {
-	switch {
-	case note == "":
+	if note == "" || strings.TrimSpace(text) == "" {
 		return text
-	case text == "":
-		return "for " + note
 	}
 	return "for " + note + ": " + text
 }
