@@ -97,6 +97,9 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log := base.With("component", "cdc")
 	// a partitioned leader's sessions (an open batch holds the checkpoint
 	// row) end with its lock's, within -leader-timeout
+	if err := settings.NeedDSN(*o.db.DSN); err != nil {
+		return err
+	}
 	db, err := mysqlconn.OpenIdleBounded(*o.db.DSN, 8, *o.leaderTimeout)
 	if err != nil {
 		return err
@@ -119,6 +122,8 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		defer rdb.Close()
+	} else {
+		log.Warn("no Redis: the stock keys are not kept; set COUPONLINK_REDIS_ADDR (or -redis) to keep them")
 	}
 	peers, err := peersOf(all, *o.mapping.Source)
 	if err != nil {
