@@ -171,6 +171,15 @@ var (
 	digestRe = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )
 
+// CheckName refuses a token name that is not 1 to 64 letters, digits,
+// '.', '_', '@' or '-' (the identity the audit trail records).
+func CheckName(name string) error {
+	if !nameRe.MatchString(name) {
+		return fmt.Errorf("the name %q is not 1 to 64 letters, digits, '.', '_', '@' or '-'", name)
+	}
+	return nil
+}
+
 // readFile reads a token file: "name role sha256:<hex>" a line.
 func readFile(file string) ([]entry, error) {
 	f, err := os.Open(file)
@@ -192,8 +201,8 @@ func readFile(file string) ([]entry, error) {
 			return nil, fmt.Errorf("%s: want \"name role sha256:<hex digest>\" (couponlink token new makes one), got %d fields", where, len(fields))
 		}
 		name, roleName, digest := fields[0], fields[1], fields[2]
-		if !nameRe.MatchString(name) {
-			return nil, fmt.Errorf("%s: the name %q is not 1 to 64 letters, digits, '.', '_', '@' or '-'", where, name)
+		if err := CheckName(name); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		if names[name] {
 			return nil, fmt.Errorf("%s: the name %q is there twice", where, name)

@@ -93,6 +93,9 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *name == "" {
 		return fmt.Errorf("-name is required: who the token is (the audit trail records it)")
 	}
+	if err := auth.CheckName(*name); err != nil {
+		return fmt.Errorf("-name: %w", err)
+	}
 	tok := auth.NewToken()
 	fmt.Fprintf(stdout, "token (give it to %s; it is not shown again):\n  %s\nline for the token file (COUPONLINK_API_TOKEN_FILE), then SIGHUP the api:\n  %s %s %s\n",
 		*name, tok, *name, r, auth.Digest(tok))
