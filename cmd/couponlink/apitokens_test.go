@@ -103,3 +103,30 @@ func TestAPITokensReloadOnSIGHUP(t *testing.T) {
 	assert.NotContains(t, out.String(), bob, "no token is printed")
 	assert.NotContains(t, out.String(), alice, "no token is printed")
 }
+
+// With -metrics-addr the api serves /metrics there alone, and not beside
+// the API.
+func TestAPIMetricsOnTheirOwnListener(t *testing.T) {
+	_, dsn := testenv.MySQL(t)
+	bin := testenv.BuildCouponlink(t)
+	env := []string{"COUPONLINK_MYSQL_DSN=" + dsn, "COUPONLINK_API_TOKEN="}
+	var out testenv.Output
+	cmd := exec.Command(bin, "api", "-addr", "127.0.0.1:0", "-expire-interval", "0", "-metrics-addr", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+	apiAt := regexp.MustCompile(`listening on http://(\S+)`)
+	metricsAt := regexp.MustCompile(`msg="metrics listening".* addr=(\S+)`)
+	require.Eventually(t, func() bool { return apiAt.MatchString(out.String()) && metricsAt.MatchString(out.String()) },
+		60*time.Second, 10*time.Millisecond, "%s", &out)
+	get := func(url string) int {
+		res, err := http.Get(url)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	assert.Equal(t, http.StatusOK, get("http://"+metricsAt.FindStringSubmatch(out.String())[1]+"/metrics"))
+	assert.Equal(t, http.StatusNotFound, get("http://"+apiAt.FindStringSubmatch(out.String())[1]+"/metrics"))
+	assert.Equal(t, http.StatusOK, get("http://"+apiAt.FindStringSubmatch(out.String())[1]+"/healthz"))
+}
