@@ -1,4 +1,7 @@
 # couponlink. `make run` and `make test` are the two set-up commands.
+# go.mod says go 1.27: every go command of the Makefile takes Go 1.27.3 (from
+# the module proxy once, then its cache), whatever Go the machine starts on.
+export GOTOOLCHAIN=go1.27.3
 SERVERS := deploy/local/servers.sh
 GO      ?= go
 BIN     := bin/couponlink

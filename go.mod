@@ -1,6 +1,6 @@
 module github.com/couponlink/couponlink
 
-go 1.26.0
+go 1.27
 
 require (
 	github.com/getkin/kin-openapi v0.153.0

@@ -14,6 +14,7 @@ const (
 	CodeInvalidArgument      Code = "invalid_argument"       // 400: the request itself is wrong; Field names the input
 	CodeUnauthorized         Code = "unauthorized"           // 401: no valid bearer token
 	CodeForbiddenOrigin      Code = "forbidden_origin"       // 403: a browser's write from another site
+	CodeForbidden            Code = "forbidden"              // 403: the token's role may not call the route
 	CodeNotFound             Code = "not_found"              // 404: no such template, coupon or route
 	CodeMethodNotAllowed     Code = "method_not_allowed"     // 405
 	CodeSoldOut              Code = "sold_out"               // 409: the channel bucket has no quota left
@@ -34,7 +35,7 @@ const (
 // Codes is every error code of the API, in the order of openapi.json's
 // ErrorCode enum (by HTTP status).
 var Codes = []Code{
-	CodeInvalidArgument, CodeUnauthorized, CodeForbiddenOrigin, CodeNotFound, CodeMethodNotAllowed,
+	CodeInvalidArgument, CodeUnauthorized, CodeForbiddenOrigin, CodeForbidden, CodeNotFound, CodeMethodNotAllowed,
 	CodeSoldOut, CodeLimitReached, CodeAlreadyUsed, CodeIllegalTransition, CodeIdempotencyConflict,
 	CodeOrderMismatch, CodeAlreadyRefunded, CodeCouponExpired, CodeConflict, CodeNotOpen,
 	CodeUnsupportedMediaType, CodeInternal, CodeUnavailable,
@@ -50,7 +51,7 @@ func (c Code) Status() int {
 		return http.StatusNotFound
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
-	case CodeForbiddenOrigin:
+	case CodeForbiddenOrigin, CodeForbidden:
 		return http.StatusForbidden
 	case CodeUnsupportedMediaType:
 		return http.StatusUnsupportedMediaType

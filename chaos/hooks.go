@@ -84,7 +84,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deliveries++
-	if req.Header.Get(webhook.HeaderSignature) != webhook.Sign([]byte(r.secret), body) {
+	if !webhook.Verify([]byte(r.secret), body, req.Header.Get(webhook.HeaderSignature)) {
 		r.badSig = append(r.badSig, id)
 	}
 	if ev.ID != id {

@@ -35,6 +35,7 @@ func newAPI(t *testing.T) *api {
 	store, err := coupon.New(coupon.Config{DB: db, Logger: testenv.QuietLogger()})
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
+	// the token is COUPONLINK_API_TOKEN's: an admin named "admin", the name the audit rows record
 	return &api{db: db, srv: httpapi.New(httpapi.Config{Store: store, Token: token, Logger: testenv.QuietLogger(), Registerer: reg, Gatherer: reg})}
 }
 
@@ -132,7 +133,7 @@ func TestEveryRouteHasACall(t *testing.T) {
 		"GET /v1/templates/{id}/channels":        func() error { _, err := c.Channels(ctx, tpl.ID); return err },
 		"GET /v1/templates/{id}/quota-policy":    func() error { _, err := c.QuotaPolicy(ctx, tpl.ID); return err },
 		"PUT /v1/templates/{id}/quota-policy":    func() error { return setSignal(ctx, c, tpl.ID, &signal) },
-		"DELETE /v1/templates/{id}/quota-policy": func() error { _, err := c.ResetQuotaPolicy(ctx, tpl.ID, "ops", "test"); return err },
+		"DELETE /v1/templates/{id}/quota-policy": func() error { _, err := c.ResetQuotaPolicy(ctx, tpl.ID, "admin", "test"); return err },
 		"POST /v1/templates/{id}/quota-policy/preview": func() error {
 			off := "off"
 			p, err := c.PreviewQuotaPolicy(ctx, tpl.ID, client.Override{Mode: &off})
@@ -179,8 +180,8 @@ func TestEveryRouteHasACall(t *testing.T) {
 			return err
 		},
 		"POST /v1/reconcile/tasks/{id}/resolve": func() error {
-			r, err := c.ResolveTask(ctx, task, "ops", "checked")
-			if err == nil && r.ResolvedBy != "ops" {
+			r, err := c.ResolveTask(ctx, task, "admin", "checked")
+			if err == nil && r.ResolvedBy != "admin" {
 				return &client.Error{Message: "unexpected resolve answer"}
 			}
 			return err
@@ -234,14 +235,14 @@ func findingCalls(ctx context.Context, t *testing.T, a *api, c *client.Client) m
 			return err
 		},
 		"POST /v1/findings/{fingerprint}/ack": func() error {
-			f, err := c.AckFinding(ctx, "00000000000000f1", "ops", "checked")
-			if err == nil && (f.State != "acknowledged" || f.AcknowledgedBy != "ops") {
+			f, err := c.AckFinding(ctx, "00000000000000f1", "admin", "checked")
+			if err == nil && (f.State != "acknowledged" || f.AcknowledgedBy != "admin") {
 				return &client.Error{Message: "unexpected ack answer"}
 			}
 			return err
 		},
 		"POST /v1/findings/{fingerprint}/close": func() error {
-			f, err := c.CloseFinding(ctx, "00000000000000f1", "ops", "done")
+			f, err := c.CloseFinding(ctx, "00000000000000f1", "admin", "done")
 			if err == nil && (f.State != "closed" || f.ClosedReason != "done") {
 				return &client.Error{Message: "unexpected close answer"}
 			}
@@ -258,7 +259,7 @@ func findingCalls(ctx context.Context, t *testing.T, a *api, c *client.Client) m
 }
 
 func setSignal(ctx context.Context, c *client.Client, tpl int64, mode *string) error {
-	v, err := c.SetQuotaPolicy(ctx, tpl, client.PolicyChange{Override: client.Override{Mode: mode}, ChangedBy: "ops", Reason: "test"})
+	v, err := c.SetQuotaPolicy(ctx, tpl, client.PolicyChange{Override: client.Override{Mode: mode}, ChangedBy: "admin", Reason: "test"})
 	if err == nil && v.Effective.Mode != *mode {
 		return &client.Error{Message: "the mode was not set: " + v.Effective.Mode}
 	}
@@ -269,14 +270,14 @@ func setSignal(ctx context.Context, c *client.Client, tpl int64, mode *string) e
 // the reset is the newest.
 func policyHistory(ctx context.Context, c *client.Client, tpl int64) error {
 	h, err := c.QuotaPolicyHistory(ctx, tpl, 1)
-	if err == nil && (len(h.Entries) != 1 || h.Entries[0].After != nil || h.Entries[0].ChangedBy != "ops") {
+	if err == nil && (len(h.Entries) != 1 || h.Entries[0].After != nil || h.Entries[0].ChangedBy != "admin") {
 		return &client.Error{Message: "unexpected policy history"}
 	}
 	return err
 }
 
 func voidOne(ctx context.Context, c *client.Client, id int64) error {
-	v, err := c.Void(ctx, client.VoidRequest{UserCouponIDs: []int64{id}, Reason: "test", Operator: "ops"})
+	v, err := c.Void(ctx, client.VoidRequest{UserCouponIDs: []int64{id}, Reason: "test", Operator: "admin"})
 	if err == nil && (len(v.Results) != 1 || len(v.RequestID) != 32) {
 		return &client.Error{Message: "unexpected void answer"}
 	}

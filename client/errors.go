@@ -16,6 +16,7 @@ const (
 	CodeInvalidArgument      = api.CodeInvalidArgument      // 400: Field names the input
 	CodeUnauthorized         = api.CodeUnauthorized         // 401
 	CodeForbiddenOrigin      = api.CodeForbiddenOrigin      // 403
+	CodeForbidden            = api.CodeForbidden            // 403
 	CodeNotFound             = api.CodeNotFound             // 404
 	CodeMethodNotAllowed     = api.CodeMethodNotAllowed     // 405
 	CodeSoldOut              = api.CodeSoldOut              // 409

@@ -83,7 +83,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	bin := testenv.BuildCouponlink(t)
 	db, dsn := testenv.MySQL(t)
 	metrics, apiAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
-	const token = "e2e-token"
+	const token = "e2e0c0ffee5eed0123456789abcdef0123456789abcdef0123456789abcdef01" // 32 bytes in hex: a weak token is refused
 	logs := t.TempDir()
 	start(t, bin, filepath.Join(logs, "cdc.log"), "cdc", "-dsn", dsn, "-redis", testenv.RedisAddr(t), "-key-prefix", testenv.KeyPrefix(t),
 		"-metrics-addr", metrics, "-batch-wait", "5ms", "-rebalance-every", "1s")

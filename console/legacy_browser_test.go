@@ -111,7 +111,7 @@ func TestLegacyConsoleInABrowser(t *testing.T) {
 			"-metrics-addr", testenv.FreeAddr(t), "-batch-wait", "5ms")
 	}
 	apiAddr := testenv.FreeAddr(t)
-	const token = "e2e-legacy-token"
+	const token = "e2e1e9ac75e5eed0123456789abcdef0123456789abcdef0123456789abcdef02" // 32 bytes in hex: a weak token is refused
 	start(t, bin, filepath.Join(logs, "api.log"), "api", "-dsn", east.dsn, "-mapping", file, "-addr", apiAddr, "-token", token, "-expire-interval", "0")
 	base := "http://" + apiAddr
 	cdctest.WaitFor(t, 60*time.Second, "the api answers and both sources have their checkpoint", func() bool {

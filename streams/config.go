@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/couponlink/couponlink/internal/redact"
 	"github.com/couponlink/couponlink/webhook"
 )
 
@@ -81,12 +82,12 @@ func open(raw string) (webhook.Sink, error) {
 		name, stream := param("name", "redis"), param("stream", DefaultRedisStream)
 		maxLen, err := strconv.ParseInt(param("maxlen", strconv.Itoa(DefaultMaxLen)), 10, 64)
 		if err != nil || maxLen < 0 {
-			return nil, fmt.Errorf("event sink %s (%s): maxlen is not a count", name, u.Redacted())
+			return nil, fmt.Errorf("event sink %s (%s): maxlen is not a count", name, redact.String(u.String()))
 		}
 		u.RawQuery = q.Encode()
 		opt, err := redis.ParseURL(u.String())
 		if err != nil {
-			return nil, fmt.Errorf("event sink %s (%s): %v", name, u.Redacted(), redactErr(err, u))
+			return nil, fmt.Errorf("event sink %s (%s): %v", name, redact.String(u.String()), redactErr(err, u))
 		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
 		return withoutSecret(NewRedisStream(name, redis.NewClient(opt), stream, maxLen), u), nil
@@ -94,16 +95,16 @@ func open(raw string) (webhook.Sink, error) {
 		cfg := NATSConfig{Name: param("name", "nats"), Subject: param("subject", DefaultSubject), Stream: param("stream", DefaultNATSStream)}
 		var err error
 		if cfg.Create, err = strconv.ParseBool(param("create", "true")); err != nil {
-			return nil, fmt.Errorf("event sink %s (%s): create is not true or false", cfg.Name, u.Redacted())
+			return nil, fmt.Errorf("event sink %s (%s): create is not true or false", cfg.Name, redact.String(u.String()))
 		}
 		if cfg.Duplicates, err = time.ParseDuration(param("duplicates", "2m")); err != nil || cfg.Duplicates <= 0 {
-			return nil, fmt.Errorf("event sink %s (%s): duplicates is not a positive duration", cfg.Name, u.Redacted())
+			return nil, fmt.Errorf("event sink %s (%s): duplicates is not a positive duration", cfg.Name, redact.String(u.String()))
 		}
 		if cfg.MaxMsgs, err = strconv.ParseInt(param("max_msgs", "0"), 10, 64); err != nil || cfg.MaxMsgs < 0 {
-			return nil, fmt.Errorf("event sink %s (%s): max_msgs is not a count", cfg.Name, u.Redacted())
+			return nil, fmt.Errorf("event sink %s (%s): max_msgs is not a count", cfg.Name, redact.String(u.String()))
 		}
 		if len(q) > 0 {
-			return nil, fmt.Errorf("event sink %s (%s): unknown parameters %v", cfg.Name, u.Redacted(), keys(q))
+			return nil, fmt.Errorf("event sink %s (%s): unknown parameters %v", cfg.Name, redact.String(u.String()), keys(q))
 		}
 		u.RawQuery = ""
 		cfg.URL = u.String()
@@ -113,7 +114,7 @@ func open(raw string) (webhook.Sink, error) {
 		}
 		return withoutSecret(s, u), nil
 	default:
-		return nil, fmt.Errorf("event sink %s: the scheme is not redis, rediss, nats or tls", u.Redacted())
+		return nil, fmt.Errorf("event sink %s: the scheme is not redis, rediss, nats or tls", redact.String(u.String()))
 	}
 }
 

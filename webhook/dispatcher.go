@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/couponlink/couponlink/internal/redact"
 )
 
 // Outbox row statuses.
@@ -34,18 +36,24 @@ const (
 
 // Config configures a Dispatcher. Zero fields take their defaults.
 type Config struct {
-	DB          *sql.DB
-	URL         string        // receiver; required (http or https)
-	Secret      []byte        // HMAC key; required
-	MaxAttempts int           // delivery rounds before an event is dropped; default 12
-	MinBackoff  time.Duration // between rounds of one event, doubling each round; default 1s
-	MaxBackoff  time.Duration // the longest wait between rounds; default 10m
-	Timeout     time.Duration // per HTTP request; default 5s
-	Retries     int           // quick retries inside one round (100ms..1s apart); default 2, negative for none
-	MaxPending  int           // bound of pending rows; beyond it the oldest are dropped; default 100000
-	Retention   time.Duration // delivered and dropped rows are deleted after this; default 168h
-	PollEvery   time.Duration // how often Run looks for due events; default 1s
-	BatchSize   int           // rows claimed per round; default 100
+	DB     *sql.DB
+	URL    string // receiver; required (http or https)
+	Secret []byte // HMAC key; required
+	// PreviousSecret, during a rotation, signs each request too (a second
+	// v1), so receivers that know either secret verify it.
+	PreviousSecret []byte
+	// LegacySignature also sends the old body-only signature
+	// (HeaderBodySignature), for receivers not yet moved; one release.
+	LegacySignature bool
+	MaxAttempts     int           // delivery rounds before an event is dropped; default 12
+	MinBackoff      time.Duration // between rounds of one event, doubling each round; default 1s
+	MaxBackoff      time.Duration // the longest wait between rounds; default 10m
+	Timeout         time.Duration // per HTTP request; default 5s
+	Retries         int           // quick retries inside one round (100ms..1s apart); default 2, negative for none
+	MaxPending      int           // bound of pending rows; beyond it the oldest are dropped; default 100000
+	Retention       time.Duration // delivered and dropped rows are deleted after this; default 168h
+	PollEvery       time.Duration // how often Run looks for due events; default 1s
+	BatchSize       int           // rows claimed per round; default 100
 	// Lease is how long claimed rows stay invisible to other dispatchers;
 	// a round renews it every Lease/3 while it sends (lease.go). A
 	// dispatcher that dies mid-round delays its events by at most this.
@@ -72,16 +80,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	u, err := url.Parse(c.URL)
 	if c.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		shown := "(unparsable)"
-		if err == nil {
-			shown = u.Redacted() // a URL may carry a password
-		}
-		return c, fmt.Errorf("webhook: Config.URL %s is not an http(s) URL of the receiver", shown)
+		return c, fmt.Errorf("webhook: Config.URL %s is not an http(s) URL of the receiver", redact.String(c.URL))
 	}
 	if len(c.Secret) == 0 {
 		return c, errors.New("webhook: Config.Secret is empty; refusing to send unsigned webhooks")
 	}
 	c.Secret = append([]byte(nil), c.Secret...)
+	c.PreviousSecret = append([]byte(nil), c.PreviousSecret...)
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 12
 	}

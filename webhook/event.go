@@ -25,6 +25,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/couponlink/couponlink/client"
 )
 
 // Event types.
@@ -43,9 +45,15 @@ var Types = []string{QuotaRecommendation, QuotaTransferred, QuotaReleased, Chann
 
 // Headers of a delivery request.
 const (
-	HeaderSignature = "X-Couponlink-Signature" // "sha256=" + hex HMAC-SHA256 of the body
-	HeaderEventID   = "X-Couponlink-Event-Id"  // the event's id, as in the body
-	HeaderEvent     = "X-Couponlink-Event"     // the event's type, as in the body
+	// HeaderSignature is "t=<unix>,v1=<hex HMAC-SHA256(secret, t + "." +
+	// body)>", a v1 per secret (client.SignWebhook, client.VerifyWebhook).
+	HeaderSignature = client.WebhookSignatureHeader
+	// HeaderBodySignature is the old signature, "sha256=" + hex
+	// HMAC-SHA256 of the body alone (no time: replayable), sent only with
+	// Config.LegacySignature, for one release.
+	HeaderBodySignature = "X-Couponlink-Body-Signature"
+	HeaderEventID       = "X-Couponlink-Event-Id" // the event's id, as in the body
+	HeaderEvent         = "X-Couponlink-Event"    // the event's type, as in the body
 )
 
 // maxChannel is the width of webhook_outbox.channel.
@@ -143,18 +151,25 @@ func nullChannel(c string) any {
 	return c
 }
 
-// Sign returns the signature header value of body: "sha256=" followed by
-// the hex HMAC-SHA256 of body under secret.
+// Sign returns the old signature of body (HeaderBodySignature): "sha256="
+// followed by the hex HMAC-SHA256 of body under secret.
 func Sign(secret, body []byte) string {
 	m := hmac.New(sha256.New, secret)
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Verify says whether header is the signature of body under secret. It
-// compares in constant time. Receivers must pass the raw body bytes, before
+// Verify says whether header (HeaderSignature) is a signature of body
+// under secret, made within client.WebhookTolerance of now
+// (client.VerifyWebhook). Receivers must pass the raw body bytes, before
 // any JSON decoding.
 func Verify(secret, body []byte, header string) bool {
+	return client.VerifyWebhook(header, body, time.Now(), secret) == nil
+}
+
+// VerifyBody says whether header is the old signature of body under
+// secret (HeaderBodySignature). It compares in constant time.
+func VerifyBody(secret, body []byte, header string) bool {
 	got, ok := strings.CutPrefix(header, "sha256=")
 	if !ok {
 		return false

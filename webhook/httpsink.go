@@ -10,18 +10,26 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/couponlink/couponlink/client"
 )
 
 // httpSink is the webhook receiver as a Sink: each event POSTed, signed
 // (HMAC-SHA256 of the stored body), with quick retries inside one call.
 type httpSink struct {
-	url    string
-	secret []byte
-	client *retryablehttp.Client
+	url     string
+	secrets [][]byte         // the current, and during a rotation the previous
+	legacy  bool             // also the old body-only signature
+	now     func() time.Time // the signatures' t: the wall clock, which receivers compare with theirs
+	client  *retryablehttp.Client
 }
 
 func newHTTPSink(cfg Config, log *slog.Logger) *httpSink {
-	return &httpSink{url: cfg.URL, secret: cfg.Secret, client: newHTTPClient(cfg, log)}
+	secrets := [][]byte{cfg.Secret}
+	if len(cfg.PreviousSecret) > 0 {
+		secrets = append(secrets, cfg.PreviousSecret)
+	}
+	return &httpSink{url: cfg.URL, secrets: secrets, legacy: cfg.LegacySignature, now: time.Now, client: newHTTPClient(cfg, log)}
 }
 
 // Name is "webhook": the sink label of the receiver's deliveries.
@@ -81,7 +89,10 @@ func (h *httpSink) post(ctx context.Context, r Message) error {
 	req.Header.Set("User-Agent", "couponlink-webhook")
 	req.Header.Set(HeaderEvent, r.Type)
 	req.Header.Set(HeaderEventID, r.ID)
-	req.Header.Set(HeaderSignature, Sign(h.secret, r.Body))
+	req.Header.Set(HeaderSignature, client.SignWebhook(h.now(), r.Body, h.secrets...))
+	if h.legacy {
+		req.Header.Set(HeaderBodySignature, Sign(h.secrets[0], r.Body))
+	}
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return err

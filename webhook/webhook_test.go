@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/client"
 )
 
 func TestSignatureVerifies(t *testing.T) {
@@ -35,15 +37,14 @@ func TestSignatureVerifies(t *testing.T) {
 
 	// the receiver recomputes the HMAC over the raw body
 	sig := r.Header.Get(HeaderSignature)
-	assert.Equal(t, Sign(testSecret, r.Body), sig)
-	assert.Regexp(t, `^sha256=[0-9a-f]{64}$`, sig)
+	assert.Regexp(t, `^t=[0-9]+,v1=[0-9a-f]{64}$`, sig)
 	assert.True(t, Verify(testSecret, r.Body, sig))
 	assert.False(t, Verify([]byte("wrong secret"), r.Body, sig))
 	flipped := append([]byte(nil), r.Body...)
 	flipped[len(flipped)/2] ^= 0x01
 	assert.False(t, Verify(testSecret, flipped, sig))
-	assert.False(t, Verify(testSecret, r.Body, strings.TrimPrefix(sig, "sha256=")))
 	assert.False(t, Verify(testSecret, r.Body, "sha256=not-hex"))
+	assert.Empty(t, r.Header.Get(HeaderBodySignature), "the old signature only with LegacySignature")
 
 	assert.Equal(t, "application/json", r.Header.Get("Content-Type"))
 	assert.Equal(t, "couponlink-webhook", r.Header.Get("User-Agent"))
@@ -69,7 +70,7 @@ func TestSignatureVerifies(t *testing.T) {
 }
 
 func TestSignKnownVector(t *testing.T) {
-	// RFC 4231 test case 2
+	// RFC 4231 test case 2 (the old body-only signature)
 	got := Sign([]byte("Jefe"), []byte("what do ya want for nothing?"))
 	assert.Equal(t, "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843", got)
 }
@@ -511,4 +512,33 @@ func TestTruncateLastError(t *testing.T) {
 	assert.Equal(t, "abc", truncate("abc", 512))
 	long := strings.Repeat("é", 600)
 	assert.Equal(t, 512, len([]rune(truncate(long, 512))))
+}
+
+// During a rotation each request is signed with both secrets (v1 twice):
+// a receiver with either verifies it; with LegacySignature the old
+// body-only signature goes along in its own header. A delivered request
+// replayed after the tolerance fails; so does one changed by one byte.
+func TestSignatureRotationLegacyAndReplay(t *testing.T) {
+	db := openDB(t)
+	rc := newReceiver(t, nil)
+	previous := []byte("the-previous-secret")
+	d := newTestDispatcher(t, db, rc.srv.URL, newFakeClock(), func(c *Config) {
+		c.PreviousSecret, c.LegacySignature = previous, true
+	})
+	enqueueCommitted(t, db, Event{Type: ChannelSoldOut, Time: time.Now().UTC(), Template: 1, Channel: "app"})
+	n, err := d.Deliver(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	r := rc.requests()[0]
+	sig := r.Header.Get(HeaderSignature)
+	assert.Regexp(t, `^t=[0-9]+,v1=[0-9a-f]{64},v1=[0-9a-f]{64}$`, sig)
+	assert.True(t, Verify(testSecret, r.Body, sig), "a receiver with the new secret")
+	assert.True(t, Verify(previous, r.Body, sig), "a receiver with the previous secret")
+	assert.True(t, VerifyBody(testSecret, r.Body, r.Header.Get(HeaderBodySignature)), "the old signature, with LegacySignature")
+
+	later := time.Now().Add(client.WebhookTolerance + time.Minute)
+	assert.ErrorIs(t, client.VerifyWebhook(sig, r.Body, later, testSecret), client.ErrWebhookSignature, "replayed after the tolerance")
+	changed := append([]byte(nil), r.Body...)
+	changed[0] ^= 0x01
+	assert.False(t, Verify(testSecret, changed, sig), "a body changed by one byte")
 }

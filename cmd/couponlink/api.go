@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/couponlink/couponlink/console"
@@ -26,9 +27,11 @@ type apiSettings struct {
 	primaries *string
 	conns     *int
 	// the HTTP server: where, who may call, how it stops
-	addr, origins *string
-	token         func() string
-	grace         *time.Duration
+	addr, origins, metricsAddr *string
+	token                      func() string
+	tokenFile                  *string
+	insecureNoAuth             *bool
+	grace                      *time.Duration
 	// the work beside the requests: the expiry sweep, the cdc it shows
 	sweep               *time.Duration
 	cdcMetrics, cdcName *string
@@ -47,7 +50,13 @@ func apiFlags(stderr io.Writer) (*settings.Flags, *apiSettings) {
 		"YAML file listing several primaries (couponlink-native over several servers; docs/several-primaries.md); -dsn is then not used")
 	o.conns = f.EnvInt("mysql-conns", "COUPONLINK_MYSQL_CONNS", 64, "most MySQL connections the API opens")
 	o.addr = f.EnvString("addr", "COUPONLINK_API_ADDR", "127.0.0.1:8080", "listen address of the API, its /metrics and the console")
-	o.token = f.EnvSecret("token", "COUPONLINK_API_TOKEN", "when set, every /v1 route needs Authorization: Bearer <token>")
+	o.token = f.EnvSecret("token", "COUPONLINK_API_TOKEN", "one admin token (named admin; at least 32 random bytes: couponlink token new): every /v1 route then needs Authorization: Bearer <token>")
+	o.tokenFile = f.EnvString("token-file", "COUPONLINK_API_TOKEN_FILE", "",
+		"file of named tokens with roles, one \"name viewer|operator|admin sha256:<digest>\" a line (couponlink token new); read again on SIGHUP")
+	o.insecureNoAuth = f.EnvBool("insecure-no-auth", "COUPONLINK_API_INSECURE_NO_AUTH", false,
+		"serve without any token on an address that is not loopback (anyone who reaches it may void coupons); refused otherwise")
+	o.metricsAddr = f.EnvString("metrics-addr", "COUPONLINK_API_METRICS_ADDR", "",
+		"serve /metrics on this address of its own instead of -addr (empty: on -addr, beside the API)")
 	o.origins = f.EnvString("allowed-origins", "COUPONLINK_API_ALLOWED_ORIGINS", "",
 		"comma-separated browser origins (scheme://host[:port]) besides the API's own that may write, e.g. a console behind a proxy")
 	o.grace = f.EnvDuration("shutdown-grace", "COUPONLINK_SHUTDOWN_GRACE", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
@@ -76,14 +85,21 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	base := o.logging.Logger(stderr) // httpapi names its components (api, expire)
 	log := base.With("component", "api")
-	token := o.token()
+	tokens, err := loadTokens(*o.tokenFile, o.token(), *o.addr, *o.insecureNoAuth, log)
+	if err != nil {
+		return err
+	}
 	allowed, err := httpapi.ParseAllowedOrigins(*o.origins)
 	if err != nil {
 		return fmt.Errorf("-allowed-origins: %w", err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	build := apiBuild{cfg: httpapi.Config{Token: token, AllowedOrigins: allowed, CDCMetricsURL: *o.cdcMetrics, Logger: base, Registerer: reg, Gatherer: reg},
+	gatherer := prometheus.Gatherer(reg) // /metrics beside the API, or on -metrics-addr
+	if *o.metricsAddr != "" {
+		gatherer = nil
+	}
+	build := apiBuild{cfg: httpapi.Config{Tokens: tokens, AllowedOrigins: allowed, CDCMetricsURL: *o.cdcMetrics, Logger: base, Registerer: reg, Gatherer: gatherer},
 		store: coupon.Config{Logger: log, CombineClaims: *o.combine, CombineRedemptions: *o.combineRedeem, CombineMax: *o.combineMax}, cdcName: *o.cdcName}
 	if build.cfg.Legacy, err = legacyShop(*o.mapping); err != nil {
 		return err
@@ -102,7 +118,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("listen on %s: %w", *o.addr, err)
 	}
 	srv := &http.Server{Handler: console.Mount(api), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
-	log.Info("api listening", "addr", ln.Addr().String(), "auth", token != "", "legacy_mapping", *o.mapping, "allowed_origins", allowed, "expire_interval", *o.sweep,
+	log.Info("api listening", "addr", ln.Addr().String(), "auth", tokens.Len() > 0, "tokens", tokens.Names(), "legacy_mapping", *o.mapping, "allowed_origins", allowed, "expire_interval", *o.sweep,
 		"combine_claims", *o.combine, "combine_redemptions", *o.combineRedeem, "combine_max", *o.combineMax)
 	fmt.Fprintf(stdout, "couponlink api listening on http://%s\n", ln.Addr())
 	fmt.Fprintf(stdout, "couponlink console on http://%s%s\n", ln.Addr(), console.Prefix)
@@ -116,6 +132,16 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	g.Go(func() error { return serveHTTP(gctx, srv, ln, *o.grace, log) })
+	g.Go(func() error { return reloadTokensOnHUP(gctx, tokens, *o.tokenFile, o.token, log) })
+	if *o.metricsAddr != "" {
+		mln, err := net.Listen("tcp", *o.metricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen on -metrics-addr %s: %w", *o.metricsAddr, err)
+		}
+		log.Info("metrics listening", "addr", mln.Addr().String())
+		msrv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		g.Go(func() error { return serveHTTP(gctx, msrv, mln, *o.grace, log) })
+	}
 	if err := g.Wait(); err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +16,7 @@ import (
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/mysqlconn"
+	"github.com/couponlink/couponlink/internal/redact"
 	"github.com/couponlink/couponlink/internal/redisconn"
 	"github.com/couponlink/couponlink/internal/settings"
 	"github.com/couponlink/couponlink/inventory"
@@ -59,7 +59,7 @@ func cdcFlags(stderr io.Writer) (*settings.Flags, *cdcSettings) {
 		name:      "checkpoint name (one per source schema or primary; the cdcs of one name elect one leader, the others wait as standbys)",
 		metrics:   "listen address of /metrics, /healthz and /status (the status as JSON, as couponlink status -json prints it; empty: none)",
 	})
-	o.binlogDSN = f.EnvString("binlog-dsn", "COUPONLINK_BINLOG_DSN", "", "read the binlog from this server instead of -dsn's: a replica of it with log_slave_updates=ON (docs/cdc.md, \"Failover and replicas\"); the counters, checkpoint and leader lock stay on -dsn's server, the primary; empty: -dsn's server")
+	o.binlogDSN = f.EnvRedacted("binlog-dsn", "COUPONLINK_BINLOG_DSN", "", "read the binlog from this server instead of -dsn's: a replica of it with log_slave_updates=ON (docs/cdc.md, \"Failover and replicas\"); the counters, checkpoint and leader lock stay on -dsn's server, the primary; empty: -dsn's server")
 	o.serverID = f.EnvInt("server-id", "COUPONLINK_CDC_SERVER_ID", 0, "replica server id the cdc uses on the binlog stream (0: derived from the checkpoint name and pid)")
 	o.leaderTimeout = f.EnvDuration("leader-timeout", "COUPONLINK_CDC_LEADER_TIMEOUT", sink.DefaultLeaderTimeout, "how long the leader lock outlives a leader the server cannot hear from (host gone, network partition; the lock session's wait_timeout; at least 2s): a standby takes over within it. A leader whose process dies frees the lock at once")
 	o.rebuild = f.EnvBool("rebuild", "COUPONLINK_CDC_REBUILD", false, "rebuild the counters from a consistent snapshot, then stream from its position")
@@ -97,6 +97,9 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log := base.With("component", "cdc")
 	// a partitioned leader's sessions (an open batch holds the checkpoint
 	// row) end with its lock's, within -leader-timeout
+	if err := settings.NeedDSN(*o.db.DSN); err != nil {
+		return err
+	}
 	db, err := mysqlconn.OpenIdleBounded(*o.db.DSN, 8, *o.leaderTimeout)
 	if err != nil {
 		return err
@@ -119,6 +122,8 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return err
 		}
 		defer rdb.Close()
+	} else {
+		log.Warn("no Redis: the stock keys are not kept; set COUPONLINK_REDIS_ADDR (or -redis) to keep them")
 	}
 	peers, err := peersOf(all, *o.mapping.Source)
 	if err != nil {
@@ -167,7 +172,7 @@ func (o *cdcSettings) run(ctx context.Context, p cdcParts, log *slog.Logger) err
 		g.Go(func() error { return ops.Run(gctx) })
 	}
 	if p.hooks != nil {
-		log.Info("webhooks on", "url", redactURL(*o.hooks.url))
+		log.Info("webhooks on", "url", redact.String(*o.hooks.url))
 		g.Go(func() error {
 			if err := p.hooks.Run(gctx); err != nil {
 				return fmt.Errorf("webhook dispatcher: %w", err)
@@ -301,15 +306,6 @@ func openSourceConns(m *canal.Mapping, skip string, maxConns int) ([]sourceConn,
 		out = append(out, sourceConn{name: name, dsn: dsn, m: sm, db: db})
 	}
 	return out, nil
-}
-
-// redactURL hides a URL's password, for logs.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }
 
 // quotaDefaultFlags are the rebalancing policy of templates without an

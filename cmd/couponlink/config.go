@@ -62,5 +62,8 @@ func (d *daemonSettings) register(f *settings.Flags, daemon string, u daemonUses
 // openMySQL opens a pool with the settings couponlink relies on
 // (mysqlconn.Config); errors never show the DSN's password.
 func openMySQL(dsn string, maxConns int) (*sql.DB, error) {
+	if err := settings.NeedDSN(dsn); err != nil {
+		return nil, err
+	}
 	return mysqlconn.Open(dsn, maxConns)
 }

@@ -15,14 +15,19 @@ import (
 // webhookSettings are the cdc's flags of the webhook.
 type webhookSettings struct {
 	url                     *string
-	secret                  func() string
+	secret, previousSecret  func() string
+	legacySignature         *bool
 	maxAttempts, maxPending *int
 }
 
 func webhookFlags(f *settings.Flags) *webhookSettings {
 	return &webhookSettings{
-		url:         f.EnvString("webhook-url", "COUPONLINK_WEBHOOK_URL", "", "receiver of the webhook events (quota.*, channel.*, anomaly.detected, reconcile.needs_review; docs/events.md); empty: no webhooks"),
-		secret:      f.EnvSecret("webhook-secret", "COUPONLINK_WEBHOOK_SECRET", "HMAC-SHA256 key the webhook bodies are signed with (required with -webhook-url)"),
+		url:    f.EnvRedacted("webhook-url", "COUPONLINK_WEBHOOK_URL", "", "receiver of the webhook events (quota.*, channel.*, anomaly.detected, reconcile.needs_review; docs/events.md); empty: no webhooks"),
+		secret: f.EnvSecret("webhook-secret", "COUPONLINK_WEBHOOK_SECRET", "HMAC-SHA256 key the webhook requests are signed with: X-Couponlink-Signature: t=<unix>,v1=<hex> (required with -webhook-url)"),
+		previousSecret: f.EnvSecret("webhook-previous-secret", "COUPONLINK_WEBHOOK_PREVIOUS_SECRET",
+			"during a rotation, the secret being replaced: each request is signed with both (v1 twice) until every receiver has the new one"),
+		legacySignature: f.EnvBool("webhook-legacy-signature", "COUPONLINK_WEBHOOK_LEGACY_SIGNATURE", false,
+			"also send the old body-only signature (X-Couponlink-Body-Signature: sha256=<hex>), replayable, for receivers not yet moved; removed in the next release"),
 		maxAttempts: f.EnvInt("webhook-max-attempts", "COUPONLINK_WEBHOOK_MAX_ATTEMPTS", 12, "delivery rounds (with exponential backoff, 1 s to 10 min) before an event is dropped"),
 		maxPending:  f.EnvInt("webhook-max-pending", "COUPONLINK_WEBHOOK_MAX_PENDING", 100_000, "bound of the webhook outbox; beyond it the oldest events are dropped (counted, logged)"),
 	}
@@ -36,7 +41,8 @@ func (o *webhookSettings) dispatcher(db *sql.DB, reg prometheus.Registerer, sm *
 	if *o.url == "" {
 		return nil, nil
 	}
-	return webhook.New(webhook.Config{DB: db, URL: *o.url, Secret: []byte(o.secret()), MaxAttempts: *o.maxAttempts,
+	return webhook.New(webhook.Config{DB: db, URL: *o.url, Secret: []byte(o.secret()), PreviousSecret: []byte(o.previousSecret()),
+		LegacySignature: *o.legacySignature, MaxAttempts: *o.maxAttempts,
 		MaxPending: *o.maxPending, Logger: log, Registerer: reg, SinkMetrics: sm, Epoch: epoch, Checkpoint: checkpoint, PollEvery: eventPoll})
 }
 

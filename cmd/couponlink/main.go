@@ -30,6 +30,7 @@ func commands() []command {
 		{"status", "print where the cdc stands: checkpoint, lag, anomalies, inventory; -template: its channels", runStatus},
 		{"quota", "show, set, reset and audit a template's quota rebalancing policy (quota policy ...)", runQuota},
 		{"mapping", "check a legacy mapping against the live schema: roles, types, NULLs, indexes, checks on and off (mapping check)", runMapping},
+		{"token", "make a new API token with a name and a role, and its line for the token file (token new)", runToken},
 		{"version", "print the build: module version, VCS revision and time, Go version", runVersion},
 	}
 }

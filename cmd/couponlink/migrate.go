@@ -57,6 +57,9 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // migrateOne migrates the database of dsn and prints what it did, each
 // line starting with prefix.
 func migrateOne(stdout io.Writer, prefix, dsn string) error {
+	if err := settings.NeedDSN(dsn); err != nil {
+		return err
+	}
 	res, err := migrations.Up(dsn)
 	if err != nil {
 		return err

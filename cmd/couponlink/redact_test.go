@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -148,4 +149,70 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// No command prints a secret of any setting that can hold one: the
+// binlog DSN, the webhook URL and secret, the event sinks' URLs, the API
+// token, a Redis URL, a primaries list's DSN. Every command runs as a
+// built binary with all of them in its environment (so -h shows them as
+// defaults) and debug logs, the binlog server, the webhook receiver and
+// the sinks closed (so their errors are printed too); its stdout and
+// stderr are searched for each password.
+func TestNoCommandPrintsAnySecret(t *testing.T) {
+	_, dsn := testenv.MySQL(t)
+	closed := testenv.FreeAddr(t)
+	pw := map[string]string{}
+	for _, s := range []string{"binlog", "hook", "hooksecret", "sink", "token", "redis"} {
+		pw[s] = "Pw" + randomHex(6)
+	}
+	pw["token"] = randomHex(32)
+	secretEnv := []string{
+		"COUPONLINK_MYSQL_DSN=" + dsn, "COUPONLINK_LOG_LEVEL=debug",
+		"COUPONLINK_BINLOG_DSN=repl:" + pw["binlog"] + "@tcp(" + closed + ")/couponlink",
+		"COUPONLINK_WEBHOOK_URL=http://hook:" + pw["hook"] + "@" + closed + "/in",
+		"COUPONLINK_WEBHOOK_SECRET=" + pw["hooksecret"],
+		"COUPONLINK_EVENT_SINKS=redis://:" + pw["sink"] + "@" + closed + "/0?stream=couponlink-events",
+		"COUPONLINK_API_TOKEN=" + pw["token"],
+	}
+	bin := testenv.BuildCouponlink(t)
+	check := func(what, out string) {
+		t.Helper()
+		for name, p := range pw {
+			assert.NotContains(t, out, p, "%s printed the %s secret:\n%s", what, name, out)
+		}
+	}
+	runs := []struct {
+		args  []string
+		until *regexp.Regexp
+	}{
+		{[]string{"migrate"}, nil},
+		{[]string{"api", "-addr", "127.0.0.1:0", "-expire-interval", "0"}, regexp.MustCompile(`api listening`)},
+		{[]string{"expire"}, nil},
+		{[]string{"cdc", "-metrics-addr", "", "-redis", ""}, regexp.MustCompile(`(?s)level=(WARN|ERROR).*level=(WARN|ERROR)|tailing the binlog`)},
+		{[]string{"reconcile", "-once", "-redis", "", "-catch-up-wait", "1s"}, nil},
+		{[]string{"reconcile", "-list"}, nil},
+		{[]string{"status"}, nil},
+		{[]string{"anomalies", "list"}, nil},
+		{[]string{"quota", "policy", "show", "-template", "1"}, nil},
+	}
+	for _, c := range runs {
+		out, _ := runUntil(t, bin, secretEnv, c.args, c.until)
+		check("couponlink "+strings.Join(c.args, " "), out)
+	}
+	// -h of every command, with a Redis URL too (the default it shows)
+	helpEnv := append(secretEnv, "COUPONLINK_REDIS_ADDR=rediss://default:"+pw["redis"]+"@"+closed)
+	for _, c := range commands() {
+		out, _ := runUntil(t, bin, helpEnv, []string{c.name, "-h"}, nil)
+		check("couponlink "+c.name+" -h", out)
+		if c.name == "cdc" { // shown, redacted
+			for _, shown := range []string{"repl:xxxxx@tcp(", "http://hook:xxxxx@", "rediss://default:xxxxx@"} {
+				assert.Contains(t, out, shown, "cdc -h")
+			}
+		}
+	}
+	// a primaries list whose DSN names no database: its error
+	list := filepath.Join(t.TempDir(), "primaries.yaml")
+	require.NoError(t, os.WriteFile(list, []byte("primaries:\n  - name: a\n    dsn: u:"+pw["binlog"]+"@tcp("+closed+")\n"), 0o600))
+	out, _ := runUntil(t, bin, secretEnv, []string{"api", "-addr", "127.0.0.1:0", "-primaries", list}, regexp.MustCompile(`api listening`))
+	check("couponlink api -primaries", out)
 }

@@ -65,7 +65,8 @@ func metricParts() []metricPart {
 				require.NoError(t, err)
 				closeRedis()
 			}},
-		{"The API", fmt.Sprintf("`couponlink api`, on its own address (`-addr`, default `%s`).", apiAddr()),
+		{"The API", fmt.Sprintf("`couponlink api`, on its own address (`-addr`, default `%s`), or alone on `-metrics-addr` (`COUPONLINK_API_METRICS_ADDR`) when set; "+
+			"what each process's `/metrics` and `/status` show, and who may reach them: [security](security.md#metrics-and-status).", apiAddr()),
 			func(t *testing.T, db *sql.DB, reg prometheus.Registerer) {
 				b := apiBuild{cfg: httpapi.Config{Logger: quiet, Registerer: reg}, store: coupon.Config{Logger: quiet, CombineClaims: true, CombineRedemptions: true}}
 				_, err := b.server(db, reg)

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/auth"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/coupon/httpapi"
 	"github.com/couponlink/couponlink/internal/testenv"
@@ -53,6 +54,7 @@ type env struct {
 
 type envConfig struct {
 	token      string
+	tokens     *auth.Tokens     // httpapi.Config.Tokens (the client sends token)
 	origins    []string         // httpapi.Config.AllowedOrigins
 	realClock  bool             // time.Now instead of the fake clock
 	now        func() time.Time // overrides both
@@ -90,7 +92,7 @@ func newEnv(t testing.TB, cfgs ...envConfig) *env {
 		CombineRedemptions: cfg.combine || combineFromEnv("REDEMPTIONS")})
 	require.NoError(t, err)
 	e.store = store
-	e.srv = httpapi.New(httpapi.Config{Store: store, Token: cfg.token, AllowedOrigins: cfg.origins, Logger: quiet,
+	e.srv = httpapi.New(httpapi.Config{Store: store, Token: cfg.token, Tokens: cfg.tokens, AllowedOrigins: cfg.origins, Logger: quiet,
 		Registerer: e.reg, Gatherer: e.reg, CDCMetricsURL: cfg.cdcMetrics, Inventory: view.Reader{Checkpoint: cfg.checkpoint}})
 	var h http.Handler = e.srv
 	if _, bench := t.(*testing.B); !bench {

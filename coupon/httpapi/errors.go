@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"github.com/couponlink/couponlink/api"
@@ -156,6 +157,9 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	return out
 }
 
+// arrayIndex is an array element's index in a JSON field path.
+var arrayIndex = regexp.MustCompile(`\.[0-9]+\b`)
+
 func jsonError(err error) error {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
@@ -173,7 +177,8 @@ func jsonError(err error) error {
 		if typ.Field == "" {
 			return coupon.Invalid("", "the body must be a JSON object, not %s", typ.Value)
 		}
-		return coupon.Invalid(typ.Field, "%s must be %s, not %s", typ.Field, jsonKind(typ.Type.Kind().String()), typ.Value)
+		field := arrayIndex.ReplaceAllString(typ.Field, "") // Go 1.27 names the element: user_coupon_ids.0
+		return coupon.Invalid(field, "%s must be %s, not %s", field, jsonKind(typ.Type.Kind().String()), typ.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return coupon.Invalid(name, "unknown field %q", name)

@@ -89,7 +89,8 @@ func (s *Server) moveFinding(w http.ResponseWriter, r *http.Request, move findin
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
-	f, err := move(r.Context(), s.store.DB(), fp, actor(r, b.Operator), b.Reason)
+	who, note := actor(r, b.Operator)
+	f, err := move(r.Context(), s.store.DB(), fp, who, withNote(b.Reason, note))
 	var input *inventory.FindingInputError
 	switch {
 	case errors.As(err, &input):

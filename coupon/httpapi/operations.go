@@ -55,7 +55,9 @@ func (s *Server) resolveTask(w http.ResponseWriter, r *http.Request) (int, any, 
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
-	b.Operator, b.Note = actor(r, b.Operator), strings.TrimSpace(b.Note)
+	var note string
+	b.Operator, note = actor(r, b.Operator)
+	b.Note = strings.TrimSpace(b.Note)
 	switch {
 	case b.Operator == "":
 		return 0, nil, coupon.Invalid("operator", "operator is required: who resolves the item")
@@ -64,6 +66,7 @@ func (s *Server) resolveTask(w http.ResponseWriter, r *http.Request) (int, any, 
 	case b.Note == "":
 		return 0, nil, coupon.Invalid("note", "note is required: say what was checked or done")
 	}
+	b.Note = withNote(b.Note, note)
 	if err := reconcile.Resolve(r.Context(), s.store.DB(), id, b.Operator, b.Note); err != nil {
 		if errors.Is(err, reconcile.ErrNotOpen) {
 			return 0, nil, &coupon.Error{Code: api.CodeNotOpen, Field: "id",

@@ -75,7 +75,8 @@ func (s *Server) setQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, an
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
-	v, err := quota.SetPolicy(r.Context(), s.store.DB(), id, b.change(), actor(r, b.ChangedBy), b.Reason, via(r))
+	who, note := actor(r, b.ChangedBy)
+	v, err := quota.SetPolicy(r.Context(), s.store.DB(), id, b.change(), who, withNote(b.Reason, note), via(r))
 	return http.StatusOK, v, err
 }
 
@@ -91,7 +92,8 @@ func (s *Server) resetQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, 
 	if err != nil {
 		return 0, nil, err
 	}
-	v, err := quota.ResetPolicy(r.Context(), s.store.DB(), id, actor(r, q.Get("changed_by")), q.Get("reason"), via(r))
+	who, note := actor(r, q.Get("changed_by"))
+	v, err := quota.ResetPolicy(r.Context(), s.store.DB(), id, who, withNote(q.Get("reason"), note), via(r))
 	return http.StatusOK, v, err
 }
 

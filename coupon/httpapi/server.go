@@ -5,8 +5,6 @@
 package httpapi
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"mime"
@@ -19,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/couponlink/couponlink/api"
+	"github.com/couponlink/couponlink/auth"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/inventory/view"
 )
@@ -26,8 +25,12 @@ import (
 // Config wires the API.
 type Config struct {
 	Store *coupon.Store
-	// Token, when set, is required as "Authorization: Bearer <token>" on
-	// every path under /v1 (unknown ones included).
+	// Tokens, when it has any, are required as "Authorization: Bearer
+	// <token>" on every path under /v1 (unknown ones included), each
+	// route allowing the roles of RoleOf (auth.go); none: the API is open.
+	Tokens *auth.Tokens
+	// Token, when set and Tokens is nil, is the one admin token (named
+	// auth.EnvTokenName), as COUPONLINK_API_TOKEN is.
 	Token string
 	// AllowedOrigins are the browser origins ("https://console.example")
 	// besides the API's own that may write; see ParseAllowedOrigins.
@@ -54,12 +57,13 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	mux     *http.ServeMux
-	token   [32]byte
+	tokens  *auth.Tokens
 	origins *http.CrossOriginProtection
 	// allowed is the methods routed on each path, for the 405 answers; it
 	// is written only while New registers the routes.
 	allowed map[string][]string
 	routes  []string // the registered patterns, for Routes
+	isRoute map[string]bool
 }
 
 // New builds the API's routes.
@@ -74,10 +78,12 @@ func New(cfg Config) *Server {
 		cfg.Inventory.DB = cfg.Store.DB()
 	}
 	s := &Server{cfg: cfg, store: cfg.Store, log: cfg.Logger.With("component", "api"), metrics: newMetrics(cfg.Registerer), mux: http.NewServeMux(),
-		allowed: map[string][]string{}}
+		allowed: map[string][]string{}, isRoute: map[string]bool{}, tokens: cfg.Tokens}
 	cfg.Store.ObserveClaimGroups(func(n int) { s.metrics.claimGroups.Observe(float64(n)) })
 	cfg.Store.ObserveRedemptionGroups(func(n int) { s.metrics.redeemGroups.Observe(float64(n)) })
-	s.token = sha256.Sum256([]byte(cfg.Token))
+	if s.tokens == nil && cfg.Token != "" {
+		s.tokens = auth.Static(map[string]auth.Identity{cfg.Token: {Name: auth.EnvTokenName, Role: auth.Admin}})
+	}
 	s.origins = http.NewCrossOriginProtection()
 	for _, o := range cfg.AllowedOrigins {
 		if err := s.origins.AddTrustedOrigin(o); err != nil {
@@ -140,15 +146,20 @@ func ParseAllowedOrigins(list string) ([]string, error) {
 	return out, nil
 }
 
-// ServeHTTP implements http.Handler. Everything under /v1 needs the token
-// first, so that a caller without it learns nothing of the routes: an
-// unknown path or a wrong method is 401 too.
+// ServeHTTP implements http.Handler. Everything under /v1 needs a token
+// whose role may call the route first (authorize, auth.go), so that a
+// caller without one learns nothing of the routes: an unknown path or a
+// wrong method is 401 too.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if (r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/")) && !s.authorized(r) {
-		_, pattern := s.mux.Handler(r) // one of the registered patterns: a bounded label
-		s.metrics.requests.WithLabelValues(pattern, strconv.Itoa(http.StatusUnauthorized)).Inc()
-		s.fail(w, r, &coupon.Error{Code: api.CodeUnauthorized, Message: "a valid Authorization: Bearer <token> header is required"})
-		return
+	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
+		var err error
+		if r, err = s.authorize(r); err != nil {
+			_, pattern := s.mux.Handler(r) // one of the registered patterns: a bounded label
+			e, _ := coupon.AsError(err)
+			s.metrics.requests.WithLabelValues(pattern, strconv.Itoa(e.Code.Status())).Inc()
+			s.fail(w, r, err)
+			return
+		}
 	}
 	s.mux.ServeHTTP(w, r)
 }
@@ -186,29 +197,12 @@ func (s *Server) route(pattern string, h handlerFunc) {
 			s.fail(w, r, &coupon.Error{Code: api.CodeMethodNotAllowed, Message: r.Method + " is not allowed on " + path + "; use " + allowed})
 		})
 	}
+	if strings.HasPrefix(path, "/v1/") {
+		RoleOf(pattern) // panics when a write route has no role
+	}
+	s.isRoute[pattern] = true
 	s.allowed[path] = append(s.allowed[path], method)
 	s.routes = append(s.routes, pattern)
-}
-
-// Authorized reports whether r may use the routes under /v1: it carries
-// the token, or none is set. A front that routes requests over several
-// servers asks it before it reads a body.
-func (s *Server) Authorized(r *http.Request) bool { return s.authorized(r) }
-
-// authorized reports whether r carries the token, as "Bearer <token>"
-// with the scheme name in any case and one or more spaces (RFC 9110 and
-// RFC 6750).
-func (s *Server) authorized(r *http.Request) bool {
-	if s.cfg.Token == "" {
-		return true
-	}
-	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	got = strings.TrimLeft(got, " ")
-	sum := sha256.Sum256([]byte(got))
-	return subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1
 }
 
 // checkWrite guards the write methods against a browser's cross-site

@@ -29,6 +29,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/couponlink/couponlink/internal/mysqlconn"
+	"github.com/couponlink/couponlink/internal/redact"
 )
 
 // Primary is one server of the list: its name (metrics, logs, placement)
@@ -108,7 +109,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) ([]Primary, error
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		if cfg.DBName == "" {
-			return nil, fmt.Errorf("%s: the DSN %s names no database", where, mysqlconn.Redact(dsn))
+			return nil, fmt.Errorf("%s: the DSN %s names no database", where, redact.String(dsn))
 		}
 		db := cfg.Net + "(" + cfg.Addr + ")/" + cfg.DBName
 		if other, ok := dbs[db]; ok {

@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/couponlink/couponlink/internal/redact"
 )
 
 // ErrUsage is what Parse returns after it printed a usage error (a bad
@@ -132,6 +134,15 @@ func (f *Flags) EnvSecret(name, env, usage string) func() string {
 		}
 		return os.Getenv(env)
 	}
+}
+
+// EnvRedacted is a string flag set by env too whose value may hold a
+// password (a DSN, a URL): -h shows its default through redact.String.
+func (f *Flags) EnvRedacted(name, env, def, usage string) *string {
+	v := f.EnvString(name, env, def, usage)
+	fl := f.Lookup(name)
+	fl.DefValue = redact.String(fl.DefValue)
+	return v
 }
 
 // EnvDuration is a duration flag set by env too.

@@ -7,12 +7,21 @@ import (
 	"strings"
 
 	"github.com/couponlink/couponlink/canal"
-	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/internal/tlsconf"
 )
 
-// DefaultDSN is -dsn's default: the database of deploy/local's MariaDB.
-const DefaultDSN = "root@tcp(127.0.0.1:3307)/couponlink"
+// ErrNoDSN is the error of a command run without a database.
+var ErrNoDSN = errors.New("no MySQL database: set COUPONLINK_MYSQL_DSN (or -dsn), e.g. " +
+	"'couponlink:PASSWORD@tcp(db:3306)/couponlink'; `make run` and deploy/local/servers.sh env set it for the local servers")
+
+// NeedDSN is ErrNoDSN when dsn is empty: -dsn has no default, so that a
+// production binary never reaches a development database by accident.
+func NeedDSN(dsn string) error {
+	if strings.TrimSpace(dsn) == "" {
+		return ErrNoDSN
+	}
+	return nil
+}
 
 // Database is -dsn, couponlink's database [COUPONLINK_MYSQL_DSN], and
 // the TLS of every connection to MySQL (-mysql-tls..., see tls.go).
@@ -23,9 +32,7 @@ type Database struct {
 // Register adds -dsn to f; -h shows its default (the environment's DSN)
 // with the password hidden.
 func (d *Database) Register(f *Flags) {
-	d.DSN = f.EnvString("dsn", "COUPONLINK_MYSQL_DSN", DefaultDSN, "MySQL DSN of couponlink's database, go-sql-driver form")
-	fl := f.Lookup("dsn")
-	fl.DefValue = mysqlconn.Redact(fl.DefValue)
+	d.DSN = f.EnvRedacted("dsn", "COUPONLINK_MYSQL_DSN", "", "MySQL DSN of couponlink's database, go-sql-driver form (required; no default)")
 	registerMySQLTLS(f)
 }
 
@@ -46,7 +53,7 @@ type Redis struct {
 
 // Register adds the Redis flags to f.
 func (r *Redis) Register(f *Flags) {
-	r.Addr = f.EnvString("redis", "COUPONLINK_REDIS_ADDR", "127.0.0.1:6380", r.AddrUse)
+	r.Addr = f.EnvRedacted("redis", "COUPONLINK_REDIS_ADDR", "", r.AddrUse)
 	r.Cluster = f.EnvBool("redis-cluster", "COUPONLINK_REDIS_CLUSTER", false, "-redis names a Redis Cluster even when it is one address (two or more always are)")
 	r.Mode = f.EnvString("redis-mode", "COUPONLINK_REDIS_MODE", "", r.ModeUse)
 	r.Prefix = f.EnvString("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys")

@@ -133,8 +133,8 @@ func TestGroups(t *testing.T) {
 		sn  Snapshot
 	)
 	want := map[string][2]string{ // flag: variable, default
-		"dsn":               {"COUPONLINK_MYSQL_DSN", DefaultDSN},
-		"redis":             {"COUPONLINK_REDIS_ADDR", "127.0.0.1:6380"},
+		"dsn":               {"COUPONLINK_MYSQL_DSN", ""}, // no built-in database or Redis
+		"redis":             {"COUPONLINK_REDIS_ADDR", ""},
 		"redis-cluster":     {"COUPONLINK_REDIS_CLUSTER", "false"},
 		"redis-mode":        {"COUPONLINK_REDIS_MODE", ""},
 		"key-prefix":        {"COUPONLINK_KEY_PREFIX", "couponlink:"},
