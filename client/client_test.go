@@ -249,8 +249,8 @@ func findingCalls(ctx context.Context, t *testing.T, a *api, c *client.Client) m
 			return err
 		},
 		"POST /v1/findings/{fingerprint}/reopen": func() error {
-			f, err := c.ReopenFinding(ctx, "00000000000000f1", "ops", "seen again")
-			if err == nil && (f.State != "open" || f.ReopenedBy != "ops" || f.ClosedReason != "done") {
+			f, err := c.ReopenFinding(ctx, "00000000000000f1", "admin", "seen again")
+			if err == nil && (f.State != "open" || f.ReopenedBy != "admin" || f.ClosedReason != "done") {
 				return &client.Error{Message: "unexpected reopen answer"}
 			}
 			return err
