@@ -134,9 +134,10 @@ func (s *Sink) newPipeline() pipeline {
 			s.saveBatchCheckpoint,   // 11. checkpoint
 		},
 		after: []func(context.Context, *batch){
-			s.commitMirror, // 12. mirror
-			s.observe,      // 13. metrics
-			s.syncBatch,    // 14. Redis
+			s.commitMirror,          // 12. mirror
+			s.judgeOverIssueByTruth, // 12b. over-issue from the truth (overissue.go)
+			s.observe,               // 13. metrics
+			s.syncBatch,             // 14. Redis
 		},
 	}
 }
