@@ -29,7 +29,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "couponlink_reconcile_runs_total", Help: "Reconciliation passes by result (clean, auto_fixed, needs_review, error).",
 		}, []string{"result"}),
 		drift: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "couponlink_reconcile_drift", Help: "Absolute difference from the truth found in the last pass, by template, channel and store (counter, template, quota, redis, legacy).",
+			Name: "couponlink_reconcile_drift", Help: "Absolute difference from the truth found by the last pass that compared it, by template, channel and store (counter, template, quota: the claim guard, redis, legacy; over_issue: coupons over the quota or budget, by how many).",
 		}, []string{"template", "channel", "store"}),
 		corrections: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_reconcile_corrections_total", Help: "Corrections written, by store and mode (auto, manual).",
@@ -88,13 +88,24 @@ func (r *Reconciler) observeDrift(rep *Report) {
 		if d.Finding == api.FindingAcknowledged {
 			continue
 		}
-		next[driftKey{strconv.FormatInt(d.Template, 10), d.Channel, d.Store}] += float64(abs(d.Delta()))
+		next[driftKey{strconv.FormatInt(d.Template, 10), d.Channel, driftStore(d)}] += float64(abs(d.Delta()))
 	}
 	r.m.drift.Reset()
 	for k, v := range next {
 		r.m.drift.WithLabelValues(k.template, k.channel, k.store).Set(v)
 	}
 	r.drift = next
+}
+
+// driftStore is the store label of a difference in the drift gauge: its
+// store, but over_issue for an over-issue found in the truth (coupons
+// over the quota or the budget), apart from the claim guard's drift (store
+// quota): only the first is over-issue (CouponlinkOverIssue).
+func driftStore(d Difference) string {
+	if d.Field == "over_issue" {
+		return "over_issue"
+	}
+	return d.Store
 }
 
 // driftKey is a series of the drift gauge.
