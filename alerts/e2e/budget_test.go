@@ -3,8 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"os"
+	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -85,64 +84,12 @@ func awaitFiring(t *testing.T, prom *promClient, ws ...*watch) {
 // cdc loads (after a correction, after its restart) never sets
 // couponlink_over_issued: only the bucket really over its quota counts.
 func TestAlertBudget(t *testing.T) {
-	promBin := findPrometheus(t)
-	root := moduleRoot(t)
-	tmp := t.TempDir()
 	ctx := context.Background()
-	bin := testenv.BuildCouponlink(t)
-
-	db, dsn := testenv.MySQL(t)
-	rdb := testenv.Redis(t)
-	redisAddr := testenv.RedisAddr(t)
-	prefix := testenv.KeyPrefix(t)
-	keys := inventory.Keys{Prefix: prefix}
-	t.Cleanup(func() {
-		var ks []string
-		it := rdb.Scan(context.Background(), 0, prefix+"*", 1000).Iterator()
-		for it.Next(context.Background()) {
-			ks = append(ks, it.Val())
-		}
-		if len(ks) > 0 {
-			_ = rdb.Del(context.Background(), ks...).Err()
-		}
-	})
-	l := &logs{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			l.dump(t)
-		}
-	})
-
-	cdcAddr, recAddr, promAddr := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
-	startCDC := func() *proc {
-		return l.start(t, "couponlink cdc", bin, "cdc", "-dsn", dsn, "-redis", redisAddr, "-key-prefix", prefix,
-			"-metrics-addr", cdcAddr)
-	}
-	cdc := startCDC()
-	rec := l.start(t, "couponlink reconcile", bin, "reconcile", "-dsn", dsn, "-redis", redisAddr, "-key-prefix", prefix,
-		"-metrics-addr", recAddr, "-every", reconcileEvery.String(), "-events")
-
 	// the shipped rules file itself, unchanged
-	config := fmt.Sprintf(`global:
-  scrape_interval: %s
-  evaluation_interval: %s
-rule_files:
-  - %q
-scrape_configs:
-  - job_name: couponlink-cdc
-    static_configs: [{targets: [%q]}]
-  - job_name: couponlink-reconcile
-    static_configs: [{targets: [%q]}]
-`, scrapeEvery, scrapeEvery, filepath.Join(root, "alerts", "couponlink.rules.yml"), cdcAddr, recAddr)
-	configFile := filepath.Join(tmp, "prometheus.yml")
-	require.NoError(t, os.WriteFile(configFile, []byte(config), 0o644))
-	promProc := l.start(t, "prometheus", promBin, "--config.file="+configFile,
-		"--storage.tsdb.path="+filepath.Join(tmp, "tsdb"), "--web.listen-address="+promAddr)
-	prom := &promClient{t: t, base: "http://" + promAddr, hc: &http.Client{Timeout: 5 * time.Second}}
-	waitFor(t, 20*time.Second, "Prometheus is ready", func() bool {
-		require.True(t, promProc.running(), "prometheus exited")
-		return prom.get("/-/ready", nil) == nil
-	})
+	st := startStack(t, filepath.Join(moduleRoot(t), "alerts", "couponlink.rules.yml"), scrapeEvery, nil,
+		[]string{"-every", reconcileEvery.String(), "-events"})
+	db, rdb, cdc, rec, prom := st.db, st.rdb, st.cdc, st.rec, st.prom
+	keys := inventory.Keys{Prefix: st.prefix}
 
 	// five templates, 10 coupons claimed in each one's app bucket
 	store, err := coupon.New(coupon.Config{DB: db, Logger: testenv.QuietLogger()})
@@ -192,11 +139,16 @@ scrape_configs:
 		require.Empty(t, prom.state(name, nil), "%s is active before any fault", name)
 	}
 
+	// each fault at a random point of the scrape and evaluation cycle, so
+	// that repeated runs measure the spread of the time to firing
+	phase := func() { time.Sleep(time.Duration(rand.Int64N(int64(scrapeEvery)))) }
+
 	// 1. Faults at once, each on its own template: an illegal transition,
 	// coupons past the quota (raw INSERTs that bypass the claim guard), a
 	// Redis stock key +7 and a counter +1 (both one-off: the reconciler
 	// corrects them), a counter +500 (above the thresholds: for a person).
 	tp := func(id int64) string { return strconv.FormatInt(id, 10) }
+	phase()
 	anomaly := &watch{name: "CouponlinkAnomalies", fault: "illegal_transition", labels: map[string]string{"kind": "illegal_transition"},
 		at: exec(`UPDATE user_coupon SET status = ? WHERE id = ?`, coupon.Available, expiredID)}
 	var vals []string
@@ -246,11 +198,12 @@ scrape_configs:
 
 	// 3. The cdc killed (SIGKILL): CouponlinkCDCDown; started again, it
 	// loads the counters, +500 included, and still counts one bucket over.
+	phase()
 	require.NoError(t, cdc.cmd.Process.Signal(syscall.SIGKILL))
 	down := &watch{name: "CouponlinkCDCDown", fault: "cdc_killed", labels: map[string]string{"job": "couponlink-cdc"}, at: time.Now()}
 	awaitFiring(t, prom, down)
 	<-cdc.done
-	cdc = startCDC()
+	cdc = st.startCDC()
 	waitFor(t, 40*time.Second, "CouponlinkCDCDown resolves, the restarted cdc counts one bucket over its quota", func() bool {
 		require.True(t, cdc.running(), "couponlink cdc exited after its restart")
 		h, o := held(), overIssued()
@@ -259,6 +212,7 @@ scrape_configs:
 
 	// 4. The cdc stalled: its checkpoint row locked by another session
 	// while the binlog moves (a claim); the cdc's batches wait on it.
+	phase()
 	lock, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	defer lock.Rollback() //nolint:errcheck // released below; a no-op then
