@@ -188,7 +188,7 @@ func (s *Sink) idle(ctx context.Context, cb *canal.Batch) error {
 		}
 		s.pendingChecks()
 	}
-	s.m.lag.Set(0) // caught up: the heartbeat came because nothing was left to read
+	s.m.lag.Set(0)                    // caught up: the heartbeat came because nothing was left to read
 	s.judgeOverIssueByTruth(ctx, nil) // the template rules a start loaded after the counters (overissue.go)
 	if s.redis != nil {
 		s.syncRedis(ctx, nil)
