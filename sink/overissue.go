@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/couponlink/couponlink/inventory"
 )
@@ -25,7 +26,14 @@ import (
 type overVerdict struct {
 	mirror, truth, limit int64
 	over                 bool
+	at                   time.Time // when the coupons were counted
 }
+
+// overRecountEvery bounds how often one suspect's coupons are counted
+// again while its counters move (a busy bucket whose counter drifted over
+// its quota would be counted at every batch): its last verdict stands
+// meanwhile.
+const overRecountEvery = 5 * time.Second
 
 // overSuspect is a bucket (Channel "" for a template judged as a whole)
 // whose counter mirror is over its limit.
@@ -72,8 +80,10 @@ func (s *Sink) judgeOverIssueByTruth(ctx context.Context, b *batch) {
 	s.mu.RUnlock()
 	var stale []int64
 	judged := map[inventory.Pair]overVerdict{}
+	now := time.Now()
 	for p, sus := range suspects {
-		if v, ok := before[p]; ok && v.mirror == sus.mirror && v.limit == sus.limit {
+		v, ok := before[p]
+		if ok && ((v.mirror == sus.mirror && v.limit == sus.limit) || now.Sub(v.at) < overRecountEvery) {
 			judged[p] = v
 		} else {
 			stale = append(stale, p.Template)
@@ -89,7 +99,7 @@ func (s *Sink) judgeOverIssueByTruth(ctx context.Context, b *batch) {
 			if _, ok := judged[p]; ok {
 				continue
 			}
-			v := overVerdict{mirror: sus.mirror, truth: takenOf(truth, p), limit: sus.limit}
+			v := overVerdict{mirror: sus.mirror, truth: takenOf(truth, p, s.quotas == nil), limit: sus.limit, at: now}
 			v.over = v.truth > sus.limit
 			if !v.over {
 				s.log.Warn("over-issue suspected from the counters but not in the coupons: the counters drifted (the reconciler reports it)",
@@ -103,12 +113,12 @@ func (s *Sink) judgeOverIssueByTruth(ctx context.Context, b *batch) {
 	s.mu.Unlock()
 }
 
-// takenOf is held + used + frozen of bucket p in counts (a Channel "" p:
-// over every channel of its template).
-func takenOf(counts map[inventory.Pair]*inventory.Counts, p inventory.Pair) int64 {
+// takenOf is held + used + frozen of bucket p in counts, or with whole
+// of every bucket of p's template.
+func takenOf(counts map[inventory.Pair]*inventory.Counts, p inventory.Pair, whole bool) int64 {
 	var n int64
 	for q, c := range counts {
-		if q == p || (p.Channel == "" && q.Template == p.Template) {
+		if q == p || (whole && q.Template == p.Template) {
 			n += c.Taken()
 		}
 	}
@@ -147,7 +157,7 @@ func (s *Sink) confirmedOverIssues(ctx context.Context, found []Anomaly, limit f
 	var out []Anomaly
 	for _, a := range found {
 		p := inventory.Pair{Template: a.Template, Channel: a.Channel}
-		if t := takenOf(truth, p); t > limit(a) {
+		if t := takenOf(truth, p, s.quotas == nil); t > limit(a) {
 			out = append(out, a)
 		} else {
 			s.log.Warn("over-issue in the counters but not in the coupons: the counters drifted (the reconciler reports it)",
