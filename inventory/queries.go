@@ -73,19 +73,33 @@ func optionalColumn(c string) string {
 // mapping's default channel) when it has none.
 func (s *Queries) channelColumn() string { return optionalColumn(s.m.UserCoupon.Channel) }
 
-// countCoupons counts user coupons per pair and state, in tx's snapshot,
-// summed over the shards of a sharded coupon table. It groups by the raw
-// columns, so that MySQL walks the (template, channel, status) index in
-// order with no temporary table; a NULL or missing channel becomes the
-// mapping's default channel here.
-func (s *Queries) countCoupons(ctx context.Context, tx *sql.Tx) (map[Pair]*Counts, error) {
+// CountTemplates counts the user coupons of the given templates per pair
+// and state, as they are now (no snapshot position): the truth a check
+// confirms a suspicion against, a few templates at a time.
+func (s *Queries) CountTemplates(ctx context.Context, q Querier, templates []int64) (map[Pair]*Counts, error) {
+	if len(templates) == 0 {
+		return map[Pair]*Counts{}, nil
+	}
+	return s.countCoupons(ctx, q, templates)
+}
+
+// countCoupons counts user coupons per pair and state, in q's snapshot,
+// summed over the shards of a sharded coupon table (only the templates
+// given, when some are). It groups by the raw columns, so that MySQL walks
+// the (template, channel, status) index in order with no temporary table;
+// a NULL or missing channel becomes the mapping's default channel here.
+func (s *Queries) countCoupons(ctx context.Context, q Querier, templates []int64) (map[Pair]*Counts, error) {
 	uc := s.m.UserCoupon
-	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), s.channelColumn(), quoteIdent(uc.Status)}, s.liveCoupon(), nil, "")
+	where, flowWhere := s.liveCoupon(), ""
+	if len(templates) > 0 {
+		where = and(where, fmt.Sprintf("%s IN (%s)", quoteIdent(uc.Template), sqltx.Placeholders(len(templates))))
+	}
+	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), s.channelColumn(), quoteIdent(uc.Status)}, where, sqltx.Int64Args(templates), "")
 	if err != nil {
 		return nil, fmt.Errorf("count %s: %w", uc.Table, err)
 	}
 	out := map[Pair]*Counts{}
-	err = sqltx.EachRow(ctx, tx, query, args, func(rows *sql.Rows) error {
+	err = sqltx.EachRow(ctx, q, query, args, func(rows *sql.Rows) error {
 		var p Pair
 		var tpl, code sql.NullInt64
 		var ch sql.NullString
@@ -111,9 +125,12 @@ func (s *Queries) countCoupons(ctx context.Context, tx *sql.Tx) (map[Pair]*Count
 	if f == nil {
 		return out, nil
 	}
-	query = fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s WHERE %s = ? GROUP BY 1, 2",
-		quoteIdent(f.Template), quoteIdent(f.Channel), s.table(f.Table), quoteIdent(f.Kind))
-	err = sqltx.EachRow(ctx, tx, query, []any{coupon.FlowRelease}, func(rows *sql.Rows) error {
+	if len(templates) > 0 {
+		flowWhere = fmt.Sprintf(" AND %s IN (%s)", quoteIdent(f.Template), sqltx.Placeholders(len(templates)))
+	}
+	query = fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s WHERE %s = ?%s GROUP BY 1, 2",
+		quoteIdent(f.Template), quoteIdent(f.Channel), s.table(f.Table), quoteIdent(f.Kind), flowWhere)
+	err = sqltx.EachRow(ctx, q, query, append([]any{coupon.FlowRelease}, sqltx.Int64Args(templates)...), func(rows *sql.Rows) error {
 		var p Pair
 		var n int64
 		if err := rows.Scan(&p.Template, &p.Channel, &n); err != nil {

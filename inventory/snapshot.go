@@ -61,7 +61,7 @@ func (s *Queries) Snapshot(ctx context.Context, db *sql.DB) (Snapshot, error) {
 func (s *Queries) Count(ctx context.Context, tx *sql.Tx, pos canal.Position) (Snapshot, error) {
 	snap := Snapshot{Pos: pos}
 	var err error
-	if snap.Counts, err = s.countCoupons(ctx, tx); err != nil {
+	if snap.Counts, err = s.countCoupons(ctx, tx, nil); err != nil {
 		return snap, err
 	}
 	snap.Quotas, err = s.Quotas(ctx, tx)

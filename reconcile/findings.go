@@ -35,15 +35,22 @@ func findingOf(passSource string, d Difference) inventory.Seen {
 		Summary: d.Target + ": " + d.Reason}
 }
 
-// recordFindings records the differences left for a person as findings
-// and marks each with its fingerprint and its state after the pass.
+// recordFindings records the differences left for a person, and the
+// corrections (corrected.go), as findings and marks each with its
+// fingerprint and its state after the pass.
 func (r *Reconciler) recordFindings(ctx context.Context, rep *Report) error {
 	var seen []inventory.Seen
 	var idx []int
 	for i, d := range rep.Differences {
-		if forPerson(d) {
-			seen, idx = append(seen, findingOf(rep.Source, d)), append(idx, i)
+		switch {
+		case forPerson(d):
+			seen = append(seen, findingOf(rep.Source, d))
+		case d.Action == ActionFixed:
+			seen = append(seen, correctionOf(rep.Source, d))
+		default:
+			continue
 		}
+		idx = append(idx, i)
 	}
 	if len(seen) == 0 {
 		return nil

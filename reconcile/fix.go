@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/couponlink/couponlink/inventory"
 )
@@ -58,7 +59,7 @@ func (r *Reconciler) fixCounter(ctx context.Context, taskID int64, p inventory.P
 		}
 		return nil
 	})
-	r.corrected(StoreCounter, recorded, err)
+	r.corrected(StoreCounter, p.Template, p.Channel, recorded, err)
 	return !vanished && err == nil, err
 }
 
@@ -94,15 +95,16 @@ func (r *Reconciler) fixTemplate(ctx context.Context, taskID, id int64, read, wa
 		}
 		return nil
 	})
-	r.corrected(StoreTemplate, recorded, err)
+	r.corrected(StoreTemplate, id, "", recorded, err)
 	return err == nil, err
 }
 
 // corrected counts the corrections of a transaction that committed (err
 // nil): those of a run that rolled back are not.
-func (r *Reconciler) corrected(store string, n int, err error) {
-	if err == nil {
+func (r *Reconciler) corrected(store string, tpl int64, channel string, n int, err error) {
+	if err == nil && n > 0 {
 		r.m.corrections.WithLabelValues(store, "auto").Add(float64(n))
+		r.m.corrected.WithLabelValues(store, strconv.FormatInt(tpl, 10), channel).Add(float64(n))
 	}
 }
 

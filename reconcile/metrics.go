@@ -13,6 +13,7 @@ type metrics struct {
 	runs         *prometheus.CounterVec
 	drift        *prometheus.GaugeVec
 	corrections  *prometheus.CounterVec
+	corrected    *prometheus.CounterVec
 	needsReview  prometheus.Gauge
 	lastSuccess  prometheus.Gauge
 	duration     prometheus.Histogram
@@ -28,11 +29,14 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "couponlink_reconcile_runs_total", Help: "Reconciliation passes by result (clean, auto_fixed, needs_review, error).",
 		}, []string{"result"}),
 		drift: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "couponlink_reconcile_drift", Help: "Absolute difference from the truth found in the last pass, by template, channel and store (counter, template, quota, redis, legacy).",
+			Name: "couponlink_reconcile_drift", Help: "Absolute difference from the truth found by the last pass that compared it, by template, channel and store (counter, template, quota: the claim guard, redis, legacy; over_issue: coupons over the quota or budget, by how many).",
 		}, []string{"template", "channel", "store"}),
 		corrections: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_reconcile_corrections_total", Help: "Corrections written, by store and mode (auto, manual).",
 		}, []string{"store", "mode"}),
+		corrected: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_reconcile_corrected_total", Help: "Values the reconciler corrected, by store (counter, template, redis) and the bucket they belong to (template; channel, empty for a template's cached counts): each is a wrong value something wrote. CouponlinkReconcileCorrected fires on any.",
+		}, []string{"store", "template", "channel"}),
 		needsReview: f.NewGauge(prometheus.GaugeOpts{
 			Name: "couponlink_reconcile_needs_review", Help: "Reconcile tasks that need a person and are not resolved.",
 		}),
@@ -66,18 +70,43 @@ func newMetrics(r prometheus.Registerer) *metrics {
 }
 
 // observeDrift sets the drift gauge from the pass's differences, but the
-// findings a person acknowledged as they are: their alerts stay quiet.
+// findings a person acknowledged as they are: their alerts stay quiet. A
+// store the pass could not compare (the counters and the cached counts
+// while the cdc is behind) keeps what the last pass that compared it
+// found: drift is gone only when a pass proves it gone.
 func (r *Reconciler) observeDrift(rep *Report) {
-	r.m.drift.Reset()
+	compared := func(store string) bool {
+		return rep.CountersCompared || r.sum != nil || (store != StoreCounter && store != StoreTemplate)
+	}
+	next := map[driftKey]float64{}
+	for k, v := range r.drift {
+		if !compared(k.store) {
+			next[k] = v
+		}
+	}
 	for _, d := range rep.Differences {
 		if d.Finding == api.FindingAcknowledged {
 			continue
 		}
-		delta := d.Delta()
-		if delta < 0 {
-			delta = -delta
-		}
-		g := r.m.drift.WithLabelValues(strconv.FormatInt(d.Template, 10), d.Channel, d.Store)
-		g.Add(float64(delta))
+		next[driftKey{strconv.FormatInt(d.Template, 10), d.Channel, driftStore(d)}] += float64(abs(d.Delta()))
 	}
+	r.m.drift.Reset()
+	for k, v := range next {
+		r.m.drift.WithLabelValues(k.template, k.channel, k.store).Set(v)
+	}
+	r.drift = next
 }
+
+// driftStore is the store label of a difference in the drift gauge: its
+// store, but over_issue for an over-issue found in the truth (coupons
+// over the quota or the budget), apart from the claim guard's drift (store
+// quota): only the first is over-issue (CouponlinkOverIssue).
+func driftStore(d Difference) string {
+	if d.Field == "over_issue" {
+		return "over_issue"
+	}
+	return d.Store
+}
+
+// driftKey is a series of the drift gauge.
+type driftKey struct{ template, channel, store string }

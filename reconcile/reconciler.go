@@ -33,6 +33,8 @@ type Reconciler struct {
 	// sum makes this the cross-source step of Sources: its pass checks the
 	// sum over the sources' passes (sources.go)
 	sum *sumSources
+	// drift is what the drift gauge holds: the last pass's (observeDrift)
+	drift map[driftKey]float64
 }
 
 // New checks cfg and fills in its defaults.

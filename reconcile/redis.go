@@ -178,7 +178,7 @@ func (c *keyCheck) set(ctx context.Context, k stockKey, v2 keyValue, want int64)
 	// the key is set: what follows is recorded even if the record fails
 	err = r.record(ctx, r.db, c.rep.TaskID, StoreRedis, k.Key, v2.N, want,
 		fmt.Sprintf("%slost: quiet for %s, truth unchanged; compare-and-set", held, r.cfg.QuietWindow))
-	r.corrected(StoreRedis, 1, err)
+	r.corrected(StoreRedis, k.Template, k.Channel, 1, err)
 	if err != nil {
 		c.diff(k, want, v2, ActionFixed, held+"set by compare-and-set; its correction_log row could not be written")
 		c.done++

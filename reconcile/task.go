@@ -38,8 +38,9 @@ func (r *Reconciler) finishTask(ctx context.Context, rep *Report, mysqlSnap, red
 	}
 	ds, _ := json.Marshal(diffs)
 	summary := truncate(rep.Summary(), 512)
-	// the task's record and its event commit together: the event exists
-	// if and only if the task says needs_review
+	// the task's record and its events commit together: the
+	// reconcile.needs_review event exists if and only if the task says
+	// needs_review, the reconcile.corrected one if it corrected something
 	err := r.retries.Run(ctx, r.db, "task", func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE reconcile_task SET finished_at = ?, binlog_file = ?, binlog_pos = ?, gtid_set = ?,
 			mysql_snapshot = ?, redis_snapshot = ?, differences = ?, status = ?, summary = ? WHERE id = ?`,
@@ -47,7 +48,7 @@ func (r *Reconciler) finishTask(ctx context.Context, rep *Report, mysqlSnap, red
 			rep.Status, summary, rep.TaskID); err != nil {
 			return err
 		}
-		return webhook.Enqueue(ctx, tx, r.reviewEvents(rep, summary)...)
+		return webhook.Enqueue(ctx, tx, append(r.reviewEvents(rep, summary), r.correctedEvents(rep)...)...)
 	})
 	if err != nil {
 		return fmt.Errorf("finish reconcile task %d: %w", rep.TaskID, err)

@@ -20,8 +20,23 @@ func (c overIssue) seed(_ context.Context, sd *seeding) ([]Anomaly, error) {
 	return c.s.overIssuedAt(sd.snap, sd.infos), nil
 }
 
-func (c overIssue) judge(_ context.Context, b *batch) ([]Anomaly, error) {
-	return c.s.overIssued(b), nil
+func (c overIssue) judge(ctx context.Context, b *batch) ([]Anomaly, error) {
+	return c.s.confirmedOverIssues(ctx, c.s.overIssued(b), func(a Anomaly) int64 { return c.s.limitAfter(b, a) })
+}
+
+// limitAfter is the quota an over_issue anomaly of batch b was judged
+// against: its bucket's after b, or without channel quotas its template's
+// budget in force at b's end.
+func (s *Sink) limitAfter(b *batch, a Anomaly) int64 {
+	if s.quotas != nil {
+		q, _ := s.nextQuota(b, inventory.Pair{Template: a.Template, Channel: a.Channel})
+		return q.Quota
+	}
+	now := s.tpl[a.Template]
+	if c, ok := b.templates[a.Template]; ok {
+		now = c.after
+	}
+	return now.Budget
 }
 
 // overIssued finds pairs (or, without channel quotas, templates) that the

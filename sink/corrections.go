@@ -25,6 +25,7 @@ func (s *Sink) followCorrections(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	s.setMirror(counts, s.quotas)
+	s.judgeOverIssueByTruth(ctx, nil)
 	s.lastCorrection = last
 	log.Info("counters corrected outside the cdc: mirror reloaded", "correction_id", last)
 	return nil

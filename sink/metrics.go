@@ -198,30 +198,3 @@ func (c inventoryCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.over, prometheus.GaugeValue, float64(s.overIssuedNow()))
 }
-
-// overIssuedNow counts, over every template (not only the exported ones),
-// the channel buckets — or, without channel quotas, the templates — whose
-// held + used + frozen exceeds their quota at the checkpoint. A state, not
-// an event: an over-issue found by a bootstrap before the first scrape is
-// seen as surely as one the binlog shows later. The caller holds s.mu.
-func (s *Sink) overIssuedNow() int {
-	n := 0
-	if s.quotas != nil {
-		for p, c := range s.counts {
-			if q, ok := s.quotas[p]; ok && c.Taken() > q.Quota {
-				n++
-			}
-		}
-		return n
-	}
-	taken := map[int64]int64{}
-	for p, c := range s.counts {
-		taken[p.Template] += c.Taken()
-	}
-	for tpl, t := range taken {
-		if v := s.tpl[tpl]; v.HasBudget && t > v.Budget {
-			n++
-		}
-	}
-	return n
-}

@@ -138,9 +138,10 @@ func (s *Sink) newPipeline() pipeline {
 			s.saveBatchCheckpoint,   // 11. checkpoint
 		},
 		after: []func(context.Context, *batch){
-			s.commitMirror, // 12. mirror
-			s.observe,      // 13. metrics
-			s.syncBatch,    // 14. Redis
+			s.commitMirror,          // 12. mirror
+			s.judgeOverIssueByTruth, // 12b. over-issue from the truth (overissue.go)
+			s.observe,               // 13. metrics
+			s.syncBatch,             // 14. Redis
 		},
 	}
 }
@@ -191,7 +192,8 @@ func (s *Sink) idle(ctx context.Context, cb *canal.Batch) error {
 		}
 		s.pendingChecks()
 	}
-	s.m.lag.Set(0) // caught up: the heartbeat came because nothing was left to read
+	s.m.lag.Set(0)                    // caught up: the heartbeat came because nothing was left to read
+	s.judgeOverIssueByTruth(ctx, nil) // the template rules a start loaded after the counters (overissue.go)
 	if s.redis != nil {
 		s.syncRedis(ctx, nil)
 	}

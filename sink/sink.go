@@ -52,6 +52,9 @@ type Sink struct {
 	pipe pipeline // the checks and the steps of a batch (pipeline.go), with the checks' state
 
 	lastCorrection int64 // newest correction_log id the mirror has seen
+	// overJudged is what the truth said of the buckets the mirror shows
+	// over their quota (overissue.go); guarded by mu
+	overJudged map[inventory.Pair]overVerdict
 
 	rebalancer                      *quota.Rebalancer
 	releases, rebalance, correcting *Chore
@@ -176,6 +179,7 @@ func (s *Sink) startFromSnapshot(ctx context.Context, cp inventory.Checkpoint, r
 	}
 	s.m.bootstraps.Inc()
 	s.setMirror(snap.Counts, snap.Quotas)
+	s.judgeOverIssueByTruth(ctx, nil)
 	s.pos = snap.Pos
 	if s.redis != nil {
 		s.redis.dirty, s.redis.reset = true, true
@@ -194,6 +198,7 @@ func (s *Sink) startFromCheckpoint(ctx context.Context, cp inventory.Checkpoint)
 		return err
 	}
 	s.setMirror(counts, quotas)
+	s.judgeOverIssueByTruth(ctx, nil)
 	s.pos = cp.Pos
 	s.log.Info("resuming from checkpoint", "position", cp.Pos.String(), "epoch", s.epoch, "pairs", len(counts))
 	return nil

@@ -38,10 +38,11 @@ const (
 	ChannelLow          = "channel.low"
 	AnomalyDetected     = "anomaly.detected"
 	ReconcileReview     = "reconcile.needs_review"
+	ReconcileCorrected  = "reconcile.corrected"
 )
 
 // Types lists every event type, for metrics and validation.
-var Types = []string{QuotaRecommendation, QuotaTransferred, QuotaReleased, ChannelSoldOut, ChannelLow, AnomalyDetected, ReconcileReview}
+var Types = []string{QuotaRecommendation, QuotaTransferred, QuotaReleased, ChannelSoldOut, ChannelLow, AnomalyDetected, ReconcileReview, ReconcileCorrected}
 
 // Headers of a delivery request.
 const (

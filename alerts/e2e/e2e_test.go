@@ -236,74 +236,20 @@ var forRE = regexp.MustCompile(`(?m)^(\s+for:\s*)\S+\s*$`)
 // stopped cdc fires CouponlinkCDCDown, and all three resolve once the cdc
 // runs again, the counter is right and the reconcile items are resolved.
 func TestAlertsFireAndResolveWithRealPrometheus(t *testing.T) {
-	promBin := findPrometheus(t)
-	root := moduleRoot(t)
-	tmp := t.TempDir()
 	ctx := context.Background()
-
-	bin := testenv.BuildCouponlink(t)
-
-	// the database first: its cleanup (DROP DATABASE) runs after the processes stopped
-	db, dsn := testenv.MySQL(t)
-	rdb := testenv.Redis(t)
-	redisAddr := testenv.RedisAddr(t)
-	prefix := testenv.KeyPrefix(t)
-	t.Cleanup(func() {
-		var keys []string
-		it := rdb.Scan(context.Background(), 0, prefix+"*", 1000).Iterator()
-		for it.Next(context.Background()) {
-			keys = append(keys, it.Val())
-		}
-		if len(keys) > 0 {
-			_ = rdb.Del(context.Background(), keys...).Err()
-		}
-	})
-
-	l := &logs{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			l.dump(t)
-		}
-	})
-
-	cdcAddr, recAddr, promAddr := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
-	startCDC := func() *proc {
-		return l.start(t, "couponlink cdc", bin, "cdc", "-dsn", dsn, "-redis", redisAddr, "-key-prefix", prefix,
-			"-metrics-addr", cdcAddr, "-redemption-grace", "2s")
-	}
-	cdc := startCDC()
-	rec := l.start(t, "couponlink reconcile", bin, "reconcile", "-dsn", dsn, "-redis", redisAddr, "-key-prefix", prefix,
-		"-metrics-addr", recAddr, "-every", "2s", "-quiet", "300ms", "-catch-up-wait", "3s")
-
 	// The rules under test, with every `for:` shortened to 2s so that the
-	// test runs in seconds rather than the production 1-15 minutes; the
+	// test runs in seconds rather than the production 20s-5m; the
 	// expressions, labels and annotations are the shipped ones.
-	rules, err := os.ReadFile(filepath.Join(root, "alerts", "couponlink.rules.yml"))
+	rules, err := os.ReadFile(filepath.Join(moduleRoot(t), "alerts", "couponlink.rules.yml"))
 	require.NoError(t, err)
 	require.NotEmpty(t, forRE.FindAll(rules, -1), "no `for:` in the rules: the regexp is stale")
 	rules = forRE.ReplaceAll(rules, []byte("${1}2s"))
-	rulesFile := filepath.Join(tmp, "couponlink.rules.yml")
+	rulesFile := filepath.Join(t.TempDir(), "couponlink.rules.yml")
 	require.NoError(t, os.WriteFile(rulesFile, rules, 0o644))
-	config := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files:
-  - %q
-scrape_configs:
-  - job_name: couponlink-cdc
-    static_configs: [{targets: [%q]}]
-  - job_name: couponlink-reconcile
-    static_configs: [{targets: [%q]}]
-`, rulesFile, cdcAddr, recAddr)
-	configFile := filepath.Join(tmp, "prometheus.yml")
-	require.NoError(t, os.WriteFile(configFile, []byte(config), 0o644))
-	promProc := l.start(t, "prometheus", promBin, "--config.file="+configFile,
-		"--storage.tsdb.path="+filepath.Join(tmp, "tsdb"), "--web.listen-address="+promAddr)
-	prom := &promClient{t: t, base: "http://" + promAddr, hc: &http.Client{Timeout: 5 * time.Second}}
-	waitFor(t, 20*time.Second, "Prometheus is ready", func() bool {
-		require.True(t, promProc.running(), "prometheus exited")
-		return prom.get("/-/ready", nil) == nil
-	})
+	st := startStack(t, rulesFile, time.Second, []string{"-redemption-grace", "2s"},
+		[]string{"-every", "2s", "-quiet", "300ms", "-catch-up-wait", "3s"})
+	db, dsn, cdc, rec, prom := st.db, st.dsn, st.cdc, st.rec, st.prom
+	bin := testenv.BuildCouponlink(t)
 
 	// one template with coupons in the app bucket, counted by the cdc
 	store, err := coupon.New(coupon.Config{DB: db, Logger: slog.New(slog.DiscardHandler)})
@@ -371,7 +317,7 @@ scrape_configs:
 
 	// Recovery: the cdc runs again, a person sets the counter right and
 	// resolves the open reconcile items.
-	cdc = startCDC()
+	cdc = st.startCDC()
 	waitFor(t, 30*time.Second, "CouponlinkCDCDown resolves", func() bool {
 		require.True(t, cdc.running(), "couponlink cdc exited after its restart")
 		return prom.state("CouponlinkCDCDown", nil) == ""

@@ -64,7 +64,7 @@ func reconcileFlags(stderr io.Writer) (*settings.Flags, *reconcileSettings) {
 	o.noFix = f.EnvBool("no-fix", "COUPONLINK_RECONCILE_NO_FIX", false, "only report, correct nothing (with -once: exit 1 when anything differs)")
 	o.events = f.EnvBool("events", "COUPONLINK_RECONCILE_EVENTS", os.Getenv("COUPONLINK_WEBHOOK_URL") != "" || os.Getenv("COUPONLINK_EVENT_SINKS") != "",
 		"write a reconcile.needs_review event to the webhook outbox with each pass that needs a person (default: on when COUPONLINK_WEBHOOK_URL or COUPONLINK_EVENT_SINKS is set, as for the cdc that delivers it)")
-	o.every = f.EnvDuration("every", "COUPONLINK_RECONCILE_EVERY", 10*time.Minute, "time between passes of the daemon")
+	o.every = f.EnvDuration("every", "COUPONLINK_RECONCILE_EVERY", time.Minute, "time between passes of the daemon (the alert budget of drift is it + 60 s: docs/monitoring.md)")
 	o.once = f.Bool("once", false, "run one pass, print the report, exit 0 (clean, fixed, or acknowledged: every difference left for a person is a finding acknowledged as it is), 1 (needs review; with -no-fix, any difference) or 2 (error: the pass stopped; its task keeps what it found and fixed before; with sources: a source's pass or the cross-source step, the others' reports printed all the same)")
 	o.list = f.Bool("list", false, "list the open items (passes that need review) and exit")
 	o.resolve = f.Int("resolve", 0, "close the open item with this task id (with -note)")

@@ -1,0 +1,87 @@
+package sink_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdcenv"
+	"github.com/couponlink/couponlink/internal/cdctest"
+	"github.com/couponlink/couponlink/sink"
+)
+
+// Over-issue is judged from the truth, not from counters a hand edit
+// corrupted. A counter raised by hand by 500 (10 coupons held, quota 100)
+// is loaded into the cdc's counters when it follows a correction and when
+// it restarts: couponlink_over_issued stays 0 and no over_issue anomaly is
+// recorded, also when more claims land on the bucket. Coupons really past
+// the quota (raw INSERTs that bypass the claim guard) are over-issue all
+// the same.
+func TestHandEditedCounterIsNotOverIssue(t *testing.T) {
+	t.Parallel()
+	e := cdcenv.New(t)
+	tpl := e.Template(map[string]int64{"app": 100}, time.Hour)
+	claim := func(from, to int) {
+		for i := from; i < to; i++ {
+			name := fmt.Sprint("u", i)
+			_, err := e.Store.Claim(e.Ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: name, Channel: "app", RequestID: name})
+			require.NoError(t, err)
+		}
+	}
+	claim(0, 10)
+	c := e.StartCDC(nil)
+	e.Settle()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		_, err := e.DB.Exec(q, args...)
+		require.NoError(t, err)
+	}
+	held := func() float64 {
+		v, _ := cdctest.Metric(t, c.Reg, "couponlink_inventory", map[string]string{"template": fmt.Sprint(tpl), "channel": "app", "state": "held"})
+		return v
+	}
+	assertNoOverIssue := func(msg string) {
+		t.Helper()
+		over, ok := cdctest.Metric(t, c.Reg, "couponlink_over_issued", nil)
+		require.True(t, ok)
+		require.Zero(t, over, "couponlink_over_issued: %s", msg)
+		v, _ := cdctest.Metric(t, c.Reg, "couponlink_anomalies_total", map[string]string{"kind": sink.AnomalyOverIssue})
+		require.Zero(t, v, "over_issue anomalies: %s", msg)
+	}
+
+	// the hand edit, then a correction elsewhere: the cdc reloads its counters
+	exec(`UPDATE inventory_counter SET held = held + 500 WHERE template_id = ? AND channel = 'app'`, tpl)
+	exec(`INSERT INTO correction_log (task_id, store, target, old_value, new_value, reason, mode, actor)
+		VALUES (NULL, 'counter', 'elsewhere', 1, 2, 'a correction of another bucket', 'auto', 'test')`)
+	cdctest.WaitFor(t, 30*time.Second, "the cdc reloads the hand-edited counter", func() bool { return held() == 510 })
+	assertNoOverIssue("after the reload of a counter 500 too high")
+
+	// more claims on the bucket: its counters move past the quota, its coupons do not
+	claim(10, 15)
+	e.Settle()
+	require.EqualValues(t, 515, held())
+	assertNoOverIssue("claims on top of the corrupted counter")
+
+	// a restart loads the same counters
+	c.Stop(t)
+	c = e.StartCDC(nil)
+	e.Settle()
+	require.EqualValues(t, 515, held())
+	assertNoOverIssue("after a restart")
+
+	// coupons really past the quota: 15 + 90 > 100
+	var vals []string
+	for i := range 90 {
+		vals = append(vals, fmt.Sprintf("(%d, 'raw%d', 'app', 1, NOW(6), NOW(6) + INTERVAL 1 HOUR)", tpl, i))
+	}
+	exec(`INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at) VALUES ` + strings.Join(vals, ", "))
+	e.Settle()
+	cdctest.WaitFor(t, 10*time.Second, "couponlink_over_issued counts the bucket really over its quota", func() bool {
+		over, _ := cdctest.Metric(t, c.Reg, "couponlink_over_issued", nil)
+		return over == 1
+	})
+}
