@@ -172,6 +172,13 @@ func TestEveryRouteHasACall(t *testing.T) {
 			}
 			return err
 		},
+		"GET /v1/templates/{id}/trends": func() error {
+			tr, err := c.Trends(ctx, tpl.ID, 1)
+			if err == nil && (tr.Hours != 1 || len(tr.Channels) == 0 || len(tr.Channels[0].Claims) != 60) {
+				return &client.Error{Message: "unexpected trends answer"}
+			}
+			return err
+		},
 		"GET /v1/reconcile/tasks": func() error {
 			r, err := c.ReconcileTasks(ctx, 5)
 			if err == nil && (len(r.Open) != 1 || r.Open[0].TaskID != task) {

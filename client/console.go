@@ -60,6 +60,19 @@ func (c *Client) UserCoupons(ctx context.Context, templateID int64, userID strin
 	return out, err
 }
 
+// Trends is GET /v1/templates/{id}/trends: claims, redemptions and
+// releases per minute and channel over the last hours (0: the API's
+// default, 3; at most 24).
+func (c *Client) Trends(ctx context.Context, templateID int64, hours int) (Trends, error) {
+	var out Trends
+	var v url.Values
+	if hours > 0 {
+		v = url.Values{"hours": {strconv.Itoa(hours)}}
+	}
+	err := c.call(ctx, http.MethodGet, withQuery(fmt.Sprintf("/v1/templates/%d/trends", templateID), v), nil, &out, true)
+	return out, err
+}
+
 // ReconcileTasks is GET /v1/reconcile/tasks: the last passes (at most
 // limit; 0: the API's default, 20), newest first, and the open items.
 func (c *Client) ReconcileTasks(ctx context.Context, limit int) (ReconcileTasks, error) {
@@ -202,4 +215,6 @@ type (
 	CDCProcess          = api.CDCProcess          // what the cdc's /metrics say
 	PolicyPreview       = api.PolicyPreview       // the answer of PreviewQuotaPolicy
 	LegacyStatus        = api.LegacyStatus        // the answer of Legacy and LegacyTemplate
+	Trends              = api.Trends              // the answer of Trends
+	ChannelTrend        = api.ChannelTrend        // one channel's counts per minute
 )

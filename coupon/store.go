@@ -84,6 +84,9 @@ func (s *Store) DB() *sql.DB { return s.db }
 // clock is the store's time, in UTC at MySQL's DATETIME(6) precision.
 func (s *Store) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
 
+// Now is the store's clock: the time its writes stamp.
+func (s *Store) Now() time.Time { return s.clock() }
+
 // errRaceLost means another transaction changed the row between our read
 // and our write (version check failed): the attempt is rolled back and run
 // again from the start, where it sees the new state.

@@ -122,6 +122,31 @@ try {
   }, 2000, 'the claim shows (claimed and held +1)');
   console.log(`  shown after ${Date.now() - claimedAt} ms`);
 
+  step("trends: each channel's sparklines have a bar per minute of the last 3 h; the claim is a bar in its minute, as the API counts");
+  const sparks = () => page.evaluate(() => {
+    const cell = document.querySelector('#channels tr[data-channel=app] td[data-k=trend]');
+    if (!cell) return null;
+    const svg = cell.querySelector('svg.spark.claims');
+    return { from: cell.dataset.from, points: Number(svg.dataset.points), width: svg.viewBox.baseVal.width,
+      bars: Object.fromEntries([...svg.querySelectorAll('rect')].map((r) => [r.dataset.m, Number(r.dataset.n)])),
+      series: [...cell.querySelectorAll('svg.spark')].map((s) => s.dataset.series) };
+  });
+  let trendAPI;
+  await waitUntil(async () => {
+    const seen = await sparks();
+    trendAPI = (await api('GET', `/v1/templates/${tpl}/trends?hours=3`)).body;
+    const app = trendAPI.channels.find((c) => c.channel === 'app');
+    const bars = Object.fromEntries(app.claims.flatMap((n, m) => (n > 0 ? [[String(m), n]] : [])));
+    return seen && seen.from === trendAPI.from && JSON.stringify(seen.bars) === JSON.stringify(bars);
+  }, 8000, 'the page draws the API\'s claims per minute', async () => JSON.stringify({ page: await sparks(), from: trendAPI && trendAPI.from }));
+  const seen = await sparks();
+  assert.equal(seen.points, 180);
+  assert.equal(seen.width, 180);
+  assert.deepEqual(seen.series, ['claims', 'redemptions', 'releases']);
+  const claimMinute = Math.floor((claimedAt - Date.parse(trendAPI.from)) / 60000);
+  assert.ok(seen.bars[String(claimMinute)] >= 1 || seen.bars[String(claimMinute + 1)] >= 1,
+    `a non-zero bar in the claim's minute ${claimMinute}: ${JSON.stringify(seen.bars)}`);
+
   step('the policy form changes the policy and the history row appears');
   await page.selectOption('#policy-form select[name=mode]', 'auto');
   await page.fill('#policy-form input[name=low]', '0.2');

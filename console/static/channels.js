@@ -1,12 +1,14 @@
 // A campaign's channels, polled every second, with the cdc position the
-// counts reflect; and its rebalancing policy: view, edit, history.
+// counts reflect and each channel's trends; and its rebalancing policy:
+// view, edit, history.
 import { api, get, query } from './api.js';
 import { h, bar, legend, num, pct, when, page, table, errorBox, field } from './ui.js';
+import { TREND_HOURS, trendCell } from './trends.js';
 
 const POLL_MS = 1000;
 const NUMBERS = ['low', 'high', 'min_claims', 'max_share', 'reserve', 'cooldown_seconds', 'min_age_seconds'];
 const INTEGERS = new Set(['min_claims', 'cooldown_seconds', 'min_age_seconds']);
-const RULE_EVERY = 5; // the rule's explanation is read every 5th poll
+const RULE_EVERY = 5; // the rule's explanation and the trends are read every 5th poll
 
 // previewView shows a decision of the rule (POST .../quota-policy/preview):
 // what stops it or the moves, and each channel's inputs and condition.
@@ -45,6 +47,7 @@ export async function channels(id, signal) {
     h('h2', { text: 'Rebalancing policy' }), policyBox);
 
   let policy = null;
+  let trends = null; // by channel, and from: the start of their first minute
   let polls = 0;
   // the rule's inputs and decision with the policy in force (nothing saved)
   const showRule = async () => {
@@ -58,10 +61,12 @@ export async function channels(id, signal) {
   const poll = async () => {
     if (signal.aborted) return;
     try {
-      const res = await get(`/v1/templates/${id}/channels`);
+      const [res, tr] = await Promise.all([get(`/v1/templates/${id}/channels`),
+        polls % RULE_EVERY === 0 ? get(`/v1/templates/${id}/trends?hours=${TREND_HOURS}`) : null]);
       if (signal.aborted) return;
+      if (tr) trends = { from: tr.from, by: Object.fromEntries(tr.channels.map((c) => [c.channel, c])) };
       showPosition(position, res.cdc);
-      grid.replaceChildren(channelTable(res.channels, policy));
+      grid.replaceChildren(channelTable(res.channels, policy, trends));
       if (++polls % RULE_EVERY === 1) await showRule();
     } catch (err) {
       if (!signal.aborted) grid.replaceChildren(errorBox(err));
@@ -88,13 +93,14 @@ function showPosition(el, cdc) {
   el.dataset.position = cdc && cdc.found ? cdc.position : '';
 }
 
-function channelTable(chs, policy) {
+function channelTable(chs, policy, trends) {
   const rows = chs.map((c) => {
     const frozen = c.expired + c.returned - c.released;
     const t = c.last_transfer;
     return h('tr', { 'data-channel': c.channel },
       h('th', { scope: 'row', text: c.channel }),
       h('td', { class: 'barcell' }, bar({ claimable: c.claimable, held: c.held, used: c.used, frozen })),
+      trendCell(trends && trends.by[c.channel], trends && trends.from),
       h('td', { class: 'n', 'data-k': 'quota', text: num(c.quota) }),
       h('td', { class: 'n', 'data-k': 'claimable', text: num(c.claimable) }),
       h('td', { class: 'n', 'data-k': 'claimed', text: num(c.claimed) }),
@@ -107,7 +113,7 @@ function channelTable(chs, policy) {
   });
   const mode = policy ? policy.effective.mode : '…';
   return h('div', {},
-    table(['channel', 'quota states', 'quota', 'claimable', 'claimed', 'held', 'used', 'frozen', 'redemption', 'sold out', 'last transfer (reason)'], rows, { class: 'grid' }),
+    table(['channel', 'quota states', `last ${TREND_HOURS} h, per minute`, 'quota', 'claimable', 'claimed', 'held', 'used', 'frozen', 'redemption', 'sold out', 'last transfer (reason)'], rows, { class: 'grid' }),
     h('p', { class: 'muted', id: 'policy-in-force' }, `policy in force: ${mode}` + (policy ? ` · low ${policy.effective.low} · high ${policy.effective.high} · reserve ${policy.effective.reserve} · cooldown ${policy.effective.cooldown_seconds}s` : '')));
 }
 

@@ -13,7 +13,8 @@ import (
 )
 
 // The read routes of the operator console: the templates list, a
-// template's policy history and a user's coupons of a template.
+// template's policy history, a user's coupons of a template and its
+// trends.
 
 // query reads r's query string, refusing a parameter not in allowed or
 // given twice; what is left out is "".
@@ -106,4 +107,24 @@ func (s *Server) userCoupons(w http.ResponseWriter, r *http.Request) (int, any, 
 	user := q.Get("user_id")
 	hs, err := s.store.UserCoupons(r.Context(), id, user)
 	return http.StatusOK, api.UserCoupons{Template: id, UserID: user, Coupons: hs}, err
+}
+
+// trends is GET /v1/templates/{id}/trends?hours=: claims, redemptions and
+// releases per minute and channel over the last hours (3 by default, at
+// most view.MaxTrendHours).
+func (s *Server) trends(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	q, err := query(r, "hours")
+	if err != nil {
+		return 0, nil, err
+	}
+	hours, err := intParam(q, "hours", 3, 1, view.MaxTrendHours)
+	if err != nil {
+		return 0, nil, err
+	}
+	t, err := view.Trends(r.Context(), s.store.DB(), id, int(hours), s.store.Now())
+	return http.StatusOK, t, err
 }

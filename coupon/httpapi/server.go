@@ -108,6 +108,7 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/templates", s.listTemplates)
 	s.route("GET /v1/templates/{id}/quota-policy/history", s.policyHistory)
 	s.route("GET /v1/templates/{id}/user-coupons", s.userCoupons)
+	s.route("GET /v1/templates/{id}/trends", s.trends)
 	s.route("GET /v1/reconcile/tasks", s.reconcileTasks)
 	s.route("POST /v1/reconcile/tasks/{id}/resolve", s.resolveTask)
 	s.route("GET /v1/findings", s.listFindings)
