@@ -248,7 +248,7 @@ try {
   await page.selectOption('#anomaly-state', 'acknowledged');
   await page.click('#anomaly-filters button[type=submit]');
   await finding.waitFor();
-  assert.match(await finding.locator('td[data-k=lifecycle]').innerText(), /acknowledged by e2e-operator .*TICKET-55/);
+  assert.match(await finding.locator('td[data-k=lifecycle]').innerText(), /acknowledged by admin .*for e2e-operator: TICKET-55/);
   assert.equal(await openSeries(), 0, 'the alert rule counts the open ones only');
   await finding.locator('a.coupon-link').click();
   await page.locator(`#lookup-result section.coupon[data-coupon="${anomalyCoupon}"]`).waitFor();

@@ -76,6 +76,7 @@ func TestEveryRouteEveryRole(t *testing.T) {
 		"GET /v1/templates":                            {"/v1/templates", nil},
 		"GET /v1/templates/{id}/quota-policy/history":  {"/v1/templates/" + id(tpl) + "/quota-policy/history", nil},
 		"GET /v1/templates/{id}/user-coupons":          {"/v1/templates/" + id(tpl) + "/user-coupons", nil},
+		"GET /v1/templates/{id}/trends":                {"/v1/templates/" + id(tpl) + "/trends", nil},
 		"GET /v1/reconcile/tasks":                      {"/v1/reconcile/tasks", nil},
 		"POST /v1/reconcile/tasks/{id}/resolve":        {"/v1/reconcile/tasks/1/resolve", map[string]any{"operator": "x", "note": "n"}},
 		"GET /v1/findings":                             {"/v1/findings", nil},
