@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,31 +102,61 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	tpl := seed(t, base, token)
 	anomaly := injectIllegalTransition(t, db, tpl)
+	// the script asks for the next occurrence of the same anomaly here
+	again := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if err := expireAndRestore(db, anomaly, 2); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(again.Close)
 	runScript(t, "console.test.mjs", logs, []string{"cdc.log", "api.log"},
 		[]string{"campaigns.png", "channels.png", "policy-preview.png", "anomalies.png", "health.png"},
 		"CONSOLE_BASE="+base, "CONSOLE_TOKEN="+token, fmt.Sprintf("CONSOLE_TEMPLATE=%d", tpl),
-		fmt.Sprintf("CONSOLE_ANOMALY_COUPON=%d", anomaly), "CONSOLE_CDC_METRICS=http://"+metrics+"/metrics")
+		fmt.Sprintf("CONSOLE_ANOMALY_COUPON=%d", anomaly), "CONSOLE_ANOMALY_AGAIN="+again.URL,
+		"CONSOLE_CDC_METRICS=http://"+metrics+"/metrics")
 }
 
-// injectIllegalTransition writes, as a hand in the database would, a used
-// coupon of the template's partner channel to EXPIRED (USED -> EXPIRED is
-// illegal), waits until the cdc records it as an open finding, and
-// returns the coupon's id.
+// injectIllegalTransition writes, as a hand in the database would, an
+// available coupon of the template's partner channel to EXPIRED and back
+// (EXPIRED -> AVAILABLE is illegal), waits until the cdc records it as an
+// open finding, and returns the coupon's id.
 func injectIllegalTransition(t *testing.T, db *sql.DB, tpl int64) int64 {
 	t.Helper()
 	var id int64
-	cdctest.WaitFor(t, 30*time.Second, "the cdc applied a redemption of partner", func() bool {
+	cdctest.WaitFor(t, 30*time.Second, "the cdc applied the redemptions of partner", func() bool {
 		return db.QueryRow(`SELECT u.id FROM user_coupon u JOIN inventory_counter c ON c.template_id = u.template_id AND c.channel = u.channel
-			WHERE u.template_id = ? AND u.channel = 'partner' AND u.status = 2 AND c.used = 5 ORDER BY u.id LIMIT 1`, tpl).Scan(&id) == nil
+			WHERE u.template_id = ? AND u.channel = 'partner' AND u.status = 1 AND c.used = 5 ORDER BY u.id LIMIT 1`, tpl).Scan(&id) == nil
 	})
-	_, err := db.Exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, id)
-	require.NoError(t, err)
-	cdctest.WaitFor(t, 30*time.Second, "the cdc records the illegal transition as an open finding", func() bool {
-		var n int
-		return db.QueryRow(`SELECT COUNT(*) FROM finding WHERE kind = 'illegal_transition' AND subject LIKE ? AND state = 'open'`,
-			fmt.Sprintf("coupon %d%%", id)).Scan(&n) == nil && n == 1
-	})
+	require.NoError(t, expireAndRestore(db, id, 1))
+	var state string
+	require.NoError(t, db.QueryRow(`SELECT state FROM finding WHERE kind = 'illegal_transition' AND subject = ?`, fmt.Sprintf("coupon %d", id)).Scan(&state))
+	require.Equal(t, "open", state)
 	return id
+}
+
+// expireAndRestore sets the coupon EXPIRED and back to AVAILABLE, each
+// change in its own statement, and waits until the cdc has seen that
+// illegal transition the nth time (its finding seen n times).
+func expireAndRestore(db *sql.DB, id int64, n int) error {
+	for _, status := range []int{3, 1} {
+		if _, err := db.Exec(`UPDATE user_coupon SET status = ? WHERE id = ?`, status, id); err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var seen int
+		err := db.QueryRow(`SELECT times_seen FROM finding WHERE kind = 'illegal_transition' AND subject = ?`, fmt.Sprintf("coupon %d", id)).Scan(&seen)
+		if err == nil && seen == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the cdc did not record coupon %d's illegal transition %d times within 30s (seen %d, %v)", id, n, seen, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // start runs bin with args until the test ends, its output in logFile.

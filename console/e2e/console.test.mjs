@@ -1,8 +1,9 @@
 // The operator console in headless Chromium, against a running couponlink
 // api + cdc with a seeded campaign (started by console/browser_test.go).
 // Env: CONSOLE_BASE, CONSOLE_TOKEN, CONSOLE_TEMPLATE, CONSOLE_OUT, CHROMIUM,
-// CONSOLE_ANOMALY_COUPON (a coupon the cdc saw go USED -> EXPIRED),
-// CONSOLE_CDC_METRICS (the cdc's /metrics).
+// CONSOLE_ANOMALY_COUPON (a coupon the cdc saw go EXPIRED -> AVAILABLE),
+// CONSOLE_ANOMALY_AGAIN (a POST there makes that change again and returns
+// once the cdc has recorded it), CONSOLE_CDC_METRICS (the cdc's /metrics).
 //
 // The pages are opened as http://console.test:PORT (mapped to the API's
 // address): plain http under a host name that is not localhost, where a
@@ -17,9 +18,10 @@ const token = process.env.CONSOLE_TOKEN;
 const tpl = Number(process.env.CONSOLE_TEMPLATE);
 const out = process.env.CONSOLE_OUT;
 const anomalyCoupon = Number(process.env.CONSOLE_ANOMALY_COUPON);
+const anomalyAgain = process.env.CONSOLE_ANOMALY_AGAIN;
 const cdcMetrics = process.env.CONSOLE_CDC_METRICS;
-assert.ok(base && token && tpl && out && anomalyCoupon && cdcMetrics,
-  'CONSOLE_BASE, CONSOLE_TOKEN, CONSOLE_TEMPLATE, CONSOLE_OUT, CONSOLE_ANOMALY_COUPON and CONSOLE_CDC_METRICS are required');
+assert.ok(base && token && tpl && out && anomalyCoupon && anomalyAgain && cdcMetrics,
+  'CONSOLE_BASE, CONSOLE_TOKEN, CONSOLE_TEMPLATE, CONSOLE_OUT, CONSOLE_ANOMALY_COUPON, CONSOLE_ANOMALY_AGAIN and CONSOLE_CDC_METRICS are required');
 const origin = base.replace('127.0.0.1', 'console.test');
 
 // API calls of the test itself, as a script would make them.
@@ -250,6 +252,20 @@ try {
   await finding.waitFor();
   assert.match(await finding.locator('td[data-k=lifecycle]').innerText(), /acknowledged by admin .*for e2e-operator: TICKET-55/);
   assert.equal(await openSeries(), 0, 'the alert rule counts the open ones only');
+
+  step('the cdc sees the same illegal transition again: the finding stays acknowledged, seen twice, its open series stays 0');
+  assert.match(await finding.locator('td[data-k=seen]').innerText(), /\(1×/);
+  const whereBefore = await finding.locator('td[data-k=where]').innerText();
+  const again = await fetch(anomalyAgain, { method: 'POST' });
+  assert.equal(again.status, 204, await again.text());
+  await page.selectOption('#anomaly-state', ''); // any state: a reopened finding would show too
+  await page.click('#anomaly-filters button[type=submit]');
+  await finding.locator('td[data-k=seen]', { hasText: '(2×' }).waitFor();
+  assert.equal(await finding.count(), 1);
+  assert.equal(await finding.locator('td[data-k=state]').innerText(), 'acknowledged');
+  assert.notEqual(await finding.locator('td[data-k=where]').innerText(), whereBefore, 'where: the latest occurrence');
+  assert.match(await finding.locator('td[data-k=lifecycle]').innerText(), /^acknowledged by admin .*for e2e-operator: TICKET-55[^;]*$/);
+  assert.equal(await openSeries(), 0, 'found again as it was: its alert stays quiet');
   await finding.locator('a.coupon-link').click();
   await page.locator(`#lookup-result section.coupon[data-coupon="${anomalyCoupon}"]`).waitFor();
   await page.goto(origin + `/console/#/campaign/${tpl}`);

@@ -76,7 +76,7 @@ export async function anomalies(signal) {
     return h('tr', { 'data-fingerprint': f.fingerprint, 'data-state': f.state, 'data-kind': f.kind },
       h('td', { class: f.state === 'open' ? 'warn' : '', 'data-k': 'state', text: f.state }),
       h('td', { text: f.kind }), h('td', {}, names), h('td', { 'data-k': 'where', text: where }),
-      h('td', { text: `${when(f.last_seen)} (${num(f.times_seen)}×, first ${when(f.first_seen)})` }),
+      h('td', { 'data-k': 'seen', text: `${when(f.last_seen)} (${num(f.times_seen)}×, first ${when(f.first_seen)})` }),
       h('td', { text: f.summary }), h('td', { 'data-k': 'lifecycle', text: life.join('; ') }),
       h('td', { class: 'actions' }, reason, ' ', actions, msg));
   }
