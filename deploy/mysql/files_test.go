@@ -56,13 +56,24 @@ func TestDeployYAMLParses(t *testing.T) {
 
 // Every COUPONLINK_* variable the deploy files set is one couponlink reads
 // (named in cmd/couponlink or in the shared flag groups of
-// internal/settings), so a renamed flag cannot leave them stale.
+// internal/settings, or listed in the generated "Every variable" section
+// of docs/configuration.md, which TestReference keeps equal to what the
+// commands read, names built in code included), so a renamed flag cannot
+// leave them stale.
 func TestDeployEnvVarsExist(t *testing.T) {
 	var src strings.Builder
 	for _, f := range deployFiles(t, "../../cmd/couponlink/*.go", "../../internal/settings/*.go") {
 		raw, err := os.ReadFile(f)
 		require.NoError(t, err)
 		src.Write(raw)
+	}
+	page, err := os.ReadFile("../../docs/configuration.md")
+	require.NoError(t, err)
+	_, vars, ok := strings.Cut(string(page), "## Every variable")
+	require.True(t, ok, "docs/configuration.md has no \"Every variable\" section")
+	vars, _, _ = strings.Cut(vars, "<!-- end generated: flags -->")
+	for _, m := range regexp.MustCompile("`(COUPONLINK_[A-Z0-9_]+)`").FindAllStringSubmatch(vars, -1) {
+		src.WriteString(`"` + m[1] + `"`)
 	}
 	known := map[string]bool{}
 	for _, m := range regexp.MustCompile(`"(COUPONLINK_[A-Z0-9_]+)"`).FindAllStringSubmatch(src.String(), -1) {

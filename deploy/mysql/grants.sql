@@ -89,6 +89,10 @@ GRANT INSERT, UPDATE, DELETE ON `couponlink_db`.`webhook_outbox` TO 'couponlink_
 GRANT INSERT, UPDATE ON `couponlink_db`.`event_sink_position` TO 'couponlink_cdc'@'%';
 GRANT INSERT ON `couponlink_db`.`inventory_flow` TO 'couponlink_cdc'@'%';
 GRANT INSERT, DELETE ON `couponlink_db`.`release_due` TO 'couponlink_cdc'@'%';
+-- an anomaly is also a finding (open, or seen again), in the batch's
+-- transaction; where this process serves its metrics, for the console.
+GRANT INSERT, UPDATE ON `couponlink_db`.`finding` TO 'couponlink_cdc'@'%';
+GRANT INSERT, UPDATE ON `couponlink_db`.`cdc_process` TO 'couponlink_cdc'@'%';
 -- the leader lock (GET_LOCK / IS_USED_LOCK / RELEASE_LOCK) needs no privilege.
 -- Nothing on user_coupon, user_claim, redemption_log, void_request beyond
 -- SELECT, and no DDL anywhere.
@@ -111,6 +115,8 @@ GRANT INSERT, UPDATE ON `couponlink_db`.`inventory_flow` TO 'couponlink_api'@'%'
 GRANT INSERT, UPDATE ON `couponlink_db`.`void_request` TO 'couponlink_api'@'%';
 GRANT INSERT, UPDATE, DELETE ON `couponlink_db`.`quota_policy` TO 'couponlink_api'@'%';
 GRANT INSERT ON `couponlink_db`.`quota_policy_audit` TO 'couponlink_api'@'%';
+-- a person acknowledges, closes or reopens a finding.
+GRANT UPDATE ON `couponlink_db`.`finding` TO 'couponlink_api'@'%';
 
 -- ---------------------------------------------------------------------------
 -- couponlink_reconcile: the reconciler (couponlink reconcile).
@@ -141,6 +147,8 @@ GRANT SELECT, INSERT, UPDATE ON `couponlink_db`.`inventory_counter` TO 'couponli
 GRANT UPDATE (`issued_count`, `used_count`, `expired_count`) ON `couponlink_db`.`coupon_template` TO 'couponlink_reconcile'@'%';
 GRANT SELECT, INSERT, UPDATE ON `couponlink_db`.`reconcile_task` TO 'couponlink_reconcile'@'%';
 GRANT SELECT, INSERT ON `couponlink_db`.`correction_log` TO 'couponlink_reconcile'@'%';
+-- what a pass found or corrected is a finding (open, or seen again).
+GRANT INSERT, UPDATE ON `couponlink_db`.`finding` TO 'couponlink_reconcile'@'%';
 -- a pass that needs a person writes a reconcile.needs_review event with its task.
 GRANT INSERT ON `couponlink_db`.`webhook_outbox` TO 'couponlink_reconcile'@'%';
 -- its single-pass lock (GET_LOCK) needs no privilege.

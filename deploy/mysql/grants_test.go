@@ -210,6 +210,26 @@ func TestGrantsAreEnoughAndNoMore(t *testing.T) {
 	var corrections int
 	require.NoError(t, root.QueryRow(`SELECT COUNT(*) FROM correction_log WHERE task_id = ?`, rep.TaskID).Scan(&corrections))
 	require.GreaterOrEqual(t, corrections, 2, "the reconciler's corrections are recorded")
+	var corrected int
+	require.NoError(t, root.QueryRow(`SELECT COUNT(*) FROM finding WHERE source = 'reconcile' AND kind LIKE 'corrected/%'`).Scan(&corrected))
+	require.GreaterOrEqual(t, corrected, 2, "the reconciler's corrections are findings, written as %s", u.reconcile)
+
+	// an illegal transition by hand (EXPIRED -> AVAILABLE): the cdc records
+	// the anomaly and its finding as couponlink_cdc; a person acknowledges
+	// it as couponlink_api
+	for _, status := range []int{3, 1} {
+		_, err = root.Exec(`UPDATE user_coupon SET status = ? WHERE id = ?`, status, ids[0])
+		require.NoError(t, err)
+	}
+	waitCheckpoint(t, root, log)
+	var fp string
+	require.NoError(t, root.QueryRow(`SELECT fingerprint FROM finding WHERE source = 'cdc' AND kind = 'illegal_transition'`).Scan(&fp),
+		"the cdc's finding, written as %s; the last errors logged:\n%s", u.cdc, log.errors())
+	f, err := inventory.AckFinding(ctx, apiDB, fp, "ops", "grants test")
+	require.NoError(t, err, "acknowledge as %s", u.api)
+	require.Equal(t, "acknowledged", f.State)
+	require.NoError(t, inventory.RecordCDCProcess(ctx, cdcDB, "grants-cdc", "default", "http://127.0.0.1:9464/metrics"),
+		"the cdc's metrics address, as %s", u.cdc)
 
 	// and no more
 	_, err = cdcDB.Exec(`UPDATE user_coupon SET status = 2 WHERE id = ?`, ids[0])
