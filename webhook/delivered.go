@@ -25,7 +25,9 @@ func (d *Dispatcher) markDelivered(ctx context.Context, rows []outboxRow, l *lea
 		ids = append(ids, r.id)
 	}
 	var marked []any
-	err := sqltx.Run(ctx, d.db, nil, func(tx *sql.Tx) error {
+	// a deadlock with another dispatcher's claim runs it again: a round's
+	// deliveries left unrecorded would be sent again when its lease ends
+	err := sqltx.RetryDeadlocks(ctx, d.db, nil, d.lostRace("record deliveries"), func(tx *sql.Tx) error {
 		marked = marked[:0]
 		q, err := tx.QueryContext(ctx, `SELECT id FROM webhook_outbox WHERE status = ? AND lease_epoch = ? AND id IN (`+
 			placeholders(len(ids))+`) FOR UPDATE`, append([]any{statusPending, l.epoch}, ids...)...)

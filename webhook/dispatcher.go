@@ -353,6 +353,15 @@ func (d *Dispatcher) backoff(failed int) time.Duration {
 	return min(b, d.cfg.MaxBackoff)
 }
 
+// lostRace logs a transaction of the dispatcher's that a deadlock (or a
+// lock wait timeout) with another dispatcher rolled back, before it runs
+// again (sqltx.RetryDeadlocks).
+func (d *Dispatcher) lostRace(tx string) func(error) {
+	return func(err error) {
+		d.log.Info("webhook transaction lost a race with another dispatcher; running it again", "tx", tx, "err", err)
+	}
+}
+
 func (d *Dispatcher) now() time.Time { return d.cfg.Now().UTC() }
 
 // truncate cuts s to at most n characters, keeping it valid UTF-8.

@@ -43,7 +43,7 @@ func (d *Dispatcher) claim(ctx context.Context, epoch int64) ([]outboxRow, *leas
 	now := d.now()
 	l := &lease{d: d, token: d.leaseEnd(now, time.Time{}), epoch: epoch}
 	var out []outboxRow
-	err := sqltx.Run(ctx, d.db, lockingTx, func(tx *sql.Tx) error {
+	err := sqltx.RetryDeadlocks(ctx, d.db, lockingTx, d.lostRace("claim"), func(tx *sql.Tx) error {
 		out, l.ids = nil, nil
 		rows, err := tx.QueryContext(ctx, `SELECT id, event_id, event, body, attempts FROM webhook_outbox
 			WHERE status = ? AND next_attempt_at <= ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
