@@ -51,11 +51,13 @@ func (s *Sink) newChores() error {
 		return s.rebalancer.Pass(ctx)
 	})
 	s.correcting = chore("corrections", correctionsEvery, s.m.correctionRuns, s.followCorrections)
+	s.mailPrune = chore("sources-mail", mailPruneEvery, s.m.mailRuns, s.pruneMail)
 	return nil
 }
 
 // Chores are the chores the Config turns on: corrections always, release
-// and rebalance when Releases and Rebalance are set.
+// and rebalance when Releases and Rebalance are set, the pruning of the
+// mail to the judge when this source mails it (sourcesprune.go).
 func (s *Sink) Chores() []*Chore {
 	out := []*Chore{s.correcting}
 	if s.cfg.Releases {
@@ -63,6 +65,9 @@ func (s *Sink) Chores() []*Chore {
 	}
 	if s.cfg.Rebalance {
 		out = append(out, s.rebalance)
+	}
+	if s.mails() {
+		out = append(out, s.mailPrune)
 	}
 	return out
 }
