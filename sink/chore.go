@@ -25,6 +25,7 @@ type Chore struct {
 	every time.Duration
 	pass  func(ctx context.Context, log *slog.Logger) error
 	final bool // one last pass when Run stops
+	alone bool // the pass touches neither the mirror nor Redis: it does not wait for the batches
 	runs  *prometheus.CounterVec
 	log   *slog.Logger
 }
@@ -52,6 +53,7 @@ func (s *Sink) newChores() error {
 	})
 	s.correcting = chore("corrections", correctionsEvery, s.m.correctionRuns, s.followCorrections)
 	s.mailPrune = chore("sources-mail", mailPruneEvery, s.m.mailRuns, s.pruneMail)
+	s.mailPrune.alone = true // a judge's server that is down must not hold the batches up
 	return nil
 }
 
@@ -108,12 +110,15 @@ func (c *Chore) Run(ctx context.Context) error {
 	}
 }
 
-// RunOnce runs one pass now, in turn with the batches, and counts it (a
-// pass cut short by ctx is not counted). The sink must have started.
+// RunOnce runs one pass now, in turn with the batches (a chore alone:
+// beside them), and counts it (a pass cut short by ctx is not counted).
+// The sink must have started.
 func (c *Chore) RunOnce(ctx context.Context) error {
-	c.s.work.Lock()
+	if !c.alone {
+		c.s.work.Lock()
+		defer c.s.work.Unlock()
+	}
 	err := c.pass(ctx, c.log)
-	c.s.work.Unlock()
 	switch {
 	case err == nil:
 		c.runs.WithLabelValues("ok").Inc()

@@ -23,7 +23,9 @@ import (
 // it deletes, leaves rows already decided that the next pass deletes. The
 // judge reads from its saved seq on, never below it, so a row it decided
 // and a row gone are the same to it. While the judge cannot be asked, or
-// has not decided, the mail waits (couponlink_cdc_sources_mail_rows).
+// has not decided, the mail waits (couponlink_cdc_sources_mail_rows); the
+// chore runs beside the batches, so a judge's server that is down holds
+// no batch up.
 //
 // The seq must never go back: the table keeps its AUTO_INCREMENT over a
 // restart of the server when empty (MariaDB 10.2.4+, MySQL 8.0+).
