@@ -25,6 +25,7 @@ type Chore struct {
 	every time.Duration
 	pass  func(ctx context.Context, log *slog.Logger) error
 	final bool // one last pass when Run stops
+	alone bool // the pass touches neither the mirror nor Redis: it does not wait for the batches
 	runs  *prometheus.CounterVec
 	log   *slog.Logger
 }
@@ -51,11 +52,14 @@ func (s *Sink) newChores() error {
 		return s.rebalancer.Pass(ctx)
 	})
 	s.correcting = chore("corrections", correctionsEvery, s.m.correctionRuns, s.followCorrections)
+	s.mailPrune = chore("sources-mail", mailPruneEvery, s.m.mailRuns, s.pruneMail)
+	s.mailPrune.alone = true // a judge's server that is down must not hold the batches up
 	return nil
 }
 
 // Chores are the chores the Config turns on: corrections always, release
-// and rebalance when Releases and Rebalance are set.
+// and rebalance when Releases and Rebalance are set, the pruning of the
+// mail to the judge when this source mails it (sourcesprune.go).
 func (s *Sink) Chores() []*Chore {
 	out := []*Chore{s.correcting}
 	if s.cfg.Releases {
@@ -63,6 +67,9 @@ func (s *Sink) Chores() []*Chore {
 	}
 	if s.cfg.Rebalance {
 		out = append(out, s.rebalance)
+	}
+	if s.mails() {
+		out = append(out, s.mailPrune)
 	}
 	return out
 }
@@ -103,12 +110,15 @@ func (c *Chore) Run(ctx context.Context) error {
 	}
 }
 
-// RunOnce runs one pass now, in turn with the batches, and counts it (a
-// pass cut short by ctx is not counted). The sink must have started.
+// RunOnce runs one pass now, in turn with the batches (a chore alone:
+// beside them), and counts it (a pass cut short by ctx is not counted).
+// The sink must have started.
 func (c *Chore) RunOnce(ctx context.Context) error {
-	c.s.work.Lock()
+	if !c.alone {
+		c.s.work.Lock()
+		defer c.s.work.Unlock()
+	}
 	err := c.pass(ctx, c.log)
-	c.s.work.Unlock()
 	switch {
 	case err == nil:
 		c.runs.WithLabelValues("ok").Inc()

@@ -35,6 +35,8 @@ type metrics struct {
 	releaseRuns    *prometheus.CounterVec
 	quotaRuleRuns  *prometheus.CounterVec
 	correctionRuns *prometheus.CounterVec
+	mailRuns       *prometheus.CounterVec
+	mailRows       prometheus.Gauge       // this source's mail to the judge not pruned yet
 	peerErrors     *prometheus.CounterVec // look-ups on a peer source that failed, by peer
 	restarts       *prometheus.CounterVec // starts over from the checkpoint without a takeover, by reason
 }
@@ -104,6 +106,12 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		correctionRuns: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_cdc_correction_checks_total", Help: "Looks at correction_log for corrections of the counters made outside the cdc (the cdc's mirror reloads after one), by result (ok; error: retried at the next tick).",
 		}, []string{"result"}),
+		mailRuns: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "couponlink_cdc_sources_mail_prune_runs_total", Help: "Passes of the mail chore of a source in a sources: mapping (its rows of cdc_sources_mail the judge has decided are deleted), by result (ok; error: retried at the next tick).",
+		}, []string{"result"}),
+		mailRows: f.NewGauge(prometheus.GaugeOpts{
+			Name: "couponlink_cdc_sources_mail_rows", Help: "This source's rows of cdc_sources_mail (write-offs another source also holds, mailed to the judge) not pruned yet: growing while the judge is down or cannot read them, 0 once it has decided them all.",
+		}),
 		peerErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_cdc_peer_errors_total", Help: "Look-ups on another source of the mapping (a redemption row on another server than its coupon) that failed, by peer; the checks that need the peer wait for it.",
 		}, []string{"peer"}),
@@ -114,7 +122,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	for _, reason := range restartReasons {
 		m.restarts.WithLabelValues(reason)
 	}
-	for _, runs := range []*prometheus.CounterVec{m.releaseRuns, m.quotaRuleRuns, m.correctionRuns} {
+	for _, runs := range []*prometheus.CounterVec{m.releaseRuns, m.quotaRuleRuns, m.correctionRuns, m.mailRuns} {
 		runs.WithLabelValues("ok")
 		runs.WithLabelValues("error")
 	}

@@ -58,6 +58,7 @@ type Sink struct {
 
 	rebalancer                      *quota.Rebalancer
 	releases, rebalance, correcting *Chore
+	mailPrune                       *Chore // the mail the judge decided (sourcesprune.go)
 }
 
 // New checks cfg and fills in its defaults. Call Start before ApplyBatch.

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/inventory"
 )
@@ -40,9 +39,7 @@ type crossWriteOffs struct {
 }
 
 func (c *crossWriteOffs) on() bool {
-	m := c.s.cfg.Mapping
-	return m.Source() != "" && len(c.s.peers) > 0 && m.RedemptionEvidence() == canal.EvidenceTable && m.RedemptionLog.Order != "" &&
-		!c.s.cfg.RedemptionUnique
+	return c.s.mails()
 }
 
 func (c *crossWriteOffs) judge(ctx context.Context, b *batch) ([]Anomaly, error) {
