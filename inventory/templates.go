@@ -35,6 +35,15 @@ type TemplateInfo struct {
 // Ended reports whether the template's campaign had ended at t.
 func (t TemplateInfo) Ended(at time.Time) bool { return !t.EndTime.IsZero() && at.After(t.EndTime) }
 
+// SameRules reports whether t and o judge alike: the rules a cdc follows
+// and saves (budget, unlimited, per-user limit, end time, off the shelf),
+// not the name or the shop's remaining column. A rule added to
+// TemplateInfo belongs here, next to its field.
+func (t TemplateInfo) SameRules(o TemplateInfo) bool {
+	return t.HasBudget == o.HasBudget && t.Budget == o.Budget && t.Unlimited == o.Unlimited &&
+		t.PerUserLimit == o.PerUserLimit && t.EndTime.Equal(o.EndTime) && t.OffShelf == o.OffShelf
+}
+
 // Templates reads the template rows of ids (all of them when ids is nil)
 // from the template table, by query. Unknown ids are absent, and all of
 // them on a source whose template table is on another source.

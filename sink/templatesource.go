@@ -100,7 +100,7 @@ func (c *templateFeed) load(ctx context.Context, b *batch) error {
 	c.last = time.Now()
 	for id, v := range rules {
 		old, known := s.tpl[id]
-		if _, changed := b.templates[id]; changed || !known || sameRules(old, v) {
+		if _, changed := b.templates[id]; changed || !known || old.SameRules(v) {
 			continue
 		}
 		b.templates[id] = tplChange{before: v, after: v}
@@ -125,12 +125,6 @@ func (c *templateFeed) save(_ context.Context, b *batch) error {
 		c.s.mu.Unlock()
 	}
 	return nil
-}
-
-// sameRules reports whether two rules of a template judge alike.
-func sameRules(a, b inventory.TemplateInfo) bool {
-	return a.HasBudget == b.HasBudget && a.Budget == b.Budget && a.PerUserLimit == b.PerUserLimit && a.EndTime.Equal(b.EndTime) &&
-		a.Unlimited == b.Unlimited && a.OffShelf == b.OffShelf
 }
 
 // readTemplateState reads the template rules saved with a checkpoint
