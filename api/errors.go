@@ -27,6 +27,7 @@ const (
 	CodeCouponExpired        Code = "coupon_expired"         // 409: past expires_at, awaiting the sweep
 	CodeConflict             Code = "conflict"               // 409: lost a race too many times; retry
 	CodeNotOpen              Code = "not_open"               // 409: the reconcile task is not open (missing, not needing review, or resolved)
+	CodeLegacyPolicyRefused  Code = "legacy_policy_refused"  // 409: a legacy campaign's policy couponlink cannot honour (mode auto: it never writes the shop's tables)
 	CodeUnsupportedMediaType Code = "unsupported_media_type" // 415: the body is not application/json
 	CodeInternal             Code = "internal"               // 500: an unexpected failure (see the server log)
 	CodeUnavailable          Code = "unavailable"            // 503: cancelled, or MySQL does not answer; retry
@@ -37,7 +38,7 @@ const (
 var Codes = []Code{
 	CodeInvalidArgument, CodeUnauthorized, CodeForbiddenOrigin, CodeForbidden, CodeNotFound, CodeMethodNotAllowed,
 	CodeSoldOut, CodeLimitReached, CodeAlreadyUsed, CodeIllegalTransition, CodeIdempotencyConflict,
-	CodeOrderMismatch, CodeAlreadyRefunded, CodeCouponExpired, CodeConflict, CodeNotOpen,
+	CodeOrderMismatch, CodeAlreadyRefunded, CodeCouponExpired, CodeConflict, CodeNotOpen, CodeLegacyPolicyRefused,
 	CodeUnsupportedMediaType, CodeInternal, CodeUnavailable,
 }
 

@@ -212,6 +212,10 @@ type PolicyPreview struct {
 	// the condition that makes it a giver, a receiver or neither.
 	Total    int64            `json:"total"`
 	Channels []PreviewChannel `json:"channels"`
+	// Unknown says what the rule could not see of a legacy campaign (its
+	// channels' quotas without a per-channel budget, its age) and what
+	// follows; left out when it saw everything.
+	Unknown []string `json:"unknown,omitempty"`
 }
 
 // PreviewMove is one move the rule would make: Amount of From's claimable
@@ -233,6 +237,9 @@ type PreviewChannel struct {
 	Released       int64    `json:"released"`
 	RedemptionRate *float64 `json:"redemption_rate"` // nil: no slot held yet
 	SoldOut        bool     `json:"sold_out"`
-	Role           string   `json:"role"` // giver, receiver or "" (neither)
-	Why            string   `json:"why"`  // the condition that decides its role, with its numbers
+	// QuotaUnknown: a legacy channel without a per-channel budget; its
+	// quota, claimed, claimable and sold_out say nothing.
+	QuotaUnknown bool   `json:"quota_unknown,omitempty"`
+	Role         string `json:"role"` // giver, receiver or "" (neither)
+	Why          string `json:"why"`  // the condition that decides its role, with its numbers
 }

@@ -99,8 +99,13 @@ func BeginSnapshot(ctx context.Context, db *sql.DB, cfg SnapshotConfig) (*Snapsh
 	return lockedSnapshot(ctx, db, method, cfg)
 }
 
+// txBeginner is a *sql.DB or a *sql.Conn.
+type txBeginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
 // startSnapshotTx opens a transaction WITH CONSISTENT SNAPSHOT.
-func startSnapshotTx(ctx context.Context, db *sql.DB) (*sql.Tx, error) {
+func startSnapshotTx(ctx context.Context, db txBeginner) (*sql.Tx, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin snapshot: %w", err)
@@ -111,6 +116,28 @@ func startSnapshotTx(ctx context.Context, db *sql.DB) (*sql.Tx, error) {
 		return nil, fmt.Errorf("start consistent snapshot: %w", err)
 	}
 	return tx, nil
+}
+
+// JoinSnapshot opens another transaction WITH CONSISTENT SNAPSHOT, on
+// conn, and keeps it only when its snapshot is at pos by the server's own
+// binlog_snapshot_file/position (MariaDB, Percona Server): no binlogged
+// transaction committed between the two, so it reads exactly what the
+// snapshot at pos reads, and a long read can be split over both. ok is
+// false, and the transaction ended, when a commit came in between or the
+// server has no such status (Oracle MySQL): the caller reads alone.
+// Writes made with sql_log_bin=0 move no position: they are invisible to
+// the binlog, the cdc and this check alike.
+func JoinSnapshot(ctx context.Context, conn *sql.Conn, pos Position) (tx *sql.Tx, ok bool, err error) {
+	tx, err = startSnapshotTx(ctx, conn)
+	if err != nil {
+		return nil, false, err
+	}
+	vars, err := snapshotStatus(ctx, tx)
+	if err == nil && vars["binlog_snapshot_file"] == pos.File && vars["binlog_snapshot_position"] == fmt.Sprint(pos.Pos) {
+		return tx, true, nil
+	}
+	_ = tx.Rollback()
+	return nil, false, err
 }
 
 // lockedSnapshot takes the position under FLUSH TABLES WITH READ LOCK or

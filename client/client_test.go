@@ -212,6 +212,26 @@ func TestEveryRouteHasACall(t *testing.T) {
 			}
 			return nil
 		},
+		"GET /v1/legacy/templates/{id}/quota-policy": func() error {
+			if _, err := c.LegacyQuotaPolicy(ctx, 1); !client.IsCode(err, client.CodeNotFound) {
+				return &client.Error{Message: fmt.Sprintf("want not_found without a mapping, got %v", err)}
+			}
+			return nil
+		},
+		"PUT /v1/legacy/templates/{id}/quota-policy": func() error {
+			mode := "signal"
+			_, err := c.SetLegacyQuotaPolicy(ctx, 1, client.PolicyChange{ChangedBy: "ops", Reason: "try", Override: client.Override{Mode: &mode}})
+			if !client.IsCode(err, client.CodeNotFound) {
+				return &client.Error{Message: fmt.Sprintf("want not_found without a mapping, got %v", err)}
+			}
+			return nil
+		},
+		"POST /v1/legacy/templates/{id}/quota-policy/preview": func() error {
+			if _, err := c.PreviewLegacyQuotaPolicy(ctx, 1, client.Override{}); !client.IsCode(err, client.CodeNotFound) {
+				return &client.Error{Message: fmt.Sprintf("want not_found without a mapping, got %v", err)}
+			}
+			return nil
+		},
 		"GET /healthz":      func() error { _, err := c.Health(ctx); return err },
 		"GET /openapi.json": func() error { _, err := c.OpenAPI(ctx); return err },
 		"GET /metrics":      func() error { _, err := c.Metrics(ctx); return err },

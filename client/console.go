@@ -168,6 +168,37 @@ func (c *Client) LegacyTemplate(ctx context.Context, id int64) (LegacyStatus, er
 	return out, err
 }
 
+// LegacyQuotaPolicy is GET /v1/legacy/templates/{id}/quota-policy: a
+// legacy campaign's policy (modes off and signal only: couponlink never
+// writes the shop's tables; an inherited auto is in force as signal).
+func (c *Client) LegacyQuotaPolicy(ctx context.Context, templateID int64) (PolicyView, error) {
+	var out PolicyView
+	err := c.call(ctx, http.MethodGet, legacyPolicyPath(templateID), nil, &out, true)
+	return out, err
+}
+
+// SetLegacyQuotaPolicy is PUT /v1/legacy/templates/{id}/quota-policy. Not
+// retried; mode auto is refused (IsCode(err, CodeLegacyPolicyRefused)).
+func (c *Client) SetLegacyQuotaPolicy(ctx context.Context, templateID int64, ch PolicyChange) (PolicyView, error) {
+	var out PolicyView
+	err := c.call(ctx, http.MethodPut, legacyPolicyPath(templateID), ch, &out, false)
+	return out, err
+}
+
+// PreviewLegacyQuotaPolicy is POST
+// /v1/legacy/templates/{id}/quota-policy/preview: what the cdc's rule
+// would recommend now for a legacy campaign with change over its policy
+// (nothing is saved; Unknown says what the mapping cannot show).
+func (c *Client) PreviewLegacyQuotaPolicy(ctx context.Context, templateID int64, change Override) (PolicyPreview, error) {
+	var out PolicyPreview
+	err := c.call(ctx, http.MethodPost, legacyPolicyPath(templateID)+"/preview", change, &out, true)
+	return out, err
+}
+
+func legacyPolicyPath(templateID int64) string {
+	return fmt.Sprintf("/v1/legacy/templates/%d/quota-policy", templateID)
+}
+
 func (c *Client) moveFinding(ctx context.Context, fingerprint, verb, operator, reason string) (Finding, error) {
 	var out Finding
 	body := api.FindingRequest{Operator: operator, Reason: reason}

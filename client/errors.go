@@ -29,6 +29,7 @@ const (
 	CodeCouponExpired        = api.CodeCouponExpired        // 409
 	CodeConflict             = api.CodeConflict             // 409: retried on idempotent calls
 	CodeNotOpen              = api.CodeNotOpen              // 409
+	CodeLegacyPolicyRefused  = api.CodeLegacyPolicyRefused  // 409: mode auto for a legacy campaign
 	CodeUnsupportedMediaType = api.CodeUnsupportedMediaType // 415
 	CodeInternal             = api.CodeInternal             // 500
 	CodeUnavailable          = api.CodeUnavailable          // 503: retried on idempotent calls

@@ -136,7 +136,7 @@ func TestLegacyConsoleInABrowser(t *testing.T) {
 	t.Cleanup(shop.Close)
 
 	runScript(t, "legacy.test.mjs", logs, []string{"cdc-east.log", "cdc-west.log", "api.log"},
-		[]string{"legacy-campaigns.png", "legacy-campaign.png", "legacy-source-down.png"},
+		[]string{"legacy-campaigns.png", "legacy-campaign.png", "legacy-policy.png", "legacy-source-down.png"},
 		"CONSOLE_BASE="+base, "CONSOLE_TOKEN="+token, "CONSOLE_SHOP="+shop.URL, "CONSOLE_STATUS="+bin+" status -json -mapping "+file)
 }
 

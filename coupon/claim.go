@@ -59,10 +59,17 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if err != nil {
 		return Claim{}, err
 	}
-	if s.claims != nil {
-		return s.claimCombined(ctx, req, rules)
+	if err := s.soldOut.refusal(ctx, req, rules); err != nil {
+		return Claim{}, err
 	}
-	return s.claimOne(ctx, req, rules)
+	var out Claim
+	if s.claims != nil {
+		out, err = s.claimCombined(ctx, req, rules)
+	} else {
+		out, err = s.claimOne(ctx, req, rules)
+	}
+	s.soldOut.learn(req, err)
+	return out, err
 }
 
 // claimOne is the single path: one claim, one transaction, written as a

@@ -32,6 +32,10 @@ type Config struct {
 	CombineRedemptions bool
 	// CombineMax is the most requests in one group transaction. Default 256.
 	CombineMax int
+	// SoldOutMemory remembers the buckets a claim found sold out and
+	// refuses their further claims after one read, without a write
+	// transaction (soldout.go); off: every claim runs the write path.
+	SoldOutMemory bool
 }
 
 // Store runs the write path: one MySQL transaction per state change, each
@@ -46,6 +50,7 @@ type Store struct {
 	claims      *combiner[int64, *claimCall] // nil: every claim on the single path
 	redemptions *combiner[int, *redeemCall]  // nil: every redemption on the single path
 	redeemLanes int
+	soldOut     *soldOutMemory // nil: off
 	claimStats  groupStats
 	redeemStats groupStats
 	groupFault  func(stage string, size int) error // tests: fails or races a group transaction
@@ -71,6 +76,9 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{db: cfg.DB, now: cfg.Now, log: cfg.Logger, maxAttempts: cfg.MaxAttempts, redeemLanes: redeemLanes}
 	if cfg.CombineClaims {
 		s.claims = newCombiner[int64](s, cfg.CombineMax, &s.claimStats, s.runClaimGroup)
+	}
+	if cfg.SoldOutMemory {
+		s.soldOut = newSoldOutMemory(s, cfg.CombineMax)
 	}
 	if cfg.CombineRedemptions {
 		s.redemptions = newCombiner[int](s, cfg.CombineMax, &s.redeemStats, s.runRedeemGroup)

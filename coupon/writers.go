@@ -103,17 +103,28 @@ func insertCoupons(ctx context.Context, tx *sql.Tx, granted []*claimCall) error 
 	}
 	// Auto-increment ids of one multi-row INSERT are consecutive only under
 	// innodb_autoinc_lock_mode 0 or 1 and auto_increment_increment 1: read
-	// them back instead of assuming either.
-	rows, err := couponsByRequest(ctx, tx, requestIDs(granted))
+	// them back instead of assuming either: from the unique index of
+	// request_id alone, which holds the id (no row is read).
+	ids := make(map[string]int64, len(granted))
+	err = sqltx.EachRow(ctx, tx, `SELECT request_id, id FROM user_coupon WHERE request_id IN (`+sqltx.Placeholders(len(granted))+`)`,
+		requestIDs(granted), func(r *sql.Rows) error {
+			var req string
+			var id int64
+			if err := r.Scan(&req, &id); err != nil {
+				return err
+			}
+			ids[req] = id
+			return nil
+		})
 	if err != nil {
-		return err
+		return fmt.Errorf("read back the ids of %d coupon(s): %w", len(granted), err)
 	}
 	for _, c := range granted {
-		row, ok := rows[c.req.RequestID]
+		id, ok := ids[c.req.RequestID]
 		if !ok {
 			return fmt.Errorf("coupon of request_id %q not found after insert", c.req.RequestID)
 		}
-		c.out.UserCouponID = row.ID
+		c.out.UserCouponID = id
 	}
 	return nil
 }

@@ -86,10 +86,15 @@ func readTemplateCache(ctx context.Context, tx *sql.Tx) (map[int64]TemplateCache
 	return out, nil
 }
 
-// LoadCounters reads every inventory_counter row.
-func LoadCounters(ctx context.Context, q Querier) (map[Pair]*Counts, error) {
+// LoadCounters reads every inventory_counter row, or those of the given
+// templates.
+func LoadCounters(ctx context.Context, q Querier, templates ...int64) (map[Pair]*Counts, error) {
 	out := map[Pair]*Counts{}
-	err := sqltx.EachRow(ctx, q, `SELECT template_id, channel, held, used, expired, returned, released FROM inventory_counter`, nil,
+	query := `SELECT template_id, channel, held, used, expired, returned, released FROM inventory_counter`
+	if len(templates) > 0 {
+		query += ` WHERE template_id IN (` + sqltx.Placeholders(len(templates)) + `)`
+	}
+	err := sqltx.EachRow(ctx, q, query, sqltx.Int64Args(templates),
 		func(rows *sql.Rows) error {
 			var p Pair
 			c := &Counts{}

@@ -85,20 +85,29 @@ func (s *Queries) CountTemplates(ctx context.Context, q Querier, templates []int
 
 // countCoupons counts user coupons per pair and state, in q's snapshot,
 // summed over the shards of a sharded coupon table (only the templates
-// given, when some are). It groups by the raw columns, so that MySQL walks
-// the (template, channel, status) index in order with no temporary table;
-// a NULL or missing channel becomes the mapping's default channel here.
+// given, when some are), and the releases.
 func (s *Queries) countCoupons(ctx context.Context, q Querier, templates []int64) (map[Pair]*Counts, error) {
-	uc := s.m.UserCoupon
-	where, flowWhere := s.liveCoupon(), ""
-	if len(templates) > 0 {
-		where = and(where, fmt.Sprintf("%s IN (%s)", quoteIdent(uc.Template), sqltx.Placeholders(len(templates))))
-	}
-	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), s.channelColumn(), quoteIdent(uc.Status)}, where, sqltx.Int64Args(templates), "")
-	if err != nil {
-		return nil, fmt.Errorf("count %s: %w", uc.Table, err)
-	}
 	out := map[Pair]*Counts{}
+	where := ""
+	if len(templates) > 0 {
+		where = fmt.Sprintf("%s IN (%s)", quoteIdent(s.m.UserCoupon.Template), sqltx.Placeholders(len(templates)))
+	}
+	if err := s.countRange(ctx, q, where, sqltx.Int64Args(templates), out); err != nil {
+		return nil, err
+	}
+	return out, s.countReleases(ctx, q, templates, out)
+}
+
+// countRange adds to out the user coupons matching cond (may be "") per
+// pair and state. It groups by the raw columns, so that MySQL walks the
+// (template, channel, status) index in order with no temporary table; a
+// NULL or missing channel becomes the mapping's default channel here.
+func (s *Queries) countRange(ctx context.Context, q Querier, cond string, args []any, out map[Pair]*Counts) error {
+	uc := s.m.UserCoupon
+	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), s.channelColumn(), quoteIdent(uc.Status)}, and(s.liveCoupon(), cond), args, "")
+	if err != nil {
+		return fmt.Errorf("count %s: %w", uc.Table, err)
+	}
 	err = sqltx.EachRow(ctx, q, query, args, func(rows *sql.Rows) error {
 		var p Pair
 		var tpl, code sql.NullInt64
@@ -119,18 +128,25 @@ func (s *Queries) countCoupons(ctx context.Context, q Querier, templates []int64
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("count %s: %w", uc.Table, err)
+		return fmt.Errorf("count %s: %w", uc.Table, err)
 	}
+	return nil
+}
+
+// countReleases adds the releases (inventory_flow) to out, of the
+// templates given or of all.
+func (s *Queries) countReleases(ctx context.Context, q Querier, templates []int64, out map[Pair]*Counts) error {
 	f := s.m.InventoryFlow
 	if f == nil {
-		return out, nil
+		return nil
 	}
+	flowWhere := ""
 	if len(templates) > 0 {
 		flowWhere = fmt.Sprintf(" AND %s IN (%s)", quoteIdent(f.Template), sqltx.Placeholders(len(templates)))
 	}
-	query = fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s WHERE %s = ?%s GROUP BY 1, 2",
+	query := fmt.Sprintf("SELECT %s, %s, COUNT(*) FROM %s WHERE %s = ?%s GROUP BY 1, 2",
 		quoteIdent(f.Template), quoteIdent(f.Channel), s.table(f.Table), quoteIdent(f.Kind), flowWhere)
-	err = sqltx.EachRow(ctx, q, query, append([]any{coupon.FlowRelease}, sqltx.Int64Args(templates)...), func(rows *sql.Rows) error {
+	err := sqltx.EachRow(ctx, q, query, append([]any{coupon.FlowRelease}, sqltx.Int64Args(templates)...), func(rows *sql.Rows) error {
 		var p Pair
 		var n int64
 		if err := rows.Scan(&p.Template, &p.Channel, &n); err != nil {
@@ -140,9 +156,9 @@ func (s *Queries) countCoupons(ctx context.Context, q Querier, templates []int64
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("count releases in %s: %w", f.Table, err)
+		return fmt.Errorf("count releases in %s: %w", f.Table, err)
 	}
-	return out, nil
+	return nil
 }
 
 // at returns the counts of p in m, added when missing.

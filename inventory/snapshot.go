@@ -47,13 +47,47 @@ func ReadQuotas(ctx context.Context, db *sql.DB, m *canal.Mapping) (map[Pair]Quo
 // Snapshot counts the source tables in a consistent snapshot (TakeSnapshot).
 func (s *Queries) Snapshot(ctx context.Context, db *sql.DB) (Snapshot, error) {
 	var snap Snapshot
+	readers := 1
 	taken, err := s.WithSnapshotTaken(ctx, db, func(tx *sql.Tx, pos canal.Position) error {
 		var err error
-		snap, err = s.Count(ctx, tx, pos)
+		snap, readers, err = s.countJoined(ctx, db, tx, pos)
 		return err
 	})
 	snap.Taken = taken
+	snap.Taken.Readers = readers
 	return snap, err
+}
+
+// countJoined is Count, the coupons counted by tx together with the
+// transactions that join its snapshot (snapshotsplit.go); readers says
+// how many counted.
+func (s *Queries) countJoined(ctx context.Context, db *sql.DB, tx *sql.Tx, pos canal.Position) (Snapshot, int, error) {
+	n := int(snapshotReaders.Load())
+	if n < 2 {
+		snap, err := s.Count(ctx, tx, pos)
+		return snap, 1, err
+	}
+	lo, hi, ok := s.templateBounds(ctx, tx)
+	if !ok {
+		snap, err := s.Count(ctx, tx, pos)
+		return snap, 1, err
+	}
+	helpers, end := joinReaders(ctx, db, pos, n)
+	defer end()
+	if len(helpers) == 0 {
+		snap, err := s.Count(ctx, tx, pos)
+		return snap, 1, err
+	}
+	snap := Snapshot{Pos: pos}
+	var err error
+	if snap.Counts, err = s.countSplit(ctx, append([]*sql.Tx{tx}, helpers...), lo, hi); err != nil {
+		return snap, 0, err
+	}
+	if err := s.countReleases(ctx, tx, nil, snap.Counts); err != nil {
+		return snap, 0, err
+	}
+	snap.Quotas, err = s.Quotas(ctx, tx)
+	return snap, 1 + len(helpers), err
 }
 
 // Count reads the counts and the buckets in tx's snapshot, which is the
@@ -81,6 +115,9 @@ type SnapshotTaken struct {
 	Pos    canal.Position
 	Method canal.SnapshotMethod // status, lock or tables
 	Locked time.Duration        // how long a lock was held (0: none)
+	// Readers is how many transactions of that one snapshot counted the
+	// coupons (Snapshot: SetSnapshotReaders); 0 for WithSnapshotTaken
+	Readers int
 }
 
 // WithSnapshotTaken is WithSnapshot, also saying how the position was

@@ -57,6 +57,15 @@ type RebalancerConfig struct {
 	// Freshen, after an applied move committed, writes the template's
 	// derived copies (the Redis stock keys) at once. Optional.
 	Freshen func(ctx context.Context, templates []int64)
+	// Legacy runs the rule on a legacy shop's campaigns instead
+	// (legacypass.go): signal mode only, on the mirror's channels (the
+	// shop's per-channel budgets and the cdc's counts); nothing but
+	// couponlink's own tables is written.
+	Legacy bool
+	// Sum, with Legacy over several sources, adds the other sources' counts
+	// to the mirror's buckets; its error (a source that cannot be asked)
+	// skips the pass: nothing is decided on a partial sum. Optional.
+	Sum func(ctx context.Context, buckets map[int64][]Channel) error
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -116,6 +125,9 @@ func (e fenced) Unwrap() error { return e.err }
 // is named in the error and the others are still decided; a failed fence
 // stops the pass with the fence's error.
 func (r *Rebalancer) Pass(ctx context.Context) error {
+	if r.cfg.Legacy {
+		return r.legacyPass(ctx)
+	}
 	defaults, overrides, err := LoadPolicies(ctx, r.cfg.DB)
 	if err != nil {
 		return fmt.Errorf("read the quota policies: %w", err)

@@ -61,6 +61,13 @@ func checkChange(by, reason string) error {
 // audit row, in one transaction. A change that changes nothing writes
 // nothing and returns the current view.
 func SetPolicy(ctx context.Context, db *sql.DB, template int64, change Override, by, reason, source string) (PolicyView, error) {
+	return setPolicy(ctx, db, template, change, by, reason, source, checkTemplate)
+}
+
+// setPolicy is SetPolicy with check saying whether template is one whose
+// policy may be set.
+func setPolicy(ctx context.Context, db *sql.DB, template int64, change Override, by, reason, source string,
+	check func(context.Context, queryer, int64) error) (PolicyView, error) {
 	by, reason = strings.TrimSpace(by), strings.TrimSpace(reason)
 	if err := checkChange(by, reason); err != nil {
 		return PolicyView{}, err
@@ -70,7 +77,7 @@ func SetPolicy(ctx context.Context, db *sql.DB, template int64, change Override,
 	}
 	var out PolicyView
 	err := sqltx.Retry(ctx, db, maxAttempts, raced, func(tx *sql.Tx) error {
-		if err := checkTemplate(ctx, tx, template); err != nil {
+		if err := check(ctx, tx, template); err != nil {
 			return err
 		}
 		defaults, err := readDefaults(ctx, tx)

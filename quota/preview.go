@@ -23,12 +23,11 @@ func ruleInput(ctx context.Context, q queryer, tpl int64, p Policy, chans []Chan
 	if err != nil {
 		return Input{}, false, fmt.Errorf("read the template: %w", err)
 	}
-	var last sql.NullTime
-	if err := q.QueryRowContext(ctx, `SELECT MAX(created_at) FROM quota_transfer_log WHERE template_id = ? AND mode = ?`,
-		tpl, p.Mode).Scan(&last); err != nil {
-		return Input{}, false, fmt.Errorf("read the last decision: %w", err)
+	last, err := lastDecision(ctx, q, tpl, p.Mode)
+	if err != nil {
+		return Input{}, false, err
 	}
-	return Input{Template: tpl, Policy: p, Channels: chans, Age: now.Sub(created), LastMove: last.Time, Now: now}, true, nil
+	return Input{Template: tpl, Policy: p, Channels: chans, Age: now.Sub(created), LastMove: last, Now: now}, true, nil
 }
 
 // Preview is what the rule would decide now for the template with change
@@ -43,16 +42,8 @@ func Preview(ctx context.Context, db *sql.DB, template int64, change Override, n
 		if err := checkTemplate(ctx, tx, template); err != nil {
 			return err
 		}
-		defaults, err := readDefaults(ctx, tx)
+		p, err := policyWith(ctx, tx, template, change)
 		if err != nil {
-			return err
-		}
-		row, _, err := readPolicy(ctx, tx, template, false)
-		if err != nil {
-			return err
-		}
-		p := row.Override.Merge(change).Apply(defaults)
-		if err := p.Validate(); err != nil {
 			return err
 		}
 		views, err := channels(ctx, tx, template)
@@ -70,4 +61,30 @@ func Preview(ctx context.Context, db *sql.DB, template int64, change Override, n
 		return Input{}, Decision{}, fmt.Errorf("preview the rule of template %d: %w", template, err)
 	}
 	return in, Decide(in), nil
+}
+
+// policyWith is the template's policy in force with change applied over
+// it, validated as SetPolicy would.
+func policyWith(ctx context.Context, q queryer, template int64, change Override) (Policy, error) {
+	defaults, err := readDefaults(ctx, q)
+	if err != nil {
+		return Policy{}, err
+	}
+	row, _, err := readPolicy(ctx, q, template, false)
+	if err != nil {
+		return Policy{}, err
+	}
+	p := row.Override.Merge(change).Apply(defaults)
+	return p, p.Validate()
+}
+
+// lastDecision is the time of the template's last decision of mode (zero:
+// none), which the cooldown counts from.
+func lastDecision(ctx context.Context, q queryer, template int64, mode string) (time.Time, error) {
+	var last sql.NullTime
+	if err := q.QueryRowContext(ctx, `SELECT MAX(created_at) FROM quota_transfer_log WHERE template_id = ? AND mode = ?`,
+		template, mode).Scan(&last); err != nil {
+		return time.Time{}, fmt.Errorf("read the last decision: %w", err)
+	}
+	return last.Time, nil
 }

@@ -17,6 +17,10 @@ type Input struct {
 	Age      time.Duration // since the campaign was created
 	LastMove time.Time     // the last decision of this mode; zero if none
 	Now      time.Time
+	// What the rule cannot see of a legacy template (legacy.go): its
+	// channels' quota (the mapping names no per-channel budget: nothing can
+	// be recommended) or its age (no creation time: min_age is not applied).
+	QuotaUnknown, AgeUnknown bool
 }
 
 // Decision is what the rule says about one template.
@@ -25,6 +29,9 @@ type Decision struct {
 	Rule  string // the rule that fired, with its numbers; empty without moves
 	Skip  string // why there are no moves
 	Seen  []Seen // every channel's inputs, as logged with a move
+	// Unknown says what the rule could not see (a legacy template's), and
+	// what follows from it; nil: it saw everything.
+	Unknown []string
 }
 
 // Move gives Amount of From's claimable quota to To.
@@ -60,7 +67,7 @@ func (d Decision) Total() int64 {
 // then again on the rows it locked.
 func Decide(in Input) Decision {
 	p := in.Policy
-	d := Decision{Seen: make([]Seen, len(in.Channels))}
+	d := Decision{Seen: make([]Seen, len(in.Channels)), Unknown: unknowns(in)}
 	chans := append([]Channel(nil), in.Channels...)
 	sort.Slice(chans, func(i, j int) bool { return chans[i].Name < chans[j].Name })
 	var givers, takers []int
@@ -72,6 +79,8 @@ func Decide(in Input) Decision {
 			s.Rate = &rate
 		}
 		switch {
+		case in.QuotaUnknown: // whether it could give or is sold out is unknown: it is only rated
+			s.Why = rated(c, rate, ok) + "; its quota is unknown (no per-channel budget), so neither what it could give nor whether it is sold out"
 		case !ok:
 			s.Why = "no slot held yet: no redemption rate"
 		case c.Claims() < p.MinClaims:
@@ -96,7 +105,9 @@ func Decide(in Input) Decision {
 	switch {
 	case p.Mode == ModeOff:
 		d.Skip = "policy is off"
-	case in.Age < coupon.Seconds(p.MinAgeSeconds):
+	case in.QuotaUnknown:
+		d.Skip = "the channels' quotas are unknown (the mapping names no per-channel budget, channel_quota): there is no quota to move between them, so nothing is recommended"
+	case !in.AgeUnknown && in.Age < coupon.Seconds(p.MinAgeSeconds):
 		d.Skip = fmt.Sprintf("campaign is %s old, younger than min_age %s", in.Age.Round(time.Second), seconds(p.MinAgeSeconds))
 	case !in.LastMove.IsZero() && in.Now.Sub(in.LastMove) < coupon.Seconds(p.CooldownSeconds):
 		d.Skip = fmt.Sprintf("last decision %s ago, within the cooldown of %s", in.Now.Sub(in.LastMove).Round(time.Second), seconds(p.CooldownSeconds))
@@ -185,6 +196,26 @@ func split(n int64, weights []float64) []int64 {
 		given++
 	}
 	return out
+}
+
+// unknowns says what the rule cannot see of in.
+func unknowns(in Input) []string {
+	var out []string
+	if in.QuotaUnknown {
+		out = append(out, "quota: the mapping names no per-channel budget (channel_quota), so each channel's claimable quota and whether it is sold out are unknown")
+	}
+	if in.AgeUnknown {
+		out = append(out, "age: the mapping names no creation time of a campaign, so min_age is not applied")
+	}
+	return out
+}
+
+// rated is a channel's redemption rate and claims, or why it has none.
+func rated(c Channel, rate float64, ok bool) string {
+	if !ok {
+		return "no slot held yet: no redemption rate"
+	}
+	return fmt.Sprintf("redeems %.2f after %d claims", rate, c.Claims())
 }
 
 func soldOutNote(s Seen) string {

@@ -103,7 +103,6 @@ func (r *Reconciler) fixTemplate(ctx context.Context, taskID, id int64, read, wa
 // nil): those of a run that rolled back are not.
 func (r *Reconciler) corrected(store string, tpl int64, channel string, n int, err error) {
 	if err == nil && n > 0 {
-		r.m.corrections.WithLabelValues(store, "auto").Add(float64(n))
 		r.m.corrected.WithLabelValues(store, strconv.FormatInt(tpl, 10), channel).Add(float64(n))
 	}
 }

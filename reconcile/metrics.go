@@ -12,7 +12,6 @@ import (
 type metrics struct {
 	runs         *prometheus.CounterVec
 	drift        *prometheus.GaugeVec
-	corrections  *prometheus.CounterVec
 	corrected    *prometheus.CounterVec
 	needsReview  prometheus.Gauge
 	lastSuccess  prometheus.Gauge
@@ -31,9 +30,6 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		drift: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "couponlink_reconcile_drift", Help: "Absolute difference from the truth found by the last pass that compared it, by template, channel and store (counter, template, quota: the claim guard, redis, legacy; over_issue: coupons over the quota or budget, by how many).",
 		}, []string{"template", "channel", "store"}),
-		corrections: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "couponlink_reconcile_corrections_total", Help: "Corrections written, by store and mode (auto, manual).",
-		}, []string{"store", "mode"}),
 		corrected: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "couponlink_reconcile_corrected_total", Help: "Values the reconciler corrected, by store (counter, template, redis) and the bucket they belong to (template; channel, empty for a template's cached counts): each is a wrong value something wrote. CouponlinkReconcileCorrected fires on any.",
 		}, []string{"store", "template", "channel"}),
@@ -61,10 +57,6 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	// pass had that result
 	for _, r := range []string{resultClean, resultAutoFixed, resultNeedsReview, resultError} {
 		m.runs.WithLabelValues(r)
-	}
-	for _, s := range []string{StoreCounter, StoreTemplate, StoreQuota, StoreRedis, StoreLegacy} {
-		m.corrections.WithLabelValues(s, "auto")
-		m.corrections.WithLabelValues(s, "manual")
 	}
 	return m
 }

@@ -70,6 +70,7 @@ type Report struct {
 	Pairs            int
 	InFlight         int           // counter rows that moved past the snapshot: compared next time
 	SnapshotTook     time.Duration // counting the truth
+	SnapshotReaders  int           // transactions of the snapshot that counted it (inventory.SetSnapshotReaders)
 	CatchUpTook      time.Duration // waiting for the cdc to reach the snapshot
 	ReplayTook       time.Duration // replaying the binlog from the snapshot to the checkpoint
 	Differences      []Difference
@@ -197,7 +198,7 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot: %w", err)
 	}
-	rep.SnapshotTook = time.Since(t0)
+	rep.SnapshotTook, rep.SnapshotReaders = time.Since(t0), snap.Taken.Readers
 	if snap.Taken.Locked > 0 {
 		r.log.Info("truth snapshot's position taken under a lock", "position_by", snap.Taken.Method, "lock_held", snap.Taken.Locked)
 	}

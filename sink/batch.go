@@ -26,15 +26,22 @@ func quotaChanges(b *canal.Batch) map[inventory.Pair]inventory.Quota {
 // The commit stages of the pipeline that are no check's, in b's
 // transaction (pipeline.go).
 
-// writeBatchCounters adds the batch's deltas to inventory_counter.
-func (s *Sink) writeBatchCounters(ctx context.Context, b *batch) error {
-	return writeCounters(ctx, b.tx, b.pairs, b.deltas, true, inventory.Stamp(b.End))
+// writeBatchCounters adds the batch's deltas to inventory_counter: in the
+// tail of the transaction (saveBatchCheckpoint sends it).
+func (s *Sink) writeBatchCounters(_ context.Context, b *batch) error {
+	if st, ok := countersStatement(b.pairs, b.deltas, true, inventory.Stamp(b.End)); ok {
+		b.tail = append(b.tail, st)
+	}
+	return nil
 }
 
 // refreshBatchTemplates refreshes the cached counts of the templates the
-// batch touched.
-func (s *Sink) refreshBatchTemplates(ctx context.Context, b *batch) error {
-	return s.refreshTemplates(ctx, b.tx, b.touched)
+// batch touched, from the counters: in the tail, after them.
+func (s *Sink) refreshBatchTemplates(_ context.Context, b *batch) error {
+	if st, ok := s.templatesStatement(b.touched); ok {
+		b.tail = append(b.tail, st)
+	}
+	return nil
 }
 
 // recordAnomalies records every anomaly of the batch.
@@ -47,17 +54,25 @@ func (s *Sink) enqueueBatch(ctx context.Context, b *batch) error {
 	return s.enqueue(ctx, b.tx, s.batchEvents(b.Batch, b.released, b.anomalies))
 }
 
-// saveBatchCheckpoint saves the batch's end as the checkpoint.
+// saveBatchCheckpoint sends the tail (the counters, the template counts)
+// and the batch's end as the checkpoint, fenced by the epoch: in one round
+// trip when the pool allows it (groupcommit.go).
 func (s *Sink) saveBatchCheckpoint(ctx context.Context, b *batch) error {
-	return saveCheckpoint(ctx, b.tx, s.cfg.Name, s.epoch, b.Batch, len(b.anomalies))
+	tail := append(b.tail, checkpointStatement(s.cfg.Name, s.epoch, b.Batch, len(b.anomalies)))
+	res, err := s.execTail(ctx, b.tx, tail)
+	if err != nil {
+		return err
+	}
+	return fenced(res)
 }
 
 // syncBatch writes, after the commit, the Redis stock keys of the
-// templates the batch touched (its quota changes' too), then of the
-// buckets it released.
+// templates whose buckets the batch changed (its channel_quota rows), then
+// of the buckets it released. A stock key is a bucket's quota − claimed
+// (or their sum): a batch of coupon rows alone changes none.
 func (s *Sink) syncBatch(ctx context.Context, b *batch) {
 	if s.redis != nil {
-		s.syncRedis(ctx, s.touchedTemplates(b.Batch, b.touched))
+		s.syncRedis(ctx, quotaTemplates(b.Batch))
 		s.freshenReleased(ctx, b.released)
 	}
 }
@@ -67,21 +82,18 @@ func sortPairs(pairs []inventory.Pair) {
 	sort.Slice(pairs, func(i, j int) bool { return pairs[i].Less(pairs[j]) })
 }
 
-func (s *Sink) touchedTemplates(b *canal.Batch, templates []int64) []int64 {
-	if len(b.Quotas) == 0 {
-		return templates
-	}
+// quotaTemplates are the templates of b's channel_quota changes, in the
+// order they first come.
+func quotaTemplates(b *canal.Batch) []int64 {
+	var out []int64
 	seen := map[int64]bool{}
-	for _, t := range templates {
-		seen[t] = true
-	}
 	for _, q := range b.Quotas {
 		if !seen[q.Template] {
 			seen[q.Template] = true
-			templates = append(templates, q.Template)
+			out = append(out, q.Template)
 		}
 	}
-	return templates
+	return out
 }
 
 // observe counts the committed batch in the metrics, and logs its

@@ -45,21 +45,18 @@ func keepEpoch(ctx context.Context, db *sql.DB, name string, epoch int64) error 
 	return nil
 }
 
-// saveCheckpoint writes the position in tx, the counters' transaction, and
-// fails with ErrFenced when another leader took the checkpoint.
-func saveCheckpoint(ctx context.Context, tx *sql.Tx, name string, epoch int64, b *canal.Batch, anomalies int) error {
+// checkpointStatement writes the batch's end as the checkpoint, in the
+// counters' transaction; it changes no row when another leader took the
+// checkpoint (fenced).
+func checkpointStatement(name string, epoch int64, b *canal.Batch, anomalies int) statement {
 	var at sql.NullTime
 	if !b.EventTime.IsZero() {
 		at = sql.NullTime{Time: b.EventTime.UTC(), Valid: true}
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE cdc_checkpoint SET binlog_file = ?, binlog_pos = ?, gtid_set = ?,
+	return statement{what: "save checkpoint " + b.End.String(), query: `UPDATE cdc_checkpoint SET binlog_file = ?, binlog_pos = ?, gtid_set = ?,
 		event_time = COALESCE(?, event_time), events_applied = events_applied + ?, batches = batches + 1, anomalies = anomalies + ?
 		WHERE name = ? AND epoch = ?`,
-		b.End.File, b.End.Pos, b.End.GTID, at, b.Rows, anomalies, name, epoch)
-	if err != nil {
-		return fmt.Errorf("save checkpoint %s: %w", b.End, err)
-	}
-	return fenced(res)
+		args: []any{b.End.File, b.End.Pos, b.End.GTID, at, b.Rows, anomalies, name, epoch}}
 }
 
 // fenced fails with ErrFenced when the checkpoint's update res changed no

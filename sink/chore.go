@@ -58,14 +58,16 @@ func (s *Sink) newChores() error {
 }
 
 // Chores are the chores the Config turns on: corrections always, release
-// and rebalance when Releases and Rebalance are set, the pruning of the
+// and rebalance when Releases and Rebalance are set (rebalance in signal
+// mode on a legacy shop with per-channel budgets, by the cdc that decides:
+// legacySignal), the pruning of the
 // mail to the judge when this source mails it (sourcesprune.go).
 func (s *Sink) Chores() []*Chore {
 	out := []*Chore{s.correcting}
 	if s.cfg.Releases {
 		out = append(out, s.releases)
 	}
-	if s.cfg.Rebalance {
+	if s.cfg.Rebalance || s.legacySignal() {
 		out = append(out, s.rebalance)
 	}
 	if s.mails() {

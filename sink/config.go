@@ -79,7 +79,9 @@ type Config struct {
 	Releases     bool
 	ReleaseEvery time.Duration // how often due expiry releases are looked for; default 10 s
 	// Rebalance runs the channel-quota rule (package quota) on a timer.
-	// Default: true in reference mode.
+	// Default: true in reference mode. A legacy shop with per-channel
+	// budgets gets the rule in signal mode without it, by the cdc that
+	// decides (legacySignal, rebalance.go), every RebalanceEvery.
 	Rebalance      bool
 	RebalanceEvery time.Duration // default 30 s
 	// QuotaDefaults is the policy of templates without an override; the

@@ -13,8 +13,21 @@ import (
 // writeCounters upserts the pairs' counters: added to the stored values
 // (delta) or replacing them; stamp is the binlog stamp of the change.
 func writeCounters(ctx context.Context, tx *sql.Tx, pairs []inventory.Pair, counts map[inventory.Pair]*inventory.Counts, delta bool, stamp int64) error {
-	if len(pairs) == 0 {
+	st, ok := countersStatement(pairs, counts, delta, stamp)
+	if !ok {
 		return nil
+	}
+	if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+		return fmt.Errorf("write counters: %w", err)
+	}
+	return nil
+}
+
+// countersStatement is writeCounters' statement; false when there are no
+// pairs.
+func countersStatement(pairs []inventory.Pair, counts map[inventory.Pair]*inventory.Counts, delta bool, stamp int64) (statement, bool) {
+	if len(pairs) == 0 {
+		return statement{}, false
 	}
 	var b strings.Builder
 	args := make([]any, 0, 8*len(pairs))
@@ -35,10 +48,7 @@ func writeCounters(ctx context.Context, tx *sql.Tx, pairs []inventory.Pair, coun
 		b.WriteString(` ON DUPLICATE KEY UPDATE held = VALUES(held), used = VALUES(used),
 			expired = VALUES(expired), returned = VALUES(returned), released = VALUES(released), stamp = VALUES(stamp)`)
 	}
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
-		return fmt.Errorf("write counters: %w", err)
-	}
-	return nil
+	return statement{what: "write counters", query: b.String(), args: args}, true
 }
 
 // refreshTemplates writes the cached counts of coupon_template (reference
@@ -46,16 +56,26 @@ func writeCounters(ctx context.Context, tx *sql.Tx, pairs []inventory.Pair, coun
 // inventory_counter, in the counters' transaction: the cache always equals
 // the counters, whoever corrected them.
 func (s *Sink) refreshTemplates(ctx context.Context, tx *sql.Tx, templates []int64) error {
-	if !s.cfg.CacheTemplateCounts || len(templates) == 0 {
+	st, ok := s.templatesStatement(templates)
+	if !ok {
 		return nil
+	}
+	if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+		return fmt.Errorf("refresh template counts: %w", err)
+	}
+	return nil
+}
+
+// templatesStatement is refreshTemplates' statement; false when it has
+// nothing to do.
+func (s *Sink) templatesStatement(templates []int64) (statement, bool) {
+	if !s.cfg.CacheTemplateCounts || len(templates) == 0 {
+		return statement{}, false
 	}
 	q := `UPDATE coupon_template t JOIN (
 		SELECT template_id, SUM(held + used + expired + returned) AS issued, SUM(used) AS used, SUM(expired) AS expired
 		FROM inventory_counter WHERE template_id IN (` + sqltx.Placeholders(len(templates)) + `) GROUP BY template_id) v
 		ON v.template_id = t.id
 		SET t.issued_count = v.issued, t.used_count = v.used, t.expired_count = v.expired`
-	if _, err := tx.ExecContext(ctx, q, sqltx.Int64Args(templates)...); err != nil {
-		return fmt.Errorf("refresh template counts: %w", err)
-	}
-	return nil
+	return statement{what: "refresh template counts", query: q, args: sqltx.Int64Args(templates)}, true
 }

@@ -26,16 +26,33 @@ import (
 // used_without_redemption, an order more than USED coupons is double_spend.
 // What was reported shrinks with the difference: an order that arrives
 // late clears it without an anomaly, and a later difference is new. A
-// bootstrap rewrites the keys from its snapshot. The memory holds only the
-// earliest deadline (orderKeys.next, never later than the true one) and
-// the number of keys with one.
+// bootstrap rewrites the keys from its snapshot. The memory holds the
+// earliest deadline (orderKeys.next, never later than the true one), the
+// number of keys with one, and the keys known to have no row (balanced,
+// up to maxKnownKeys, forgotten at every start and when full): a shop's
+// use and its order usually balance in one transaction, so a batch reads
+// only the keys it does not know to be balanced. Only the leading cdc of
+// a checkpoint writes its rows, and only a batch's write adds one.
 
 // orderKeys is the order_table check.
 type orderKeys struct {
 	noCheck
-	s       *Sink
-	next    time.Time // the earliest deadline of a key (zero: none)
-	pending int       // keys with a deadline
+	s        *Sink
+	next     time.Time                 // the earliest deadline of a key (zero: none)
+	pending  int                       // keys with a deadline
+	balanced keyMemory[orderKey, bool] // keys with no row at the last committed batch
+}
+
+// setBalanced notes whether a key has no row.
+func (c *orderKeys) setBalanced(k orderKey, v bool) {
+	if _, ok := c.balanced.get(k); ok == v {
+		return
+	}
+	if v {
+		c.balanced.set(k, true)
+	} else {
+		c.balanced.del(k)
+	}
 }
 
 // on says whether uses are proven by an order table.
@@ -44,10 +61,16 @@ func (c *orderKeys) on() bool {
 }
 
 func (c *orderKeys) seed(ctx context.Context, sd *seeding) ([]Anomaly, error) {
+	c.balanced.forget() // the bootstrap rewrites the table
 	return nil, c.seedOrderKeys(ctx, sd.stx, sd.tx)
 }
 
-func (c *orderKeys) resume(ctx context.Context, _ bool) error { return c.loadOrderNext(ctx, c.s.db) }
+// resume forgets the balanced keys (the table is the truth at a start)
+// and reads the earliest deadline back.
+func (c *orderKeys) resume(ctx context.Context, _ bool) error {
+	c.balanced.forget()
+	return c.loadOrderNext(ctx, c.s.db)
+}
 
 // judge marks a heartbeat that must commit: keys are due, decided in its
 // transaction (write).
@@ -65,10 +88,15 @@ func (c *orderKeys) write(ctx context.Context, b *batch) ([]Anomaly, error) {
 func (c *orderKeys) waiting() (int, bool) { return c.pending, c.due() }
 
 // mark: the write reads the earliest deadline back in the transaction
-// (countOrderKeys); a run again after a deadlock starts from the one before.
+// (countOrderKeys) and notes the keys it balanced or unbalanced; a run
+// again after a deadlock starts from what was there before.
 func (c *orderKeys) mark() func() {
 	next, pending := c.next, c.pending
-	return func() { c.next, c.pending = next, pending }
+	back := c.balanced.mark()
+	return func() {
+		c.next, c.pending = next, pending
+		back()
+	}
 }
 
 // orderKey is a (template, user) of the order_table check.
@@ -178,9 +206,20 @@ func (c *orderKeys) countOrderKeys(ctx context.Context, tx *sql.Tx, b *canal.Bat
 				keys = append(keys, st.orderKey)
 			}
 		}
-		rows, err := c.orderKeyRows(ctx, tx, keys)
+		c.balanced.bound()
+		var ask []orderKey
+		for _, k := range keys {
+			if _, ok := c.balanced.get(k); !ok {
+				ask = append(ask, k)
+			}
+		}
+		rows, err := c.orderKeyRows(ctx, tx, ask)
 		if err != nil {
 			return nil, err
+		}
+		stored := make(map[orderKey]bool, len(rows))
+		for k := range rows {
+			stored[k] = true
 		}
 		was := map[orderKey]orderKeyRow{}
 		for _, k := range keys {
@@ -201,6 +240,14 @@ func (c *orderKeys) countOrderKeys(ctx context.Context, tx *sql.Tx, b *canal.Bat
 		}
 		if err := c.saveOrderKeys(ctx, tx, keys, rows, was, now.Add(s.cfg.RedemptionGrace)); err != nil {
 			return nil, err
+		}
+		for _, k := range keys { // as saveOrderKeys left them
+			r, w := rows[k], was[k]
+			if r.diff == w.diff && r.missing == w.missing && r.extra == w.extra {
+				c.setBalanced(k, !stored[k]) // untouched
+			} else {
+				c.setBalanced(k, r.diff == 0) // deleted, or written
+			}
 		}
 	}
 	due, decided, err := c.decideOrderKeys(ctx, tx, now)

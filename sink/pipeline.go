@@ -28,8 +28,10 @@ import (
 // In one MySQL transaction — exactly-once: the counters, the checks' state
 // and the checkpoint commit together or not at all:
 //
-//  4. counters: inventory_counter plus the deltas, stamped with the batch's end.
-//  5. template counts: coupon_template's cached counts (reference schema).
+//  4. counters: inventory_counter plus the deltas, stamped with the batch's
+//     end — a statement kept for the tail of the transaction (step 11).
+//  5. template counts: coupon_template's cached counts (reference schema),
+//     from the counters — kept for the tail too, after them.
 //  6. write: each check counts the batch into its tables (redemption keys,
 //     order keys, coupons per user) and adds the anomalies that needed them.
 //  7. anomalies: every anomaly into cdc_anomaly.
@@ -38,7 +40,9 @@ import (
 //  9. releases: the slots of voids and recycles go back; expiries under
 //     the release policy are scheduled.
 //  10. events: the webhook events (sold out, low, released, anomalies).
-//  11. checkpoint: the batch's end, fenced by the leader's epoch.
+//  11. checkpoint: the tail (steps 4 and 5) and the batch's end, fenced by
+//      the leader's epoch: one round trip on a pool that takes several
+//      statements in one query (groupcommit.go).
 //
 // A deadlock or a lock wait timeout (the outbox, the findings and the
 // counters are written by others too) runs the transaction again from
@@ -55,7 +59,8 @@ import (
 //  12. mirror: the counters, quotas and template rules the batch left; the
 //      stall watch's checkpoint.
 //  13. metrics: the batch's rows, lag and anomalies (each logged).
-//  14. Redis: the stock keys of the templates the batch touched, then of
+//  14. Redis: the stock keys of the templates whose buckets the batch
+//      changed (one pipelined write; none for coupon rows alone), then of
 //      the buckets it released.
 //
 // A heartbeat (an empty batch: idle) runs steps 1 to 3 when the position
@@ -108,7 +113,7 @@ func (s *Sink) newPipeline() pipeline {
 		&templateFeed{s: s},        // the template table on another source: its rules, through its cdc (templatesource.go)
 		&orderKeys{s: s},           // used_without_redemption, double_spend, evidence order_table (orders.go)
 		&templateRules{s: s},       // the template rules in force, which the checks judge by (templates.go)
-		userLimits{s: s},           // per_user_limit_exceeded (userlimit.go)
+		newUserLimits(s),           // per_user_limit_exceeded (userlimit.go)
 		offShelf{s: s},             // claimed_off_shelf (shelf.go)
 	}
 	rel := &releaser{s: s, policy: map[int64]bool{}}
@@ -206,7 +211,7 @@ func (s *Sink) commit(ctx context.Context, b *batch) error {
 	rewind := s.pipe.rewind(b)
 	return s.retries.Run(ctx, s.db, "batch", func(tx *sql.Tx) error {
 		rewind()
-		b.tx = tx
+		b.tx, b.tail = tx, b.tail[:0]
 		defer func() { b.tx = nil }()
 		return s.pipe.commit.exec(ctx, b)
 	})
@@ -248,6 +253,7 @@ type batch struct {
 	rulesRead map[int64]bool                       // template rules read from the template table, saved with this batch
 
 	tx           *sql.Tx                // the batch's transaction, during the commit stages
+	tail         []statement            // the statements sent with the checkpoint (groupcommit.go)
 	anomalies    []Anomaly              // found so far, in the order of the checks
 	pendingDirty map[redemptionKey]bool // pending redemption checks the batch changed (saved with it)
 	decide       bool                   // a heartbeat must commit: a check decides in the transaction

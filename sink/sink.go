@@ -36,6 +36,7 @@ type Sink struct {
 	redis *stock                   // the Redis writer; not safe for concurrent use (guarded by work)
 	peers []*peer                  // the mapping's other sources (peers.go)
 
+	multi    bool           // db takes several statements in one query: a batch's tail goes in one round trip (groupcommit.go)
 	ledUnder *Leader        // the leader lock the epoch was taken under (nil: none, Start)
 	retries  *sqltx.Retries // its transactions that run again after a deadlock
 
@@ -106,6 +107,10 @@ func (s *Sink) start(ctx context.Context, rebuild bool, under *Leader) (canal.Po
 		return canal.Position{}, fmt.Errorf("create checkpoint row: %w", err)
 	}
 	if err := s.lead(ctx, under); err != nil {
+		return canal.Position{}, err
+	}
+	var err error
+	if s.multi, err = multiStatements(ctx, s.db); err != nil {
 		return canal.Position{}, err
 	}
 	cp, _, err := inventory.LoadCheckpoint(ctx, s.db, s.cfg.Name)

@@ -22,6 +22,14 @@ import (
 // in force at that point or more is one anomaly. The counts are written
 // in the batch's transaction with the checkpoint (a replay neither loses
 // nor repeats an anomaly) and seeded by a bootstrap from its snapshot.
+//
+// Only the leading cdc of a checkpoint writes its counts, so the check
+// keeps those it read or wrote since its start (known, up to
+// maxKnownKeys keys; all forgotten when full, and at every start): a
+// batch reads from the table only the keys it does not know, instead of
+// every key it touches. A retried transaction first puts back the known
+// counts the failed run changed (mark); a transaction that fails for good
+// stops the sink, and the next start forgets them all.
 
 // claimKey is one user's coupons of one template; cdc_user_claim's key
 // columns are cdc_order_key's (orderKeyCols).
@@ -36,26 +44,38 @@ func (k claimKey) parts() (int64, string) { return k.template, k.user }
 type userLimits struct {
 	noCheck
 	s *Sink
+	// known are counts as the table holds them at the last committed
+	// batch (0: no row), for the keys read or written since the start
+	known keyMemory[claimKey, int64]
 }
 
-// on says whether per-user limits are judged.
-func (c userLimits) on() bool { return c.s.checksUserLimits() }
+func newUserLimits(s *Sink) *userLimits { return &userLimits{s: s} }
 
-func (c userLimits) seed(ctx context.Context, sd *seeding) ([]Anomaly, error) {
+// on says whether per-user limits are judged.
+func (c *userLimits) on() bool { return c.s.checksUserLimits() }
+
+func (c *userLimits) seed(ctx context.Context, sd *seeding) ([]Anomaly, error) {
+	c.known.forget() // the bootstrap rewrites the table
 	return c.s.seedUserClaims(ctx, sd.stx, sd.tx, sd.infos)
 }
 
-// resume warns, at a start from a checkpoint, of counts never seeded.
-func (c userLimits) resume(ctx context.Context, bootstrapped bool) error {
+// resume forgets the known counts (the table is the truth at a start) and
+// warns, at a start from a checkpoint, of counts never seeded.
+func (c *userLimits) resume(ctx context.Context, bootstrapped bool) error {
+	c.known.forget()
 	if bootstrapped {
 		return nil
 	}
 	return c.s.warnUnseededClaims(ctx)
 }
 
-func (c userLimits) write(ctx context.Context, b *batch) ([]Anomaly, error) {
-	return c.s.countClaims(ctx, b.tx, b)
+func (c *userLimits) write(ctx context.Context, b *batch) ([]Anomaly, error) {
+	return c.countClaims(ctx, b.tx, b)
 }
+
+// mark: each run of a batch's transaction starts from the known counts
+// as they were before it.
+func (c *userLimits) mark() func() { return c.known.mark() }
 
 // checksUserLimits says whether per-user limits are judged.
 func (s *Sink) checksUserLimits() bool {
@@ -99,27 +119,39 @@ func claimMoves(t *canal.Transition) (from claimKey, leaves bool, to claimKey, e
 // countClaims counts the batch's coupons into cdc_user_claim, in tx, in
 // binlog order, and returns a per_user_limit_exceeded anomaly per coupon
 // that entered a user's set at or over the limit in force at that point.
-func (s *Sink) countClaims(ctx context.Context, tx *sql.Tx, b *batch) ([]Anomaly, error) {
-	keys := map[claimKey]bool{}
+func (c *userLimits) countClaims(ctx context.Context, tx *sql.Tx, b *batch) ([]Anomaly, error) {
+	s := c.s
+	c.known.bound()
+	counts, ask := map[claimKey]int64{}, map[claimKey]bool{}
+	need := func(k claimKey) {
+		if n, ok := c.known.get(k); ok {
+			counts[k] = n
+		} else {
+			ask[k] = true
+		}
+	}
 	for i := range b.Transitions {
 		from, leaves, to, enters := claimMoves(&b.Transitions[i])
 		if leaves {
-			keys[from] = true
+			need(from)
 		}
 		if enters {
-			keys[to] = true
+			need(to)
 		}
 	}
-	if len(keys) == 0 {
+	if len(counts) == 0 && len(ask) == 0 {
 		return nil, nil
 	}
-	counts, err := s.claimCounts(ctx, tx, keys)
+	read, err := s.claimCounts(ctx, tx, ask)
 	if err != nil {
 		return nil, err
 	}
-	stored := make(map[claimKey]bool, len(counts))
-	for k := range counts {
-		stored[k] = true
+	stored := make(map[claimKey]bool, len(counts)+len(read))
+	for k, n := range counts {
+		stored[k] = n > 0
+	}
+	for k, n := range read {
+		counts[k], stored[k] = n, true
 	}
 	var out []Anomaly
 	cur := s.tplCursor(b)
@@ -141,7 +173,13 @@ func (s *Sink) countClaims(ctx context.Context, tx *sql.Tx, b *batch) ([]Anomaly
 		}
 		counts[to]++
 	}
-	return out, s.writeClaims(ctx, tx, counts, stored)
+	if err := s.writeClaims(ctx, tx, counts, stored); err != nil {
+		return nil, err
+	}
+	for k, n := range counts { // every key the batch touched: the table holds it now
+		c.known.set(k, n)
+	}
+	return out, nil
 }
 
 // writeClaims writes the keys' counts, in tx: a row for each above 0, none

@@ -28,7 +28,11 @@ func TestMetricsExposition(t *testing.T) {
 		return http.StatusOK
 	})
 	reg := prometheus.NewRegistry()
-	d := newTestDispatcher(t, db, rc.srv.URL, clock, func(c *Config) { c.Registerer, c.MaxAttempts, c.Retries = reg, 2, -1 })
+	d := newTestDispatcher(t, db, rc.srv.URL, clock, func(c *Config) { c.Registerer, c.MaxAttempts, c.Retries = reg, 2, 1 })
+	// Retries 1: a send the loaded machine fails on its own is tried again
+	// within the round (CI failed on it once; about 1 run in 100 with six
+	// busy loops on the two cores saw channel.sold_out fail once, then
+	// deliver); the receiver's 500s still fail every round
 	ctx := context.Background()
 	enqueueCommitted(t, db,
 		Event{ID: NewID(), Type: ChannelSoldOut, Template: 1, Channel: "app", Data: map[string]int{"quota": 10}},

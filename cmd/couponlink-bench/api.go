@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,9 +29,9 @@ type loadResult struct {
 	FirstErr string
 	// Cost per operation over the whole run: the server's statement
 	// counters and the CPU of MariaDB, of the API process and of the
-	// load generator (this process)
-	Cost   string
-	APICPU time.Duration // CPU of the api process per operation
+	// load generator (this process), as text and as numbers
+	Cost string
+	Per  opCost
 }
 
 func (l loadResult) rate() float64 {
@@ -107,8 +108,11 @@ type apiResult struct {
 	ceilBefore, ceilAfter loadResult
 	hot, buckets, redeem  combinedRun // the API with its combiners on (the default) and off
 	rawHot, rawBuckets    loadResult  // the claim transaction in raw SQL
+	floor                 loadResult  // the hot-bucket claims against the HTTP floor (httpfloor.go)
 	poolSize              int
 	lag                   *lagResult // cdc lag under the combined hot-bucket load
+	profile               string     // the combining api's CPU profile during the lag run ("": none)
+	pinned                *pinnedRun // nil: not measured
 }
 
 func (a apiResult) ceiling() float64 { return (a.ceilBefore.rate() + a.ceilAfter.rate()) / 2 }
@@ -130,6 +134,7 @@ func runAPI(ctx context.Context, cfg config, e *env, log *slog.Logger) (apiResul
 	res.poolSize = len(pool) / 2 // each redemption run its own half
 	res.ceilBefore = a.ceiling(ctx, "before")
 	res.rawHot = a.claims(ctx, nil, hotTpl, "rawhot", 1)
+	res.floor = a.httpFloor(ctx, hotTpl)
 	res.hot = a.combined(ctx, "claim", func(p *apiProc) loadResult { return a.claims(ctx, p, hotTpl, "hot"+p.tag, 1) })
 	res.rawBuckets = a.claims(ctx, nil, bucketTpl, "raw40", 40)
 	res.buckets = a.combined(ctx, "claim", func(p *apiProc) loadResult { return a.claims(ctx, p, bucketTpl, "b40"+p.tag, 40) })
@@ -140,7 +145,14 @@ func runAPI(ctx context.Context, cfg config, e *env, log *slog.Logger) (apiResul
 		return a.redemptions(ctx, p, pool[res.poolSize:])
 	})
 	res.ceilAfter = a.ceiling(ctx, "after")
-	if res.lag, err = a.lagAtLoad(ctx, hotTpl); err != nil {
+	lag := func() { res.lag, err = a.lagAtLoad(ctx, hotTpl) }
+	if cfg.smoke { // runs too short for a profile, and no pinned runs
+		lag()
+	} else {
+		res.pinned = a.pinned(ctx, hotTpl)
+		res.profile = a.profiled(ctx, a.on, filepath.Join(cfg.out, cfg.stamp+"-api-hot.pprof"), lag)
+	}
+	if err != nil {
 		return res, fmt.Errorf("cdc lag at the combined load: %w", err)
 	}
 	for _, p := range []*apiProc{a.on, a.off} {
@@ -170,6 +182,7 @@ type apiBench struct {
 type apiProc struct {
 	child   *child
 	base    string // http://127.0.0.1:<port>
+	metrics string // its -metrics-addr listener (/metrics, /debug/pprof/), http://127.0.0.1:<port>; the combining one only
 	combine bool   // its claim and redemption combiners on
 	tag     string // in its request ids and log lines
 	api     *client.Client
@@ -215,8 +228,17 @@ func (a *apiBench) startAPI(ctx context.Context, combine bool) (*apiProc, error)
 	if !combine {
 		p.tag, name = "off", "api-off"
 	}
-	if p.child, err = a.e.startChild(name, "api", "-dsn", a.e.appDSN, "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-expire-interval", "0",
-		"-log-level", "warn", "-combine-claims="+strconv.FormatBool(combine), "-combine-redemptions="+strconv.FormatBool(combine)); err != nil {
+	args := []string{"-dsn", a.e.appDSN, "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-expire-interval", "0",
+		"-log-level", "warn", "-combine-claims=" + strconv.FormatBool(combine), "-combine-redemptions=" + strconv.FormatBool(combine)}
+	if combine { // its metrics (group sizes) and profiler on a listener of their own
+		mport, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		p.metrics = fmt.Sprintf("http://127.0.0.1:%d", mport)
+		args = append(args, "-metrics-addr", fmt.Sprintf("127.0.0.1:%d", mport), "-pprof")
+	}
+	if p.child, err = a.e.startChild(name, append([]string{"api"}, args...)...); err != nil {
 		return nil, err
 	}
 	return p, waitHealthy(ctx, a.client, p.base, p.child)
@@ -271,10 +293,10 @@ func (a *apiBench) load(ctx context.Context, p *apiProc, op func(ctx context.Con
 	st1, _ := a.e.serverStatus(ctx)
 	db1, api1, me1 := a.e.mariadbCPU(), procCPU(pid), cpuTime()
 	if r.All > 0 {
-		per := func(d time.Duration) string { return us(d / time.Duration(r.All)) }
-		r.APICPU = (api1 - api0) / time.Duration(r.All)
+		n := time.Duration(r.All)
+		r.Per = opCost{DB: (db1 - db0) / n, API: (api1 - api0) / n, Gen: (me1 - me0) / n, Statements: statementsPerOp(st0, st1, r.All)}
 		r.Cost = fmt.Sprintf("per op: statements %s; CPU MariaDB %s, api process %s, load generator %s",
-			perOp(st0, st1, r.All), per(db1-db0), per(api1-api0), per(me1-me0))
+			perOp(st0, st1, r.All), us(r.Per.DB), us(r.Per.API), us(r.Per.Gen))
 	}
 	return r
 }

@@ -60,7 +60,7 @@ var groupSeries = regexp.MustCompile(`(?m)^couponlink_api_(claim|redemption)_gro
 // groupStats reads the combining api's group histogram of kind: groups
 // run and requests in them (zeros when it cannot be read).
 func (a *apiBench) groupStats(ctx context.Context, kind string) (groups, requests float64) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.on.base+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.on.metrics+"/metrics", nil)
 	resp, err := a.client.Do(req)
 	if err != nil {
 		a.log.Warn("read the api's metrics", "err", err)

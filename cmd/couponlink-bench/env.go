@@ -95,7 +95,7 @@ func startEnv(ctx context.Context, cfg config, log *slog.Logger) (*env, error) {
 		}
 	}
 	// The claim path as `couponlink api` opens it.
-	if e.storeDB, err = openMySQL(e.appDSN, cfg.writers); err != nil {
+	if e.storeDB, err = openMySQL(e.appDSN, cfg.storeConns()); err != nil {
 		return e, err
 	}
 	if e.store, err = coupon.New(coupon.Config{DB: e.storeDB, Logger: quietLogger(log)}); err != nil {
@@ -316,12 +316,17 @@ func (e *env) startChild(name string, args ...string) (*child, error) {
 // process group of its own, its output to logPath; it dies with the bench
 // (Pdeathsig).
 func startProcess(bin, dir, logPath string, args ...string) (*child, error) {
+	return spawn(bin, dir, cleanEnv(), logPath, args...)
+}
+
+// spawn is startProcess with the environment env.
+func spawn(bin, dir string, env []string, logPath string, args ...string) (*child, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, cleanEnv(), f, f
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	started := time.Now()
 	if err := cmd.Start(); err != nil {

@@ -35,6 +35,8 @@ func TestListFlags(t *testing.T) {
 		{"shards too many", "4097", rd(shardsList), nil, `-sources-shards: "4097" is not a table count (1..4096)`},
 		{"shards zero", "0", rd(shardsList), nil, `-sources-shards: "0" is not a table count (1..4096)`},
 		{"shards empty", "", rd(shardsList), nil, "-sources-shards: name at least one table count"},
+		{"layouts", "sharded, writeoff-table", rd(layoutsList), []string{"sharded", "writeoff-table"}, ""},
+		{"layouts unknown", "writeoff", rd(layoutsList), nil, `-legacy-layouts: "writeoff" is no layout (want writeoff-table, no-writeoff, order-columns, sharded)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.read(tc.in)
@@ -135,7 +137,8 @@ func TestConfigPresets(t *testing.T) {
 
 func TestConfigRefuses(t *testing.T) {
 	for _, args := range [][]string{
-		{"-phases", "lag"},
+		{"-phases", "lags"},
+		{"-phases", "api,"},
 		{"-reps", "0"},
 		{"-writers", "-1"},
 		{"-sources-rows", "999"},

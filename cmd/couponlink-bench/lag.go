@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +43,42 @@ func pacedClaims(ctx context.Context, e *env, tpl int64, rate int, d time.Durati
 		c, err := e.store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: tag + "-" + n, Channel: channel(i), RequestID: tag + "-" + n})
 		return c.UserCouponID, err
 	})
+}
+
+// pacedInserts writes coupons of tpl at rate per second for d from
+// writers goroutines, each one autocommit INSERT of one user_coupon row
+// (a 1-row source transaction, one round trip), spread over the 40
+// channels.
+func pacedInserts(ctx context.Context, e *env, tpl int64, rate int, d time.Duration, writers int, tag string) pacedLoad {
+	return pacedRun(ctx, rate, d, writers, func(i int) (int64, error) {
+		res, err := e.storeDB.ExecContext(ctx, insertOne, tpl, tag+"-"+strconv.Itoa(i), channel(i))
+		if err != nil {
+			return 0, err
+		}
+		return res.LastInsertId()
+	})
+}
+
+// pacedMultiInserts is pacedInserts with per rows in each autocommit
+// INSERT (a per-row source transaction): rate rows per second, rate/per
+// statements. InnoDB gives a multi-row INSERT consecutive ids
+// (innodb_autoinc_lock_mode 0 or 1), so each row's id is known.
+func pacedMultiInserts(ctx context.Context, e *env, tpl int64, rate int, d time.Duration, writers int, tag string, per int) pacedLoad {
+	out := pacedRun(ctx, max(rate/per, 1), d, writers, func(i int) (int64, error) {
+		res, err := e.storeDB.ExecContext(ctx, insertCoupons(tpl, tag+"-"+strconv.Itoa(i)+"-", per))
+		if err != nil {
+			return 0, err
+		}
+		return res.LastInsertId()
+	})
+	rows := make([]commit, 0, len(out.commits)*per)
+	for _, c := range out.commits {
+		for k := range int64(per) {
+			rows = append(rows, commit{c.id + k, c.at})
+		}
+	}
+	out.commits = rows
+	return out
 }
 
 // pacedRun runs job 0, 1, … at rate per second for d from writers
@@ -109,6 +148,9 @@ type lagResult struct {
 	// pipeline, no-op reader) and by MariaDB
 	batches                       int
 	rowsPerBatch                  float64
+	rows                          int64         // row changes the pipeline applied during the load
+	profile                       string        // the CPU profile of the load ("": none)
+	cdcCPU, noopCPU               time.Duration // CPU of the pipeline's and the no-op reader's goroutines, from the profile's labels
 	apply, applyMySQL, applyRedis latStats
 	sqlTimes                      string
 	benchCores, dbCores           float64
@@ -117,18 +159,32 @@ type lagResult struct {
 // runLag runs claims at rate while the pipeline (resumed from its
 // checkpoint) and a no-op reader follow the binlog, and measures both lags.
 func runLag(ctx context.Context, cfg config, e *env, rate int, log *slog.Logger) (lagResult, error) {
-	res := lagResult{target: rate, warm: min(time.Second, cfg.lagDuration/4)}
-	log.Info("phase 3: steady-state lag", "rate", rate, "duration", cfg.lagDuration)
+	res := lagResult{target: rate, warm: min(time.Second, cfg.lagDuration/4),
+		profile: filepath.Join(cfg.out, fmt.Sprintf("%s-lag-%d.pprof", cfg.stamp, rate))}
+	log.Info("phase 3: steady-state lag", "rate", rate, "duration", cfg.lagDuration, "load", cfg.lagLoad, "writers", cfg.lagWriters(rate))
 	tag := fmt.Sprintf("lag%d.%d", rate, time.Now().UnixMilli())
+	paced := pacedInserts
+	switch {
+	case cfg.lagLoad == "claims":
+		paced = pacedClaims
+	case cfg.lagTxRows > 1:
+		paced = func(ctx context.Context, e *env, tpl int64, rate int, d time.Duration, writers int, tag string) pacedLoad {
+			return pacedMultiInserts(ctx, e, tpl, rate, d, writers, tag, cfg.lagTxRows)
+		}
+	}
 	err := followLag(ctx, cfg, e, e.lagTpl, &res, log, func() pacedLoad {
-		return pacedClaims(ctx, e, e.lagTpl, rate, cfg.lagDuration, cfg.writers, tag)
+		return paced(ctx, e, e.lagTpl, rate, cfg.lagDuration, cfg.lagWriters(rate), tag)
 	})
 	if err != nil {
 		return res, err
 	}
+	if err := res.labelCPU(ctx); err != nil {
+		log.Warn("could not read the lag run's CPU profile", "err", err)
+	}
 	log.Info("lag", "target_rate", rate, "achieved_rate", int(res.load.rate()), "samples", res.counter.N, "missing", res.missing,
-		"counter_p50", res.counter.P50, "counter_p99", res.counter.P99, "redis_p99", res.redis.P99, "noop_p99", res.noop.P99,
-		"batches", res.batches, "apply_p50", res.apply.P50, "apply_p99", res.apply.P99, "bench_cores", fmt.Sprintf("%.2f", res.benchCores),
+		"counter_p50", res.counter.P50, "counter_p99", res.counter.P99, "redis_p99", res.redis.P99, "noop_p50", res.noop.P50, "noop_p99", res.noop.P99,
+		"batches", res.batches, "rows_per_batch", fmt.Sprintf("%.1f", res.rowsPerBatch), "cdc_cpu_per_row", perRow(res.cdcCPU, res.rows),
+		"apply_p50", res.apply.P50, "apply_p99", res.apply.P99, "bench_cores", fmt.Sprintf("%.2f", res.benchCores),
 		"mariadb_cores", fmt.Sprintf("%.2f", res.dbCores))
 	return res, nil
 }
@@ -185,7 +241,16 @@ func (res *lagResult) measure(e *env, h *meteredSink, load func() pacedLoad) {
 	h.takeApplies()
 	h.sql.take()
 	mark := e.cpuMark()
+	stopProf := func() {}
+	if res.profile != "" {
+		var err error
+		if stopProf, err = startProfile(res.profile); err != nil { // in cfg.out, which bench made
+			slog.Warn("no CPU profile of the lag run", "err", err)
+			res.profile, stopProf = "", func() {}
+		}
+	}
 	res.load = load()
+	stopProf()
 	self, db := mark.since()
 	res.benchCores, res.dbCores = coresOver(self, res.load.took), coresOver(db, res.load.took)
 }
@@ -196,6 +261,7 @@ func (res *lagResult) batchStats(h *meteredSink) {
 	res.sqlTimes = h.sql.take()
 	res.batches = len(applies.total)
 	res.apply, res.applyMySQL, res.applyRedis = summarize(applies.total), summarize(applies.mysql), summarize(applies.redis)
+	res.rows = applies.rows
 	if res.batches > 0 {
 		res.rowsPerBatch = float64(applies.rows) / float64(res.batches)
 	}
@@ -273,4 +339,53 @@ func (s *lagSeen) lags(res *lagResult) {
 		nl = append(nl, ns.Sub(c.at))
 	}
 	res.counter, res.redis, res.noop = summarize(cl), summarize(rl), summarize(nl)
+}
+
+// labelCPU reads, from the run's CPU profile, the CPU of the pipeline's
+// goroutines (label part=cdc: the tailer, the sink, their MySQL and Redis
+// calls) and of the no-op reader's (part=noop). The runtime's background
+// work (GC workers) carries no label and counts in neither.
+func (res *lagResult) labelCPU(ctx context.Context) error {
+	if res.profile == "" {
+		return nil
+	}
+	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-tags", res.profile).Output()
+	if err != nil {
+		return fmt.Errorf("go tool pprof -tags: %w", err)
+	}
+	tags := parseTags(string(out), "part")
+	res.cdcCPU, res.noopCPU = tags["cdc"], tags["noop"]
+	return nil
+}
+
+// parseTags reads the values of one label from `go tool pprof -tags`:
+//
+//	part: Total 2.3s
+//	      1.8s (78.26%): cdc
+//	      500ms (21.74%): noop
+func parseTags(out, key string) map[string]time.Duration {
+	got := map[string]time.Duration{}
+	in := false
+	for _, line := range strings.Split(out, "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, key+": Total") {
+			in = true
+			continue
+		}
+		if !in {
+			continue
+		}
+		amount, value, ok := strings.Cut(t, ": ")
+		if !ok || strings.Contains(t, ": Total") {
+			if t != "" {
+				in = false
+			}
+			continue
+		}
+		d, err := time.ParseDuration(strings.Fields(amount)[0])
+		if err == nil {
+			got[value] = d
+		}
+	}
+	return got
 }

@@ -14,9 +14,12 @@
 //
 //	make bench                                # defaults: about 8 minutes on 2 cores
 //	go run ./cmd/couponlink-bench -quick      # ~1 minute, small sizes
-//	go run ./cmd/couponlink-bench -smoke      # every row at tiny sizes, ≤ 30 s (make test runs it)
+//	go run ./cmd/couponlink-bench -smoke      # every row at tiny sizes, about 40 s (make test runs it)
 //	go run ./cmd/couponlink-bench -phases sources   # only phase 6 (1 vs 2 sources, shard start-up)
 //	go run ./cmd/couponlink-bench -phases api       # only the API rows (combiners on and off, ceilings)
+//	go run ./cmd/couponlink-bench -phases legacy    # only phase 7 (the cdc through legacy mappings, its CPU profiles)
+//	go run ./cmd/couponlink-bench -phases lag,reconcile  # any phases by name (the ones they read are added)
+//	go run ./cmd/couponlink-bench -phases flash     # only the flash sale (row 9)
 //	go run ./cmd/couponlink-bench -h          # every size and duration
 //
 // A run exits non-zero when a phase fails or a correctness check fails
@@ -42,12 +45,17 @@
 //     from /proc/<pid>/status when it reaches the end, then during
 //     -steady-duration of claims at 1,000/s.
 //
-//  3. CDC steady-state lag: claims (coupon.Store.Claim: user_coupon INSERT +
-//     channel_quota UPDATE, 40 channel buckets) at each of -lag-rates for
-//     -lag-duration, while the pipeline runs in-process behind a handler
-//     that records when each claimed coupon's counters were committed and
-//     its Redis keys written, and a no-op canal reader runs beside it (the
-//     ceiling). Lag = that moment − the client's return from COMMIT.
+//  3. CDC steady-state lag: 1-row source transactions (an autocommit
+//     INSERT of one user_coupon row, 40 channel buckets; -lag-tx-rows rows
+//     per INSERT when 1-row writers cannot reach the rate; -lag-load
+//     claims: coupon.Store.Claim, user_coupon INSERT + channel_quota UPDATE)
+//     at each of -lag-rates for -lag-duration, while the pipeline runs
+//     in-process behind a handler that records when each coupon's counters
+//     were committed and its Redis keys written, and a no-op canal reader
+//     runs beside it (the ceiling). Lag = that moment − the client's return
+//     from COMMIT. A CPU profile of each load, its goroutines labelled,
+//     gives the pipeline's CPU per row change; the sink's batches per
+//     second and rows per batch are reported beside it.
 //
 //  4. API: the real `couponlink api` binary under a closed loop of -clients
 //     HTTP clients: claims on one hot bucket, claims over 40 buckets,
@@ -91,6 +99,29 @@
 //     empty shops of -sources-shards tables. -phases sources runs this
 //     phase alone.
 //
+//  7. Legacy (row 8): the real `couponlink cdc` following a legacy shop
+//     through its mapping, per layout of -legacy-layouts (the three of
+//     deploy/legacy, each with its schema.sql and mapping.yaml, and the
+//     sources phase's sharded shop): -legacy-rows row changes (3 in 5
+//     transactions claim -tx-rows coupons, the others use them with the
+//     shop's evidence, write-off rows or orders, or expire them) written
+//     while its cdc is stopped, then a no-op reader, the cdc (with
+//     -cpuprofile: <out>/<stamp>-cdc-legacy-<layout>.pprof) and a no-op
+//     reader again over the same range. The counters must equal a GROUP
+//     BY of the shop's coupons and the clean workload must leave no
+//     anomaly. -phases legacy runs this phase alone.
+//
+//  8. Flash sale (row 9): a campaign of -flash-coupons coupons (2,000)
+//     meets -flash-claims claims (200,000) of distinct users from
+//     -flash-clients closed-loop HTTP clients at once, through the real
+//     `couponlink api` (sold-out memory on, then off) with the real
+//     `couponlink cdc` following, and through the field's common design as
+//     the peer (an HTTP handler in this process doing a Redis Lua
+//     pre-deduct): time until sold out, granted claims/s, all answers/s,
+//     p50/p99 of granted and refused answers, the cdc's lag and the Redis
+//     stock key during the burst; checked: exactly the campaign's coupons,
+//     no over-issue, Redis = quota − claimed. -phases flash runs it alone.
+//
 // Every row also says where the time went: CPU per row or per request of
 // this process, of MariaDB and of the couponlink binary; the server's
 // statements per batch or request (SHOW GLOBAL STATUS); the sink's
@@ -120,6 +151,10 @@ import (
 func main() { os.Exit(run()) }
 
 func run() int {
+	if addr := os.Getenv(floorEnv); addr != "" { // started by the API phase as its HTTP floor (httpfloor.go)
+		fmt.Fprintln(os.Stderr, serveFloor(addr))
+		return 1
+	}
 	cfg, lists := defineFlags(flag.CommandLine)
 	flag.Parse()
 	log := lists.logging.Logger(os.Stderr)
@@ -146,6 +181,9 @@ func run() int {
 // report.
 func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 	start := time.Now()
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil { // the results and the profiles the phases write
+		return err
+	}
 	srvB := startServerB(cfg, log) // the sources phase's second server, beside the first
 	defer srvB.close(log)
 	env, err := startEnv(ctx, cfg, log)
@@ -157,20 +195,22 @@ func bench(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	r := &benchRun{cfg: cfg, env: env, srvB: srvB, rep: newReport(cfg, env), log: log}
 	for _, p := range phases {
-		if cfg.phases != "all" && cfg.phases != p.name {
+		if !cfg.runs(p.key) {
 			continue
 		}
 		if err := p.run(ctx, r); err != nil {
 			return fmt.Errorf("%s: %w", p.name, err)
 		}
 	}
-	if cfg.phases == "all" {
+	if r.cu != nil {
 		r.rep.check("after the catch-up runs", r.cu.verify)
-		r.rep.check("after the lag runs", r.lagCheck)
-		if cfg.smoke {
-			r.rep.loadErrors(r.lags, r.api)
-		}
 		r.rep.profile(ctx, cfg, r.cu.profile, log)
+	}
+	if r.lags != nil {
+		r.rep.check("after the lag runs", r.lagCheck)
+	}
+	if cfg.smoke && cfg.phases == "all" {
+		r.rep.loadErrors(r.lags, r.api)
 	}
 	return r.rep.finish(cfg, start, log)
 }
@@ -191,19 +231,21 @@ type benchRun struct {
 
 // phase is one phase of a run: it measures and adds its rows.
 type phase struct {
-	name string // its -phases name, and the prefix of its error
-	run  func(ctx context.Context, r *benchRun) error
+	key   string   // its -phases name
+	name  string   // the prefix of its error
+	needs []string // the phases whose results it reads (-phases adds them)
+	run   func(ctx context.Context, r *benchRun) error
 }
 
 // phases are every phase, in the order of a run.
 var phases = []phase{
-	{"catch-up", func(ctx context.Context, r *benchRun) (err error) {
+	{"catch-up", "catch-up", nil, func(ctx context.Context, r *benchRun) (err error) {
 		if r.cu, err = runCatchup(ctx, r.cfg, r.env, r.log); err == nil {
 			r.rep.catchup(r.cfg, r.cu)
 		}
 		return err
 	}},
-	{"peer go-mysql-transfer", func(ctx context.Context, r *benchRun) (err error) {
+	{"peer", "peer go-mysql-transfer", []string{"catch-up"}, func(ctx context.Context, r *benchRun) (err error) {
 		var p *peerResult
 		if r.cfg.peerTransfer != "" {
 			p, err = runPeer(ctx, r.cfg, r.env, r.cu, r.log)
@@ -213,21 +255,22 @@ var phases = []phase{
 		}
 		return err
 	}},
-	{"memory (couponlink cdc binary)", func(ctx context.Context, r *benchRun) error {
+	{"memory", "memory (couponlink cdc binary)", []string{"catch-up"}, func(ctx context.Context, r *benchRun) error {
 		mem, err := runMemory(ctx, r.cfg, r.env, r.cu, r.log)
 		if err == nil {
 			r.rep.memory(r.cfg, mem)
 		}
 		return err
 	}},
-	{"lag", func(ctx context.Context, r *benchRun) error { return r.lag(ctx) }},
-	{"api", func(ctx context.Context, r *benchRun) (err error) {
+	{"lag", "lag", nil, func(ctx context.Context, r *benchRun) error { return r.lag(ctx) }},
+	{"api", "api", nil, func(ctx context.Context, r *benchRun) (err error) {
 		if r.api, err = runAPI(ctx, r.cfg, r.env, r.log); err == nil {
 			r.rep.api(r.cfg, r.api)
+			r.rep.apiProfile(ctx, r.api.profile, r.log)
 		}
 		return err
 	}},
-	{"reconcile", func(ctx context.Context, r *benchRun) error {
+	{"reconcile", "reconcile", nil, func(ctx context.Context, r *benchRun) error {
 		steps, err := runReconcile(ctx, r.cfg, r.env, r.log)
 		if err != nil {
 			return err
@@ -238,10 +281,24 @@ var phases = []phase{
 		}
 		return nil
 	}},
-	{"sources", func(ctx context.Context, r *benchRun) error {
+	{"sources", "sources", nil, func(ctx context.Context, r *benchRun) error {
 		src, err := runSources(ctx, r.cfg, r.env, r.srvB, r.log)
 		if err == nil {
 			r.rep.sources(r.cfg, src)
+		}
+		return err
+	}},
+	{"legacy", "legacy", nil, func(ctx context.Context, r *benchRun) error {
+		runs, err := runLegacy(ctx, r.cfg, r.env, r.log)
+		r.rep.legacy(r.cfg, runs)
+		return err
+	}},
+	// last: it resets the cdc's derived state (the checks of the phases
+	// before it are taken)
+	{"flash", "flash sale", nil, func(ctx context.Context, r *benchRun) error {
+		f, err := runFlash(ctx, r.cfg, r.env, r.log)
+		if err == nil {
+			r.rep.flash(r.cfg, f)
 		}
 		return err
 	}},

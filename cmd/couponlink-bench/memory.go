@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ type memResult struct {
 	hwmEnd        int64
 	steady        pacedLoad
 	noop          readerRun // a no-op reader over the same range by file/offset, just before
+	profile       string    // the binary's CPU profile (its -cpuprofile), catch-up and steady state
 }
 
 func (m memResult) rate() float64 { return float64(m.rows) / m.took.Seconds() }
@@ -47,7 +49,8 @@ func runMemory(ctx context.Context, cfg config, e *env, cu *catchupResult, log *
 	if res.noop, err = timeNoop(ctx, e, []string{sourceRegex()}, modeStart(cu.single.from, "file"), target); err != nil {
 		return res, fmt.Errorf("no-op reader over the whole backlog: %w", err)
 	}
-	c, err := e.startCDC(cfg, "cdc", "-dsn", e.appDSN, "-redis", e.redisAddr, "-name", "default")
+	res.profile = filepath.Join(cfg.out, cfg.stamp+"-cdc-binary.pprof") // complete once it has stopped: catch-up and steady state
+	c, err := e.startCDC(cfg, "cdc", "-dsn", e.appDSN, "-redis", e.redisAddr, "-name", "default", "-cpuprofile", res.profile)
 	if err != nil {
 		return res, err
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"regexp"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -153,7 +154,7 @@ func startNoop(e *env, include []string, h *noopReader, from canal.Position) (st
 		return nil, fmt.Errorf("no-op canal: %w", err)
 	}
 	c.SetEventHandler(h)
-	go func() {
+	go pprof.Do(context.Background(), pprof.Labels("part", "noop"), func(context.Context) {
 		defer close(h.exited)
 		if from.GTID != "" {
 			set, err := mysql.ParseGTIDSet(mysql.MariaDBFlavor, from.GTID)
@@ -165,7 +166,7 @@ func startNoop(e *env, include []string, h *noopReader, from canal.Position) (st
 		} else {
 			h.runErr = c.RunFrom(mysql.Position{Name: from.File, Pos: from.Pos})
 		}
-	}()
+	})
 	return sync.OnceFunc(func() {
 		c.Close()
 		<-h.exited

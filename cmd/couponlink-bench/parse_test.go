@@ -95,6 +95,7 @@ func TestStmtKind(t *testing.T) {
 		"SELECT 1":                                               "SELECT",
 		"INSERT IGNORE INTO t SELECT * FROM u":                   "INSERT t",
 		"UPDATE channel_quota q SET claimed = (SELECT 1 FROM f)": "UPDATE channel_quota",
+		"INSERT INTO inventory_counter (a) VALUES (1);\nUPDATE coupon_template t JOIN (SELECT 1) v;\nUPDATE cdc_checkpoint SET a = 1": "INSERT inventory_counter + UPDATE coupon_template + UPDATE cdc_checkpoint",
 	} {
 		if got := stmtKind(q); got != want {
 			t.Errorf("stmtKind(%q) = %q, want %q", q, got, want)
@@ -208,5 +209,13 @@ func TestQuietLogger(t *testing.T) {
 	if strings.Contains(got, "dropped") || strings.Contains(got, "closed") || !strings.Contains(got, "kept warning") ||
 		!strings.Contains(got, "connection refused") || !strings.Contains(got, "component=canal") {
 		t.Errorf("quiet logger wrote:\n%s", got)
+	}
+}
+
+func TestParseTags(t *testing.T) {
+	out := " part: Total 2.09s of 5.48s (38.14%)\n       1.45s (26.46%): cdc\n       640ms (11.68%): noop\n\n other: Total 1s\n       1s (100%): x\n"
+	got := parseTags(out, "part")
+	if len(got) != 2 || got["cdc"] != 1450*time.Millisecond || got["noop"] != 640*time.Millisecond {
+		t.Errorf("parseTags = %v", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"time"
@@ -201,7 +202,7 @@ func startPipeline(ctx context.Context, cfg config, e *env, from canal.Position,
 		p.close()
 		return err
 	})
-	go func() { p.errc <- t.Run(runCtx, from, h) }()
+	go pprof.Do(runCtx, pprof.Labels("part", "cdc"), func(ctx context.Context) { p.errc <- t.Run(ctx, from, h) })
 	return p, nil
 }
 

@@ -73,21 +73,27 @@ func parseStatCPU(stat string) time.Duration {
 
 // mariadbCPU is the private MariaDB's CPU time so far.
 func (e *env) mariadbCPU() time.Duration {
-	b, err := os.ReadFile(filepath.Join(e.dir, "servers", "mysqld.pid"))
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
+	pid := e.mariadbPID()
+	if pid <= 0 {
 		return 0
 	}
 	return procCPU(pid)
 }
 
+// mariadbPID is the private MariaDB's pid (its pid file); 0 when unknown.
+func (e *env) mariadbPID() int {
+	b, err := os.ReadFile(filepath.Join(e.dir, "servers", "mysqld.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
 // statusCounters are the server's statement counters that tell what one
 // request costs in round trips.
 var statusCounters = []string{"Com_stmt_prepare", "Com_stmt_execute", "Com_stmt_close", "Com_select", "Com_insert",
-	"Com_update", "Com_begin", "Com_commit", "Com_rollback"}
+	"Com_update", "Com_begin", "Com_commit", "Com_rollback", "Com_set_option"}
 
 // serverStatus reads the statusCounters.
 func (e *env) serverStatus(ctx context.Context) (map[string]int64, error) {

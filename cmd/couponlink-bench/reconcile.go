@@ -31,8 +31,10 @@ import (
 // rows/1000 coupons, and channel_quota.claimed set to match. For each size
 // (ascending; the larger one adds rows to the smaller one's) an in-process
 // cdc (sink.Daemon) rebuilds its counters and Redis keys from a snapshot;
-// then -reps passes of reconcile.Reconciler (with the binlog) are timed,
-// each with Handler_read_* of SHOW GLOBAL STATUS around it. Every pass must
+// then -reps passes of reconcile.Reconciler (with the binlog) are timed
+// for each -reconcile-readers (the transactions that count the snapshot),
+// each with Handler_read_* and Innodb_buffer_pool_read* of SHOW GLOBAL
+// STATUS around it. Every pass must
 // be clean and, after them, counters = GROUP BY and Redis = quota − claimed,
 // checked in a state the cdc has caught up to (recCheck: the cdc writes
 // too, releasing the seed's RETURNED coupons).
@@ -49,6 +51,8 @@ const (
 type recPass struct {
 	took, snapshot, catchUp, replay time.Duration
 	readNext, readKey, readRndNext  int64
+	poolReads, poolRequests         int64 // Innodb_buffer_pool_reads (pages read from disk), _read_requests
+	readers                         int   // transactions that counted the snapshot
 	status                          string
 	diffs                           int
 	coupons                         int64
@@ -60,13 +64,13 @@ type recStep struct {
 	seedAdd   time.Duration // adding this step's rows (and the quota update)
 	seedTotal time.Duration // all the seeding up to this size
 	bootstrap time.Duration // cdc rebuild until counters and Redis were complete
-	passes    []recPass
+	passes    [][]recPass   // per -reconcile-readers, in its order
 	verify    string
 }
 
-// median is the pass of median total time.
-func (s recStep) median() recPass {
-	return medianBy(s.passes, func(p recPass) time.Duration { return p.took })
+// median is the pass of median total time with the i-th -reconcile-readers.
+func (s recStep) median(i int) recPass {
+	return medianBy(s.passes[i], func(p recPass) time.Duration { return p.took })
 }
 
 // runReconcile runs row 6: for each size, ascending, seed up to it,
@@ -158,8 +162,14 @@ func (rb *recBench) step(ctx context.Context, have, n int64, seeded time.Duratio
 	defer stop()
 	st.bootstrap = took
 	rb.log.Info("cdc bootstrapped", "rows", n, "took", took.Round(time.Millisecond))
-	if st.passes, err = rb.passes(ctx, n); err != nil {
-		return st, err
+	defer inventory.SetSnapshotReaders(inventory.SetSnapshotReaders(inventory.DefaultSnapshotReaders))
+	for _, readers := range rb.cfg.recReaders {
+		inventory.SetSnapshotReaders(readers)
+		ps, err := rb.passes(ctx, n)
+		st.passes = append(st.passes, ps)
+		if err != nil {
+			return st, err
+		}
 	}
 	// with the cdc still running: it must have caught up with its own releases
 	if st.verify, err = recCheck(ctx, rb.db, rb.rdb); err != nil {
@@ -187,8 +197,9 @@ func (rb *recBench) passes(ctx context.Context, n int64) ([]recPass, error) {
 		if err != nil {
 			return out, fmt.Errorf("pass %d over %d coupons: %w", i+1, n, err)
 		}
-		rb.log.Info("reconcile pass", "rows", n, "took", p.took.Round(time.Millisecond), "snapshot", p.snapshot.Round(time.Millisecond),
-			"catch_up", p.catchUp.Round(time.Millisecond), "replay", p.replay.Round(time.Millisecond), "read_next", p.readNext, "status", p.status)
+		rb.log.Info("reconcile pass", "rows", n, "readers", p.readers, "took", p.took.Round(time.Millisecond), "snapshot", p.snapshot.Round(time.Millisecond),
+			"catch_up", p.catchUp.Round(time.Millisecond), "replay", p.replay.Round(time.Millisecond), "read_next", p.readNext,
+			"pages_read", p.poolReads, "page_requests", p.poolRequests, "status", p.status)
 		if p.status != "clean" || p.coupons != n {
 			return out, fmt.Errorf("pass %d over %d coupons: status %s, %d differences, %d coupons counted (want clean, %d)",
 				i+1, n, p.status, p.diffs, p.coupons, n)
@@ -375,8 +386,9 @@ func recKeysFollow(ctx context.Context, db *sql.DB, rdb *redis.Client) (bool, er
 	return err == nil && len(bad) == 0, err
 }
 
-// handlerReads selects the server's Handler_read_* counters.
-const handlerReads = "LIKE 'Handler_read%'"
+// handlerReads selects the server's Handler_read_* counters and the
+// buffer pool's reads.
+const handlerReads = "WHERE Variable_name LIKE 'Handler_read%' OR Variable_name LIKE 'Innodb_buffer_pool_read%'"
 
 // recTimePass runs one pass with the server's handler counters around it.
 func recTimePass(ctx context.Context, sdb *sql.DB, r *reconcile.Reconciler) (recPass, error) {
@@ -400,34 +412,56 @@ func recTimePass(ctx context.Context, sdb *sql.DB, r *reconcile.Reconciler) (rec
 	return recPass{took: took, snapshot: rep.SnapshotTook, catchUp: rep.CatchUpTook, replay: rep.ReplayTook,
 		readNext: after["Handler_read_next"] - before["Handler_read_next"],
 		readKey:  after["Handler_read_key"] - before["Handler_read_key"], readRndNext: after["Handler_read_rnd_next"] - before["Handler_read_rnd_next"],
-		status: rep.Status, diffs: len(rep.Differences), coupons: rep.Coupons, pairs: rep.Pairs}, nil
+		poolReads:    after["Innodb_buffer_pool_reads"] - before["Innodb_buffer_pool_reads"],
+		poolRequests: after["Innodb_buffer_pool_read_requests"] - before["Innodb_buffer_pool_read_requests"],
+		readers:      rep.SnapshotReaders, status: rep.Status, diffs: len(rep.Differences), coupons: rep.Coupons, pairs: rep.Pairs}, nil
 }
 
-// reconcile adds row 6: one line per size, and the growth from the
-// smallest to the largest.
+// reconcile adds row 6: one line per size (and per -reconcile-readers
+// when several), and the growth from the smallest to the largest.
 func (r *Report) reconcile(cfg config, steps []recStep) {
-	for _, st := range steps {
-		m := st.median()
-		var tooks []string
-		for _, p := range st.passes {
-			tooks = append(tooks, sec(p.took))
+	several := len(cfg.recReaders) > 1
+	readersOf := func(i int) string {
+		if !several {
+			return ""
 		}
-		r.add(Row{ID: "6", What: fmt.Sprintf("Reconcile pass over %s user coupons (%d templates × %d channels), median of %d",
-			count(st.rows), recTemplates, recChannels, len(st.passes)),
-			Ours:    fmt.Sprintf("%s (snapshot %s, replay %s); %s rows read", sec(m.took), sec(m.snapshot), sec(m.replay), count(m.readNext)),
-			OursNum: m.took.Seconds(), Peer: "—", Ratio: "—", Target: "linear in rows",
-			Settings: fmt.Sprintf("passes %s; catch-up wait %s; Handler_read_next %d, Handler_read_key %d, Handler_read_rnd_next %d (SHOW GLOBAL STATUS around the median pass, whole server); "+
-				"status %s, %d buckets, %d coupons counted; seeded by INSERT … SELECT FROM seq_* (sql_log_bin=0, %d-row chunks) in %s (this size's rows: %s); "+
-				"in-process cdc (sink.Daemon -rebuild) bootstrap %s; reconcile.Reconciler with the binlog, Redis compared (DB %d), schema %s; after the passes: %s",
-				strings.Join(tooks, ", "), sec(m.catchUp), m.readNext, m.readKey, m.readRndNext, m.status, m.pairs, m.coupons,
-				recSeedChunk, sec(st.seedTotal), sec(st.seedAdd), sec(st.bootstrap), recRedisDB, recSchema, st.verify)})
+		return fmt.Sprintf(", snapshot counted by %d", cfg.recReaders[i])
 	}
-	if len(steps) >= 2 {
-		a, b := steps[0], steps[len(steps)-1]
-		ma, mb := a.median(), b.median()
+	for _, st := range steps {
+		for i := range st.passes {
+			if len(st.passes[i]) == 0 {
+				continue
+			}
+			m := st.median(i)
+			var tooks []string
+			for _, p := range st.passes[i] {
+				tooks = append(tooks, sec(p.took))
+			}
+			r.add(Row{ID: "6", What: fmt.Sprintf("Reconcile pass over %s user coupons (%d templates × %d channels)%s, median of %d",
+				count(st.rows), recTemplates, recChannels, readersOf(i), len(st.passes[i])),
+				Ours:    fmt.Sprintf("%s (snapshot %s, replay %s); %s rows read", sec(m.took), sec(m.snapshot), sec(m.replay), count(m.readNext)),
+				OursNum: m.took.Seconds(), Peer: "—", Ratio: "—", Target: "linear in rows",
+				Settings: fmt.Sprintf("passes %s; catch-up wait %s; snapshot counted by %d transaction(s) (-reconcile-readers %d); Handler_read_next %d, Handler_read_key %d, Handler_read_rnd_next %d, "+
+					"Innodb_buffer_pool_reads %d (pages from disk), Innodb_buffer_pool_read_requests %d (SHOW GLOBAL STATUS around the median pass, whole server); "+
+					"status %s, %d buckets, %d coupons counted; seeded by INSERT … SELECT FROM seq_* (sql_log_bin=0, %d-row chunks) in %s (this size's rows: %s); "+
+					"in-process cdc (sink.Daemon -rebuild) bootstrap %s; reconcile.Reconciler with the binlog, Redis compared (DB %d), schema %s; after the passes: %s",
+					strings.Join(tooks, ", "), sec(m.catchUp), m.readers, cfg.recReaders[i], m.readNext, m.readKey, m.readRndNext, m.poolReads, m.poolRequests,
+					m.status, m.pairs, m.coupons, recSeedChunk, sec(st.seedTotal), sec(st.seedAdd), sec(st.bootstrap), recRedisDB, recSchema, st.verify)})
+		}
+	}
+	if len(steps) < 2 {
+		return
+	}
+	a, b := steps[0], steps[len(steps)-1]
+	for i := range b.passes {
+		if len(a.passes[i]) == 0 || len(b.passes[i]) == 0 {
+			continue
+		}
+		ma, mb := a.median(i), b.median(i)
 		rows := float64(b.rows) / float64(a.rows)
-		r.add(Row{ID: "6", What: fmt.Sprintf("Reconcile growth %s → %s coupons (×%.0f rows)", count(a.rows), count(b.rows), rows),
-			Ours: fmt.Sprintf("×%.2f time, ×%.2f rows read", ratioDur(mb.took, ma.took), float64(mb.readNext)/float64(max(1, ma.readNext))),
+		r.add(Row{ID: "6", What: fmt.Sprintf("Reconcile growth %s → %s coupons (×%.0f rows)%s", count(a.rows), count(b.rows), rows, readersOf(i)),
+			Ours: fmt.Sprintf("×%.2f time, ×%.2f rows read, pages from disk %d → %d", ratioDur(mb.took, ma.took),
+				float64(mb.readNext)/float64(max(1, ma.readNext)), ma.poolReads, mb.poolReads),
 			Peer: fmt.Sprintf("×%.0f (linear)", rows), OursNum: ratioDur(mb.took, ma.took), PeerNum: rows,
 			Target:   "≤ 1 (linear or better)",
 			Settings: fmt.Sprintf("median pass %s vs %s; ratio = time growth / row growth", sec(mb.took), sec(ma.took))})

@@ -42,6 +42,11 @@ type Report struct {
 		Cum  []string `json:"top_cum"`
 		Sink []string `json:"top_cum_sink"`
 	} `json:"cpu_profile"`
+	APIProfile struct {
+		Path string   `json:"path"`
+		Flat []string `json:"top_flat"`
+		Cum  []string `json:"top_cum"`
+	} `json:"api_cpu_profile"`
 }
 
 func newReport(cfg config, e *env) *Report {
@@ -107,7 +112,7 @@ func (r *Report) catchup(cfg config, cu *catchupResult) {
 			pr, nr, ratios, ratio := cu.median(pt.key, mode)
 			r.add(Row{ID: "1", What: fmt.Sprintf("CDC catch-up, %s, start by %s (rows/s)", pt.label, modeName[mode]),
 				Ours: rate(pr.rate, "rows/s"), Peer: rate(nr.rate, "rows/s") + " (no-op go-mysql canal)",
-				OursNum: pr.rate, PeerNum: nr.rate, RatioNum: ratio, Ratio: fmt.Sprintf("%.2f", ratio), Target: "≥ 0.80",
+				OursNum: pr.rate, PeerNum: nr.rate, RatioNum: ratio, Ratio: fmt.Sprintf("%.2f", ratio), Target: "≥ 0.95",
 				Settings: fmt.Sprintf("%s row changes (%s) of user_coupon written with no reader running, %s by %d writers; binlog %s → %s; "+
 					"pipeline = canal.Tailer (%s) + sink.Sink (counter deltas + checkpoint in one MySQL tx, Redis owner mode); "+
 					"%d repetitions, no-op and pipeline alternating: rates are medians, ratio the median of the paired ratios %s (pipeline %s; no-op %s); "+
@@ -154,10 +159,10 @@ func (r *Report) memory(cfg config, m memResult) {
 	noop := m.noop.rate
 	r.add(Row{ID: "1", What: "CDC catch-up, real `couponlink cdc` binary, whole backlog (rows/s)",
 		Ours: rate(m.rate(), "rows/s"), Peer: rate(noop, "rows/s") + " (no-op canal by file/offset over the same range, just before)",
-		OursNum: m.rate(), PeerNum: noop, Target: "≥ 0.80",
+		OursNum: m.rate(), PeerNum: noop, Target: "≥ 0.90",
 		Settings: fmt.Sprintf("%s rows (no-op: %s, wall incl. connect %s) from a checkpoint at the start of the backlog; the range also holds the catch-up runs' own counter transactions; the binary started by %s (its log); "+
 			"time from process start (incl. leader lock, Redis rebuild) to checkpoint ≥ end: %s, of which %s before its \"tailing the binlog\" log line "+
-			"(from that line on: %s, ratio %.2f); %s", count(m.rows), count(m.noop.rows), sec(m.noop.wall), modeName[m.mode], sec(m.took), sec(m.startup), rate(m.streamRate(), "rows/s"), m.streamRate()/noop, cfg.cdcSettings())})
+			"(from that line on: %s, ratio %.2f); %s; its CPU profile: %s", count(m.rows), count(m.noop.rows), sec(m.noop.wall), modeName[m.mode], sec(m.took), sec(m.startup), rate(m.streamRate(), "rows/s"), m.streamRate()/noop, cfg.cdcSettings(), m.profile)})
 	r.add(Row{ID: "5", What: "Memory: `couponlink cdc` after the backlog", Ours: fmt.Sprintf("VmRSS %s (VmHWM %s)", mib(m.rss), mib(m.hwm)),
 		Peer: "—", Ratio: "—", Target: "bounded",
 		Settings: fmt.Sprintf("/proc/<pid>/status when its checkpoint reached the end of the %s-row backlog", count(m.rows))})
@@ -168,13 +173,13 @@ func (r *Report) memory(cfg config, m memResult) {
 
 func (r *Report) lag(cfg config, lags []lagResult, verify string) {
 	for _, l := range lags {
-		set := fmt.Sprintf("claims via coupon.Store.Claim (user_claim + user_coupon INSERT + channel_quota UPDATE per tx), 40 buckets, %d writers; "+
-			"achieved %.0f/s (target %d) for %s, %d errors; %d samples after a %s warm-up, %d never shown; pipeline in-process, resumed from its checkpoint %s, "+
+		set := fmt.Sprintf("%s, 40 buckets, %d writers (as many MySQL connections); "+
+			"achieved %.0f/s (target %d) for %s, %d errors; %d samples after a %s warm-up, %d never shown; %s; pipeline in-process, resumed from its checkpoint %s, "+
 			"times taken when sink.ApplyBatch's MySQL COMMIT had returned (start of its Redis write) and when its Redis write ended; "+
 			"no-op canal reader beside it in the same process, time taken at the transaction's XID (%d of its samples came before the client's COMMIT returned: counted as 0); "+
 			"commit time = client's return from COMMIT; pipeline: %d batches of %.1f rows on average (%s), sink.ApplyBatch p50 %s, p99 %s (until its Redis write: p50 %s, p99 %s; Redis write: p50 %s, p99 %s); the sink's SQL: %s; "+
 			"CPU cores used during the load: bench process (writers + pipeline + no-op reader) %.2f, MariaDB %.2f",
-			cfg.writers, l.load.rate(), l.target, cfg.lagDuration, l.load.errors, l.counter.N, l.warm, l.missing, l.startPos, l.noop.Negative,
+			lagLoadText(cfg.lagLoad, cfg.lagTxRows), cfg.lagWriters(l.target), l.load.rate(), l.target, cfg.lagDuration, l.load.errors, l.counter.N, l.warm, l.missing, l.cpuText(), l.startPos, l.noop.Negative,
 			l.batches, l.rowsPerBatch, cfg.cdcSettings(), msStr(l.apply.P50), msStr(l.apply.P99), msStr(l.applyMySQL.P50), msStr(l.applyMySQL.P99),
 			msStr(l.applyRedis.P50), msStr(l.applyRedis.P99), l.sqlTimes, l.benchCores, l.dbCores)
 		target := "p99 < 20 ms"
@@ -185,6 +190,27 @@ func (r *Report) lag(cfg config, lags []lagResult, verify string) {
 		r.add(lagRow(fmt.Sprintf("CDC lag commit → Redis key updated, %d/s", l.target), l.redis, l.noop, target, "as above"))
 	}
 	r.Notes = append(r.Notes, "After the lag runs: "+verify)
+}
+
+// lagLoadText says what a source transaction of the lag runs was.
+func lagLoadText(load string, txRows int) string {
+	switch {
+	case load == "claims":
+		return "claims via coupon.Store.Claim (user_claim + user_coupon INSERT + channel_quota UPDATE per tx)"
+	case txRows > 1:
+		return fmt.Sprintf("%d-row source transactions (multi-row writers: one autocommit INSERT of %d user_coupon rows each; the rate counts rows)", txRows, txRows)
+	}
+	return "1-row source transactions (one autocommit INSERT of one user_coupon row each)"
+}
+
+// cpuText is the pipeline's CPU per row change and its batches per second.
+func (l lagResult) cpuText() string {
+	if l.rows == 0 {
+		return "no rows applied"
+	}
+	return fmt.Sprintf("cdc CPU per row change %s (the pipeline's goroutines in the run's CPU profile, %s over %s row changes; no-op reader %s per row; GC workers in neither), "+
+		"%.0f sink batches/s of %.1f row changes on average", us(perRow(l.cdcCPU, l.rows)), sec(l.cdcCPU), count(l.rows), us(perRow(l.noopCPU, l.rows)),
+		float64(l.batches)/l.load.took.Seconds(), l.rowsPerBatch)
 }
 
 // lagRow is a row 2: a lag of the pipeline against the no-op reader's.
@@ -205,7 +231,7 @@ func (r *Report) api(cfg config, a apiResult) {
 		ours := fmt.Sprintf("%s (p50 %s, p99 %s)", rate(l.rate(), unit), msStr(l.Lat.P50), msStr(l.Lat.P99))
 		if !strings.Contains(what, "raw SQL") {
 			set = apiDesc + set
-			ours = fmt.Sprintf("%s (p50 %s, p99 %s; api CPU %s/op)", rate(l.rate(), unit), msStr(l.Lat.P50), msStr(l.Lat.P99), us(l.APICPU))
+			ours = fmt.Sprintf("%s (p50 %s, p99 %s; api CPU %s/op)", rate(l.rate(), unit), msStr(l.Lat.P50), msStr(l.Lat.P99), us(l.Per.API))
 		}
 		r.add(Row{ID: what[:1], What: what[2:], Ours: ours, Peer: ceil, OursNum: l.rate(), PeerNum: a.ceiling(), Target: target, Settings: set})
 		return &r.Rows[len(r.Rows)-1]
@@ -236,6 +262,28 @@ func (r *Report) api(cfg config, a apiResult) {
 	pair("4", "API redemptions/s", a.redeem, "redemptions/s",
 		fmt.Sprintf("POST /v1/redemptions over %s distinct AVAILABLE coupons per run (redemption_log INSERT + user_coupon UPDATE per redemption)",
 			count(int64(a.poolSize))), nil)
+	if p := a.pinned; p != nil {
+		pr := row("3 API claims/s, one hot template, one channel, combiner on, pinned: MariaDB on CPU 0, the api and the load generator on CPU 1", p.hot, "claims/s",
+			"≥ 1.00", fmt.Sprintf("taskset -a -p: MariaDB (its pid file) alone on CPU 0, the combining api and this process (the load generator) on CPU 1, "+
+				"the closest a 2-core machine gets to the database on its own cores; ceiling measured the same way (pinned, same run): %s (p50 %s, p99 %s), %s",
+				rate(p.ceiling.rate(), "tx/s"), msStr(p.ceiling.Lat.P50), msStr(p.ceiling.Lat.P99), p.ceiling.Cost))
+		pr.Peer = fmt.Sprintf("%s (bare INSERT autocommit, pinned the same way)", rate(p.ceiling.rate(), "tx/s"))
+		pr.PeerNum = p.ceiling.rate()
+		pr.RatioNum = p.hot.rate() / p.ceiling.rate()
+		pr.Ratio = fmt.Sprintf("%.2f", pr.RatioNum)
+	}
+	multi := func(c combinedRun) namedRun {
+		return namedRun{fmt.Sprintf("%d-row INSERT ceiling (the mean group), per row", c.multiRows), c.multi, c.multiRows}
+	}
+	runs := []namedRun{{"INSERT ceiling, before", a.ceilBefore, 0}, multi(a.hot), {"claims, hot bucket, combiner on", a.hot.on, 0}, {"claims, hot bucket, combiner off", a.hot.off, 0},
+		{"HTTP floor: net/http and encoding/json answer the hot-bucket claims, no database (api CPU = the floor server's)", a.floor, 0},
+		{"claim transaction in raw SQL, hot bucket", a.rawHot, 0}, {"claims, 40 buckets, combiner on", a.buckets.on, 0}, {"claims, 40 buckets, combiner off", a.buckets.off, 0},
+		{"claim transaction in raw SQL, 40 buckets", a.rawBuckets, 0}, multi(a.redeem), {"redemptions, combiner on", a.redeem.on, 0}, {"redemptions, combiner off", a.redeem.off, 0},
+		{"INSERT ceiling, after", a.ceilAfter, 0}}
+	if p := a.pinned; p != nil {
+		runs = append(runs, namedRun{"INSERT ceiling, pinned", p.ceiling, 0}, namedRun{"claims, hot bucket, combiner on, pinned", p.hot, 0})
+	}
+	r.Notes = append(r.Notes, costTable(runs))
 	if a.lag != nil {
 		l := *a.lag
 		l.target = 0
@@ -262,25 +310,39 @@ func (r *Report) profile(ctx context.Context, cfg config, path string, log *slog
 		return
 	}
 	r.Profile.Path = path
-	top := func(args ...string) []string {
-		out, err := exec.CommandContext(ctx, "go", append(append([]string{"tool", "pprof", "-top", "-nodecount=10"}, args...), path)...).Output()
-		if err != nil {
-			log.Warn("go tool pprof -top failed", "err", err)
-			return nil
-		}
-		lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-		var keep []string
-		for _, l := range lines { // drop the File/Type/Time header, keep the totals and the table
-			if !strings.HasPrefix(l, "File:") && !strings.HasPrefix(l, "Build ID:") && !strings.HasPrefix(l, "Type:") &&
-				!strings.HasPrefix(l, "Time:") && !strings.HasPrefix(l, "Duration:") {
-				keep = append(keep, l)
-			}
-		}
-		return keep
+	r.Profile.Flat = pprofTop(ctx, path, log)
+	r.Profile.Cum = pprofTop(ctx, path, log, "-cum")
+	r.Profile.Sink = pprofTop(ctx, path, log, "-cum", "-focus=couponlink/couponlink/sink")
+}
+
+// apiProfile adds the top functions of the combining api's CPU profile
+// under the hot-bucket load.
+func (r *Report) apiProfile(ctx context.Context, path string, log *slog.Logger) {
+	if path == "" {
+		return
 	}
-	r.Profile.Flat = top()
-	r.Profile.Cum = top("-cum")
-	r.Profile.Sink = top("-cum", "-focus=couponlink/couponlink/sink")
+	r.APIProfile.Path = path
+	r.APIProfile.Flat = pprofTop(ctx, path, log, "-nodecount=20")
+	r.APIProfile.Cum = pprofTop(ctx, path, log, "-cum", "-nodecount=30")
+}
+
+// pprofTop is `go tool pprof -top` of the profile at path (10 lines
+// unless args say otherwise), without its header.
+func pprofTop(ctx context.Context, path string, log *slog.Logger, args ...string) []string {
+	out, err := exec.CommandContext(ctx, "go", append(append([]string{"tool", "pprof", "-top", "-nodecount=10"}, args...), path)...).Output()
+	if err != nil {
+		log.Warn("go tool pprof -top failed", "err", err)
+		return nil
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	var keep []string
+	for _, l := range lines { // drop the File/Type/Time header, keep the totals and the table
+		if !strings.HasPrefix(l, "File:") && !strings.HasPrefix(l, "Build ID:") && !strings.HasPrefix(l, "Type:") &&
+			!strings.HasPrefix(l, "Time:") && !strings.HasPrefix(l, "Duration:") {
+			keep = append(keep, l)
+		}
+	}
+	return keep
 }
 
 func (r *Report) markdown() string {
@@ -307,6 +369,11 @@ func (r *Report) markdown() string {
 			"Top 10 by flat time (`go tool pprof -top`):\n\n```\n%s\n```\n\nTop 10 by cumulative time (`go tool pprof -top -cum`):\n\n```\n%s\n```\n\n"+
 			"The sink's share (`go tool pprof -top -cum -focus=couponlink/couponlink/sink`):\n\n```\n%s\n```\n",
 			r.Profile.Path, strings.Join(r.Profile.Flat, "\n"), strings.Join(r.Profile.Cum, "\n"), strings.Join(r.Profile.Sink, "\n"))
+	}
+	if r.APIProfile.Path != "" {
+		fmt.Fprintf(&b, "\nCPU profile of the combining `couponlink api` under the hot-bucket load of the lag run (its -pprof endpoint): `%s`\n\n"+
+			"Top 20 by flat time (`go tool pprof -top -nodecount=20`):\n\n```\n%s\n```\n\nTop 30 by cumulative time (`go tool pprof -top -cum -nodecount=30`):\n\n```\n%s\n```\n",
+			r.APIProfile.Path, strings.Join(r.APIProfile.Flat, "\n"), strings.Join(r.APIProfile.Cum, "\n"))
 	}
 	return b.String()
 }

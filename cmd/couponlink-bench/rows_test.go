@@ -10,14 +10,14 @@ import (
 
 // smokeRows are the rows of a -smoke run (id | what | target), in order:
 // every phase's report code must keep giving them.
-const smokeRows = `1 | CDC catch-up, 1-row tx, start by file/offset (rows/s) | ≥ 0.80
-1 | CDC catch-up, 1-row tx, start by GTID (rows/s) | ≥ 0.80
-1 | CDC catch-up, 100-row tx, start by file/offset (rows/s) | ≥ 0.80
-1 | CDC catch-up, 100-row tx, start by GTID (rows/s) | ≥ 0.80
+const smokeRows = `1 | CDC catch-up, 1-row tx, start by file/offset (rows/s) | ≥ 0.95
+1 | CDC catch-up, 1-row tx, start by GTID (rows/s) | ≥ 0.95
+1 | CDC catch-up, 100-row tx, start by file/offset (rows/s) | ≥ 0.95
+1 | CDC catch-up, 100-row tx, start by GTID (rows/s) | ≥ 0.95
 1 | GTID start ÷ file/offset start, 1-row tx | report
 1 | GTID start ÷ file/offset start, 100-row tx | report
 1 | CDC catch-up, peer: go-mysql-transfer (binlog → Redis), whole backlog (rows/s) | report
-1 | CDC catch-up, real ` + "`couponlink cdc`" + ` binary, whole backlog (rows/s) | ≥ 0.80
+1 | CDC catch-up, real ` + "`couponlink cdc`" + ` binary, whole backlog (rows/s) | ≥ 0.90
 5 | Memory: ` + "`couponlink cdc`" + ` after the backlog | bounded
 5 | Memory: ` + "`couponlink cdc`" + ` in steady state | bounded, not growing
 2 | CDC lag commit → counters visible, 1000/s | p99 < 20 ms
@@ -67,7 +67,7 @@ func TestEveryRow(t *testing.T) {
 	r.lag(*cfg, []lagResult{{target: 1000}}, "ok")
 	r.api(*cfg, apiResult{ceilBefore: ok, ceilAfter: ok, hot: pair, buckets: pair, redeem: pair, rawHot: ok, rawBuckets: ok,
 		lag: &lagResult{target: 1500, load: pacedLoad{commits: commits, took: time.Second}}})
-	r.reconcile(*cfg, []recStep{{rows: 10_000, passes: []recPass{{took: time.Second}}}, {rows: 50_000, passes: []recPass{{took: 4 * time.Second}}}})
+	r.reconcile(*cfg, []recStep{{rows: 10_000, passes: [][]recPass{{{took: time.Second}}}}, {rows: 50_000, passes: [][]recPass{{{took: 4 * time.Second}}}}})
 	r.sources(*cfg, &sourcesResult{rows: 2000, per: 100, reps: []sourcesRep{{oneWall: 2 * time.Second, twoWall: time.Second,
 		cdcs: []srcCDC{{name: "one"}, {name: "a"}, {name: "b"}}}}, shards: []shardStarts{{shards: 4}, {shards: 8}},
 		steady: sourceSteady{wanted: 1000}})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -129,10 +130,15 @@ type serverB struct {
 	err  error
 }
 
-// startServerB starts the second server in the background; close stops
-// it, also when it is still starting.
+// startServerB starts the second server in the background when the run
+// has the sources phase; close stops it, also when it is still starting.
 func startServerB(cfg config, log *slog.Logger) *serverB {
 	s := &serverB{done: make(chan struct{})}
+	if !cfg.runs("sources") {
+		s.err = errors.New("the second server is started only for the sources phase")
+		close(s.done)
+		return s
+	}
 	go func() {
 		defer close(s.done)
 		s.env, s.err = upServerB(cfg, log)
@@ -360,7 +366,7 @@ func runTo(ctx context.Context, cfg config, e *env, cdcs []*srcCDC, timed bool) 
 
 // startSourceCDC starts `couponlink cdc -mapping … -source NAME` (Redis in
 // the mapping's default mode, corrector: it writes no stock keys).
-func startSourceCDC(cfg config, e *env, c *srcCDC, label string) (*child, error) {
+func startSourceCDC(cfg config, e *env, c *srcCDC, label string, extra ...string) (*child, error) {
 	return e.startCDC(cfg, fmt.Sprintf("cdc-%s-%s-%d", c.name, label, time.Now().UnixNano()),
-		"-mapping", c.mapping, "-source", c.name, "-redis", e.redisAddr, "-key-prefix", "bench-shop:")
+		append([]string{"-mapping", c.mapping, "-source", c.name, "-redis", e.redisAddr, "-key-prefix", "bench-shop:"}, extra...)...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -119,6 +120,7 @@ type sourceSteady struct {
 	wanted   int
 	errors   int64
 	firstErr error
+	profile  string // its CPU profile (-cpuprofile): start-up, catch-up to the end, the load
 }
 
 func (s sourceSteady) cpuPerRow() time.Duration { return perRow(s.cpu, s.rows) }
@@ -134,7 +136,8 @@ func measureSteady(ctx context.Context, cfg config, c *srcCDC, base int64) (sour
 	if err != nil {
 		return st, err
 	}
-	ch, err := startSourceCDC(cfg, c.srv, c, "steady")
+	st.profile = filepath.Join(cfg.out, cfg.stamp+"-cdc-steady.pprof") // complete once it has stopped
+	ch, err := startSourceCDC(cfg, c.srv, c, "steady", "-cpuprofile", st.profile)
 	if err != nil {
 		return st, err
 	}
@@ -179,8 +182,8 @@ func (r *Report) steadyRow(cfg config, s sourceSteady) {
 		Peer: "—", Ratio: "—", Target: "report",
 		Settings: fmt.Sprintf("the one-source cdc of the rows above, caught up, then %d writers for %s: 3 in 5 jobs an INSERT of one coupon, the others "+
 			"an UPDATE to USED of the coupon 3 jobs before (autocommit); achieved %.0f tx/s, %d errors%s; %s row changes applied; its CPU (/proc) from the "+
-			"load's start until its checkpoint reached the end: %s; VmRSS then %s",
-			cfg.writers, cfg.steadyDuration, s.load.rate(), s.errors, errText(s.firstErr), count(s.rows), sec(s.cpu), mib(s.rss)),
+			"load's start until its checkpoint reached the end: %s; VmRSS then %s; its CPU profile (start-up included): %s",
+			cfg.writers, cfg.steadyDuration, s.load.rate(), s.errors, errText(s.firstErr), count(s.rows), sec(s.cpu), mib(s.rss), s.profile),
 	})
 	if cfg.smoke && s.errors > 0 {
 		r.Failures = append(r.Failures, fmt.Sprintf("sources steady state: %d writes failed (first: %v)", s.errors, s.firstErr))

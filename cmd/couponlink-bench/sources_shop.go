@@ -67,6 +67,13 @@ type shopSource struct {
 // writeShopMapping writes the mapping of the shop whose top-level tables
 // are in schema, over the sources, to dir/file and returns its path.
 func writeShopMapping(dir, file, schema string, shards int, sources []shopSource) (string, error) {
+	path := filepath.Join(dir, file)
+	return path, os.WriteFile(path, []byte(shopMappingText(schema, shards, sources)), 0o600)
+}
+
+// shopMappingText is the mapping of the shop whose top-level tables are
+// in schema, over the sources.
+func shopMappingText(schema string, shards int, sources []shopSource) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "user_coupon: {table: %q, id: id, template: tpl_id, status: state, user: uid}\n", shopTables(schema, shards))
 	b.WriteString("status: {AVAILABLE: [0], USED: [1], EXPIRED: [2]}\nredemption_evidence: none\n")
@@ -78,8 +85,7 @@ func writeShopMapping(dir, file, schema string, shards int, sources []shopSource
 		}
 		b.WriteString("}\n")
 	}
-	path := filepath.Join(dir, file)
-	return path, os.WriteFile(path, []byte(b.String()), 0o600)
+	return b.String()
 }
 
 // writeShop writes rows row changes into the shop's four tables on srv, in

@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/couponlink/couponlink/console"
@@ -28,6 +27,7 @@ type apiSettings struct {
 	conns     *int
 	// the HTTP server: where, who may call, how it stops
 	addr, origins, metricsAddr *string
+	pprof                      *bool
 	token                      func() string
 	tokenFile                  *string
 	insecureNoAuth             *bool
@@ -40,6 +40,7 @@ type apiSettings struct {
 	// the write combiner
 	combine, combineRedeem *bool
 	combineMax             *int
+	soldOutMemory          *bool
 }
 
 func apiFlags(stderr io.Writer) (*settings.Flags, *apiSettings) {
@@ -57,6 +58,8 @@ func apiFlags(stderr io.Writer) (*settings.Flags, *apiSettings) {
 		"serve without any token on an address that is not loopback (anyone who reaches it may void coupons); refused otherwise")
 	o.metricsAddr = f.EnvString("metrics-addr", "COUPONLINK_API_METRICS_ADDR", "",
 		"serve /metrics on this address of its own instead of -addr (empty: on -addr, beside the API)")
+	o.pprof = f.EnvBool("pprof", "COUPONLINK_API_PPROF", false,
+		"serve Go's profiler (/debug/pprof/) on the -metrics-addr listener, never on -addr (needs -metrics-addr; docs/performance.md, \"Profiling the api\")")
 	o.origins = f.EnvString("allowed-origins", "COUPONLINK_API_ALLOWED_ORIGINS", "",
 		"comma-separated browser origins (scheme://host[:port]) besides the API's own that may write, e.g. a console behind a proxy")
 	o.grace = f.EnvDuration("shutdown-grace", "COUPONLINK_SHUTDOWN_GRACE", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
@@ -75,6 +78,9 @@ func apiFlags(stderr io.Writer) (*settings.Flags, *apiSettings) {
 	o.combineRedeem = f.EnvBool("combine-redemptions", "COUPONLINK_COMBINE_REDEMPTIONS", true,
 		"run concurrent redemptions of distinct coupons in one transaction (the write combiner); false: one transaction per redemption")
 	o.combineMax = f.EnvInt("combine-max", "COUPONLINK_COMBINE_MAX", 256, "most claims (or redemptions) in one combined transaction")
+	o.soldOutMemory = f.EnvBool("sold-out-memory", "COUPONLINK_SOLD_OUT_MEMORY", true,
+		"remember the buckets found sold out and refuse their further claims after one read, without a write transaction "+
+			"(a bucket with a free slot again is claimed as usual); false: every claim runs its write transaction")
 	return f, o
 }
 
@@ -89,6 +95,9 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if *o.pprof && *o.metricsAddr == "" {
+		return fmt.Errorf("-pprof serves the profiler on the -metrics-addr listener only, never beside the API: set -metrics-addr too")
+	}
 	allowed, err := httpapi.ParseAllowedOrigins(*o.origins)
 	if err != nil {
 		return fmt.Errorf("-allowed-origins: %w", err)
@@ -100,7 +109,8 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		gatherer = nil
 	}
 	build := apiBuild{cfg: httpapi.Config{Tokens: tokens, AllowedOrigins: allowed, CDCMetricsURL: *o.cdcMetrics, Logger: base, Registerer: reg, Gatherer: gatherer},
-		store: coupon.Config{Logger: log, CombineClaims: *o.combine, CombineRedemptions: *o.combineRedeem, CombineMax: *o.combineMax}, cdcName: *o.cdcName}
+		store: coupon.Config{Logger: log, CombineClaims: *o.combine, CombineRedemptions: *o.combineRedeem, CombineMax: *o.combineMax,
+			SoldOutMemory: *o.soldOutMemory}, cdcName: *o.cdcName}
 	if build.cfg.Legacy, err = legacyShop(*o.mapping); err != nil {
 		return err
 	}
@@ -119,7 +129,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	srv := &http.Server{Handler: console.Mount(api), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
 	log.Info("api listening", "addr", ln.Addr().String(), "auth", tokens.Len() > 0, "tokens", tokens.Names(), "legacy_mapping", *o.mapping, "allowed_origins", allowed, "expire_interval", *o.sweep,
-		"combine_claims", *o.combine, "combine_redemptions", *o.combineRedeem, "combine_max", *o.combineMax)
+		"combine_claims", *o.combine, "combine_redemptions", *o.combineRedeem, "combine_max", *o.combineMax, "sold_out_memory", *o.soldOutMemory)
 	fmt.Fprintf(stdout, "couponlink api listening on http://%s\n", ln.Addr())
 	fmt.Fprintf(stdout, "couponlink console on http://%s%s\n", ln.Addr(), console.Prefix)
 
@@ -138,8 +148,8 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return fmt.Errorf("listen on -metrics-addr %s: %w", *o.metricsAddr, err)
 		}
-		log.Info("metrics listening", "addr", mln.Addr().String())
-		msrv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+		log.Info("metrics listening", "addr", mln.Addr().String(), "pprof", *o.pprof)
+		msrv := &http.Server{Handler: opsHandler(reg, *o.pprof), ReadHeaderTimeout: 10 * time.Second}
 		g.Go(func() error { return serveHTTP(gctx, msrv, mln, *o.grace, log) })
 	}
 	if err := g.Wait(); err != nil {

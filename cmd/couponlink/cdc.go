@@ -38,6 +38,7 @@ type cdcSettings struct {
 	batchWait  *time.Duration
 	strict     *bool
 	stallAfter *time.Duration
+	cpuProfile *string
 	// the sink's chores and the default quota policy
 	grace, releaseEvery, rebalanceEvery *time.Duration
 	policy                              func() quota.Policy
@@ -67,6 +68,7 @@ func cdcFlags(stderr io.Writer) (*settings.Flags, *cdcSettings) {
 	o.batchWait = f.EnvDuration("batch-wait", "COUPONLINK_CDC_BATCH_WAIT", 0, "if positive, a batch waits up to this long after its first row for more (fewer, larger batches; more lag); 0: applied as soon as the sink is free")
 	o.strict = f.EnvBool("strict", "COUPONLINK_CDC_STRICT", false, "stop (no retry) at a source row the mapping cannot decode (NULL or unmapped status, NULL id) instead of recording an undecodable_row anomaly and going on")
 	o.stallAfter = f.EnvDuration("stall-after", "COUPONLINK_CDC_STALL_AFTER", 30*time.Second, "the checkpoint behind the server's binlog end and not moving for this long is a stall: /healthz answers 503 and couponlink_cdc_stalled is 1")
+	o.cpuProfile = f.EnvString("cpuprofile", "COUPONLINK_CDC_CPUPROFILE", "", "write a CPU profile of the whole run to this file (read it with go tool pprof); it is complete once the cdc has stopped (SIGTERM); empty: none")
 	o.grace = f.EnvDuration("redemption-grace", "COUPONLINK_REDEMPTION_GRACE", 30*time.Second, "how long a USED coupon may wait for its redemption row before it is an anomaly")
 	o.releaseEvery = f.EnvDuration("release-every", "COUPONLINK_RELEASE_EVERY", 10*time.Second, "how often expired coupons whose release cooldown is over are looked for")
 	o.rebalanceEvery = f.EnvDuration("rebalance-every", "COUPONLINK_REBALANCE_EVERY", 30*time.Second, "how often the channel-quota rebalancing rule runs")
@@ -83,6 +85,12 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	inventory.SetSnapshotMethod(*o.snapshot.Method)
 	base := o.logging.Logger(stderr) // sink, canal and webhook name their components
+	gogc := tuneCDCGC()
+	stopProfile, err := startCPUProfile(*o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	all, err := readMapping(*o.mapping.File)
 	if err != nil {
 		return err
@@ -95,12 +103,13 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		base = base.With("source", *o.mapping.Source) // one of several cdcs, one per server
 	}
 	log := base.With("component", "cdc")
+	log.Info("garbage collector", "gogc", gogc)
 	// a partitioned leader's sessions (an open batch holds the checkpoint
 	// row) end with its lock's, within -leader-timeout
 	if err := settings.NeedDSN(*o.db.DSN); err != nil {
 		return err
 	}
-	db, err := mysqlconn.OpenIdleBounded(*o.db.DSN, 8, *o.leaderTimeout)
+	db, err := mysqlconn.OpenCDC(*o.db.DSN, 8, *o.leaderTimeout)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/internal/settings"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // errUsage means a usage message was already printed.
@@ -58,6 +59,10 @@ func (d *daemonSettings) register(f *settings.Flags, daemon string, u daemonUses
 	d.metrics = settings.Metrics{Daemon: daemon, Use: u.metrics}
 	f.Add(&d.db, &d.mapping, &d.redis, &d.cp, &d.metrics, &d.logging, &d.snapshot)
 }
+
+// reconcileConns is the reconciler's pool on a server: the pass's lock,
+// the snapshot's readers (inventory.SetSnapshotReaders), the metrics.
+const reconcileConns = 2 + inventory.DefaultSnapshotReaders
 
 // openMySQL opens a pool with the settings couponlink relies on
 // (mysqlconn.Config); errors never show the DSN's password.

@@ -99,7 +99,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if m != nil && m.HasSources() {
 		return o.runSources(ctx, m, stdout, stderr, failed, base)
 	}
-	db, err := openMySQL(*o.db.DSN, 4)
+	db, err := openMySQL(*o.db.DSN, reconcileConns)
 	if err != nil {
 		return failed(err)
 	}

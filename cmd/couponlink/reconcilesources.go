@@ -71,7 +71,7 @@ func (o *reconcileSettings) runSources(ctx context.Context, m *canal.Mapping, st
 // openSources opens every source's server (the database of its DSN) and
 // its binlog settings; closeAll closes them.
 func openSources(m *canal.Mapping) ([]reconcile.SourceDB, func(), error) {
-	conns, err := openSourceConns(m, "", 4)
+	conns, err := openSourceConns(m, "", reconcileConns)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -182,8 +182,8 @@ func (s *spreadShop) truth(srvs ...*spreadServer) map[inventory.Pair]inventory.C
 
 // startCDC runs the cdc of one source in this process, as `couponlink
 // cdc -source NAME` does: the source's mapping, its server, its name as
-// the checkpoint's. It returns stop.
-func (s *spreadShop) startCDC(srv *spreadServer) func() {
+// the checkpoint's; opts change its configuration. It returns stop.
+func (s *spreadShop) startCDC(srv *spreadServer, opts ...func(*sink.Config)) func() {
 	t := s.t
 	m, err := canal.ReadMappingFile(s.mapping)
 	require.NoError(t, err)
@@ -193,8 +193,12 @@ func (s *spreadShop) startCDC(srv *spreadServer) func() {
 	db, err := mysqlconn.Open(dsn, 8)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	sk, err := sink.New(sink.Config{DB: db, Mode: sink.ModeLegacy, Mapping: sm, Name: srv.name, RedisMode: inventory.RedisOff,
-		Logger: testenv.QuietLogger(), Registerer: prometheus.NewRegistry(), RedemptionGrace: 2 * time.Second})
+	cfg := sink.Config{DB: db, Mode: sink.ModeLegacy, Mapping: sm, Name: srv.name, RedisMode: inventory.RedisOff,
+		Logger: testenv.QuietLogger(), Registerer: prometheus.NewRegistry(), RedemptionGrace: 2 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	sk, err := sink.New(cfg)
 	require.NoError(t, err)
 	tc, err := canal.ConfigFromDSN(dsn)
 	require.NoError(t, err)

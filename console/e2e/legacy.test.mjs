@@ -55,7 +55,8 @@ try {
     async () => JSON.stringify({ page: pick(await readRow()), status: want }));
   assert.equal(want.sources, 'east+west');
   assert.equal(await page.locator('#sources-banner').count(), 0, 'every source is up: no banner');
-  assert.equal(await page.locator('#main button, #main form, #main input').count(), 0, 'no write control on a legacy page');
+  assert.equal(await page.locator('#legacy-campaign button, #legacy-campaign form, #legacy-campaign input').count(), 0,
+    'no write control over the shop\'s tables');
   assert.ok(await page.locator('nav a[data-nav=void]').isHidden(), 'no Void for a legacy shop');
   await page.screenshot({ path: path.join(out, 'legacy-campaigns.png'), fullPage: true });
 
@@ -73,13 +74,30 @@ try {
   assert.match(await page.locator('#channels tr[data-channel="2"] th').innerText(), /^mini program \(2\)$/);
   await page.locator('#parts tr[data-source=east]').waitFor();
   await page.locator('#parts tr[data-source=west]').waitFor();
-  assert.equal(await page.locator('#main button, #main form, #main input').count(), 0, 'no write control on a legacy page');
+  assert.equal(await page.locator('#legacy-campaign button, #legacy-campaign form, #legacy-campaign input').count(), 0,
+    'no write control over the shop\'s tables');
   const one = status().templates.find((t) => t.template === 1);
   for (const c of one.channels) {
     await waitUntil(async () => (await page.locator(`#channels tr[data-channel="${c.channel}"] td[data-k=held]`).innerText()) === String(c.held),
       3000, `channel ${c.channel}'s held equals status -json's`);
   }
   await page.screenshot({ path: path.join(out, 'legacy-campaign.png'), fullPage: true });
+
+  step("a template's quota policy, couponlink's own: modes off and signal only, its preview says what the mapping does not give");
+  assert.deepEqual(await page.locator('#policy-form select[name=mode] option').allInnerTexts(), ['off', 'signal']);
+  assert.equal(await page.locator('#policy-reset').count(), 0, 'no reset: a legacy policy is changed, not dropped');
+  await page.locator('#rule-now [data-k=stop]', { hasText: "the channels' quotas are unknown" }).waitFor();
+  await page.locator('#rule-now [data-k=unknown]', { hasText: 'no per-channel budget' }).first().waitFor();
+  await page.locator('#rule-now tr[data-channel="1"] th', { hasText: 'app (1)' }).waitFor(); // by its label
+  await page.selectOption('#policy-form select[name=mode]', 'off');
+  await page.click('#policy-preview-button');
+  await page.locator('#policy-preview-result [data-k=stop]', { hasText: 'policy is off' }).waitFor();
+  await page.fill('#policy-form input[name=changed_by]', 'e2e');
+  await page.fill('#policy-form input[name=reason]', 'the legacy policy form');
+  await page.click('#policy-form button[type=submit]');
+  await page.locator('#policy-result', { hasText: 'Policy changed.' }).waitFor();
+  assert.equal(await page.locator('#policy-view tr >> nth=1 >> td >> nth=0').innerText(), 'off', 'in force: off');
+  await page.screenshot({ path: path.join(out, 'legacy-policy.png'), fullPage: true });
 
   step('a source killed: a banner names it and every sum says it leaves it out');
   assert.equal((await fetch(shop + '/kill?source=west', { method: 'POST' })).status, 200);

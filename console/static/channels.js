@@ -11,25 +11,27 @@ const INTEGERS = new Set(['min_claims', 'cooldown_seconds', 'min_age_seconds']);
 const RULE_EVERY = 5; // the rule's explanation and the trends are read every 5th poll
 
 // previewView shows a decision of the rule (POST .../quota-policy/preview):
-// what stops it or the moves, and each channel's inputs and condition.
-export function previewView(pv, id) {
+// what stops it or the moves, and each channel's inputs and condition;
+// name(channel) is how a channel is shown (a legacy shop's by its label).
+export function previewView(pv, id, name = (ch) => ch) {
   const verdict = pv.stop
     ? h('p', { class: 'verdict stop', 'data-k': 'stop' }, `No move now: ${pv.stop}.`)
     : h('p', { class: 'verdict move', 'data-k': 'moves' }, `${pv.policy.mode === 'auto' ? 'Moves' : 'Recommends (mode ' + pv.policy.mode + ': nothing moves)'} ${num(pv.total)}: ` +
-      pv.moves.map((m) => `${num(m.amount)} ${m.from} → ${m.to}`).join(', '));
+      pv.moves.map((m) => `${num(m.amount)} ${name(m.from)} → ${name(m.to)}`).join(', '));
   const rows = pv.channels.map((c) => h('tr', { 'data-channel': c.channel, 'data-role': c.role },
-    h('th', { scope: 'row', text: c.channel }),
+    h('th', { scope: 'row', text: name(c.channel) }),
     h('td', { class: 'n', 'data-k': 'claims', text: num(c.claims) }),
     h('td', { class: 'n', 'data-k': 'redemption_rate', text: pct(c.redemption_rate) }),
-    h('td', { 'data-k': 'sold_out', text: c.sold_out ? 'SOLD OUT' : '' }),
+    h('td', { 'data-k': 'sold_out', text: c.quota_unknown ? 'unknown' : c.sold_out ? 'SOLD OUT' : '' }),
     h('td', { 'data-k': 'role', text: c.role || 'neither' }),
     h('td', { 'data-k': 'why', text: c.why })));
   const moves = pv.moves.map((m) => h('tr', { 'data-from': m.from, 'data-to': m.to, 'data-amount': m.amount },
-    h('td', { text: m.from }), h('td', { text: m.to }), h('td', { class: 'n', text: num(m.amount) }), h('td', { text: m.why })));
+    h('td', { text: name(m.from) }), h('td', { text: name(m.to) }), h('td', { class: 'n', text: num(m.amount) }), h('td', { text: m.why })));
   return [h('div', { id },
     verdict,
-    h('p', { class: 'muted' }, `mode ${pv.policy.mode} · campaign age ${Math.round(pv.age_seconds)} s (min_age ${pv.policy.min_age_seconds} s) · ` +
+    h('p', { class: 'muted' }, `mode ${pv.policy.mode} · campaign age ${pv.unknown && pv.unknown.some((u) => u.startsWith('age')) ? 'unknown' : Math.round(pv.age_seconds) + ' s'} (min_age ${pv.policy.min_age_seconds} s) · ` +
       `last decision ${pv.last_decision ? when(pv.last_decision) : 'none'} (cooldown ${pv.policy.cooldown_seconds} s) · min_claims ${pv.policy.min_claims} · low ${pv.policy.low} · high ${pv.policy.high}`),
+    ...(pv.unknown || []).map((u) => h('p', { class: 'muted unknown', 'data-k': 'unknown', text: `Unknown: ${u}.` })),
     table(['channel', 'claims', 'redemption', 'sold out', 'role', 'the condition now'], rows, { class: 'grid compact rule-channels' }),
     moves.length ? table(['from', 'to', 'amount', 'why'], moves, { class: 'grid compact rule-moves' }) : '')];
 }
@@ -76,7 +78,7 @@ export async function channels(id, signal) {
   const loadPolicy = async () => {
     policy = await get(`/v1/templates/${id}/quota-policy`);
     const hist = await get(`/v1/templates/${id}/quota-policy/history?limit=50`);
-    if (!signal.aborted) policyBox.replaceChildren(...policySection(id, policy, hist.entries, loadPolicy));
+    if (!signal.aborted) policyBox.replaceChildren(...policySection(ownPolicy(id), policy, hist.entries, loadPolicy));
   };
   await loadPolicy();
   await poll();
@@ -117,7 +119,14 @@ function channelTable(chs, policy, trends) {
     h('p', { class: 'muted', id: 'policy-in-force' }, `policy in force: ${mode}` + (policy ? ` · low ${policy.effective.low} · high ${policy.effective.high} · reserve ${policy.effective.reserve} · cooldown ${policy.effective.cooldown_seconds}s` : '')));
 }
 
-function policySection(id, v, entries, reload) {
+// ownPolicy is where an own template's policy is read, changed and
+// previewed, and what its form offers.
+const ownPolicy = (id) => ({ base: `/v1/templates/${id}`, modes: ['off', 'signal', 'auto'], reset: true, history: true });
+
+// policySection is a policy's view, form (modes at.modes; reset and history
+// when at says so) and history, on the routes under at.base: an own
+// template's (ownPolicy) or a legacy campaign's (legacy.js).
+export function policySection(at, v, entries, reload) {
   const eff = v.effective;
   const summary = table(['', 'mode', ...NUMBERS], [
     h('tr', {}, h('th', { text: 'in force' }), h('td', { text: eff.mode }), NUMBERS.map((k) => h('td', { class: 'n', text: eff[k] }))),
@@ -127,7 +136,7 @@ function policySection(id, v, entries, reload) {
 
   const inputs = {};
   // the fields hold the values in force; only the changed ones are sent
-  inputs.mode = h('select', { name: 'mode' }, ['off', 'signal', 'auto'].map((m) => h('option', { value: m, text: m, selected: m === eff.mode })));
+  inputs.mode = h('select', { name: 'mode' }, at.modes.map((m) => h('option', { value: m, text: m, selected: m === eff.mode })));
   for (const k of NUMBERS) {
     const has = eff[k] !== undefined && eff[k] !== null;
     inputs[k] = h('input', { name: k, inputmode: 'decimal', value: has ? String(eff[k]) : '', placeholder: has ? undefined : 'default', size: 8 });
@@ -141,8 +150,8 @@ function policySection(id, v, entries, reload) {
     h('div', { class: 'fields' }, field('mode', inputs.mode), NUMBERS.map((k) => field(k, inputs[k]))),
     h('div', { class: 'fields' }, field('changed by', inputs.changed_by), field('reason', inputs.reason)),
     h('p', {}, h('button', { type: 'button', id: 'policy-preview-button', text: 'Preview', onclick: preview }), ' ',
-      h('button', { type: 'submit', text: 'Change policy' }), ' ',
-      h('button', { type: 'button', id: 'policy-reset', text: 'Back to the defaults', onclick: askReset })),
+      h('button', { type: 'submit', text: 'Change policy' }),
+      ...(at.reset ? [' ', h('button', { type: 'button', id: 'policy-reset', text: 'Back to the defaults', onclick: askReset })] : [])),
     confirmBox, msg, previewBox);
 
   // change is the fields that differ from the values in force
@@ -159,7 +168,7 @@ function policySection(id, v, entries, reload) {
   }
   async function preview() {
     try {
-      const pv = await api('POST', `/v1/templates/${id}/quota-policy/preview`, change());
+      const pv = await api('POST', `${at.base}/quota-policy/preview`, change());
       previewBox.replaceChildren(h('h3', { text: 'Preview: what the rule would do now with these values (not saved)' }), ...previewView(pv, 'policy-preview-result'));
       msg.replaceChildren();
     } catch (err) {
@@ -170,7 +179,7 @@ function policySection(id, v, entries, reload) {
   async function submit(ev) {
     ev.preventDefault();
     const body = { ...change(), changed_by: inputs.changed_by.value.trim(), reason: inputs.reason.value.trim() };
-    await send(() => api('PUT', `/v1/templates/${id}/quota-policy`, body), 'Policy changed.');
+    await send(() => api('PUT', `${at.base}/quota-policy`, body), 'Policy changed.');
   }
   // "Back to the defaults" asks first: it drops every field the template sets
   function askReset() {
@@ -182,7 +191,7 @@ function policySection(id, v, entries, reload) {
   }
   async function reset() {
     const q = query({ changed_by: inputs.changed_by.value.trim(), reason: inputs.reason.value.trim() });
-    await send(() => api('DELETE', `/v1/templates/${id}/quota-policy${q}`), 'The template follows the defaults again.');
+    await send(() => api('DELETE', `${at.base}/quota-policy${q}`), 'The template follows the defaults again.');
   }
   async function send(call, ok) {
     try {
@@ -198,6 +207,7 @@ function policySection(id, v, entries, reload) {
   const rows = entries.map((e) => h('tr', { 'data-audit': e.id },
     h('td', { text: when(e.at) }), h('td', { text: e.changed_by }), h('td', { text: e.action }), h('td', { text: e.reason }),
     h('td', { class: 'change', text: diff(e.before, e.after) }), h('td', { text: e.source })));
+  if (!at.history) return [summary, form];
   return [summary, form, h('h3', { text: 'History' }),
     rows.length ? table(['when', 'who', 'action', 'reason', 'old → new', 'via'], rows, { class: 'grid', id: 'policy-history' })
       : h('p', { class: 'muted', id: 'policy-history', text: 'No change yet: the template follows the defaults.' })];

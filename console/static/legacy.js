@@ -2,9 +2,13 @@
 // couponlink never writes the shop's tables, so these pages have no write
 // control. Live (polled), with the shop's own remaining column beside
 // budget − taken, the channels by their labels, and with several sources
-// the sources each sum holds and a banner for a source that is down.
-import { get } from './api.js';
+// the sources each sum holds and a banner for a source that is down. A
+// campaign's page has its quota policy, couponlink's own, in signal mode
+// only (the form and preview of the own templates' page, channels.js):
+// the cdc sends each recommendation as an event, for the shop to apply.
+import { api, get } from './api.js';
 import { h, bar, legend, num, pct, when, page, table, errorBox } from './ui.js';
+import { policySection, previewView } from './channels.js';
 
 const POLL_MS = 1000;
 
@@ -15,7 +19,8 @@ const rate = (c) => {
 };
 const states = (t) => ({ claimable: t.claimable ?? 0, held: t.held, used: t.used, frozen: frozen(t) });
 const readOnly = () => h('p', { class: 'readonly', id: 'read-only' },
-  'Read-only: a legacy shop attached through a mapping. couponlink reads its tables and never writes them; changes are made in the shop.');
+  'Read-only: a legacy shop attached through a mapping. couponlink reads its tables and never writes them; changes are made in the shop.' +
+  ' (A campaign\'s quota policy is couponlink\'s own: it only recommends.)');
 
 // banner names the sources the sums leave out, and why.
 function banner(res) {
@@ -74,11 +79,44 @@ export async function legacyCampaigns(signal) {
   });
 }
 
+// where a legacy campaign's policy is read, changed and previewed: signal
+// or off (auto would move quota in the shop's tables; the API refuses it)
+const legacyPolicy = (id) => ({ base: `/v1/legacy/templates/${id}`, modes: ['off', 'signal'], reset: false, history: false });
+const RULE_EVERY = 5; // the rule's recommendation is read every 5th poll
+
 export async function legacyCampaign(id, signal) {
   const box = h('div', { id: 'legacy-campaign' });
-  page(`Legacy template ${id}`, readOnly(), legend(), box);
+  const ruleBox = h('section', { id: 'rule-now' });
+  const policyBox = h('section', { id: 'policy' });
+  page(`Legacy template ${id}`, readOnly(), legend(), box,
+    h('h2', { text: 'What the rule recommends now' }), ruleBox,
+    h('h2', { text: 'Rebalancing policy (signal only)' }),
+    h('p', { class: 'muted', id: 'policy-signal-only' }, 'couponlink keeps this policy in its own database and sends each recommendation ' +
+      'as a quota.recommendation event; it never moves quota in the shop\'s tables, so mode auto is not offered.'),
+    policyBox);
+  const loadPolicy = async () => {
+    try {
+      const v = await get(`/v1/legacy/templates/${id}/quota-policy`);
+      if (!signal.aborted) policyBox.replaceChildren(...policySection(legacyPolicy(id), v, [], loadPolicy));
+    } catch (err) {
+      if (!signal.aborted) policyBox.replaceChildren(errorBox(err));
+    }
+  };
+  let polls = 0;
+  let labels = {}; // the channels' names as the mapping labels them
+  const showRule = async () => {
+    try {
+      const pv = await api('POST', `/v1/legacy/templates/${id}/quota-policy/preview`, {});
+      if (!signal.aborted) ruleBox.replaceChildren(...previewView(pv, 'rule-now-result', (ch) => labels[ch] || ch));
+    } catch (err) {
+      if (!signal.aborted) ruleBox.replaceChildren(errorBox(err));
+    }
+  };
+  await loadPolicy();
   await live(`/v1/legacy/templates/${id}`, signal, box, (res) => {
     const t = res.templates[0];
+    labels = Object.fromEntries(t.channels.map((c) => [c.channel, c.label ? `${c.label} (${c.channel})` : c.channel]));
+    if (polls++ % RULE_EVERY === 0) showRule();
     document.querySelector('#main h1').textContent = `${t.name || '(no row)'} (legacy template ${t.template})`;
     const rows = t.channels.map((c) => h('tr', { 'data-channel': c.channel },
       h('th', { scope: 'row', text: c.label ? `${c.label} (${c.channel})` : c.channel }),

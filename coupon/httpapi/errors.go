@@ -44,6 +44,14 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) error {
 	if err != nil {
 		return jsonError(err)
 	}
+	if decodeFlat(body, dst) { // the usual claim or redemption, in one pass (decodeflat.go)
+		return nil
+	}
+	return decodeBody(body, dst)
+}
+
+// decodeBody is decode's two-pass read of a body read whole.
+func decodeBody(body []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {

@@ -1,6 +1,9 @@
 package httpapi
 
 import (
+	"strconv"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
@@ -42,4 +45,22 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Buckets: groupBuckets,
 		}),
 	}
+}
+
+// route is a route's request counter by status code and its latency
+// histogram, looked up once per route and status instead of by label
+// values on every request (each series still appears with its first
+// request).
+func (m *metrics) route(pattern string) (count func(status int) prometheus.Counter, took func() prometheus.Observer) {
+	var byStatus sync.Map // int -> prometheus.Counter
+	count = func(status int) prometheus.Counter {
+		if c, ok := byStatus.Load(status); ok {
+			return c.(prometheus.Counter)
+		}
+		c := m.requests.WithLabelValues(pattern, strconv.Itoa(status))
+		byStatus.Store(status, c)
+		return c
+	}
+	took = sync.OnceValue(func() prometheus.Observer { return m.duration.WithLabelValues(pattern) })
+	return count, took
 }

@@ -123,7 +123,7 @@ func (s *Server) previewQuotaPolicy(w http.ResponseWriter, r *http.Request) (int
 // previewOf is a decision as the preview route answers it.
 func previewOf(in quota.Input, d quota.Decision) api.PolicyPreview {
 	v := api.PolicyPreview{Template: in.Template, Policy: in.Policy, AgeSeconds: in.Age.Seconds(), At: in.Now, Stop: d.Skip, Rule: d.Rule,
-		Moves: make([]api.PreviewMove, len(d.Moves)), Total: d.Total(), Channels: make([]api.PreviewChannel, len(d.Seen))}
+		Moves: make([]api.PreviewMove, len(d.Moves)), Total: d.Total(), Channels: make([]api.PreviewChannel, len(d.Seen)), Unknown: d.Unknown}
 	if !in.LastMove.IsZero() {
 		v.LastDecision = &in.LastMove
 	}
@@ -132,7 +132,8 @@ func previewOf(in quota.Input, d quota.Decision) api.PolicyPreview {
 	}
 	for i, c := range d.Seen {
 		v.Channels[i] = api.PreviewChannel{Channel: c.Name, Quota: c.Quota, Claimed: c.Claimed, Claimable: c.Claimable, Claims: c.Claims(),
-			Released: c.Released, RedemptionRate: c.Rate, SoldOut: c.Claimable == 0, Role: c.Role, Why: c.Why}
+			Released: c.Released, RedemptionRate: c.Rate, SoldOut: !in.QuotaUnknown && c.Claimable == 0, QuotaUnknown: in.QuotaUnknown,
+			Role: c.Role, Why: c.Why}
 	}
 	return v
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/couponlink/couponlink/api"
@@ -81,6 +82,10 @@ func New(cfg Config) *Server {
 		allowed: map[string][]string{}, isRoute: map[string]bool{}, tokens: cfg.Tokens}
 	cfg.Store.ObserveClaimGroups(func(n int) { s.metrics.claimGroups.Observe(float64(n)) })
 	cfg.Store.ObserveRedemptionGroups(func(n int) { s.metrics.redeemGroups.Observe(float64(n)) })
+	promauto.With(cfg.Registerer).NewCounterFunc(prometheus.CounterOpts{
+		Name: "couponlink_api_claims_refused_from_memory_total",
+		Help: "Claims of a bucket known sold out refused sold_out after one read, without a write transaction (only when -sold-out-memory is on).",
+	}, func() float64 { return float64(cfg.Store.ClaimsRefusedFromMemory()) })
 	if s.tokens == nil && cfg.Token != "" {
 		s.tokens = auth.Static(map[string]auth.Identity{cfg.Token: {Name: auth.EnvTokenName, Role: auth.Admin}})
 	}
@@ -118,6 +123,9 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/cdc/status", s.cdcStatus)
 	s.route("GET /v1/legacy", s.legacyStatus)
 	s.route("GET /v1/legacy/templates/{id}", s.legacyTemplate)
+	s.route("GET /v1/legacy/templates/{id}/quota-policy", s.getLegacyPolicy)
+	s.route("PUT /v1/legacy/templates/{id}/quota-policy", s.setLegacyPolicy)
+	s.route("POST /v1/legacy/templates/{id}/quota-policy/preview", s.previewLegacyPolicy)
 	s.route("GET /healthz", s.healthz)
 	s.route("GET /openapi.json", s.openAPI)
 	if cfg.Gatherer != nil {
@@ -173,12 +181,13 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) (status int, body 
 // Allow header lists the methods that it has.
 func (s *Server) route(pattern string, h handlerFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
+	count, took := s.metrics.route(pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
-			s.metrics.requests.WithLabelValues(pattern, strconv.Itoa(rec.status)).Inc()
-			s.metrics.duration.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
+			count(rec.status).Inc()
+			took().Observe(time.Since(start).Seconds())
 		}()
 		if err := s.checkWrite(r); err != nil {
 			s.fail(rec, r, err)

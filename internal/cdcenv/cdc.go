@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/sink"
 )
@@ -28,7 +29,12 @@ type CDC struct {
 func (e *Env) StartCDC(mapping *canal.Mapping, mut ...func(*sink.Config, *sink.Daemon)) *CDC {
 	e.T.Helper()
 	reg := prometheus.NewRegistry()
-	cfg := sink.Config{DB: e.DB, Mapping: mapping, Redis: e.RDB, Keys: e.Keys, Logger: testenv.QuietLogger(), Registerer: reg,
+	// its own pool, as `couponlink cdc` opens it (several statements in
+	// one query: a batch's tail in one round trip)
+	db, err := mysqlconn.OpenCDC(e.DSN, 8, time.Minute)
+	require.NoError(e.T, err)
+	e.T.Cleanup(func() { _ = db.Close() })
+	cfg := sink.Config{DB: db, Mapping: mapping, Redis: e.RDB, Keys: e.Keys, Logger: testenv.QuietLogger(), Registerer: reg,
 		RedemptionGrace: 2 * time.Second}
 	tc, err := canal.ConfigFromDSN(e.DSN)
 	require.NoError(e.T, err)

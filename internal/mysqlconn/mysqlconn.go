@@ -155,6 +155,24 @@ func OpenIdleBounded(dsn string, maxConns int, idle time.Duration) (*sql.DB, err
 	if err != nil {
 		return nil, err
 	}
+	return openIdleBounded(cfg, dsn, maxConns, idle)
+}
+
+// OpenCDC is OpenIdleBounded whose sessions also take several statements
+// in one query (multiStatements): a cdc batch sends its counters, template
+// counts and checkpoint in one round trip (package sink). Every statement
+// couponlink sends passes its values as arguments, which the driver
+// escapes; none is built from input text.
+func OpenCDC(dsn string, maxConns int, idle time.Duration) (*sql.DB, error) {
+	cfg, err := Config(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MultiStatements = true
+	return openIdleBounded(cfg, dsn, maxConns, idle)
+}
+
+func openIdleBounded(cfg *mysql.Config, dsn string, maxConns int, idle time.Duration) (*sql.DB, error) {
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}

@@ -1,0 +1,207 @@
+package httpapi
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/couponlink/couponlink/api"
+	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory"
+	"github.com/couponlink/couponlink/quota"
+)
+
+// The quota policy of a legacy campaign (quota/legacy.go): GET and PUT
+// /v1/legacy/templates/{id}/quota-policy and POST .../preview, beside the
+// legacy template's read route, in signal mode only (auto is 409
+// legacy_policy_refused). The policy lives in couponlink's own database:
+// the API's on one server, the judge source's with several (whose cdc
+// decides). The preview reads the rule's inputs as that cdc does: each
+// channel's counts (the cdc's counters, summed over the sources) and the
+// shop's per-channel budget (the mapping's channel_quota, on the judge's
+// server with sources).
+
+// legacyPolicyDB is the database of a legacy shop's policies, and the
+// mapping of its server, after checking that the shop has the template;
+// done closes what it opened.
+func (s *Server) legacyPolicyDB(r *http.Request) (id int64, l *Legacy, db *sql.DB, m *canal.Mapping, done func(), err error) {
+	if id, err = pathID(r); err != nil {
+		return 0, nil, nil, nil, nil, err
+	}
+	if l, err = s.legacy(r); err != nil {
+		return 0, nil, nil, nil, nil, err
+	}
+	if !l.Mapping.HasSources() {
+		if _, err := inventory.NewQueries(l.Mapping).ReadTemplate(r.Context(), s.store.DB(), id); err != nil {
+			return 0, nil, nil, nil, nil, err
+		}
+		return id, l, s.store.DB(), l.Mapping, func() {}, nil
+	}
+	if err := acrossFound(inventory.ReadSourcesTemplate(r.Context(), l.Mapping, l.Open, l.timeout(), id)); err != nil {
+		return 0, nil, nil, nil, nil, err
+	}
+	judge, dsn, err := judgeOf(l.Mapping)
+	if err != nil {
+		return 0, nil, nil, nil, nil, err
+	}
+	if db, err = l.Open(dsn); err != nil {
+		return 0, nil, nil, nil, nil, err
+	}
+	return id, l, db, judge, func() { _ = db.Close() }, nil
+}
+
+// acrossFound is the error of a read of one template over the sources.
+func acrossFound(_ inventory.Across, err error) error { return err }
+
+// judgeOf is the mapping and DSN of the source whose cdc decides what
+// only the sum shows (canal.Mapping.Judge).
+func judgeOf(m *canal.Mapping) (*canal.Mapping, string, error) {
+	first, _, err := m.OneSource(m.Sources[0].Name)
+	if err != nil {
+		return nil, "", err
+	}
+	return m.OneSource(first.Judge())
+}
+
+// getLegacyPolicy is GET /v1/legacy/templates/{id}/quota-policy.
+func (s *Server) getLegacyPolicy(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, _, db, _, done, err := s.legacyPolicyDB(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer done()
+	v, err := quota.GetLegacyPolicy(r.Context(), db, id)
+	return http.StatusOK, v, err
+}
+
+// setLegacyPolicy is PUT /v1/legacy/templates/{id}/quota-policy: as the
+// own templates' route, mode auto refused.
+func (s *Server) setLegacyPolicy(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var b quotaPolicyBody
+	if err := decode(w, r, &b); err != nil {
+		return 0, nil, err
+	}
+	id, _, db, _, done, err := s.legacyPolicyDB(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer done()
+	who, note := actor(r, b.ChangedBy)
+	v, err := quota.SetLegacyPolicy(r.Context(), db, id, b.change(), who, withNote(b.Reason, note), via(r))
+	return http.StatusOK, v, err
+}
+
+// previewLegacyPolicy is POST /v1/legacy/templates/{id}/quota-policy/preview:
+// what the cdc's legacy pass would recommend now (quota.PreviewLegacy).
+func (s *Server) previewLegacyPolicy(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var b quotaPolicyBody
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &b); err != nil {
+			return 0, nil, err
+		}
+	}
+	id, l, db, m, done, err := s.legacyPolicyDB(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer done()
+	chans, err := legacyChannels(r.Context(), l, db, m, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	in, d, err := quota.PreviewLegacy(r.Context(), db, id, b.change(), chans, time.Now().UTC())
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, previewOf(in, d), nil
+}
+
+// legacyChannels are a legacy template's channels as the cdc's rule sees
+// them: the shop's per-channel budgets (on db, read with m) and the cdc's
+// counts, summed over the sources; without budgets, the counted channels
+// with their quotas unknown.
+func legacyChannels(ctx context.Context, l *Legacy, db *sql.DB, m *canal.Mapping, id int64) (quota.LegacyChannels, error) {
+	var counts map[inventory.Pair]*inventory.Counts
+	var err error
+	if l.Mapping.HasSources() {
+		counts, err = sumCounters(ctx, l, id)
+	} else {
+		counts, err = inventory.LoadCounters(ctx, db, id)
+	}
+	if err != nil {
+		return quota.LegacyChannels{}, err
+	}
+	quotas, err := inventory.NewQueries(m).Quotas(ctx, db, id)
+	if err != nil {
+		return quota.LegacyChannels{}, err
+	}
+	out := quota.LegacyChannels{QuotaUnknown: m.ChannelQuota == nil}
+	add := func(p inventory.Pair, q inventory.Quota) {
+		c := quota.Channel{Name: p.Channel, Quota: q.Quota, Claimed: q.Claimed}
+		if n := counts[p]; n != nil {
+			c.Held, c.Used, c.Expired, c.Returned, c.Released = n.Held, n.Used, n.Expired, n.Returned, n.Released
+		}
+		out.Channels = append(out.Channels, c)
+	}
+	if out.QuotaUnknown {
+		for p := range counts {
+			add(p, inventory.Quota{})
+		}
+	} else {
+		for p, q := range quotas {
+			add(p, q)
+		}
+	}
+	sort.Slice(out.Channels, func(i, j int) bool { return out.Channels[i].Name < out.Channels[j].Name })
+	return out, nil
+}
+
+// sumCounters is the template's counters summed over every source, each
+// at its cdc's checkpoint; a source that cannot be asked, or has no
+// checkpoint yet, is unavailable: the cdc does not decide on a partial
+// sum either.
+func sumCounters(ctx context.Context, l *Legacy, id int64) (map[inventory.Pair]*inventory.Counts, error) {
+	out := map[inventory.Pair]*inventory.Counts{}
+	for _, spec := range l.Mapping.Sources {
+		if err := addSource(ctx, l, spec.Name, id, out); err != nil {
+			return nil, &coupon.Error{Code: api.CodeUnavailable, Message: fmt.Sprintf(
+				"source %s cannot be asked (%v): the rule needs every source's counts, and the cdc waits for it too", spec.Name, err)}
+		}
+	}
+	return out, nil
+}
+
+// addSource adds one source's counters of the template to out.
+func addSource(ctx context.Context, l *Legacy, name string, id int64, out map[inventory.Pair]*inventory.Counts) error {
+	_, dsn, err := l.Mapping.OneSource(name)
+	if err != nil {
+		return err
+	}
+	db, err := l.Open(dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, l.timeout())
+	defer cancel()
+	if _, found, err := inventory.LoadCheckpoint(ctx, db, name); err != nil || !found {
+		if err == nil {
+			err = errors.New("no checkpoint yet: its cdc has not counted its coupons")
+		}
+		return err
+	}
+	counts, err := inventory.LoadCounters(ctx, db, id)
+	for p, n := range counts {
+		if out[p] == nil {
+			out[p] = &inventory.Counts{}
+		}
+		o := out[p]
+		o.Held, o.Used, o.Expired, o.Returned, o.Released = o.Held+n.Held, o.Used+n.Used, o.Expired+n.Expired, o.Returned+n.Returned, o.Released+n.Released
+	}
+	return err
+}
