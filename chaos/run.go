@@ -69,6 +69,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := w.createTemplates(ctx); err != nil {
 		return Result{}, err
 	}
+	// The legacy writer starts once the legacy cdc has bootstrapped: a
+	// bootstrap reads a snapshot, which shows no transition made before it
+	// (a coupon made USED -> EXPIRED before the snapshot is only EXPIRED
+	// there), so the writer's anomalies must all come after it.
+	if err := cl.legacyCaughtUp(ctx); err != nil {
+		return Result{}, fmt.Errorf("the legacy cdc before the legacy writer: %w", err)
+	}
 	start := time.Now()
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
