@@ -293,17 +293,24 @@ func (d *Dispatcher) send(ctx context.Context, r outboxRow) error {
 	return err
 }
 
+// rowArgs are a statement's arguments: first, then the lease's held
+// tokens, then its epoch.
+func rowArgs(held []any, epoch int64, first ...any) []any {
+	return append(append(first, held...), epoch)
+}
+
 // record writes a failed send on its row and counts it. A row no longer
 // pending (dropped by overflow meanwhile) is left alone and not counted;
 // so is a row whose lease (token) another dispatcher holds now, or that a
 // leader of a higher epoch took over (epoch.go).
 func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, l *lease) error {
-	now, token := d.now(), l.current()
+	now := d.now()
+	cond, held := l.held()
 	attempts := r.attempts + 1
 	lastErr := truncate(sendErr.Error(), maxLastError)
 	if attempts >= d.cfg.MaxAttempts {
 		n, err := d.update(ctx, `UPDATE webhook_outbox SET status = ?, attempts = ?, last_error = ?, finished_at = ?, lease_epoch = 0
-			WHERE id = ? AND status = ? AND next_attempt_at = ? AND lease_epoch = ?`, statusDropped, attempts, lastErr, now, r.id, statusPending, token, l.epoch)
+			WHERE id = ? AND status = ? AND `+cond+` AND lease_epoch = ?`, rowArgs(held, l.epoch, statusDropped, attempts, lastErr, now, r.id, statusPending)...)
 		if err != nil || n == 0 {
 			return err
 		}
@@ -315,7 +322,7 @@ func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, l *
 	}
 	next := now.Add(d.backoff(attempts))
 	n, err := d.update(ctx, `UPDATE webhook_outbox SET attempts = ?, next_attempt_at = ?, last_error = ?, lease_epoch = 0
-		WHERE id = ? AND status = ? AND next_attempt_at = ? AND lease_epoch = ?`, attempts, next, lastErr, r.id, statusPending, token, l.epoch)
+		WHERE id = ? AND status = ? AND `+cond+` AND lease_epoch = ?`, rowArgs(held, l.epoch, attempts, next, lastErr, r.id, statusPending)...)
 	if err != nil || n == 0 {
 		return err
 	}

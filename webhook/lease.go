@@ -35,6 +35,10 @@ type lease struct {
 
 	mu    sync.Mutex
 	token time.Time // the rows' next_attempt_at while this round holds them
+	// unsure are the tokens of renewals whose outcome is unknown (the
+	// UPDATE may have been applied and its answer lost): a held row may
+	// carry any of them until a renewal is answered
+	unsure []time.Time
 }
 
 // claim takes up to BatchSize due rows for this dispatcher: it locks them
@@ -87,33 +91,56 @@ func (d *Dispatcher) leaseEnd(now, prev time.Time) time.Time {
 	return end
 }
 
-func (l *lease) current() time.Time {
+// held is the condition on next_attempt_at of a row this round holds, and
+// its arguments: the token, or one a renewal of unknown outcome wrote.
+func (l *lease) held() (string, []any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if len(l.unsure) == 0 {
+		return "next_attempt_at = ?", []any{l.token}
+	}
+	args := []any{l.token}
+	for _, t := range l.unsure {
+		args = append(args, t)
+	}
+	return "next_attempt_at IN (" + placeholders(len(args)) + ")", args
+}
+
+// latest is the newest token a held row may carry.
+func (l *lease) latest() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.unsure); n > 0 {
+		return l.unsure[n-1]
+	}
 	return l.token
 }
 
 // renew pushes the lease Lease ahead. It fails with errLeaseLost when a row
-// is no longer this round's.
+// is no longer this round's. When it fails otherwise, the UPDATE may have
+// been applied all the same (its answer lost): its token stays one the
+// rows may carry, until a renewal is answered.
 func (l *lease) renew(ctx context.Context) error {
-	old := l.current()
-	next := l.d.leaseEnd(l.d.now(), old)
-	res, err := l.d.db.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ? WHERE next_attempt_at = ? AND lease_epoch = ? AND id IN (`+
-		placeholders(len(l.ids))+`)`, append([]any{next, old, l.epoch}, l.ids...)...)
-	if err != nil {
-		return fmt.Errorf("renew the lease of %d webhook events: %w", len(l.ids), err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("renew the lease of %d webhook events: %w", len(l.ids), err)
+	next := l.d.leaseEnd(l.d.now(), l.latest())
+	cond, args := l.held()
+	res, err := l.d.db.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ? WHERE `+cond+` AND lease_epoch = ? AND id IN (`+
+		placeholders(len(l.ids))+`)`, append(rowArgs(args, l.epoch, next), l.ids...)...)
+	if err == nil {
+		var n int64
+		if n, err = res.RowsAffected(); err == nil {
+			l.mu.Lock()
+			l.token, l.unsure = next, nil // the rows still held carry it now
+			l.mu.Unlock()
+			if n < int64(len(l.ids)) {
+				return errLeaseLost
+			}
+			return nil
+		}
 	}
 	l.mu.Lock()
-	l.token = next // the rows still held carry it now
+	l.unsure = append(l.unsure, next)
 	l.mu.Unlock()
-	if n < int64(len(l.ids)) {
-		return errLeaseLost
-	}
-	return nil
+	return fmt.Errorf("renew the lease of %d webhook events: %w", len(l.ids), err)
 }
 
 // keep renews the lease every Lease/3 until the returned stop is called.
@@ -163,9 +190,10 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelFunc) (stop func(
 // release makes the given rows of this round due now, for a dispatcher
 // that stops before sending them (ctx ended).
 func (l *lease) release(ctx context.Context, ids []any) error {
+	cond, args := l.held()
 	_, err := l.d.db.ExecContext(ctx, `UPDATE webhook_outbox SET next_attempt_at = ?, lease_epoch = 0
-		WHERE status = ? AND next_attempt_at = ? AND lease_epoch = ? AND id IN (`+
-		placeholders(len(ids))+`)`, append([]any{l.d.now(), statusPending, l.current(), l.epoch}, ids...)...)
+		WHERE status = ? AND `+cond+` AND lease_epoch = ? AND id IN (`+
+		placeholders(len(ids))+`)`, append(rowArgs(args, l.epoch, l.d.now(), statusPending), ids...)...)
 	if err != nil {
 		return fmt.Errorf("release the lease of %d unsent webhook events: %w", len(ids), err)
 	}

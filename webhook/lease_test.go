@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -203,4 +204,46 @@ func TestStoppedDispatcherReleasesItsRound(t *testing.T) {
 	assert.Equal(t, 4, n, "the stopped dispatcher's events were not released")
 	assert.Equal(t, map[string]int{statusDelivered: 4}, statusCounts(t, db))
 	assert.Equal(t, 0.0, deliveriesAll(a, resultFailed), "a stopped round is not the receiver's failure")
+}
+
+// A renewal whose UPDATE the server applies after the round stopped
+// waiting for its answer (here: it waits on a row lock the test holds past
+// the renewal's deadline) leaves the rows carrying a token the round did
+// not hear back: the next renewal and the failed send's record still find
+// them, so the round keeps its rows instead of losing its lease to itself.
+func TestRenewalWhoseAnswerIsLost(t *testing.T) {
+	db := openDB(t)
+	ctx := context.Background()
+	enqueueCommitted(t, db, someEvents(3)...)
+	d := newTestDispatcher(t, db, "http://127.0.0.1:1", newFakeClock(), nil)
+	rows, l, err := d.claim(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, rows, 3)
+	claimed := l.latest()
+
+	blocker, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer blocker.Rollback()
+	var id int64
+	require.NoError(t, blocker.QueryRow(`SELECT id FROM webhook_outbox WHERE id = ? FOR UPDATE`, rows[0].id).Scan(&id))
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = l.renew(short)
+	cancel()
+	require.Error(t, err, "the renewal waits on the lock past its deadline")
+	require.NotErrorIs(t, err, errLeaseLost)
+	require.NoError(t, blocker.Commit()) // the waiting UPDATE is applied now, unanswered
+	require.Eventually(t, func() bool {
+		var n int
+		err := db.QueryRow(`SELECT COUNT(*) FROM webhook_outbox WHERE next_attempt_at > ?`, claimed).Scan(&n)
+		return err == nil && n == 3
+	}, 10*time.Second, 10*time.Millisecond, "the lost renewal was not applied")
+
+	require.NoError(t, l.renew(ctx), "the round still holds its rows")
+	var held int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM webhook_outbox WHERE next_attempt_at = ?`, l.latest()).Scan(&held))
+	assert.Equal(t, 3, held)
+	require.NoError(t, d.record(ctx, rows[1], errors.New("receiver answered 500"), l))
+	var attempts int
+	require.NoError(t, db.QueryRow(`SELECT attempts FROM webhook_outbox WHERE id = ?`, rows[1].id).Scan(&attempts))
+	assert.Equal(t, 1, attempts, "the failed send is recorded on its row")
 }
