@@ -232,6 +232,12 @@ func TestEveryRouteHasACall(t *testing.T) {
 			}
 			return nil
 		},
+		"GET /v1/legacy/templates/{id}/quota-policy/history": func() error {
+			if _, err := c.LegacyQuotaPolicyHistory(ctx, 1, 0); !client.IsCode(err, client.CodeNotFound) {
+				return &client.Error{Message: fmt.Sprintf("want not_found without a mapping, got %v", err)}
+			}
+			return nil
+		},
 		"GET /healthz":      func() error { _, err := c.Health(ctx); return err },
 		"GET /openapi.json": func() error { _, err := c.OpenAPI(ctx); return err },
 		"GET /metrics":      func() error { _, err := c.Metrics(ctx); return err },

@@ -195,6 +195,15 @@ func (c *Client) PreviewLegacyQuotaPolicy(ctx context.Context, templateID int64,
 	return out, err
 }
 
+// LegacyQuotaPolicyHistory is GET
+// /v1/legacy/templates/{id}/quota-policy/history: a legacy campaign's
+// policy changes, newest first, at most limit (0: the API's default, 20).
+func (c *Client) LegacyQuotaPolicyHistory(ctx context.Context, templateID int64, limit int) (PolicyHistory, error) {
+	var out PolicyHistory
+	err := c.call(ctx, http.MethodGet, withQuery(legacyPolicyPath(templateID)+"/history", limitQuery(limit)), nil, &out, true)
+	return out, err
+}
+
 func legacyPolicyPath(templateID int64) string {
 	return fmt.Sprintf("/v1/legacy/templates/%d/quota-policy", templateID)
 }

@@ -15,15 +15,20 @@ type AuditEntry = api.PolicyChangeEntry
 // Audit is the template's policy changes, newest first, at most limit
 // (20 when limit <= 0, at most 1000). Template 0 is the defaults' history.
 func Audit(ctx context.Context, db *sql.DB, template int64, limit int) ([]AuditEntry, error) {
-	if limit <= 0 {
-		limit = 20
-	}
-	limit = min(limit, 1000)
 	if template != DefaultsTemplate {
 		if err := checkTemplate(ctx, db, template); err != nil {
 			return nil, err
 		}
 	}
+	return readAudit(ctx, db, template, limit)
+}
+
+// readAudit reads the changes of template's policy row, whoever has it.
+func readAudit(ctx context.Context, db *sql.DB, template int64, limit int) ([]AuditEntry, error) {
+	if limit <= 0 {
+		limit = 20
+	}
+	limit = min(limit, 1000)
 	rows, err := db.QueryContext(ctx, `SELECT id, template_id, version, action, before_json, after_json, changed_by,
 		reason, source, created_at FROM quota_policy_audit WHERE template_id = ? ORDER BY id DESC LIMIT ?`, template, limit)
 	if err != nil {

@@ -85,6 +85,15 @@ func GetLegacyPolicy(ctx context.Context, db *sql.DB, template int64) (PolicyVie
 	return legacyView(view(ctx, db, template, false))
 }
 
+// LegacyAudit is Audit for a legacy template (the caller checked that the
+// shop has it).
+func LegacyAudit(ctx context.Context, db *sql.DB, template int64, limit int) ([]AuditEntry, error) {
+	if err := notOwn(ctx, db, template); err != nil {
+		return nil, err
+	}
+	return readAudit(ctx, db, template, limit)
+}
+
 // SetLegacyPolicy is SetPolicy for a legacy template (the caller checked
 // that the shop has it): mode auto is refused (api.CodeLegacyPolicyRefused).
 func SetLegacyPolicy(ctx context.Context, db *sql.DB, template int64, change Override, by, reason, source string) (PolicyView, error) {

@@ -174,6 +174,18 @@ func TestLegacyQuotaPolicySignal(t *testing.T) {
 	code, v := sendJSON(t, http.MethodPut, tpl+"/quota-policy", signal)
 	require.Equal(t, http.StatusOK, code, v)
 	assert.Equal(t, "signal", v["effective"].(map[string]any)["mode"])
+	code, hist := sendJSON(t, http.MethodGet, tpl+"/quota-policy/history?limit=5", nil)
+	require.Equal(t, http.StatusOK, code, hist)
+	entries := hist["entries"].([]any)
+	require.Len(t, entries, 1, "the refused auto left no entry")
+	e := entries[0].(map[string]any)
+	assert.Equal(t, []any{"ops-1", "TICKET-45", "api"}, []any{e["changed_by"], e["reason"], e["source"]})
+	assert.Equal(t, "signal", e["after"].(map[string]any)["mode"])
+	for q, field := range map[string]string{"limit=0": "limit", "since=1": "since"} {
+		code, bad := sendJSON(t, http.MethodGet, tpl+"/quota-policy/history?"+q, nil)
+		assert.Equal(t, http.StatusBadRequest, code, bad)
+		assert.Equal(t, field, bad["error"].(map[string]any)["field"], bad)
+	}
 	var sent []map[string]any
 	cdctest.WaitFor(t, 30*time.Second, "the cdc sends the recommendation", func() bool {
 		sent = hooks.of("quota.recommendation")
@@ -298,6 +310,10 @@ func TestLegacyQuotaPolicyOverTwoSources(t *testing.T) {
 	var policies int64
 	require.NoError(t, s.west.db.QueryRow(`SELECT COUNT(*) FROM couponlink.quota_policy WHERE template_id = 1`).Scan(&policies))
 	assert.EqualValues(t, 0, policies, "the policy is kept on the judge's server")
+	code, hist := sendJSON(t, http.MethodGet, tpl+"/quota-policy/history", nil)
+	require.Equal(t, http.StatusOK, code, hist)
+	require.Len(t, hist["entries"], 1, "read from the judge's server")
+	assert.Equal(t, "TICKET-46", hist["entries"].([]any)[0].(map[string]any)["reason"])
 
 	s.west.maria.Stop(syscall.SIGKILL)
 	code, v = sendJSON(t, http.MethodPost, tpl+"/quota-policy/preview", map[string]any{})

@@ -84,6 +84,7 @@ try {
   await page.screenshot({ path: path.join(out, 'legacy-campaign.png'), fullPage: true });
 
   step("a template's quota policy, couponlink's own: modes off and signal only, its preview says what the mapping does not give");
+  await page.locator('#policy-form select[name=mode]').waitFor();
   assert.deepEqual(await page.locator('#policy-form select[name=mode] option').allInnerTexts(), ['off', 'signal']);
   assert.equal(await page.locator('#policy-reset').count(), 0, 'no reset: a legacy policy is changed, not dropped');
   await page.locator('#rule-now [data-k=stop]', { hasText: "the channels' quotas are unknown" }).waitFor();
@@ -97,6 +98,9 @@ try {
   await page.click('#policy-form button[type=submit]');
   await page.locator('#policy-result', { hasText: 'Policy changed.' }).waitFor();
   assert.equal(await page.locator('#policy-view tr >> nth=1 >> td >> nth=0').innerText(), 'off', 'in force: off');
+  await page.locator('#policy-history tr', { hasText: 'the legacy policy form' }).waitFor();
+  assert.match(await page.locator('#policy-history tr', { hasText: 'the legacy policy form' }).locator('td').last().innerText(), /^console$/,
+    "the history names who changed the legacy policy, why, and that it came through the console");
   await page.screenshot({ path: path.join(out, 'legacy-policy.png'), fullPage: true });
 
   step('a source killed: a banner names it and every sum says it leaves it out');

@@ -121,10 +121,10 @@ function channelTable(chs, policy, trends) {
 
 // ownPolicy is where an own template's policy is read, changed and
 // previewed, and what its form offers.
-const ownPolicy = (id) => ({ base: `/v1/templates/${id}`, modes: ['off', 'signal', 'auto'], reset: true, history: true });
+const ownPolicy = (id) => ({ base: `/v1/templates/${id}`, modes: ['off', 'signal', 'auto'], reset: true });
 
-// policySection is a policy's view, form (modes at.modes; reset and history
-// when at says so) and history, on the routes under at.base: an own
+// policySection is a policy's view, form (modes at.modes; reset when at
+// says so) and history, on the routes under at.base: an own
 // template's (ownPolicy) or a legacy campaign's (legacy.js).
 export function policySection(at, v, entries, reload) {
   const eff = v.effective;
@@ -207,7 +207,6 @@ export function policySection(at, v, entries, reload) {
   const rows = entries.map((e) => h('tr', { 'data-audit': e.id },
     h('td', { text: when(e.at) }), h('td', { text: e.changed_by }), h('td', { text: e.action }), h('td', { text: e.reason }),
     h('td', { class: 'change', text: diff(e.before, e.after) }), h('td', { text: e.source })));
-  if (!at.history) return [summary, form];
   return [summary, form, h('h3', { text: 'History' }),
     rows.length ? table(['when', 'who', 'action', 'reason', 'old → new', 'via'], rows, { class: 'grid', id: 'policy-history' })
       : h('p', { class: 'muted', id: 'policy-history', text: 'No change yet: the template follows the defaults.' })];

@@ -81,7 +81,7 @@ export async function legacyCampaigns(signal) {
 
 // where a legacy campaign's policy is read, changed and previewed: signal
 // or off (auto would move quota in the shop's tables; the API refuses it)
-const legacyPolicy = (id) => ({ base: `/v1/legacy/templates/${id}`, modes: ['off', 'signal'], reset: false, history: false });
+const legacyPolicy = (id) => ({ base: `/v1/legacy/templates/${id}`, modes: ['off', 'signal'], reset: false });
 const RULE_EVERY = 5; // the rule's recommendation is read every 5th poll
 
 export async function legacyCampaign(id, signal) {
@@ -97,7 +97,8 @@ export async function legacyCampaign(id, signal) {
   const loadPolicy = async () => {
     try {
       const v = await get(`/v1/legacy/templates/${id}/quota-policy`);
-      if (!signal.aborted) policyBox.replaceChildren(...policySection(legacyPolicy(id), v, [], loadPolicy));
+      const hist = await get(`/v1/legacy/templates/${id}/quota-policy/history?limit=50`);
+      if (!signal.aborted) policyBox.replaceChildren(...policySection(legacyPolicy(id), v, hist.entries, loadPolicy));
     } catch (err) {
       if (!signal.aborted) policyBox.replaceChildren(errorBox(err));
     }

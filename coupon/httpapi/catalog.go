@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -29,6 +30,8 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 			known = known || a == k
 		}
 		switch {
+		case !known && len(allowed) == 0:
+			return nil, coupon.Invalid(k, "unknown query parameter %q: this route takes no query parameter", k)
 		case !known:
 			return nil, coupon.Invalid(k, "unknown query parameter %q: this route takes %s", k, strings.Join(allowed, ", "))
 		case len(vs) > 1:
@@ -81,6 +84,14 @@ func (s *Server) policyHistory(w http.ResponseWriter, r *http.Request) (int, any
 	if err != nil {
 		return 0, nil, err
 	}
+	return policyAudit(r, id, func(ctx context.Context, limit int) ([]quota.AuditEntry, error) {
+		return quota.Audit(ctx, s.store.DB(), id, limit)
+	})
+}
+
+// policyAudit answers a template's policy changes read by audit, newest
+// first, at most ?limit= (1 to 1000, default 20).
+func policyAudit(r *http.Request, id int64, audit func(context.Context, int) ([]quota.AuditEntry, error)) (int, any, error) {
 	q, err := query(r, "limit")
 	if err != nil {
 		return 0, nil, err
@@ -89,7 +100,7 @@ func (s *Server) policyHistory(w http.ResponseWriter, r *http.Request) (int, any
 	if err != nil {
 		return 0, nil, err
 	}
-	entries, err := quota.Audit(r.Context(), s.store.DB(), id, int(limit))
+	entries, err := audit(r.Context(), int(limit))
 	return http.StatusOK, api.PolicyHistory{Template: id, Entries: entries}, err
 }
 

@@ -28,8 +28,8 @@ type Legacy struct {
 
 // legacy is the configured legacy shop, or not_found; r may have no
 // query parameter.
-func (s *Server) legacy(r *http.Request) (*Legacy, error) {
-	if _, err := query(r); err != nil {
+func (s *Server) legacy(r *http.Request, params ...string) (*Legacy, error) {
+	if _, err := query(r, params...); err != nil {
 		return nil, err
 	}
 	l := s.cfg.Legacy

@@ -18,7 +18,7 @@ import (
 
 // The quota policy of a legacy campaign (quota/legacy.go): GET and PUT
 // /v1/legacy/templates/{id}/quota-policy and POST .../preview, beside the
-// legacy template's read route, in signal mode only (auto is 409
+// legacy template's read route, and GET .../history, in signal mode only (auto is 409
 // legacy_policy_refused). The policy lives in couponlink's own database:
 // the API's on one server, the judge source's with several (whose cdc
 // decides). The preview reads the rule's inputs as that cdc does: each
@@ -29,11 +29,11 @@ import (
 // legacyPolicyDB is the database of a legacy shop's policies, and the
 // mapping of its server, after checking that the shop has the template;
 // done closes what it opened.
-func (s *Server) legacyPolicyDB(r *http.Request) (id int64, l *Legacy, db *sql.DB, m *canal.Mapping, done func(), err error) {
+func (s *Server) legacyPolicyDB(r *http.Request, params ...string) (id int64, l *Legacy, db *sql.DB, m *canal.Mapping, done func(), err error) {
 	if id, err = pathID(r); err != nil {
 		return 0, nil, nil, nil, nil, err
 	}
-	if l, err = s.legacy(r); err != nil {
+	if l, err = s.legacy(r, params...); err != nil {
 		return 0, nil, nil, nil, nil, err
 	}
 	if !l.Mapping.HasSources() {
@@ -94,6 +94,20 @@ func (s *Server) setLegacyPolicy(w http.ResponseWriter, r *http.Request) (int, a
 	who, note := actor(r, b.ChangedBy)
 	v, err := quota.SetLegacyPolicy(r.Context(), db, id, b.change(), who, withNote(b.Reason, note), via(r))
 	return http.StatusOK, v, err
+}
+
+// legacyPolicyHistory is GET /v1/legacy/templates/{id}/quota-policy/history:
+// the legacy template's policy changes, newest first, as the own
+// templates' route answers them.
+func (s *Server) legacyPolicyHistory(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, _, db, _, done, err := s.legacyPolicyDB(r, "limit")
+	if err != nil {
+		return 0, nil, err
+	}
+	defer done()
+	return policyAudit(r, id, func(ctx context.Context, limit int) ([]quota.AuditEntry, error) {
+		return quota.LegacyAudit(ctx, db, id, limit)
+	})
 }
 
 // previewLegacyPolicy is POST /v1/legacy/templates/{id}/quota-policy/preview:
