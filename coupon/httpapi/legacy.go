@@ -26,8 +26,8 @@ type Legacy struct {
 	Timeout time.Duration
 }
 
-// legacy is the configured legacy shop, or not_found; r may have no
-// query parameter.
+// legacy is the configured legacy shop, or not_found; r may carry no
+// query parameter but params.
 func (s *Server) legacy(r *http.Request, params ...string) (*Legacy, error) {
 	if _, err := query(r, params...); err != nil {
 		return nil, err

@@ -17,9 +17,9 @@ import (
 )
 
 // The quota policy of a legacy campaign (quota/legacy.go): GET and PUT
-// /v1/legacy/templates/{id}/quota-policy and POST .../preview, beside the
-// legacy template's read route, and GET .../history, in signal mode only (auto is 409
-// legacy_policy_refused). The policy lives in couponlink's own database:
+// /v1/legacy/templates/{id}/quota-policy, POST .../preview and GET
+// .../history, beside the legacy template's read route, in signal mode
+// only (auto is 409 legacy_policy_refused). The policy lives in couponlink's own database:
 // the API's on one server, the judge source's with several (whose cdc
 // decides). The preview reads the rule's inputs as that cdc does: each
 // channel's counts (the cdc's counters, summed over the sources) and the
