@@ -232,6 +232,12 @@ func TestEveryRouteHasACall(t *testing.T) {
 			}
 			return nil
 		},
+		"DELETE /v1/legacy/templates/{id}/quota-policy": func() error {
+			if _, err := c.ResetLegacyQuotaPolicy(ctx, 1, "ops", "try"); !client.IsCode(err, client.CodeNotFound) {
+				return &client.Error{Message: fmt.Sprintf("want not_found without a mapping, got %v", err)}
+			}
+			return nil
+		},
 		"GET /v1/legacy/templates/{id}/quota-policy/history": func() error {
 			if _, err := c.LegacyQuotaPolicyHistory(ctx, 1, 0); !client.IsCode(err, client.CodeNotFound) {
 				return &client.Error{Message: fmt.Sprintf("want not_found without a mapping, got %v", err)}

@@ -195,6 +195,15 @@ func (c *Client) PreviewLegacyQuotaPolicy(ctx context.Context, templateID int64,
 	return out, err
 }
 
+// ResetLegacyQuotaPolicy is DELETE /v1/legacy/templates/{id}/quota-policy:
+// the legacy campaign follows the defaults again. Not retried.
+func (c *Client) ResetLegacyQuotaPolicy(ctx context.Context, templateID int64, changedBy, reason string) (PolicyView, error) {
+	var out PolicyView
+	path := withQuery(legacyPolicyPath(templateID), url.Values{"changed_by": {changedBy}, "reason": {reason}})
+	err := c.call(ctx, http.MethodDelete, path, nil, &out, false)
+	return out, err
+}
+
 // LegacyQuotaPolicyHistory is GET
 // /v1/legacy/templates/{id}/quota-policy/history: a legacy campaign's
 // policy changes, newest first, at most limit (0: the API's default, 20).

@@ -103,6 +103,13 @@ func SetLegacyPolicy(ctx context.Context, db *sql.DB, template int64, change Ove
 	return legacyView(setPolicy(ctx, db, template, change, by, reason, source, notOwn))
 }
 
+// ResetLegacyPolicy is ResetPolicy for a legacy template (the caller
+// checked that the shop has it): it follows the defaults again, as they
+// run for a legacy campaign.
+func ResetLegacyPolicy(ctx context.Context, db *sql.DB, template int64, by, reason, source string) (PolicyView, error) {
+	return legacyView(resetPolicy(ctx, db, template, by, reason, source, notOwn))
+}
+
 // LegacyChannels are a legacy template's channels as the rule sees them,
 // read through the mapping by the caller.
 type LegacyChannels struct {

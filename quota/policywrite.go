@@ -173,13 +173,20 @@ func audit(ctx context.Context, tx *sql.Tx, template, version int64, action stri
 // defaults again, with its audit row. A template without an override is
 // left as it is and nothing is written.
 func ResetPolicy(ctx context.Context, db *sql.DB, template int64, by, reason, source string) (PolicyView, error) {
+	return resetPolicy(ctx, db, template, by, reason, source, checkTemplate)
+}
+
+// resetPolicy is ResetPolicy with check saying whether template is one
+// whose policy may be reset.
+func resetPolicy(ctx context.Context, db *sql.DB, template int64, by, reason, source string,
+	check func(context.Context, queryer, int64) error) (PolicyView, error) {
 	by, reason = strings.TrimSpace(by), strings.TrimSpace(reason)
 	if err := checkChange(by, reason); err != nil {
 		return PolicyView{}, err
 	}
 	var out PolicyView
 	err := sqltx.Retry(ctx, db, maxAttempts, raced, func(tx *sql.Tx) error {
-		if err := checkTemplate(ctx, tx, template); err != nil {
+		if err := check(ctx, tx, template); err != nil {
 			return err
 		}
 		row, found, err := readPolicy(ctx, tx, template, true)

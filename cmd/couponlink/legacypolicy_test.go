@@ -213,6 +213,22 @@ func TestLegacyQuotaPolicySignal(t *testing.T) {
 	assert.NotNil(t, again["last_decision"])
 	assert.Equal(t, before, shopSum(), "the shop's tables are never written")
 	assert.Len(t, hooks.of("quota.recommendation"), 1)
+
+	// back to the defaults: who and why are needed, the override goes,
+	// the history says so
+	code, bad := sendJSON(t, http.MethodDelete, tpl+"/quota-policy?reason=TICKET-47", nil)
+	require.Equal(t, http.StatusBadRequest, code, bad)
+	code, reset := sendJSON(t, http.MethodDelete, tpl+"/quota-policy?changed_by=ops-2&reason=TICKET-47", nil)
+	require.Equal(t, http.StatusOK, code, reset)
+	assert.Equal(t, map[string]any{}, reset["override"], reset)
+	assert.Equal(t, 0.0, reset["version"], "no override row")
+	assert.Equal(t, reset["defaults"].(map[string]any)["min_claims"], reset["effective"].(map[string]any)["min_claims"])
+	code, hist = sendJSON(t, http.MethodGet, tpl+"/quota-policy/history", nil)
+	require.Equal(t, http.StatusOK, code, hist)
+	require.Len(t, hist["entries"], 2)
+	newest := hist["entries"].([]any)[0].(map[string]any)
+	assert.Equal(t, []any{"reset", "ops-2", "TICKET-47"}, []any{newest["action"], newest["changed_by"], newest["reason"]})
+	assert.Equal(t, before, shopSum(), "the shop's tables are never written")
 }
 
 // scrape is a /metrics page.

@@ -86,7 +86,6 @@ try {
   step("a template's quota policy, couponlink's own: modes off and signal only, its preview says what the mapping does not give");
   await page.locator('#policy-form select[name=mode]').waitFor();
   assert.deepEqual(await page.locator('#policy-form select[name=mode] option').allInnerTexts(), ['off', 'signal']);
-  assert.equal(await page.locator('#policy-reset').count(), 0, 'no reset: a legacy policy is changed, not dropped');
   await page.locator('#rule-now [data-k=stop]', { hasText: "the channels' quotas are unknown" }).waitFor();
   await page.locator('#rule-now [data-k=unknown]', { hasText: 'no per-channel budget' }).first().waitFor();
   await page.locator('#rule-now tr[data-channel="1"] th', { hasText: 'app (1)' }).waitFor(); // by its label
@@ -101,7 +100,21 @@ try {
   await page.locator('#policy-history tr', { hasText: 'the legacy policy form' }).waitFor();
   assert.match(await page.locator('#policy-history tr', { hasText: 'the legacy policy form' }).locator('td').last().innerText(), /^console$/,
     "the history names who changed the legacy policy, why, and that it came through the console");
+  await page.click('#policy-reset'); // asks first; Cancel leaves the override
+  await page.locator('#reset-confirm', { hasText: 'Drop this template\'s own mode' }).waitFor();
+  await page.locator('#reset-confirm button', { hasText: 'Cancel' }).click();
+  assert.equal(await page.locator('#reset-confirm').count(), 0);
+  assert.equal(await page.locator('#policy-view tr >> nth=1 >> td >> nth=0').innerText(), 'off', 'Cancel: still off');
   await page.screenshot({ path: path.join(out, 'legacy-policy.png'), fullPage: true });
+  await page.fill('#policy-form input[name=changed_by]', 'e2e');
+  await page.fill('#policy-form input[name=reason]', 'the legacy reset');
+  await page.click('#policy-reset');
+  await page.click('#reset-confirm-button');
+  await page.locator('#policy-result', { hasText: 'The template follows the defaults again.' }).waitFor();
+  await page.locator('#policy-history tr', { hasText: 'the legacy reset' }).waitFor();
+  assert.equal(await page.locator('#policy-history tr', { hasText: 'the legacy reset' }).locator('td').nth(2).innerText(), 'reset');
+  const defaults = await page.locator('#policy-view tr >> nth=3 >> td >> nth=0').innerText();
+  assert.equal(await page.locator('#policy-view tr >> nth=1 >> td >> nth=0').innerText(), defaults, 'in force: the defaults\' mode again');
 
   step('a source killed: a banner names it and every sum says it leaves it out');
   assert.equal((await fetch(shop + '/kill?source=west', { method: 'POST' })).status, 200);

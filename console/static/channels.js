@@ -121,10 +121,9 @@ function channelTable(chs, policy, trends) {
 
 // ownPolicy is where an own template's policy is read, changed and
 // previewed, and what its form offers.
-const ownPolicy = (id) => ({ base: `/v1/templates/${id}`, modes: ['off', 'signal', 'auto'], reset: true });
+const ownPolicy = (id) => ({ base: `/v1/templates/${id}`, modes: ['off', 'signal', 'auto'] });
 
-// policySection is a policy's view, form (modes at.modes; reset when at
-// says so) and history, on the routes under at.base: an own
+// policySection is a policy's view, form (modes at.modes) and history, on the routes under at.base: an own
 // template's (ownPolicy) or a legacy campaign's (legacy.js).
 export function policySection(at, v, entries, reload) {
   const eff = v.effective;
@@ -151,7 +150,7 @@ export function policySection(at, v, entries, reload) {
     h('div', { class: 'fields' }, field('changed by', inputs.changed_by), field('reason', inputs.reason)),
     h('p', {}, h('button', { type: 'button', id: 'policy-preview-button', text: 'Preview', onclick: preview }), ' ',
       h('button', { type: 'submit', text: 'Change policy' }),
-      ...(at.reset ? [' ', h('button', { type: 'button', id: 'policy-reset', text: 'Back to the defaults', onclick: askReset })] : [])),
+      ' ', h('button', { type: 'button', id: 'policy-reset', text: 'Back to the defaults', onclick: askReset })),
     confirmBox, msg, previewBox);
 
   // change is the fields that differ from the values in force

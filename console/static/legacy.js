@@ -81,7 +81,7 @@ export async function legacyCampaigns(signal) {
 
 // where a legacy campaign's policy is read, changed and previewed: signal
 // or off (auto would move quota in the shop's tables; the API refuses it)
-const legacyPolicy = (id) => ({ base: `/v1/legacy/templates/${id}`, modes: ['off', 'signal'], reset: false });
+const legacyPolicy = (id) => ({ base: `/v1/legacy/templates/${id}`, modes: ['off', 'signal'] });
 const RULE_EVERY = 5; // the rule's recommendation is read every 5th poll
 
 export async function legacyCampaign(id, signal) {

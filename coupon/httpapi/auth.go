@@ -35,7 +35,8 @@ var writeRoles = map[string]auth.Role{
 	"POST /v1/findings/{fingerprint}/close":  auth.Operator,
 	"POST /v1/findings/{fingerprint}/reopen": auth.Operator,
 	// a legacy campaign's policy, in couponlink's own database (signal mode)
-	"PUT /v1/legacy/templates/{id}/quota-policy": auth.Operator,
+	"PUT /v1/legacy/templates/{id}/quota-policy":    auth.Operator,
+	"DELETE /v1/legacy/templates/{id}/quota-policy": auth.Operator,
 	// the previews write nothing: what a viewer may see
 	"POST /v1/templates/{id}/quota-policy/preview":        auth.Viewer,
 	"POST /v1/legacy/templates/{id}/quota-policy/preview": auth.Viewer,

@@ -16,8 +16,8 @@ import (
 	"github.com/couponlink/couponlink/quota"
 )
 
-// The quota policy of a legacy campaign (quota/legacy.go): GET and PUT
-// /v1/legacy/templates/{id}/quota-policy, POST .../preview and GET
+// The quota policy of a legacy campaign (quota/legacy.go): GET, PUT and
+// DELETE /v1/legacy/templates/{id}/quota-policy, POST .../preview and GET
 // .../history, beside the legacy template's read route, in signal mode
 // only (auto is 409 legacy_policy_refused). The policy lives in couponlink's own database:
 // the API's on one server, the judge source's with several (whose cdc
@@ -93,6 +93,21 @@ func (s *Server) setLegacyPolicy(w http.ResponseWriter, r *http.Request) (int, a
 	defer done()
 	who, note := actor(r, b.ChangedBy)
 	v, err := quota.SetLegacyPolicy(r.Context(), db, id, b.change(), who, withNote(b.Reason, note), via(r))
+	return http.StatusOK, v, err
+}
+
+// resetLegacyPolicy is DELETE
+// /v1/legacy/templates/{id}/quota-policy?changed_by=..&reason=..: the
+// legacy template follows the defaults again, as the own templates' route.
+func (s *Server) resetLegacyPolicy(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, _, db, _, done, err := s.legacyPolicyDB(r, "changed_by", "reason")
+	if err != nil {
+		return 0, nil, err
+	}
+	defer done()
+	q := r.URL.Query()
+	who, note := actor(r, q.Get("changed_by"))
+	v, err := quota.ResetLegacyPolicy(r.Context(), db, id, who, withNote(q.Get("reason"), note), via(r))
 	return http.StatusOK, v, err
 }
 

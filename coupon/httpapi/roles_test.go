@@ -91,6 +91,7 @@ func TestEveryRouteEveryRole(t *testing.T) {
 		"PUT /v1/legacy/templates/{id}/quota-policy":          {"/v1/legacy/templates/1/quota-policy", map[string]any{"mode": "signal", "changed_by": "x", "reason": "r"}},
 		"POST /v1/legacy/templates/{id}/quota-policy/preview": {"/v1/legacy/templates/1/quota-policy/preview", map[string]any{"mode": "off"}},
 		"GET /v1/legacy/templates/{id}/quota-policy/history":  {"/v1/legacy/templates/1/quota-policy/history", nil},
+		"DELETE /v1/legacy/templates/{id}/quota-policy":       {"/v1/legacy/templates/1/quota-policy?changed_by=x&reason=r", nil},
 	}
 	roles := []struct {
 		role  auth.Role

@@ -125,6 +125,7 @@ func New(cfg Config) *Server {
 	s.route("GET /v1/legacy/templates/{id}", s.legacyTemplate)
 	s.route("GET /v1/legacy/templates/{id}/quota-policy", s.getLegacyPolicy)
 	s.route("PUT /v1/legacy/templates/{id}/quota-policy", s.setLegacyPolicy)
+	s.route("DELETE /v1/legacy/templates/{id}/quota-policy", s.resetLegacyPolicy)
 	s.route("POST /v1/legacy/templates/{id}/quota-policy/preview", s.previewLegacyPolicy)
 	s.route("GET /v1/legacy/templates/{id}/quota-policy/history", s.legacyPolicyHistory)
 	s.route("GET /healthz", s.healthz)
