@@ -9,6 +9,7 @@ import (
 
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/sqltx"
+	inventoryview "github.com/couponlink/couponlink/inventory/view"
 )
 
 // Channel is one channel bucket of a template, as the rule sees it: its
@@ -23,6 +24,16 @@ type Channel struct {
 	Expired  int64  `json:"expired"`
 	Returned int64  `json:"returned"`
 	Released int64  `json:"released"`
+}
+
+// AddCounts adds the derived state counts n (held, used, expired,
+// returned, released) to c; its quota and claim guard stay as they are.
+func (c *Channel) AddCounts(n inventoryview.Counts) {
+	c.Held += n.Held
+	c.Used += n.Used
+	c.Expired += n.Expired
+	c.Returned += n.Returned
+	c.Released += n.Released
 }
 
 // Claimable is the quota not claimed yet.

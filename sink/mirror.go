@@ -82,7 +82,7 @@ func (m quotaMirror) Counts(template int64, channel string) quota.Channel {
 func (s *Sink) countsOf(p inventory.Pair) quota.Channel {
 	var c quota.Channel
 	if n := s.counts[p]; n != nil {
-		c.Held, c.Used, c.Expired, c.Returned, c.Released = n.Held, n.Used, n.Expired, n.Returned, n.Released
+		c.AddCounts(*n)
 	}
 	return c
 }

@@ -60,7 +60,7 @@ func (s *Sink) sumChannels(ctx context.Context, buckets map[int64][]quota.Channe
 		}
 		for pair, r := range cs.Rows {
 			if c := at[pair]; c != nil {
-				c.Held, c.Used, c.Expired, c.Returned, c.Released = c.Held+r.Held, c.Used+r.Used, c.Expired+r.Expired, c.Returned+r.Returned, c.Released+r.Released
+				c.AddCounts(r.Counts)
 			}
 		}
 		return nil

@@ -173,7 +173,7 @@ func legacyChannels(ctx context.Context, l *Legacy, db *sql.DB, m *canal.Mapping
 	add := func(p inventory.Pair, q inventory.Quota) {
 		c := quota.Channel{Name: p.Channel, Quota: q.Quota, Claimed: q.Claimed}
 		if n := counts[p]; n != nil {
-			c.Held, c.Used, c.Expired, c.Returned, c.Released = n.Held, n.Used, n.Expired, n.Returned, n.Released
+			c.AddCounts(*n)
 		}
 		out.Channels = append(out.Channels, c)
 	}
@@ -229,8 +229,7 @@ func addSource(ctx context.Context, l *Legacy, name string, id int64, out map[in
 		if out[p] == nil {
 			out[p] = &inventory.Counts{}
 		}
-		o := out[p]
-		o.Held, o.Used, o.Expired, o.Returned, o.Released = o.Held+n.Held, o.Used+n.Used, o.Expired+n.Expired, o.Returned+n.Returned, o.Released+n.Released
+		out[p].Add(*n)
 	}
 	return err
 }
