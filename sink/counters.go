@@ -3,7 +3,6 @@ package sink
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"strings"
 
 	"github.com/couponlink/couponlink/internal/sqltx"
@@ -17,10 +16,8 @@ func writeCounters(ctx context.Context, tx *sql.Tx, pairs []inventory.Pair, coun
 	if !ok {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
-		return fmt.Errorf("write counters: %w", err)
-	}
-	return nil
+	_, err := st.exec(ctx, tx)
+	return err
 }
 
 // countersStatement is writeCounters' statement; false when there are no
@@ -60,10 +57,8 @@ func (s *Sink) refreshTemplates(ctx context.Context, tx *sql.Tx, templates []int
 	if !ok {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
-		return fmt.Errorf("refresh template counts: %w", err)
-	}
-	return nil
+	_, err := st.exec(ctx, tx)
+	return err
 }
 
 // templatesStatement is refreshTemplates' statement; false when it has

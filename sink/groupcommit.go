@@ -39,6 +39,15 @@ type statement struct {
 	args  []any
 }
 
+// exec runs st in tx; its error names st.
+func (st statement) exec(ctx context.Context, tx *sql.Tx) (sql.Result, error) {
+	res, err := tx.ExecContext(ctx, st.query, st.args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", st.what, err)
+	}
+	return res, nil
+}
+
 // execTail runs the statements in tx, in order: in one round trip when
 // the connection takes several statements in one query (s.multi), else one
 // by one. It returns the result of the last one (its rows affected: the
@@ -65,8 +74,8 @@ func (s *Sink) execTail(ctx context.Context, tx *sql.Tx, sts []statement) (sql.R
 	var res sql.Result
 	for _, st := range sts {
 		var err error
-		if res, err = tx.ExecContext(ctx, st.query, st.args...); err != nil {
-			return nil, fmt.Errorf("%s: %w", st.what, err)
+		if res, err = st.exec(ctx, tx); err != nil {
+			return nil, err
 		}
 	}
 	return res, nil
