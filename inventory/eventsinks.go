@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/couponlink/couponlink/api"
+	"github.com/couponlink/couponlink/internal/redact"
 )
 
 // EventSinkJSON is a stream sink's delivery, as the status shows it.
@@ -28,6 +29,7 @@ func readEventSinks(ctx context.Context, db *sql.DB, st *Status) error {
 		if s.FailedRounds == 0 {
 			s.LastError = "" // an error of the past
 		}
+		s.LastError = redact.Text(s.LastError) // as stored by a version that kept it whole
 		st.EventSinks = append(st.EventSinks, s)
 	}
 	if err := rows.Err(); err != nil {
@@ -38,5 +40,6 @@ func readEventSinks(ctx context.Context, db *sql.DB, st *Status) error {
 	if err != nil && err != sql.ErrNoRows {
 		return fmt.Errorf("read the failing webhook events: %w", err)
 	}
+	st.WebhookError = redact.Text(st.WebhookError)
 	return nil
 }

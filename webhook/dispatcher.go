@@ -307,7 +307,7 @@ func (d *Dispatcher) record(ctx context.Context, r outboxRow, sendErr error, l *
 	now := d.now()
 	cond, held := l.held()
 	attempts := r.attempts + 1
-	lastErr := truncate(sendErr.Error(), maxLastError)
+	lastErr := storedError(sendErr)
 	if attempts >= d.cfg.MaxAttempts {
 		n, err := d.update(ctx, `UPDATE webhook_outbox SET status = ?, attempts = ?, last_error = ?, finished_at = ?, lease_epoch = 0
 			WHERE id = ? AND status = ? AND `+cond+` AND lease_epoch = ?`, rowArgs(held, l.epoch, statusDropped, attempts, lastErr, now, r.id, statusPending)...)
@@ -372,6 +372,14 @@ func (d *Dispatcher) lostRace(tx string) func(error) {
 func (d *Dispatcher) now() time.Time { return d.cfg.Now().UTC() }
 
 // truncate cuts s to at most n characters, keeping it valid UTF-8.
+// storedError is a send's error as it is logged and kept for the status
+// (webhook_outbox.last_error, event_sink_position.last_error): its
+// secrets masked (a receiver's URL, a sink's password: redact.Text) and
+// cut to the column's width.
+func storedError(err error) string {
+	return truncate(redact.Text(err.Error()), maxLastError)
+}
+
 func truncate(s string, n int) string {
 	s = strings.ToValidUTF8(s, "?")
 	if r := []rune(s); len(r) > n {

@@ -2,16 +2,19 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/couponlink/couponlink/client"
+	"github.com/couponlink/couponlink/internal/redact"
 )
 
 // httpSink is the webhook receiver as a Sink: each event POSTed, signed
@@ -95,6 +98,10 @@ func (h *httpSink) post(ctx context.Context, r Message) error {
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) { // it quotes the URL, whose token= or password is a secret
+			ue.URL = redact.String(h.url)
+		}
 		return err
 	}
 	defer resp.Body.Close()

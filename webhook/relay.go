@@ -211,7 +211,7 @@ func (r *Relay) record(ctx context.Context, pos position, sent []Message, n int,
 	}
 	if sendErr != nil {
 		next.attempts++
-		next.lastErr = truncate(sendErr.Error(), maxLastError)
+		next.lastErr = storedError(sendErr)
 		if IsRefused(sendErr) && next.attempts >= r.cfg.MaxAttempts {
 			next.lastID, next.attempts, next.dropped = sent[n].OutboxID, 0, 1
 		} else {

@@ -64,7 +64,7 @@ func apiFlags(stderr io.Writer) (*settings.Flags, *apiSettings) {
 		"comma-separated browser origins (scheme://host[:port]) besides the API's own that may write, e.g. a console behind a proxy")
 	o.grace = f.EnvDuration("shutdown-grace", "COUPONLINK_SHUTDOWN_GRACE", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	o.sweep = f.EnvDuration("expire-interval", "COUPONLINK_EXPIRE_INTERVAL", time.Minute, "how often the API runs the expiry sweep (0: never)")
-	o.cdcMetrics = f.EnvString("cdc-metrics-url", "COUPONLINK_CDC_METRICS_URL", "",
+	o.cdcMetrics = f.EnvRedacted("cdc-metrics-url", "COUPONLINK_CDC_METRICS_URL", "",
 		"the cdc's /metrics, which GET /v1/cdc/status (and the console's Health page) reads for the leader and Redis-behind gauges "+
 			"(empty: the address the leading cdc recorded in the database when its -metrics-addr listener started)")
 	o.cdcName = f.EnvString("cdc-name", "COUPONLINK_CDC_NAME", "default", "checkpoint name of the cdc whose counters GET /v1/templates/{id}/inventory shows as its \"derived\" counts")

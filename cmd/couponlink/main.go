@@ -9,9 +9,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/couponlink/couponlink/internal/redact"
+	"github.com/couponlink/couponlink/internal/redisconn"
 )
 
 type command struct {
@@ -46,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 // runContext runs the command named by args[0] until it ends or ctx does,
 // and returns the process's exit code.
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// go-redis's notes, redacted, until a command's -log-level logger takes them
+	redisconn.SetLogger(slog.New(redact.Handler(slog.NewTextHandler(stderr, nil))))
 	if len(args) == 0 || isHelp(args[0]) {
 		usage(stdout)
 		return 0
@@ -65,7 +71,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			if errors.As(err, &ec) {
 				return int(ec)
 			}
-			fmt.Fprintf(stderr, "couponlink %s: %v\n", c.name, err)
+			fmt.Fprintf(stderr, "couponlink %s: %s\n", c.name, redact.Text(err.Error()))
 			return 1
 		}
 	}

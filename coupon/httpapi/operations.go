@@ -12,6 +12,7 @@ import (
 
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/redact"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
 )
@@ -132,14 +133,17 @@ func (s *Server) checkpoint() string {
 // readCDCMetrics reads the cdc's gauges from its /metrics (cdcMetricsURL).
 func (s *Server) readCDCMetrics(ctx context.Context, checkpoint string) api.CDCProcess {
 	var p api.CDCProcess
-	if p.MetricsURL, p.Error = s.cdcMetricsURL(ctx, checkpoint); p.MetricsURL == "" {
+	u, missing := s.cdcMetricsURL(ctx, checkpoint)
+	// what a viewer sees: a password or token= in the URL masked
+	p.MetricsURL, p.Error = redact.String(u), missing
+	if u == "" {
 		return p
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.MetricsURL, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		p.Error = err.Error()
+		p.Error = redact.Text(err.Error())
 		return p
 	}
 	resp, err := http.DefaultClient.Do(req)

@@ -18,7 +18,10 @@ import (
 const Mask = "xxxxx"
 
 // secretParams are the URL query parameters that hold a secret.
-var secretParams = regexp.MustCompile(`(?i)([?&;](?:password|passwd|pass|pwd|secret|token|key|auth|sig|signature|access_token|api_key|apikey|creds?|nkey|jwt)=)[^&;#\s]*`)
+var secretParams = regexp.MustCompile(secretParam + `[^&;#\s]*`)
+
+// secretParam is a secret query parameter's "?name=".
+const secretParam = `(?i)([?&;](?:password|passwd|pass|pwd|secret|token|key|auth|sig|signature|access_token|api_key|apikey|creds?|nkey|jwt)=)`
 
 // userinfo is a URL's "user:password@" when url.Parse cannot read it.
 var userinfo = regexp.MustCompile(`(//[^/:@\s]*:).*@`)

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/redact"
+	"github.com/couponlink/couponlink/internal/redisconn"
 	"github.com/couponlink/couponlink/internal/tlsconf"
 )
 
@@ -128,9 +130,13 @@ func (l *Logging) Register(f *Flags) {
 	f.EnvVar(levelValue{l.Level}, "log-level", "COUPONLINK_LOG_LEVEL", "`level` of the logs: debug, info, warn or error")
 }
 
-// Logger is a text logger on w at the level of the flags.
+// Logger is a text logger on w at the level of the flags, through
+// redact.Handler (no secret of a setting reaches a line, whatever error
+// quotes it); go-redis's own notes, process-wide, go to it too.
 func (l *Logging) Logger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: *l.Level}))
+	log := slog.New(redact.Handler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: *l.Level})))
+	redisconn.SetLogger(log)
+	return log
 }
 
 // levelValue is a slog.Level as a flag.Value.
