@@ -179,6 +179,11 @@ func (b *batcher) run(ctx context.Context, h Handler) error {
 		case hbDue:
 			out = b.takeLocked(now, b.stats.events.Load() == lastEvents)
 		}
+		if out != nil {
+			// Events counted from here on arrived after this batch was cut,
+			// even while the Handler still applies it.
+			lastEvents = b.stats.events.Load()
+		}
 		b.mu.Unlock()
 		if out == nil {
 			continue
@@ -189,7 +194,6 @@ func (b *batcher) run(ctx context.Context, h Handler) error {
 		}
 		err := h.ApplyBatch(ctx, out)
 		b.stats.batches.Add(1)
-		lastEvents = b.stats.events.Load()
 		hbT.Reset(b.hbPeriod)
 		if err != nil {
 			return fmt.Errorf("apply batch ending at %s: %w", out.End, err)
