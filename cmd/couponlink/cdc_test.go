@@ -83,23 +83,34 @@ func TestCDCStatusRouteAndComponents(t *testing.T) {
 }
 
 // runningCDC is a cdc run in this process by startCDC.
-type runningCDC struct {
-	logs testenv.Output
-	url  string // http://host:port of its ops server
-	stop func() int
-}
+type runningCDC = inProcess
 
 // startCDC runs `couponlink cdc` with args (and its ops server on a free
 // port) until the test ends or stop is called, and waits until it tails
 // the binlog. stop returns its exit code.
 func startCDC(t *testing.T, args ...string) *runningCDC {
 	t.Helper()
-	c := &runningCDC{}
+	return startInProcess(t, append([]string{"cdc", "-metrics-addr", "127.0.0.1:0"}, args...),
+		`msg="metrics listening".* addr=(\S+)`, "tailing the binlog")
+}
+
+// inProcess is a command run in this process by startInProcess.
+type inProcess struct {
+	logs testenv.Output
+	url  string // http://host:port it listens on
+	stop func() int
+}
+
+// startInProcess runs the command of args until the test ends or stop is
+// called, and waits until its log has a line matching listening (whose
+// first group is the address it serves) and, if ready is not empty, a
+// line containing ready. stop returns its exit code.
+func startInProcess(t *testing.T, args []string, listening, ready string) *inProcess {
+	t.Helper()
+	c := &inProcess{}
 	ctx, cancel := context.WithCancel(context.Background())
 	exit := make(chan int, 1)
-	go func() {
-		exit <- runContext(ctx, append([]string{"cdc", "-metrics-addr", "127.0.0.1:0"}, args...), io.Discard, &c.logs)
-	}()
+	go func() { exit <- runContext(ctx, args, io.Discard, &c.logs) }()
 	var once sync.Once
 	code := 0
 	c.stop = func() int {
@@ -110,10 +121,10 @@ func startCDC(t *testing.T, args ...string) *runningCDC {
 		return code
 	}
 	t.Cleanup(func() { c.stop() })
-	listening := regexp.MustCompile(`msg="metrics listening".* addr=(\S+)`)
-	cdctest.WaitFor(t, 30*time.Second, "the cdc tails the binlog", func() bool {
-		return strings.Contains(c.logs.String(), "tailing the binlog") && listening.MatchString(c.logs.String())
+	addr := regexp.MustCompile(listening)
+	cdctest.WaitFor(t, 30*time.Second, "couponlink "+args[0]+" serves", func() bool {
+		return strings.Contains(c.logs.String(), ready) && addr.MatchString(c.logs.String())
 	})
-	c.url = "http://" + listening.FindStringSubmatch(c.logs.String())[1]
+	c.url = "http://" + addr.FindStringSubmatch(c.logs.String())[1]
 	return c
 }
