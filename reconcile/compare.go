@@ -28,6 +28,9 @@ const (
 	ActionNeedsReview = "needs_review"
 	ActionInFlight    = "in_flight" // moving while we looked: the next pass decides
 	ActionReported    = "reported"  // auto-fix is off
+	// left for a person who acknowledged it as it is (its finding says
+	// so): found again, nothing new to look at
+	ActionAcknowledged = "acknowledged"
 )
 
 // reasonNotHandled is the reason of a difference found by a pass that

@@ -15,7 +15,7 @@ const resultAcknowledged = "acknowledged"
 
 // forPerson says whether a difference is left for a person: a finding.
 func forPerson(d Difference) bool {
-	return d.Action == ActionNeedsReview || d.Action == ActionReported
+	return d.Action == ActionNeedsReview || d.Action == ActionReported || d.Action == ActionAcknowledged
 }
 
 // findingOf is the finding a difference left for a person is: its kind
@@ -67,7 +67,11 @@ func (r *Reconciler) recordFindings(ctx context.Context, rep *Report) error {
 		return err
 	}
 	for i, at := range idx {
-		rep.Differences[at].Fingerprint, rep.Differences[at].Finding = fps[i], states[fps[i]]
+		d := &rep.Differences[at]
+		d.Fingerprint, d.Finding = fps[i], states[fps[i]]
+		if forPerson(*d) && d.Finding == api.FindingAcknowledged {
+			d.Action = ActionAcknowledged
+		}
 	}
 	return nil
 }
@@ -76,7 +80,7 @@ func (r *Reconciler) recordFindings(ctx context.Context, rep *Report) error {
 // finding a person acknowledged.
 func allAcknowledged(rep *Report) bool {
 	for _, d := range rep.Differences {
-		if forPerson(d) && d.Finding != api.FindingAcknowledged {
+		if forPerson(d) && d.Action != ActionAcknowledged {
 			return false
 		}
 	}

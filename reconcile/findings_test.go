@@ -51,6 +51,10 @@ func TestCLIAcknowledgedFindingPassesChangedReopens(t *testing.T) {
 	require.Equal(t, 0, code, "the same finding, acknowledged: exit 0")
 	require.Contains(t, out, "reconcile task 2: acknowledged")
 	require.Contains(t, out, "finding "+fp+" acknowledged: ")
+	require.NotContains(t, out, "needs_review", "the acknowledged difference's action says acknowledged")
+	var summary string
+	require.NoError(t, e.DB.QueryRow(`SELECT summary FROM reconcile_task WHERE id = 2`).Scan(&summary))
+	require.Contains(t, summary, "1 difference (0 fixed, 0 need review, 0 in flight, 1 acknowledged)")
 	require.NotContains(t, list("open"), fp)
 
 	e.exec(`UPDATE channel_quota SET claimed = claimed + 1 WHERE template_id = ? AND channel = 'web'`, tpl)

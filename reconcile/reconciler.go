@@ -14,6 +14,7 @@ import (
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/sqltx"
+	"github.com/couponlink/couponlink/internal/words"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -92,8 +93,11 @@ func (rep *Report) Count(action string) int {
 // Summary is one line for logs and the task record.
 func (rep *Report) Summary() string {
 	var b strings.Builder
-	counts := fmt.Sprintf("%d differences (%d fixed, %d need review, %d in flight)", len(rep.Differences), rep.Count(ActionFixed),
+	counts := fmt.Sprintf("%s (%d fixed, %d need review, %d in flight)", words.Count(len(rep.Differences), "difference"), rep.Count(ActionFixed),
 		rep.Count(ActionNeedsReview), rep.Count(ActionInFlight))
+	if n := rep.Count(ActionAcknowledged); n > 0 {
+		counts = strings.TrimSuffix(counts, ")") + fmt.Sprintf(", %d acknowledged)", n)
+	}
 	if rep.Source != "" {
 		b.WriteString(rep.Source + ": ")
 	}
@@ -150,7 +154,7 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 		// recorded with what the pass found and did before it stopped:
 		// its corrections are in correction_log under this task
 		rep.Status, rep.Failure = resultError, err.Error()
-	case rep.Count(ActionNeedsReview) > 0 || rep.Count(ActionReported) > 0: // reported: found, and left as it is (auto-fix off)
+	case rep.Count(ActionNeedsReview)+rep.Count(ActionReported)+rep.Count(ActionAcknowledged) > 0: // reported: found, and left as it is (auto-fix off)
 		rep.Status = resultNeedsReview
 		if allAcknowledged(rep) {
 			rep.Status = resultAcknowledged

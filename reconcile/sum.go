@@ -306,8 +306,8 @@ func sumWriteOffs(ctx context.Context, servers []inventory.ServerCoupons, m *can
 			}
 			out = append(out, Difference{Store: StoreLegacy, Target: fmt.Sprintf("coupon %d/order %q", c, o), Field: "write-offs", Expected: 1,
 				Found: ptr(int64(len(rows))), Action: ActionNeedsReview, Source: strings.Join(srcs, ", "),
-				Reason: fmt.Sprintf("coupon %d is written off %d times for order %q, on %s: a duplicate redemption split over servers, "+
-					"which no one source's cdc sees", c, len(rows), o, strings.Join(srcs, " and "))})
+				Reason: fmt.Sprintf("coupon %d is written off %d times for order %q, on %s: a duplicate redemption split over servers",
+					c, len(rows), o, strings.Join(srcs, " and "))})
 		}
 	}
 	return out, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/settings"
+	"github.com/couponlink/couponlink/internal/words"
 )
 
 const mappingCheckSummary = "check a mapping against the live schema: what each role maps to, column types, NULLs, " +
@@ -76,7 +77,7 @@ func runMappingCheck(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	printCheckReport(stdout, name, r)
 	if !r.OK() {
-		fmt.Fprintf(stderr, "couponlink mapping check: %s in %s (see above)\n", plural(len(r.Errors), "error"), name)
+		fmt.Fprintf(stderr, "couponlink mapping check: %s in %s (see above)\n", words.Count(len(r.Errors), "error"), name)
 		return exitCode(1)
 	}
 	return nil
@@ -121,7 +122,7 @@ func checkSources(ctx context.Context, m *canal.Mapping, path, source string, st
 		}
 		printCheckReport(stdout, label, r)
 		if !r.OK() {
-			bad = append(bad, fmt.Sprintf("%s in source %s", plural(len(r.Errors), "error"), name))
+			bad = append(bad, fmt.Sprintf("%s in source %s", words.Count(len(r.Errors), "error"), name))
 		}
 	}
 	if len(bad) > 0 {
@@ -171,10 +172,10 @@ func printCheckReport(w io.Writer, name string, r *canal.CheckReport) {
 	fmt.Fprintln(w)
 	switch {
 	case !r.OK():
-		fmt.Fprintf(w, "%s, %s: the cdc would refuse this mapping or misread its columns\n", plural(len(r.Errors), "error"),
-			plural(len(r.Warnings), "warning"))
+		fmt.Fprintf(w, "%s, %s: the cdc would refuse this mapping or misread its columns\n", words.Count(len(r.Errors), "error"),
+			words.Count(len(r.Warnings), "warning"))
 	case len(r.Warnings) > 0:
-		fmt.Fprintf(w, "ok, with %s\n", plural(len(r.Warnings), "warning"))
+		fmt.Fprintf(w, "ok, with %s\n", words.Count(len(r.Warnings), "warning"))
 	default:
 		fmt.Fprintln(w, "ok")
 	}
@@ -193,15 +194,7 @@ func printTables(w io.Writer, roles []canal.RoleTables) {
 			fmt.Fprintf(tw, "  %s\t→ %s\n", rt.Role, strings.Join(rt.Tables, ", "))
 			continue
 		}
-		fmt.Fprintf(tw, "  %s\t→ %s\t(%s: %s)\n", rt.Role, rt.Written, plural(len(rt.Tables), "shard"), canal.FewOf(rt.Tables, 4))
+		fmt.Fprintf(tw, "  %s\t→ %s\t(%s: %s)\n", rt.Role, rt.Written, words.Count(len(rt.Tables), "shard"), canal.FewOf(rt.Tables, 4))
 	}
 	tw.Flush()
-}
-
-// plural is "1 error", "2 errors".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

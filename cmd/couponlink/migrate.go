@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/couponlink/couponlink/internal/settings"
+	"github.com/couponlink/couponlink/internal/words"
 	"github.com/couponlink/couponlink/migrations"
 )
 
@@ -49,7 +50,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%s not migrated: %s (see above)", plural(len(failed), "source"), strings.Join(failed, ", "))
+		return fmt.Errorf("%s not migrated: %s (see above)", words.Count(len(failed), "source"), strings.Join(failed, ", "))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/settings"
+	"github.com/couponlink/couponlink/internal/words"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/inventory/view"
 	"github.com/couponlink/couponlink/quota"
@@ -137,7 +138,7 @@ func printCheckpoint(stdout io.Writer, st inventory.Status) {
 	}
 	sort.Strings(kinds)
 	for _, rt := range st.Shards {
-		fmt.Fprintf(w, "%s\t%s (%s)\n", rt.Role, plural(len(rt.Tables), "shard"), rt.Written)
+		fmt.Fprintf(w, "%s\t%s (%s)\n", rt.Role, words.Count(len(rt.Tables), "shard"), rt.Written)
 	}
 	if st.ShardsError != "" {
 		fmt.Fprintf(w, "shards\t%s\n", st.ShardsError)
@@ -169,7 +170,7 @@ func printEventSinks(w io.Writer, st inventory.Status) {
 	for _, s := range st.EventSinks {
 		line := fmt.Sprintf("position %d, %d delivered, %d dropped", s.Position, s.Delivered, s.Dropped)
 		if s.FailedRounds > 0 {
-			line += fmt.Sprintf("; FAILING, %s: %s", plural(int(s.FailedRounds), "failed round"), s.LastError)
+			line += fmt.Sprintf("; FAILING, %s: %s", words.Count(int(s.FailedRounds), "failed round"), s.LastError)
 		}
 		fmt.Fprintf(w, "event sink %s\t%s\n", s.Name, line)
 	}
