@@ -62,8 +62,8 @@ type TemplateSummary struct {
 	// Reconcile is needs_review when an open reconcile item names the
 	// template, else the status of the last finished pass as it is for
 	// the template (clean, auto_fixed, acknowledged, error; clean when it
-	// needed review for other templates only; resolved when its item was
-	// resolved), or "none" before the first.
+	// needed review for other templates only; resolved when its item,
+	// which named the template, was resolved), or "none" before the first.
 	Reconcile string `json:"reconcile"`
 }
 

@@ -27,7 +27,7 @@ import (
 // cdc's metrics found without a setting.
 
 // A pass that needs review marks only the campaigns its item names, and
-// once the item is resolved, no campaign needs review.
+// once the item is resolved, the campaign it named shows resolved and the others stay clean.
 func TestTemplatesReviewFlagPerCampaign(t *testing.T) {
 	e := newEnv(t)
 	named := e.template(t, map[string]any{"name": "named"})
@@ -50,7 +50,7 @@ func TestTemplatesReviewFlagPerCampaign(t *testing.T) {
 	e.expect(t, http.StatusOK, "GET", "/v1/reconcile/tasks", nil, &tasks)
 	require.Len(t, tasks.Open, 1)
 	e.expect(t, http.StatusOK, "POST", fmt.Sprintf("/v1/reconcile/tasks/%d/resolve", tasks.Open[0].TaskID), map[string]any{"operator": "ops", "note": "checked"}, nil)
-	assert.Equal(t, map[int64]string{named: "resolved", other: "resolved"}, reconcileOf())
+	assert.Equal(t, map[int64]string{named: "resolved", other: "clean"}, reconcileOf())
 }
 
 // dbMirror is the rebalancer's mirror read from the database: the

@@ -159,42 +159,50 @@ func catalogAnomalies(ctx context.Context, tx *sql.Tx, ids []int64, byID map[int
 // catalogReconcile sets each template's reconcile status: needs_review
 // when an open item names it, else the last finished pass's status as it
 // is for the template: a pass that needed review for other templates is
-// clean for this one, and one whose item was resolved is resolved.
+// clean for this one, and one whose item was resolved is resolved for
+// the templates its differences named (clean for the others).
 func catalogReconcile(ctx context.Context, tx *sql.Tx, byID map[int64]*CatalogEntry) error {
-	last := "none"
+	var id int64
+	last, raw := "none", "[]"
 	var resolved sql.NullTime
-	err := tx.QueryRowContext(ctx, `SELECT status, resolved_at FROM reconcile_task WHERE finished_at IS NOT NULL ORDER BY id DESC LIMIT 1`).
-		Scan(&last, &resolved)
+	err := tx.QueryRowContext(ctx, `SELECT id, status, resolved_at, COALESCE(differences, '[]') FROM reconcile_task
+		WHERE finished_at IS NOT NULL ORDER BY id DESC LIMIT 1`).Scan(&id, &last, &resolved, &raw)
 	if err != nil && err != sql.ErrNoRows {
 		return fmt.Errorf("read the last reconcile pass: %w", err)
 	}
-	switch {
-	case last == api.ReconcileNeedsReview && resolved.Valid:
-		last = api.ReconcileResolved
-	case last == api.ReconcileNeedsReview: // the open items say which templates need review
+	if last == api.ReconcileNeedsReview { // the items say which templates need review, or were resolved
 		last = api.ReconcileClean
 	}
 	for _, e := range byID {
 		e.Reconcile = last
 	}
+	if resolved.Valid {
+		if err := markNamed(byID, id, raw, api.ReconcileResolved); err != nil {
+			return err
+		}
+	}
 	return sqltx.EachRow(ctx, tx, `SELECT id, COALESCE(differences, '[]') FROM reconcile_task
 		WHERE status = 'needs_review' AND resolved_at IS NULL`, nil, func(rows *sql.Rows) error {
-		var id int64
-		var raw string
 		if err := rows.Scan(&id, &raw); err != nil {
 			return err
 		}
-		var diffs []struct {
-			Template int64 `json:"template"`
-		}
-		if err := json.Unmarshal([]byte(raw), &diffs); err != nil {
-			return fmt.Errorf("read differences of reconcile task %d: %w", id, err)
-		}
-		for _, d := range diffs {
-			if e := byID[d.Template]; e != nil {
-				e.Reconcile = api.ReconcileNeedsReview
-			}
-		}
-		return nil
+		return markNamed(byID, id, raw, api.ReconcileNeedsReview)
 	})
+}
+
+// markNamed gives status to the templates the differences of reconcile
+// task id (raw, as stored) name.
+func markNamed(byID map[int64]*CatalogEntry, id int64, raw, status string) error {
+	var diffs []struct {
+		Template int64 `json:"template"`
+	}
+	if err := json.Unmarshal([]byte(raw), &diffs); err != nil {
+		return fmt.Errorf("read differences of reconcile task %d: %w", id, err)
+	}
+	for _, d := range diffs {
+		if e := byID[d.Template]; e != nil {
+			e.Reconcile = status
+		}
+	}
+	return nil
 }
