@@ -62,6 +62,8 @@ try {
   step('the console asks for the token, keeps it in sessionStorage and sends it as a header');
   await page.goto(origin + '/console/');
   await page.locator('#token-dialog[open]').waitFor();
+  assert.deepEqual([await page.locator('#page-prev').isDisabled(), await page.locator('#page-next').isDisabled()], [true, true],
+    'no page has loaded behind the token dialog: Previous and Next are disabled');
   await page.fill('#token-input', token);
   await page.click('#token-form button[value=save]');
   await page.locator(`#campaigns tr[data-template="${tpl}"]`).waitFor();
@@ -150,6 +152,7 @@ try {
     `a non-zero bar in the claim's minute ${claimMinute}: ${JSON.stringify(seen.bars)}`);
 
   step('the policy form changes the policy and the history row appears');
+  assert.ok(await page.locator('#policy-reset').isDisabled(), 'the template follows the defaults: nothing to reset');
   await page.selectOption('#policy-form select[name=mode]', 'auto');
   await page.fill('#policy-form input[name=low]', '0.2');
   await page.fill('#policy-form input[name=changed_by]', 'e2e-operator');
@@ -164,6 +167,7 @@ try {
   assert.equal(pol.effective.mode, 'auto');
   assert.equal(pol.effective.low, 0.2);
   await page.locator('#policy-in-force', { hasText: 'policy in force: auto' }).waitFor();
+  assert.ok(await page.locator('#policy-reset').isEnabled(), 'the template sets mode and low: they can be reset');
 
   step("a bad value shows the API's validation message");
   const bad = await api('PUT', `/v1/templates/${tpl}/quota-policy`, { low: 5, changed_by: 'x', reason: 'y' });
@@ -217,6 +221,9 @@ try {
   await page.fill('#policy-form input[name=reason]', 'TICKET-18 as previewed');
   await page.click('#policy-form button[type=submit]');
   await page.locator('#policy-history tr', { hasText: 'TICKET-18 as previewed' }).waitFor();
+  await page.locator('#policy-result .ok', { hasText: 'Policy changed.' }).waitFor();
+  assert.match(await page.locator('#rule-now .muted').first().innerText(), /min_claims 1 · low 0\.48 · high 0\.49/,
+    'once saved, the rule is explained with the saved policy');
   await waitUntil(async () => {
     const chs = (await api('GET', `/v1/templates/${tpl}/channels`)).body.channels;
     return previewed.moves.every((m) => {
@@ -312,6 +319,10 @@ try {
   await page.getByRole('heading', { name: /Open items needing review/ }).waitFor();
   await page.goto(origin + '/console/#/health');
   await page.locator('#health-cdc', { hasText: 'this cdc leads' }).waitFor(); // found without COUPONLINK_CDC_METRICS_URL
+  const word = await page.locator('#health-overall').getAttribute('data-word');
+  const said = await page.locator('#health-overall').innerText();
+  assert.ok(word === 'ok' || word === 'degraded', `the cdc leads and follows the binlog: ok or degraded, not ${word} (${said})`);
+  assert.match(said, new RegExp(`^${word}: \\S`), 'the word, then why');
   await page.screenshot({ path: path.join(out, 'health.png'), fullPage: true });
 
   step('no JavaScript error on the way');

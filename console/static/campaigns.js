@@ -14,8 +14,9 @@ export async function campaigns(signal) {
   const form = h('form', { class: 'toolbar', onsubmit: (ev) => { ev.preventDefault(); state.q = input.value.trim(); sessionStorage.setItem('couponlink.search', state.q); state.afters = [0]; load(); } },
     input, h('button', { type: 'submit', text: 'Search' }));
   const body = h('div', { id: 'campaigns' });
-  const prev = h('button', { type: 'button', id: 'page-prev', text: '← Previous', onclick: () => { state.afters.pop(); load(); } });
-  const next = h('button', { type: 'button', id: 'page-next', text: 'Next →' });
+  // disabled until a page has loaded (behind the token dialog, nothing has)
+  const prev = h('button', { type: 'button', id: 'page-prev', text: '← Previous', disabled: true, onclick: () => { state.afters.pop(); load(); } });
+  const next = h('button', { type: 'button', id: 'page-next', text: 'Next →', disabled: true });
   const where = h('span', { class: 'muted', id: 'page-info' });
   page('Campaigns', form, legend(), body, h('p', { class: 'pager' }, prev, ' ', where, ' ', next));
 

@@ -78,7 +78,12 @@ export async function channels(id, signal) {
   const loadPolicy = async () => {
     policy = await get(`/v1/templates/${id}/quota-policy`);
     const hist = await get(`/v1/templates/${id}/quota-policy/history?limit=50`);
-    if (!signal.aborted) policyBox.replaceChildren(...policySection(ownPolicy(id), policy, hist.entries, loadPolicy));
+    if (!signal.aborted) policyBox.replaceChildren(...policySection(ownPolicy(id), policy, hist.entries, saved));
+  };
+  // after a change or a reset, the rule is explained with the saved policy at once
+  const saved = async () => {
+    await loadPolicy();
+    await showRule();
   };
   await loadPolicy();
   await poll();
@@ -133,6 +138,7 @@ export function policySection(at, v, entries, reload) {
     h('tr', {}, h('th', { text: 'defaults' }), h('td', { text: v.defaults.mode }), NUMBERS.map((k) => h('td', { class: 'n', text: v.defaults[k] }))),
   ], { class: 'grid compact', id: 'policy-view' });
 
+  const overridden = ['mode', ...NUMBERS].filter((k) => v.override[k] !== undefined && v.override[k] !== null);
   const inputs = {};
   // the fields hold the values in force; only the changed ones are sent
   inputs.mode = h('select', { name: 'mode' }, at.modes.map((m) => h('option', { value: m, text: m, selected: m === eff.mode })));
@@ -150,7 +156,8 @@ export function policySection(at, v, entries, reload) {
     h('div', { class: 'fields' }, field('changed by', inputs.changed_by), field('reason', inputs.reason)),
     h('p', {}, h('button', { type: 'button', id: 'policy-preview-button', text: 'Preview', onclick: preview }), ' ',
       h('button', { type: 'submit', text: 'Change policy' }),
-      ' ', h('button', { type: 'button', id: 'policy-reset', text: 'Back to the defaults', onclick: askReset })),
+      ' ', h('button', { type: 'button', id: 'policy-reset', text: 'Back to the defaults', onclick: askReset,
+        disabled: overridden.length === 0, title: overridden.length ? undefined : 'the template follows the defaults already' })),
     confirmBox, msg, previewBox);
 
   // change is the fields that differ from the values in force
@@ -180,11 +187,11 @@ export function policySection(at, v, entries, reload) {
     const body = { ...change(), changed_by: inputs.changed_by.value.trim(), reason: inputs.reason.value.trim() };
     await send(() => api('PUT', `${at.base}/quota-policy`, body), 'Policy changed.');
   }
-  // "Back to the defaults" asks first: it drops every field the template sets
+  // "Back to the defaults" asks first: it drops every field the template
+  // sets (offered only when it sets one)
   function askReset() {
-    const set = ['mode', ...NUMBERS].filter((k) => v.override[k] !== undefined && v.override[k] !== null);
     confirmBox.replaceChildren(h('p', { class: 'confirm', id: 'reset-confirm', role: 'alertdialog' },
-      set.length ? `Drop this template's own ${set.join(', ')} and follow the defaults (mode ${v.defaults.mode})? ` : 'The template already follows the defaults; record a reset anyway? ',
+      `Drop this template's own ${overridden.join(', ')} and follow the defaults (mode ${v.defaults.mode})? `,
       h('button', { type: 'button', id: 'reset-confirm-button', text: 'Yes, back to the defaults', onclick: () => { confirmBox.replaceChildren(); reset(); } }), ' ',
       h('button', { type: 'button', text: 'Cancel', onclick: () => confirmBox.replaceChildren() })));
   }

@@ -98,7 +98,7 @@ export async function legacyCampaign(id, signal) {
     try {
       const v = await get(`/v1/legacy/templates/${id}/quota-policy`);
       const hist = await get(`/v1/legacy/templates/${id}/quota-policy/history?limit=50`);
-      if (!signal.aborted) policyBox.replaceChildren(...policySection(legacyPolicy(id), v, hist.entries, loadPolicy));
+      if (!signal.aborted) policyBox.replaceChildren(...policySection(legacyPolicy(id), v, hist.entries, async () => { await loadPolicy(); await showRule(); }));
     } catch (err) {
       if (!signal.aborted) policyBox.replaceChildren(errorBox(err));
     }

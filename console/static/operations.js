@@ -1,7 +1,7 @@
 // Reconciliation (passes, open items, resolve with a note) and Health
 // (where the cdc stands, Redis, the webhook outbox, the last pass).
 import { api, get } from './api.js';
-import { h, num, when, page, table, errorBox, field } from './ui.js';
+import { h, num, count, when, page, table, errorBox, field } from './ui.js';
 
 export async function reconcile(signal) {
   const res = await get('/v1/reconcile/tasks?limit=30');
@@ -82,7 +82,37 @@ function healthView(st) {
   ] : [kv('task', 'none yet')], { class: 'kv', id: 'health-reconcile' });
   const kinds = Object.entries(st.anomalies || {});
   const anomalies = table(['anomalies', 'count'], kinds.length ? kinds.map(([k, n]) => kv(k, num(n), 'warn')) : [kv('none', '0')], { class: 'kv' });
-  return [h('div', { class: 'cards' }, cdc, hooks, last, anomalies)];
+  const all = overall(st);
+  const word = h('p', { id: 'health-overall', class: 'overall ' + all.word, 'data-word': all.word },
+    h('strong', { text: all.word }), all.why.length ? ': ' + all.why.join('; ') : ': the cdc follows the binlog, nothing is failing');
+  return [word, h('div', { class: 'cards' }, cdc, hooks, last, anomalies)];
+}
+
+// LAG_WARN and LAG_DOWN are the lags (seconds) at which the whole is
+// degraded and down.
+const LAG_WARN = 5;
+const LAG_DOWN = 60;
+
+// overall is the whole in one word, and why: down when the counters do
+// not follow the binlog (no checkpoint yet, or a lag of a minute or
+// more); degraded when they follow but something needs a look (lag, the
+// cdc's process not answering, Redis behind, webhooks failing or
+// dropped, a reconcile pass that failed or needs review); else ok.
+export function overall(st) {
+  const p = st.process || {};
+  const w = st.webhooks || {};
+  const rec = st.last_reconcile;
+  if (!st.found) return { word: 'down', why: [`the cdc's checkpoint “${st.checkpoint}” is not written yet`] };
+  if (st.lag_seconds >= LAG_DOWN) return { word: 'down', why: [`the counters are ${Math.round(st.lag_seconds)} s behind the binlog`] };
+  const why = [];
+  if (st.lag_seconds > LAG_WARN) why.push(`lag ${st.lag_seconds.toFixed(1)} s`);
+  if (!p.reachable) why.push(`the cdc's process does not answer (${p.error || 'no answer'})`);
+  else if (p.redis_behind_batches > 0) why.push(`Redis ${num(p.redis_behind_batches)} batches behind`);
+  if (w.failing) why.push(`${count(w.failing, 'webhook event')} failing`);
+  if (w.dropped) why.push(`${count(w.dropped, 'webhook event')} dropped`);
+  if (rec && rec.status === 'error') why.push(`the last reconcile pass failed`);
+  if (rec && rec.status === 'needs_review' && !rec.resolved_at) why.push(`the last reconcile pass needs review`);
+  return { word: why.length ? 'degraded' : 'ok', why };
 }
 
 // passStatus words a pass's status: a pass that needed review says

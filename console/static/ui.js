@@ -69,3 +69,8 @@ export function page(title, ...children) {
   main.replaceChildren(h('h1', { text: title }), ...children);
   return main;
 }
+
+// count is "1 event", "2 events": n (formatted) and noun, plural unless n is 1.
+export function count(n, noun) {
+  return n === 1 ? `1 ${noun}` : `${num(n)} ${noun}s`;
+}
