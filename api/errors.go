@@ -31,7 +31,7 @@ const (
 	CodeLegacyPolicyRefused  Code = "legacy_policy_refused"  // 409: a legacy campaign's policy couponlink cannot honour (mode auto: it never writes the shop's tables)
 	CodeUnsupportedMediaType Code = "unsupported_media_type" // 415: the body is not application/json
 	CodeInternal             Code = "internal"               // 500: an unexpected failure (see the server log)
-	CodeUnavailable          Code = "unavailable"            // 503: cancelled, or MySQL does not answer; retry
+	CodeUnavailable          Code = "unavailable"            // 503: cancelled, or MySQL cannot be reached; retry
 )
 
 // Codes is every error code of the API, in the order of openapi.json's

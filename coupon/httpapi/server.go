@@ -260,18 +260,29 @@ func (s *Server) checkWrite(r *http.Request) error {
 }
 
 // fail writes err in the one error shape. Errors that are not domain
-// errors are logged and answered 500 without their details.
+// errors are logged and answered without their details: 503 when the
+// request was cancelled or MySQL cannot be reached (unreachable), else
+// 500.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e, ok := coupon.AsError(err)
 	if !ok {
-		if r.Context().Err() != nil {
-			e = &coupon.Error{Code: api.CodeUnavailable, Message: "the request was cancelled"}
-		} else {
-			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-			e = &coupon.Error{Code: api.CodeInternal, Message: "internal error; nothing was written unless a retry says otherwise; see the server log"}
-		}
+		e = s.failure(r, err)
 	}
 	WriteError(w, e)
+}
+
+// failure is the answer to an error that is not a domain error.
+func (s *Server) failure(r *http.Request, err error) *coupon.Error {
+	switch {
+	case r.Context().Err() != nil:
+		return &coupon.Error{Code: api.CodeUnavailable, Message: "the request was cancelled"}
+	case unreachable(err):
+		s.log.Warn("MySQL cannot be reached", "method", r.Method, "path", r.URL.Path, "err", err)
+		return &coupon.Error{Code: api.CodeUnavailable, Message: "MySQL cannot be reached; nothing was written unless a retry says otherwise; " +
+			"retry later; the reason is in the server log"}
+	}
+	s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	return &coupon.Error{Code: api.CodeInternal, Message: "internal error; nothing was written unless a retry says otherwise; see the server log"}
 }
 
 type statusRecorder struct {
