@@ -80,11 +80,9 @@ func normalHost(h string) string {
 // "localhost"): without its port and an IPv6 address's brackets, as
 // normalHost; an address in its canonical form.
 func hostOf(header string) string {
-	host := header
-	if h, _, err := net.SplitHostPort(header); err == nil {
-		host = h
-	} else {
-		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	host, _, err := net.SplitHostPort(header)
+	if err != nil { // no port
+		host = strings.TrimSuffix(strings.TrimPrefix(header, "["), "]")
 	}
 	host = normalHost(host)
 	if ip := net.ParseIP(host); ip != nil {
