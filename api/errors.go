@@ -15,6 +15,7 @@ const (
 	CodeUnauthorized         Code = "unauthorized"           // 401: no valid bearer token
 	CodeForbiddenOrigin      Code = "forbidden_origin"       // 403: a browser's write from another site
 	CodeForbidden            Code = "forbidden"              // 403: the token's role may not call the route
+	CodeHostNotAllowed       Code = "host_not_allowed"       // 403: an API without tokens asked for a Host that is not loopback nor allowed
 	CodeNotFound             Code = "not_found"              // 404: no such template, coupon or route
 	CodeMethodNotAllowed     Code = "method_not_allowed"     // 405
 	CodeSoldOut              Code = "sold_out"               // 409: the channel bucket has no quota left
@@ -30,13 +31,13 @@ const (
 	CodeLegacyPolicyRefused  Code = "legacy_policy_refused"  // 409: a legacy campaign's policy couponlink cannot honour (mode auto: it never writes the shop's tables)
 	CodeUnsupportedMediaType Code = "unsupported_media_type" // 415: the body is not application/json
 	CodeInternal             Code = "internal"               // 500: an unexpected failure (see the server log)
-	CodeUnavailable          Code = "unavailable"            // 503: cancelled, or MySQL does not answer; retry
+	CodeUnavailable          Code = "unavailable"            // 503: cancelled, or MySQL cannot be reached; retry
 )
 
 // Codes is every error code of the API, in the order of openapi.json's
 // ErrorCode enum (by HTTP status).
 var Codes = []Code{
-	CodeInvalidArgument, CodeUnauthorized, CodeForbiddenOrigin, CodeForbidden, CodeNotFound, CodeMethodNotAllowed,
+	CodeInvalidArgument, CodeUnauthorized, CodeForbiddenOrigin, CodeForbidden, CodeHostNotAllowed, CodeNotFound, CodeMethodNotAllowed,
 	CodeSoldOut, CodeLimitReached, CodeAlreadyUsed, CodeIllegalTransition, CodeIdempotencyConflict,
 	CodeOrderMismatch, CodeAlreadyRefunded, CodeCouponExpired, CodeConflict, CodeNotOpen, CodeLegacyPolicyRefused,
 	CodeUnsupportedMediaType, CodeInternal, CodeUnavailable,
@@ -52,7 +53,7 @@ func (c Code) Status() int {
 		return http.StatusNotFound
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
-	case CodeForbiddenOrigin, CodeForbidden:
+	case CodeForbiddenOrigin, CodeForbidden, CodeHostNotAllowed:
 		return http.StatusForbidden
 	case CodeUnsupportedMediaType:
 		return http.StatusUnsupportedMediaType

@@ -17,6 +17,7 @@ const (
 	CodeUnauthorized         = api.CodeUnauthorized         // 401
 	CodeForbiddenOrigin      = api.CodeForbiddenOrigin      // 403
 	CodeForbidden            = api.CodeForbidden            // 403
+	CodeHostNotAllowed       = api.CodeHostNotAllowed       // 403: an API without tokens, a Host it does not know
 	CodeNotFound             = api.CodeNotFound             // 404
 	CodeMethodNotAllowed     = api.CodeMethodNotAllowed     // 405
 	CodeSoldOut              = api.CodeSoldOut              // 409

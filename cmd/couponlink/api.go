@@ -27,6 +27,7 @@ type apiSettings struct {
 	conns     *int
 	// the HTTP server: where, who may call, how it stops
 	addr, origins, metricsAddr *string
+	hosts                      *string
 	pprof                      *bool
 	token                      func() string
 	tokenFile                  *string
@@ -62,6 +63,9 @@ func apiFlags(stderr io.Writer) (*settings.Flags, *apiSettings) {
 		"serve Go's profiler (/debug/pprof/) on the -metrics-addr listener, never on -addr (needs -metrics-addr; docs/performance.md, \"Profiling the api\")")
 	o.origins = f.EnvString("allowed-origins", "COUPONLINK_API_ALLOWED_ORIGINS", "",
 		"comma-separated browser origins (scheme://host[:port]) besides the API's own that may write, e.g. a console behind a proxy")
+	o.hosts = f.EnvString("allowed-hosts", "COUPONLINK_API_ALLOWED_HOSTS", "",
+		"comma-separated host names or addresses (no port) besides loopback ones whose requests an API without tokens answers under /v1, "+
+			"by their Host header, e.g. a name the API is reached by; others are 403 host_not_allowed (a guard against DNS rebinding)")
 	o.grace = f.EnvDuration("shutdown-grace", "COUPONLINK_SHUTDOWN_GRACE", 20*time.Second, "how long in-flight requests may take to finish on SIGTERM")
 	o.sweep = f.EnvDuration("expire-interval", "COUPONLINK_EXPIRE_INTERVAL", time.Minute, "how often the API runs the expiry sweep (0: never)")
 	o.cdcMetrics = f.EnvRedacted("cdc-metrics-url", "COUPONLINK_CDC_METRICS_URL", "",
@@ -102,13 +106,17 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("-allowed-origins: %w", err)
 	}
+	hosts, err := httpapi.ParseAllowedHosts(*o.hosts)
+	if err != nil {
+		return fmt.Errorf("-allowed-hosts: %w", err)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	gatherer := prometheus.Gatherer(reg) // /metrics beside the API, or on -metrics-addr
 	if *o.metricsAddr != "" {
 		gatherer = nil
 	}
-	build := apiBuild{cfg: httpapi.Config{Tokens: tokens, AllowedOrigins: allowed, CDCMetricsURL: *o.cdcMetrics, Logger: base, Registerer: reg, Gatherer: gatherer},
+	build := apiBuild{cfg: httpapi.Config{Tokens: tokens, AllowedOrigins: allowed, AllowedHosts: hosts, CDCMetricsURL: *o.cdcMetrics, Logger: base, Registerer: reg, Gatherer: gatherer},
 		store: coupon.Config{Logger: log, CombineClaims: *o.combine, CombineRedemptions: *o.combineRedeem, CombineMax: *o.combineMax,
 			SoldOutMemory: *o.soldOutMemory}, cdcName: *o.cdcName}
 	if build.cfg.Legacy, err = legacyShop(*o.mapping); err != nil {
@@ -128,7 +136,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("listen on %s: %w", *o.addr, err)
 	}
 	srv := &http.Server{Handler: console.Mount(api), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
-	log.Info("api listening", "addr", ln.Addr().String(), "auth", tokens.Len() > 0, "tokens", tokens.Names(), "legacy_mapping", *o.mapping, "allowed_origins", allowed, "expire_interval", *o.sweep,
+	log.Info("api listening", "addr", ln.Addr().String(), "auth", tokens.Len() > 0, "tokens", tokens.Names(), "legacy_mapping", *o.mapping, "allowed_origins", allowed, "allowed_hosts", hosts, "expire_interval", *o.sweep,
 		"combine_claims", *o.combine, "combine_redemptions", *o.combineRedeem, "combine_max", *o.combineMax, "sold_out_memory", *o.soldOutMemory)
 	fmt.Fprintf(stdout, "couponlink api listening on http://%s\n", ln.Addr())
 	fmt.Fprintf(stdout, "couponlink console on http://%s%s\n", ln.Addr(), console.Prefix)

@@ -74,6 +74,20 @@ func TestAPIAllowedOriginsFlag(t *testing.T) {
 	assert.Contains(t, errs, "-allowed-origins")
 }
 
+// A malformed -allowed-hosts stops the api before it opens anything.
+func TestAPIAllowedHostsFlag(t *testing.T) {
+	for _, bad := range []string{"http://api.example", "api.example:8080", "api.example/x"} {
+		code, _, errs := cli(t, "api", "-dsn", "nobody@tcp(127.0.0.1:1)/x", "-allowed-hosts", "ok.example,"+bad)
+		assert.NotEqual(t, 0, code)
+		assert.Contains(t, errs, "-allowed-hosts")
+		assert.Contains(t, errs, bad)
+	}
+	t.Setenv("COUPONLINK_API_ALLOWED_HOSTS", "api.example:8080")
+	code, _, errs := cli(t, "api", "-dsn", "nobody@tcp(127.0.0.1:1)/x")
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, errs, "-allowed-hosts")
+}
+
 // The ops server runs as a part of its command's group: a failure to
 // serve (here its listener breaks) ends Run with the error, which stops
 // the command, instead of leaving it without /metrics and /healthz.

@@ -106,7 +106,8 @@ func (s *Server) authenticate(r *http.Request) (id auth.Identity, ok, open bool)
 }
 
 // Authorized reports whether r may use its route under /v1: it carries a
-// token whose role may call the route, or the server has none. A front
+// token whose role may call the route, or the server has none and r's
+// Host is one it knows. A front
 // that routes requests over several servers asks it before it reads a
 // body.
 func (s *Server) Authorized(r *http.Request) bool {
@@ -119,13 +120,15 @@ func (s *Server) Authorized(r *http.Request) bool {
 // error is 401 unauthorized (checked first, for any path under /v1, so
 // that a caller without a token learns nothing of the routes) or 403
 // forbidden. An unknown path or a wrong method needs only a valid token.
+// Without tokens, r's Host must be one the API knows (checkHost, hosts.go):
+// else 403 host_not_allowed.
 func (s *Server) authorize(r *http.Request) (*http.Request, error) {
 	id, ok, open := s.authenticate(r)
 	switch {
 	case !ok:
 		return r, &coupon.Error{Code: api.CodeUnauthorized, Message: "a valid Authorization: Bearer <token> header is required"}
 	case open:
-		return r, nil
+		return r, s.checkHost(r)
 	}
 	if _, pattern := s.mux.Handler(r); s.isRoute[pattern] {
 		if need := RoleOf(pattern); id.Role < need {

@@ -123,9 +123,11 @@ func (c *conformance) check(r *http.Request, rec *httptest.ResponseRecorder) {
 
 // checkUnrouted checks the answer to a path or method the document does
 // not have: it must be the error shape, 401 (under /v1 without the token),
-// 404 (no such path) or 405 (no such method).
+// 403 (under /v1, without tokens, a Host the API does not know), 404 (no
+// such path) or 405 (no such method).
 func (c *conformance) checkUnrouted(what string, routeErr error, rec *httptest.ResponseRecorder) {
-	schemas := map[int]string{http.StatusUnauthorized: "ErrorOf401", http.StatusNotFound: "ErrorOf404", http.StatusMethodNotAllowed: "ErrorOf405"}
+	schemas := map[int]string{http.StatusUnauthorized: "ErrorOf401", http.StatusForbidden: "ErrorOf403", http.StatusNotFound: "ErrorOf404",
+		http.StatusMethodNotAllowed: "ErrorOf405"}
 	name, ok := schemas[rec.Code]
 	if !ok {
 		c.t.Errorf("%s is not in openapi.json (%v) but the server answered %d: %s", what, routeErr, rec.Code, rec.Body)

@@ -56,6 +56,7 @@ type envConfig struct {
 	token      string
 	tokens     *auth.Tokens     // httpapi.Config.Tokens (the client sends token)
 	origins    []string         // httpapi.Config.AllowedOrigins
+	hosts      []string         // httpapi.Config.AllowedHosts
 	realClock  bool             // time.Now instead of the fake clock
 	now        func() time.Time // overrides both
 	db         *sql.DB          // share this database (a second API process) instead of a fresh one
@@ -92,7 +93,7 @@ func newEnv(t testing.TB, cfgs ...envConfig) *env {
 		CombineRedemptions: cfg.combine || combineFromEnv("REDEMPTIONS")})
 	require.NoError(t, err)
 	e.store = store
-	e.srv = httpapi.New(httpapi.Config{Store: store, Token: cfg.token, Tokens: cfg.tokens, AllowedOrigins: cfg.origins, Logger: quiet,
+	e.srv = httpapi.New(httpapi.Config{Store: store, Token: cfg.token, Tokens: cfg.tokens, AllowedOrigins: cfg.origins, AllowedHosts: cfg.hosts, Logger: quiet,
 		Registerer: e.reg, Gatherer: e.reg, CDCMetricsURL: cfg.cdcMetrics, Inventory: view.Reader{Checkpoint: cfg.checkpoint}})
 	var h http.Handler = e.srv
 	if _, bench := t.(*testing.B); !bench {

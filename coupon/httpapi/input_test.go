@@ -201,6 +201,10 @@ func rawRequest(t *testing.T, base, method, path string, body any, header map[st
 	req, err := http.NewRequest(method, base+path, rd)
 	require.NoError(t, err)
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v // Go sends req.Host, never a Host header of req.Header
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	res, err := http.DefaultClient.Do(req)

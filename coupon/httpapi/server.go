@@ -36,9 +36,13 @@ type Config struct {
 	// AllowedOrigins are the browser origins ("https://console.example")
 	// besides the API's own that may write; see ParseAllowedOrigins.
 	AllowedOrigins []string
-	Logger         *slog.Logger
-	Registerer     prometheus.Registerer
-	Gatherer       prometheus.Gatherer // served on /metrics; nil: no /metrics
+	// AllowedHosts are the host names and addresses (no port) besides
+	// loopback ones that an API without tokens answers under /v1, by the
+	// request's Host; see ParseAllowedHosts and hosts.go.
+	AllowedHosts []string
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
+	Gatherer     prometheus.Gatherer // served on /metrics; nil: no /metrics
 	// Inventory reads GET /v1/templates/{id}/inventory; its DB defaults to
 	// the Store's, and its Checkpoint, when set, adds the cdc's counters.
 	Inventory view.Reader
@@ -60,6 +64,8 @@ type Server struct {
 	mux     *http.ServeMux
 	tokens  *auth.Tokens
 	origins *http.CrossOriginProtection
+	// allowedHost is Config.AllowedHosts, for the Host check (hosts.go)
+	allowedHost map[string]bool
 	// allowed is the methods routed on each path, for the 405 answers; it
 	// is written only while New registers the routes.
 	allowed map[string][]string
@@ -88,6 +94,10 @@ func New(cfg Config) *Server {
 	}, func() float64 { return float64(cfg.Store.ClaimsRefusedFromMemory()) })
 	if s.tokens == nil && cfg.Token != "" {
 		s.tokens = auth.Static(map[string]auth.Identity{cfg.Token: {Name: auth.EnvTokenName, Role: auth.Admin}})
+	}
+	s.allowedHost = map[string]bool{}
+	for _, h := range cfg.AllowedHosts {
+		s.allowedHost[hostOf(h)] = true
 	}
 	s.origins = http.NewCrossOriginProtection()
 	for _, o := range cfg.AllowedOrigins {
@@ -160,7 +170,8 @@ func ParseAllowedOrigins(list string) ([]string, error) {
 // ServeHTTP implements http.Handler. Everything under /v1 needs a token
 // whose role may call the route first (authorize, auth.go), so that a
 // caller without one learns nothing of the routes: an unknown path or a
-// wrong method is 401 too.
+// wrong method is 401 too. Without tokens, it needs a Host the API
+// knows instead (checkHost, hosts.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
 		var err error
@@ -249,18 +260,29 @@ func (s *Server) checkWrite(r *http.Request) error {
 }
 
 // fail writes err in the one error shape. Errors that are not domain
-// errors are logged and answered 500 without their details.
+// errors are logged and answered without their details: 503 when the
+// request was cancelled or MySQL cannot be reached (unreachable), else
+// 500.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e, ok := coupon.AsError(err)
 	if !ok {
-		if r.Context().Err() != nil {
-			e = &coupon.Error{Code: api.CodeUnavailable, Message: "the request was cancelled"}
-		} else {
-			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-			e = &coupon.Error{Code: api.CodeInternal, Message: "internal error; nothing was written unless a retry says otherwise; see the server log"}
-		}
+		e = s.failure(r, err)
 	}
 	WriteError(w, e)
+}
+
+// failure is the answer to an error that is not a domain error.
+func (s *Server) failure(r *http.Request, err error) *coupon.Error {
+	switch {
+	case r.Context().Err() != nil:
+		return &coupon.Error{Code: api.CodeUnavailable, Message: "the request was cancelled"}
+	case unreachable(err):
+		s.log.Warn("MySQL cannot be reached", "method", r.Method, "path", r.URL.Path, "err", err)
+		return &coupon.Error{Code: api.CodeUnavailable, Message: "MySQL cannot be reached; nothing was written unless a retry says otherwise; " +
+			"retry later; the reason is in the server log"}
+	}
+	s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	return &coupon.Error{Code: api.CodeInternal, Message: "internal error; nothing was written unless a retry says otherwise; see the server log"}
 }
 
 type statusRecorder struct {
