@@ -67,11 +67,36 @@ func (d Decision) Total() int64 {
 // then again on the rows it locked.
 func Decide(in Input) Decision {
 	p := in.Policy
-	d := Decision{Seen: make([]Seen, len(in.Channels)), Unknown: unknowns(in)}
 	chans := append([]Channel(nil), in.Channels...)
 	sort.Slice(chans, func(i, j int) bool { return chans[i].Name < chans[j].Name })
+	d := Decision{Unknown: unknowns(in)}
 	var givers, takers []int
+	d.Seen, givers, takers = judge(in, chans)
+	if d.Skip = stopped(in, len(givers), len(takers)); d.Skip != "" {
+		for i := range d.Seen {
+			d.Seen[i].Role = ""
+		}
+		return d
+	}
 	soldOut := false
+	for _, i := range takers {
+		soldOut = soldOut || d.Seen[i].Claimable == 0
+	}
+	if soldOut {
+		takers = soldOutFirst(d.Seen, takers)
+	}
+	d.Moves = moves(p, chans, d.Seen, givers, takers)
+	d.Rule = fmt.Sprintf("rate < low %.2f after >= %d claims gives <= %.0f%% of claimable keeping %.0f%% of quota; to rate > high %.2f%s, by rate",
+		p.Low, p.MinClaims, p.MaxShare*100, p.Reserve*100, p.High, map[bool]string{true: " (sold out first)", false: ""}[soldOut])
+	return d
+}
+
+// judge is what the rule sees in each channel (chans, sorted by name):
+// its rate, its role and why; and the givers and receivers among them
+// (indexes into chans).
+func judge(in Input, chans []Channel) (seen []Seen, givers, takers []int) {
+	p := in.Policy
+	seen = make([]Seen, len(chans))
 	for i, c := range chans {
 		s := Seen{Channel: c, Claimable: c.Claimable()}
 		rate, ok := c.Rate()
@@ -96,48 +121,58 @@ func Decide(in Input) Decision {
 			s.Role = "receiver"
 			s.Why = fmt.Sprintf("redeems %.2f > high %.2f: may receive%s", rate, p.High, soldOutNote(s))
 			takers = append(takers, i)
-			soldOut = soldOut || s.Claimable == 0
 		default:
 			s.Why = fmt.Sprintf("redeems %.2f, from low %.2f to high %.2f: neither gives nor receives", rate, p.Low, p.High)
 		}
-		d.Seen[i] = s
+		seen[i] = s
 	}
+	return seen, givers, takers
+}
+
+// stopped is what stops every move now (the policy, the campaign's age,
+// the cooldown, no giver or no receiver), or "" when nothing does.
+func stopped(in Input, givers, takers int) string {
+	p := in.Policy
 	switch {
 	case p.Mode == ModeOff:
-		d.Skip = "policy is off"
+		return "policy is off"
 	case in.QuotaUnknown:
-		d.Skip = "the channels' quotas are unknown (the mapping names no per-channel budget, channel_quota): there is no quota to move between them, so nothing is recommended"
+		return "the channels' quotas are unknown (the mapping names no per-channel budget, channel_quota): there is no quota to move between them, so nothing is recommended"
 	case !in.AgeUnknown && in.Age < coupon.Seconds(p.MinAgeSeconds):
-		d.Skip = fmt.Sprintf("campaign is %s old, younger than min_age %s", in.Age.Round(time.Second), seconds(p.MinAgeSeconds))
+		return fmt.Sprintf("campaign is %s old, younger than min_age %s", in.Age.Round(time.Second), seconds(p.MinAgeSeconds))
 	case !in.LastMove.IsZero() && in.Now.Sub(in.LastMove) < coupon.Seconds(p.CooldownSeconds):
-		d.Skip = fmt.Sprintf("last decision %s ago, within the cooldown of %s", in.Now.Sub(in.LastMove).Round(time.Second), seconds(p.CooldownSeconds))
-	case len(givers) == 0:
-		d.Skip = fmt.Sprintf("no channel redeems below low %.2f after %d claims with claimable quota above its reserve", p.Low, p.MinClaims)
-	case len(takers) == 0:
-		d.Skip = fmt.Sprintf("no channel redeems above high %.2f after %d claims", p.High, p.MinClaims)
+		return fmt.Sprintf("last decision %s ago, within the cooldown of %s", in.Now.Sub(in.LastMove).Round(time.Second), seconds(p.CooldownSeconds))
+	case givers == 0:
+		return fmt.Sprintf("no channel redeems below low %.2f after %d claims with claimable quota above its reserve", p.Low, p.MinClaims)
+	case takers == 0:
+		return fmt.Sprintf("no channel redeems above high %.2f after %d claims", p.High, p.MinClaims)
 	}
-	if d.Skip != "" {
-		for i := range d.Seen {
-			d.Seen[i].Role = ""
+	return ""
+}
+
+// soldOutFirst keeps the sold-out receivers only (they come first), and
+// says so in the others' why.
+func soldOutFirst(seen []Seen, takers []int) []int {
+	kept := takers[:0]
+	for _, i := range takers {
+		if seen[i].Claimable == 0 {
+			kept = append(kept, i)
+		} else {
+			seen[i].Role = ""
+			seen[i].Why += "; but another receiver is sold out, and sold-out channels come first"
 		}
-		return d
 	}
-	if soldOut { // sold-out channels come first: only they receive
-		kept := takers[:0]
-		for _, i := range takers {
-			if d.Seen[i].Claimable == 0 {
-				kept = append(kept, i)
-			} else {
-				d.Seen[i].Role = ""
-				d.Seen[i].Why += "; but another receiver is sold out, and sold-out channels come first"
-			}
-		}
-		takers = kept
-	}
+	return kept
+}
+
+// moves splits what each giver may give over the receivers, by their
+// redemption rates.
+func moves(p Policy, chans []Channel, seen []Seen, givers, takers []int) []Move {
 	weights := make([]float64, len(takers))
 	for k, i := range takers {
-		weights[k] = *d.Seen[i].Rate
+		weights[k] = *seen[i].Rate
 	}
+	var out []Move
 	for _, g := range givers {
 		c := chans[g]
 		give := giveable(c, p)
@@ -145,16 +180,14 @@ func Decide(in Input) Decision {
 			if amount == 0 {
 				continue
 			}
-			t := d.Seen[takers[k]]
-			d.Moves = append(d.Moves, Move{From: c.Name, To: t.Name, Amount: amount, Why: fmt.Sprintf(
+			t := seen[takers[k]]
+			out = append(out, Move{From: c.Name, To: t.Name, Amount: amount, Why: fmt.Sprintf(
 				"%s redeems %.2f < low %.2f after %d claims: gives %d of its %d claimable (max_share %.2f, keeps reserve %d); %s redeems %.2f > high %.2f%s",
-				c.Name, *d.Seen[g].Rate, p.Low, c.Claims(), give, c.Claimable(), p.MaxShare, reserve(c, p),
+				c.Name, *seen[g].Rate, p.Low, c.Claims(), give, c.Claimable(), p.MaxShare, reserve(c, p),
 				t.Name, *t.Rate, p.High, soldOutNote(t))})
 		}
 	}
-	d.Rule = fmt.Sprintf("rate < low %.2f after >= %d claims gives <= %.0f%% of claimable keeping %.0f%% of quota; to rate > high %.2f%s, by rate",
-		p.Low, p.MinClaims, p.MaxShare*100, p.Reserve*100, p.High, map[bool]string{true: " (sold out first)", false: ""}[soldOut])
-	return d
+	return out
 }
 
 // giveable is how much of c's claimable quota the rule may move: at most
