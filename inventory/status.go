@@ -65,6 +65,19 @@ func (s Status) Lag() time.Duration {
 	return s.Now.Sub(s.Checkpoint.EventTime.Time)
 }
 
+// ReadPositions is where the cdc's checkpoint name stands and the
+// server's binlog end now: a Status with nothing else read (its Lag and
+// Behind work).
+func ReadPositions(ctx context.Context, db *sql.DB, name string) (Status, error) {
+	st := Status{Now: time.Now().UTC()}
+	var err error
+	if st.Checkpoint, st.Found, err = LoadCheckpoint(ctx, db, name); err != nil {
+		return st, err
+	}
+	st.Server, err = canal.CurrentPosition(ctx, db)
+	return st, err
+}
+
 // ReadStatus reads the checkpoint, the anomaly counts and the counters,
 // with the reference schema's channel quotas.
 func ReadStatus(ctx context.Context, db *sql.DB, name string) (Status, error) {
@@ -75,14 +88,11 @@ func ReadStatus(ctx context.Context, db *sql.DB, name string) (Status, error) {
 // reference schema): the quotas of its channel buckets and, for a legacy
 // mapping, its templates (Status.Templates) and its channel labels.
 func ReadMappedStatus(ctx context.Context, db *sql.DB, name string, m *canal.Mapping) (Status, error) {
-	st := Status{Now: time.Now().UTC(), Anomalies: map[string]int64{}, Webhooks: map[string]int64{}}
-	var err error
-	if st.Checkpoint, st.Found, err = LoadCheckpoint(ctx, db, name); err != nil {
+	st, err := ReadPositions(ctx, db, name)
+	if err != nil {
 		return st, err
 	}
-	if st.Server, err = canal.CurrentPosition(ctx, db); err != nil {
-		return st, err
-	}
+	st.Anomalies, st.Webhooks = map[string]int64{}, map[string]int64{}
 	if err := readAnomalies(ctx, db, &st); err != nil {
 		return st, err
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/api"
-	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/inventory/view"
@@ -19,7 +18,7 @@ import (
 
 // Legacy is the legacy shop an API serves read-only beside its own routes.
 type Legacy struct {
-	Mapping *canal.Mapping
+	Mapping *inventory.Mapping
 	// Open opens a source's DSN (a mapping with sources), closed after
 	// each read; Timeout bounds each source's answer (default 5 s).
 	Open    inventory.Opener
@@ -81,11 +80,8 @@ func (s *Server) legacyTemplate(w http.ResponseWriter, r *http.Request) (int, an
 	if err != nil {
 		return 0, nil, err
 	}
-	st := inventory.Status{Now: time.Now().UTC()}
-	if st.Checkpoint, st.Found, err = inventory.LoadCheckpoint(r.Context(), s.store.DB(), s.checkpoint()); err != nil {
-		return 0, nil, err
-	}
-	if st.Server, err = canal.CurrentPosition(r.Context(), s.store.DB()); err != nil {
+	st, err := inventory.ReadPositions(r.Context(), s.store.DB(), s.checkpoint())
+	if err != nil {
 		return 0, nil, err
 	}
 	v, err := s.oneServerJSON(l.Mapping, st, []view.Template{t})
@@ -94,7 +90,7 @@ func (s *Server) legacyTemplate(w http.ResponseWriter, r *http.Request) (int, an
 
 // oneServerJSON is a legacy shop on one server: its one source is the
 // API's cdc checkpoint.
-func (s *Server) oneServerJSON(m *canal.Mapping, st inventory.Status, ts []view.Template) (api.LegacyStatus, error) {
+func (s *Server) oneServerJSON(m *inventory.Mapping, st inventory.Status, ts []view.Template) (api.LegacyStatus, error) {
 	src := api.LegacySource{Name: s.checkpoint(), State: string(inventory.SourceUp), LagSeconds: st.Lag().Seconds()}
 	v := api.LegacyStatus{Mapping: m.Schema, Complete: st.Found, LeftOut: []string{}, Templates: []json.RawMessage{}}
 	if st.Found {
@@ -114,7 +110,7 @@ func (s *Server) oneServerJSON(m *canal.Mapping, st inventory.Status, ts []view.
 }
 
 // acrossAnswer is the answer of a read over m's sources.
-func acrossAnswer(m *canal.Mapping) func(inventory.Across, error) (int, any, error) {
+func acrossAnswer(m *inventory.Mapping) func(inventory.Across, error) (int, any, error) {
 	return func(a inventory.Across, err error) (int, any, error) {
 		if err != nil {
 			return 0, nil, err
@@ -126,7 +122,7 @@ func acrossAnswer(m *canal.Mapping) func(inventory.Across, error) (int, any, err
 
 // acrossJSON is a legacy shop summed over its sources, with each source's
 // part of each template.
-func acrossJSON(m *canal.Mapping, a inventory.Across) (api.LegacyStatus, error) {
+func acrossJSON(m *inventory.Mapping, a inventory.Across) (api.LegacyStatus, error) {
 	v := api.LegacyStatus{Mapping: m.Schema, Complete: a.Complete(), LeftOut: a.Left(), Templates: []json.RawMessage{}}
 	if v.LeftOut == nil {
 		v.LeftOut = []string{}

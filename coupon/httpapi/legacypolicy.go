@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/api"
-	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
@@ -29,7 +28,7 @@ import (
 // legacyPolicyDB is the database of a legacy shop's policies, and the
 // mapping of its server, after checking that the shop has the template;
 // done closes what it opened.
-func (s *Server) legacyPolicyDB(r *http.Request, params ...string) (id int64, l *Legacy, db *sql.DB, m *canal.Mapping, done func(), err error) {
+func (s *Server) legacyPolicyDB(r *http.Request, params ...string) (id int64, l *Legacy, db *sql.DB, m *inventory.Mapping, done func(), err error) {
 	if id, err = pathID(r); err != nil {
 		return 0, nil, nil, nil, nil, err
 	}
@@ -59,8 +58,8 @@ func (s *Server) legacyPolicyDB(r *http.Request, params ...string) (id int64, l 
 func acrossFound(_ inventory.Across, err error) error { return err }
 
 // judgeOf is the mapping and DSN of the source whose cdc decides what
-// only the sum shows (canal.Mapping.Judge).
-func judgeOf(m *canal.Mapping) (*canal.Mapping, string, error) {
+// only the sum shows (inventory.Mapping.Judge).
+func judgeOf(m *inventory.Mapping) (*inventory.Mapping, string, error) {
 	first, _, err := m.OneSource(m.Sources[0].Name)
 	if err != nil {
 		return nil, "", err
@@ -154,7 +153,7 @@ func (s *Server) previewLegacyPolicy(w http.ResponseWriter, r *http.Request) (in
 // them: the shop's per-channel budgets (on db, read with m) and the cdc's
 // counts, summed over the sources; without budgets, the counted channels
 // with their quotas unknown.
-func legacyChannels(ctx context.Context, l *Legacy, db *sql.DB, m *canal.Mapping, id int64) (quota.LegacyChannels, error) {
+func legacyChannels(ctx context.Context, l *Legacy, db *sql.DB, m *inventory.Mapping, id int64) (quota.LegacyChannels, error) {
 	var counts map[inventory.Pair]*inventory.Counts
 	var err error
 	if l.Mapping.HasSources() {
