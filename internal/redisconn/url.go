@@ -12,12 +12,12 @@ import (
 // target is what an address list names: the nodes (host:port) and, from
 // its redis:// or rediss:// URLs, the credentials, the database and TLS.
 type target struct {
-	addrs    []string
-	user     *url.Userinfo // nil: no URL gave credentials
-	db       int
-	tls      bool // a rediss:// URL
-	schemes  map[string]bool
-	dbGiven  bool
+	addrs   []string
+	user    *url.Userinfo // nil: no URL gave credentials
+	db      int
+	tls     bool // a rediss:// URL
+	schemes map[string]bool
+	dbGiven bool
 }
 
 // parseAddrs reads an address list: each entry host:port or
