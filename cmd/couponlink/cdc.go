@@ -126,8 +126,9 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var rdb redis.UniversalClient
 	if *o.redis.Addr != "" {
-		if rdb, err = redisconn.Open(redisconn.Options{Addr: *o.redis.Addr, Cluster: *o.redis.Cluster, TLS: o.redis.TLS,
-			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}); err != nil {
+		ro := o.redis.Options()
+		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = time.Second, time.Second, time.Second
+		if rdb, err = redisconn.Open(ro); err != nil {
 			return err
 		}
 		defer rdb.Close()

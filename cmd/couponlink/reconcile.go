@@ -169,7 +169,9 @@ func (o *reconcileSettings) config(reg prometheus.Registerer, log *slog.Logger) 
 	cfg.AutoFix = &fix
 	closeRedis := func() {}
 	if *o.redis.Addr != "" {
-		rdb, err := redisconn.Open(redisconn.Options{Addr: *o.redis.Addr, Cluster: *o.redis.Cluster, TLS: o.redis.TLS, DialTimeout: time.Second})
+		ro := o.redis.Options()
+		ro.DialTimeout = time.Second
+		rdb, err := redisconn.Open(ro)
 		if err != nil {
 			return cfg, nil, err
 		}
