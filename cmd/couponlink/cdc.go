@@ -152,7 +152,7 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	relays, err := o.events.relays(db, sm, hooks == nil, *o.cp.Name, d.Sink.LeaderEpoch, base)
+	relays, err := o.events.relays(db, sm, hooks == nil, *o.cp.Name, d.Sink.LeaderEpoch, o.redis.TLS, base)
 	if err != nil {
 		return err
 	}
