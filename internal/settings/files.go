@@ -52,7 +52,7 @@ func (f *Flags) readFiles() error {
 		if err != nil {
 			return fmt.Errorf("%s: cannot read %s: %w", fe, path, err)
 		}
-		if err := f.Set(name, v); err != nil {
+		if err := f.Lookup(name).Value.Set(v); err != nil { // not f.Set: the flag stays "not given" for Visit
 			return fmt.Errorf("%s: the value in %s: %w", fe, path, err)
 		}
 	}
