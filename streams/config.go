@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/internal/redact"
+	"github.com/couponlink/couponlink/internal/tlsconf"
 	"github.com/couponlink/couponlink/webhook"
 )
 
@@ -29,13 +30,17 @@ const (
 // Open builds the sinks of spec, a comma-separated list of URLs:
 //
 //	redis://[user:password@]host:port[/db]?stream=couponlink:events&maxlen=1000000&name=redis
+//	rediss://[user:password@]host:port[/db]?tls_ca=ca.pem&tls_cert=client.pem&tls_key=client-key.pem&skip_verify=false&...
 //	nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&create=true&duplicates=2m&max_msgs=0&name=nats
 //
 // (rediss:// and tls:// for TLS). Every parameter is optional; name
 // defaults to the scheme's family (redis, nats) and must be unique: it
-// keys the sink's position and labels its metrics. Empty spec: no sinks.
-// On an error it closes what it opened; the error never shows a password.
-func Open(spec string) ([]webhook.Sink, error) {
+// keys the sink's position and labels its metrics. A rediss:// sink
+// checks the server with its own tls_ca, tls_cert and tls_key (PEM
+// files) when it has any, else with redisTLS (the -redis-tls* settings)
+// when not nil, else with the system's CAs. Empty spec: no sinks. On an
+// error it closes what it opened; the error never shows a password.
+func Open(spec string, redisTLS *tlsconf.Config) ([]webhook.Sink, error) {
 	var out []webhook.Sink
 	seen := map[string]bool{}
 	fail := func(err error) ([]webhook.Sink, error) {
@@ -49,7 +54,7 @@ func Open(spec string) ([]webhook.Sink, error) {
 		if raw == "" {
 			continue
 		}
-		s, err := open(raw)
+		s, err := open(raw, redisTLS)
 		if err != nil {
 			return fail(err)
 		}
@@ -63,7 +68,7 @@ func Open(spec string) ([]webhook.Sink, error) {
 	return out, nil
 }
 
-func open(raw string) (webhook.Sink, error) {
+func open(raw string, redisTLS *tlsconf.Config) (webhook.Sink, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, errors.New("event sink: an unparsable URL")
@@ -84,11 +89,21 @@ func open(raw string) (webhook.Sink, error) {
 		if err != nil || maxLen < 0 {
 			return nil, fmt.Errorf("event sink %s (%s): maxlen is not a count", name, redact.String(u.String()))
 		}
+		own := tlsconf.Settings{CA: param("tls_ca", ""), Cert: param("tls_cert", ""), Key: param("tls_key", "")}
+		skip, err := strconv.ParseBool(param("skip_verify", "false"))
+		if err != nil {
+			return nil, fmt.Errorf("event sink %s (%s): skip_verify is not true or false", name, redact.String(u.String()))
+		}
+		tc, err := sinkTLS(u.Scheme, own, skip, redisTLS)
+		if err != nil {
+			return nil, fmt.Errorf("event sink %s (%s): %w", name, redact.String(u.String()), err)
+		}
 		u.RawQuery = q.Encode()
 		opt, err := redis.ParseURL(u.String())
 		if err != nil {
 			return nil, fmt.Errorf("event sink %s (%s): %v", name, redact.String(u.String()), redactErr(err, u))
 		}
+		opt.TLSConfig = tc.For(u.Hostname())
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
 		return withoutSecret(NewRedisStream(name, redis.NewClient(opt), stream, maxLen), u), nil
 	case "nats", "tls":
@@ -116,6 +131,33 @@ func open(raw string) (webhook.Sink, error) {
 	default:
 		return nil, fmt.Errorf("event sink %s: the scheme is not redis, rediss, nats or tls", redact.String(u.String()))
 	}
+}
+
+// sinkTLS is the TLS of a Redis sink: none for redis:// (where own
+// files or skip_verify are an error); for rediss://, own's files
+// (verify mode, or skip-verify with skip) when it names any or skip is
+// set, else global (the -redis-tls* settings) when not nil, else the
+// system's CAs.
+func sinkTLS(scheme string, own tlsconf.Settings, skip bool, global *tlsconf.Config) (*tlsconf.Config, error) {
+	mine := own.CA != "" || own.Cert != "" || own.Key != "" || skip
+	if scheme != "rediss" {
+		if mine {
+			return nil, errors.New("tls_ca, tls_cert, tls_key and skip_verify are for a rediss:// URL")
+		}
+		return nil, nil
+	}
+	if !mine && global != nil {
+		return global, nil
+	}
+	own.Mode = tlsconf.Verify
+	if skip {
+		own.Mode = tlsconf.SkipVerify
+	}
+	c, err := own.Load()
+	if err != nil {
+		return nil, fmt.Errorf("TLS (tls_ca, tls_cert, tls_key): %w", err)
+	}
+	return c, nil
 }
 
 // redactErr hides the URL's password in an error of the parser.

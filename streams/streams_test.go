@@ -87,7 +87,7 @@ func requireExactlyOnce(t testing.TB, want map[string]string, count map[string]i
 func TestEverySinkEveryEventOnceAcrossOutages(t *testing.T) {
 	db, _ := testenv.MySQL(t)
 	ns, rs := testenv.OwnNATS(t), testenv.OwnRedis(t)
-	sinks, err := streams.Open(fmt.Sprintf("redis://%s?stream=ev&name=redis,nats://%s?stream=EV&subject=ev&name=nats", rs.Addr, ns.Addr))
+	sinks, err := streams.Open(fmt.Sprintf("redis://%s?stream=ev&name=redis,nats://%s?stream=EV&subject=ev&name=nats", rs.Addr, ns.Addr), nil)
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	relays(t, db, reg, sinks)
@@ -146,7 +146,7 @@ func TestRedisConsumerGroupSeesEveryEvent(t *testing.T) {
 	rdb := testenv.Redis(t)
 	stream := testenv.KeyPrefix(t) + "events"
 	t.Cleanup(func() { rdb.Del(context.Background(), stream) })
-	sinks, err := streams.Open("redis://" + testenv.RedisAddr(t) + "?stream=" + stream + "&maxlen=10000")
+	sinks, err := streams.Open("redis://"+testenv.RedisAddr(t)+"?stream="+stream+"&maxlen=10000", nil)
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, rdb.XGroupCreateMkStream(ctx, stream, "orders", "0").Err())
@@ -199,7 +199,7 @@ func TestNATSRefusedEventDropped(t *testing.T) {
 	ctx := context.Background()
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: "SMALL", Subjects: []string{"small.>"}, MaxMsgSize: 300})
 	require.NoError(t, err)
-	sinks, err := streams.Open("nats://" + ns.Addr + "?stream=SMALL&subject=small&create=false")
+	sinks, err := streams.Open("nats://"+ns.Addr+"?stream=SMALL&subject=small&create=false", nil)
 	require.NoError(t, err)
 	m, err := webhook.NewSinkMetrics(prometheus.NewRegistry())
 	require.NoError(t, err)
@@ -229,7 +229,7 @@ func TestNATSRefusedEventDropped(t *testing.T) {
 // taken), and the error does not show the password.
 func TestRedisWrongPasswordTakesNothing(t *testing.T) {
 	rs := testenv.OwnRedis(t, "--requirepass", "right-secret")
-	sinks, err := streams.Open("redis://:wrong-secret@" + rs.Addr + "?stream=ev")
+	sinks, err := streams.Open("redis://:wrong-secret@"+rs.Addr+"?stream=ev", nil)
 	require.NoError(t, err)
 	defer sinks[0].Close()
 	n, err := sinks[0].Send(context.Background(), []webhook.Message{{OutboxID: 1, ID: webhook.NewID(), Type: "quota.released", Body: []byte(`{}`)}})

@@ -55,7 +55,7 @@ func cdcFlags(stderr io.Writer) (*settings.Flags, *cdcSettings) {
 	o.register(f, "cdc", daemonUses{
 		mapping:   "YAML file naming a legacy schema's tables, columns and status codes (default: the reference schema)",
 		source:    "with a mapping that names several servers (sources:), the source this cdc follows: its DSN replaces -dsn, its name is the checkpoint name and the source label of the metrics",
-		redis:     "Redis address for the stock keys, or a comma-separated list of a Redis Cluster's nodes (empty: no Redis)",
+		redis:     "Redis address for the stock keys (host:port, or redis://[user:password@]host:port[/db], rediss:// for TLS), or a comma-separated list of a Redis Cluster's nodes (empty: no Redis)",
 		redisMode: "owner (couponlink writes the stock keys; default for the reference schema), corrector (a legacy front end owns them; default with -mapping) or off",
 		name:      "checkpoint name (one per source schema or primary; the cdcs of one name elect one leader, the others wait as standbys)",
 		metrics:   "listen address of /metrics, /healthz and /status (the status as JSON, as couponlink status -json prints it; empty: none)",
@@ -126,8 +126,9 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var rdb redis.UniversalClient
 	if *o.redis.Addr != "" {
-		if rdb, err = redisconn.Open(redisconn.Options{Addr: *o.redis.Addr, Cluster: *o.redis.Cluster, TLS: o.redis.TLS,
-			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second}); err != nil {
+		ro := o.redis.Options()
+		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = time.Second, time.Second, time.Second
+		if rdb, err = redisconn.Open(ro); err != nil {
 			return err
 		}
 		defer rdb.Close()
@@ -151,7 +152,7 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	relays, err := o.events.relays(db, sm, hooks == nil, *o.cp.Name, d.Sink.LeaderEpoch, base)
+	relays, err := o.events.relays(db, sm, hooks == nil, *o.cp.Name, d.Sink.LeaderEpoch, o.redis.TLS, base)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/couponlink/couponlink/internal/settings"
+	"github.com/couponlink/couponlink/internal/tlsconf"
 	"github.com/couponlink/couponlink/streams"
 	"github.com/couponlink/couponlink/webhook"
 )
@@ -61,7 +62,7 @@ type eventSettings struct {
 func eventFlags(f *settings.Flags) *eventSettings {
 	return &eventSettings{
 		sinks: f.EnvSecret("event-sinks", "COUPONLINK_EVENT_SINKS", "comma-separated stream sinks of the webhook events, each with its own position: "+
-			"redis://host:port[/db]?stream=couponlink:events&maxlen=1000000&name=redis, "+
+			"redis://[user:password@]host:port[/db]?stream=couponlink:events&maxlen=1000000&name=redis (rediss:// for TLS, with tls_ca=, tls_cert=, tls_key= files, else -redis-tls*'s), "+
 			"nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&duplicates=2m&name=nats (docs/events.md); empty: none"),
 		maxAttempts: f.EnvInt("event-sink-max-attempts", "COUPONLINK_EVENT_SINK_MAX_ATTEMPTS", 12, "rounds a stream sink may refuse one event (too large) before it is dropped; an unreachable sink is retried without limit"),
 		lowShare:    f.EnvFloat("channel-low-share", "COUPONLINK_CHANNEL_LOW_SHARE", 0.1, "a channel bucket whose claimable slots fall to this share of its quota (rounded up) or below writes a channel.low event (0: none)"),
@@ -75,9 +76,10 @@ func (o *eventSettings) on() bool { return o.sinks() != "" }
 // relays opens the configured sinks and returns a relay for each (none
 // without -event-sinks). prune: no webhook dispatcher prunes the outbox,
 // the relays do. They deliver while epoch (the cdc's leader epoch) is not
-// 0, like the dispatcher.
-func (o *eventSettings) relays(db *sql.DB, m *webhook.SinkMetrics, prune bool, checkpoint string, epoch func() int64, log *slog.Logger) ([]*webhook.Relay, error) {
-	sinks, err := streams.Open(o.sinks())
+// 0, like the dispatcher. A rediss:// sink without TLS files of its own
+// uses redisTLS (the -redis-tls* settings; nil: the system's CAs).
+func (o *eventSettings) relays(db *sql.DB, m *webhook.SinkMetrics, prune bool, checkpoint string, epoch func() int64, redisTLS *tlsconf.Config, log *slog.Logger) ([]*webhook.Relay, error) {
+	sinks, err := streams.Open(o.sinks(), redisTLS)
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ func reconcileFlags(stderr io.Writer) (*settings.Flags, *reconcileSettings) {
 	o.register(f, "reconcile", daemonUses{
 		mapping:   "YAML mapping of a legacy schema (default: the reference schema)",
 		source:    "with a mapping with sources: the source whose task -resolve closes or whose finding -ack acknowledges (each source's server has its own)",
-		redis:     "Redis address, or a comma-separated list of a Redis Cluster's nodes (empty: Redis is not compared)",
+		redis:     "Redis address (host:port, or redis://[user:password@]host:port[/db], rediss:// for TLS), or a comma-separated list of a Redis Cluster's nodes (empty: Redis is not compared)",
 		redisMode: "owner (couponlink's stock keys) or corrector (the mapping's legacy keys); default by schema",
 		name:      "the cdc's checkpoint name",
 		metrics:   "listen address of /metrics, /healthz and /status (the cdc's status as JSON, as couponlink status -json prints it) for the daemon (empty: none)",
@@ -169,7 +169,9 @@ func (o *reconcileSettings) config(reg prometheus.Registerer, log *slog.Logger) 
 	cfg.AutoFix = &fix
 	closeRedis := func() {}
 	if *o.redis.Addr != "" {
-		rdb, err := redisconn.Open(redisconn.Options{Addr: *o.redis.Addr, Cluster: *o.redis.Cluster, TLS: o.redis.TLS, DialTimeout: time.Second})
+		ro := o.redis.Options()
+		ro.DialTimeout = time.Second
+		rdb, err := redisconn.Open(ro)
 		if err != nil {
 			return cfg, nil, err
 		}

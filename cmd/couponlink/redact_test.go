@@ -153,7 +153,8 @@ func randomHex(n int) string {
 
 // No command prints a secret of any setting that can hold one: the
 // binlog DSN, the webhook URL and secret, the event sinks' URLs, the API
-// token, a Redis URL, a primaries list's DSN. Every command runs as a
+// token, a Redis URL, the Redis password (a Redis that refuses it, or a
+// URL's), a primaries list's DSN. Every command runs as a
 // built binary with all of them in its environment (so -h shows them as
 // defaults) and debug logs, the binlog server, the webhook receiver and
 // the sinks closed (so their errors are printed too); its stdout and
@@ -162,7 +163,7 @@ func TestNoCommandPrintsAnySecret(t *testing.T) {
 	_, dsn := testenv.MySQL(t)
 	closed := testenv.FreeAddr(t)
 	pw := map[string]string{}
-	for _, s := range []string{"binlog", "hook", "hooksecret", "sink", "token", "redis"} {
+	for _, s := range []string{"binlog", "hook", "hooksecret", "sink", "token", "redis", "redispw"} {
 		pw[s] = "Pw" + randomHex(6)
 	}
 	pw["token"] = randomHex(32)
@@ -173,7 +174,9 @@ func TestNoCommandPrintsAnySecret(t *testing.T) {
 		"COUPONLINK_WEBHOOK_SECRET=" + pw["hooksecret"],
 		"COUPONLINK_EVENT_SINKS=redis://:" + pw["sink"] + "@" + closed + "/0?stream=couponlink-events",
 		"COUPONLINK_API_TOKEN=" + pw["token"],
+		"COUPONLINK_REDIS_PASSWORD=" + pw["redispw"],
 	}
+	locked := testenv.OwnRedis(t, "--requirepass", "Pw"+randomHex(6)) // refuses both passwords
 	bin := testenv.BuildCouponlink(t)
 	check := func(what, out string) {
 		t.Helper()
@@ -198,6 +201,16 @@ func TestNoCommandPrintsAnySecret(t *testing.T) {
 	for _, c := range runs {
 		out, _ := runUntil(t, bin, secretEnv, c.args, c.until)
 		check("couponlink "+strings.Join(c.args, " "), out)
+	}
+	// a Redis that refuses the password (the setting's, a URL's): refused,
+	// the settings named, the password not
+	for _, args := range [][]string{
+		{"reconcile", "-once", "-redis", locked.Addr, "-catch-up-wait", "1s"},
+		{"cdc", "-metrics-addr", "", "-redis", "redis://u:" + pw["redis"] + "@" + locked.Addr},
+	} {
+		out, _ := runUntil(t, bin, secretEnv, args, nil)
+		check("couponlink "+strings.Join(args, " "), out)
+		assert.Contains(t, out, "Redis refuses couponlink's credentials (WRONGPASS", args[0])
 	}
 	// -h of every command, with a Redis URL too (the default it shows)
 	helpEnv := append(secretEnv, "COUPONLINK_REDIS_ADDR=rediss://default:"+pw["redis"]+"@"+closed)

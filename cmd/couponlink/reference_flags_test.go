@@ -91,24 +91,31 @@ func defaultOf(f *settings.Flags, fl *flag.Flag) string {
 }
 
 // flagVariables maps each variable of sets to its flags and their
-// commands: "`-name` (cdc, reconcile)".
+// commands: "`-name` (cdc, reconcile)"; a VAR_FILE (settings.Flags.FileEnv)
+// to "a file holding the value of `-name` (cdc, reconcile)".
 func flagVariables(sets []*settings.Flags) map[string][]string {
 	cmds := map[string]map[string][]string{} // variable -> flag -> commands
+	add := func(env, label, cmd string) {
+		if cmds[env] == nil {
+			cmds[env] = map[string][]string{}
+		}
+		cmds[env][label] = append(cmds[env][label], cmd)
+	}
 	for _, f := range sets {
 		cmd := strings.TrimPrefix(f.Name(), "couponlink ")
 		f.VisitAll(func(fl *flag.Flag) {
 			if env := f.Env(fl.Name); env != "" {
-				if cmds[env] == nil {
-					cmds[env] = map[string][]string{}
-				}
-				cmds[env][fl.Name] = append(cmds[env][fl.Name], cmd)
+				add(env, "`-"+fl.Name+"`", cmd)
+			}
+			if fe := f.FileEnv(fl.Name); fe != "" {
+				add(fe, "a file holding the value of `-"+fl.Name+"`", cmd)
 			}
 		})
 	}
 	out := map[string][]string{}
 	for env, flags := range cmds {
-		for name, in := range flags {
-			out[env] = append(out[env], fmt.Sprintf("`-%s` (%s)", name, strings.Join(in, ", ")))
+		for label, in := range flags {
+			out[env] = append(out[env], fmt.Sprintf("%s (%s)", label, strings.Join(in, ", ")))
 		}
 		sort.Strings(out[env])
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/couponlink/couponlink/internal/redisconn"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/internal/tlsconf"
+	"github.com/couponlink/couponlink/webhook"
 )
 
 // tlsEnv runs the built couponlink with the environment of a deployment
@@ -43,12 +45,13 @@ func (e *tlsEnv) run(extra []string, args ...string) (int, string) {
 	return 0, string(out)
 }
 
-// start runs a daemon with e's environment, killed when the test ends.
-func (e *tlsEnv) start(args ...string) *testenv.Output {
+// start runs a daemon with e's environment and extra variables, killed
+// when the test ends.
+func (e *tlsEnv) start(extra []string, args ...string) *testenv.Output {
 	e.t.Helper()
 	out := &testenv.Output{}
 	cmd := exec.Command(e.bin, args...)
-	cmd.Env = append(os.Environ(), e.env...)
+	cmd.Env = append(append(os.Environ(), e.env...), extra...)
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(e.t, cmd.Start())
 	e.t.Cleanup(func() {
@@ -62,22 +65,36 @@ func (e *tlsEnv) start(args ...string) *testenv.Output {
 }
 
 // TestTLSEveryProcess: a MariaDB with require_secure_transport=ON and a
-// Redis serving TLS alone (client certificates required), both with
-// certificates of a CA made here; the built binary, configured once by
-// the environment (COUPONLINK_MYSQL_TLS*, COUPONLINK_REDIS_TLS*): migrate
+// Redis serving TLS alone (client certificates required) with requirepass
+// and an ACL user, both with certificates of a CA made here; the built
+// binary, configured once by the environment (COUPONLINK_MYSQL_TLS*,
+// COUPONLINK_REDIS_TLS*, the ACL user's COUPONLINK_REDIS_USERNAME and
+// COUPONLINK_REDIS_PASSWORD, the cdc's password from
+// COUPONLINK_REDIS_PASSWORD_FILE instead, a rediss:// event sink with TLS
+// files of its own, which receives the events): migrate
 // creates the schema, the api claims, the cdc bootstraps and streams the
 // binlog (a claim made after it started moves its counters and the Redis
 // stock key), status reads them, a reconcile pass is clean and anomalies
 // lists the findings. The same
 // commands in clear are refused by the server (so TLS was used), with
-// another CA refused by the client with a message naming it, and no
-// message shows the password.
+// another CA refused by the client with a message naming it, with a wrong
+// Redis password refused naming the setting, and no message shows a
+// password.
 func TestTLSEveryProcess(t *testing.T) {
 	ca, other := testenv.NewCA(t, "test"), testenv.NewCA(t, "other")
 	m := testenv.OwnMariaDBTLS(t, ca)
-	r := testenv.OwnRedisTLS(t, ca)
+	const redisAdminPw, redisPw = "Redis-admin-Secret7", "Redis-app-Secret8"
+	r := testenv.OwnRedisTLS(t, ca, "--requirepass", redisAdminPw)
 	cert, key := ca.Issue("couponlink")
 	const password = "Tls-pw-Secret9"
+	rc, err := tlsconf.Settings{Mode: tlsconf.Verify, CA: ca.File, Cert: cert, Key: key}.Load()
+	require.NoError(t, err)
+	rdb, err := redisconn.Open(redisconn.Options{Addr: r.Addr, TLS: rc, Password: redisAdminPw})
+	require.NoError(t, err)
+	defer rdb.Close()
+	require.NoError(t, rdb.Do(context.Background(), "ACL", "SETUSER", "couponlink", "on", ">"+redisPw, "~*", "&*", "+@all").Err())
+	pwFile := filepath.Join(t.TempDir(), "redis-password")
+	require.NoError(t, os.WriteFile(pwFile, []byte(redisPw+"\n"), 0o600))
 	root, err := sql.Open("mysql", m.SocketDSN)
 	require.NoError(t, err)
 	defer root.Close()
@@ -90,6 +107,7 @@ func TestTLSEveryProcess(t *testing.T) {
 		"COUPONLINK_MYSQL_TLS=verify", "COUPONLINK_MYSQL_TLS_CA=" + ca.File,
 		"COUPONLINK_REDIS_ADDR=" + r.Addr, "COUPONLINK_REDIS_TLS=verify", "COUPONLINK_REDIS_TLS_CA=" + ca.File,
 		"COUPONLINK_REDIS_TLS_CERT=" + cert, "COUPONLINK_REDIS_TLS_KEY=" + key,
+		"COUPONLINK_REDIS_USERNAME=couponlink", "COUPONLINK_REDIS_PASSWORD=" + redisPw,
 		"COUPONLINK_KEY_PREFIX=tls:", "COUPONLINK_LOG_LEVEL=info",
 	}}
 
@@ -106,7 +124,7 @@ func TestTLSEveryProcess(t *testing.T) {
 	require.NoError(t, err)
 
 	apiAddr := testenv.FreeAddr(t)
-	e.start("api", "-addr", apiAddr, "-expire-interval", "0")
+	e.start(nil, "api", "-addr", apiAddr, "-expire-interval", "0")
 	claim := func(user string) {
 		t.Helper()
 		var res *http.Response
@@ -121,7 +139,9 @@ func TestTLSEveryProcess(t *testing.T) {
 	claim("u1") // counted by the bootstrap
 
 	metricsAddr := testenv.FreeAddr(t)
-	cdcOut := e.start("cdc", "-metrics-addr", metricsAddr)
+	sink := "rediss://couponlink:" + redisPw + "@" + r.Addr + "?stream=tls:events&tls_ca=" + ca.File + "&tls_cert=" + cert + "&tls_key=" + key
+	cdcOut := e.start([]string{"COUPONLINK_REDIS_PASSWORD=", "COUPONLINK_REDIS_PASSWORD_FILE=" + pwFile, "COUPONLINK_EVENT_SINKS=" + sink},
+		"cdc", "-metrics-addr", metricsAddr)
 	cdctest.WaitFor(t, 60*time.Second, "the cdc tails the binlog", func() bool { return strings.Contains(cdcOut.String(), "tailing the binlog") })
 	claim("u2") // streamed over the binlog connection, in TLS
 	held := func() float64 {
@@ -137,14 +157,18 @@ func TestTLSEveryProcess(t *testing.T) {
 		return v.Pairs[0].Held
 	}
 	cdctest.WaitFor(t, 30*time.Second, "the cdc counts the streamed claim", func() bool { return held() == 2 })
-	rc, err := tlsconf.Settings{Mode: tlsconf.Verify, CA: ca.File, Cert: cert, Key: key}.Load()
-	require.NoError(t, err)
-	rdb, err := redisconn.Open(redisconn.Options{Addr: r.Addr, TLS: rc})
-	require.NoError(t, err)
-	defer rdb.Close()
 	stockKey := "tls:stock:{" + tpl + "}:app"
 	cdctest.WaitFor(t, 30*time.Second, "the cdc writes the Redis stock key", func() bool {
 		return rdb.Get(context.Background(), stockKey).Val() == "58" // 60 - 2
+	})
+
+	tx, err := db.Begin()
+	require.NoError(t, err)
+	require.NoError(t, webhook.Enqueue(context.Background(), tx, webhook.Event{Type: webhook.QuotaReleased, Template: id, Channel: "app",
+		Data: map[string]any{"released": 1}}))
+	require.NoError(t, tx.Commit())
+	cdctest.WaitFor(t, 30*time.Second, "the rediss:// event sink receives the event", func() bool {
+		return rdb.XLen(context.Background(), "tls:events").Val() > 0
 	})
 
 	code, out = e.run(nil, "status", "-json")
@@ -177,6 +201,12 @@ func TestTLSEveryProcess(t *testing.T) {
 			"TLS to Redis " + r.Addr + ": the server's TLS certificate is refused (TLS mode verify, checked against the CA file " + other.File + ")"},
 		"a mode that is not one": {[]string{"COUPONLINK_MYSQL_TLS=on"}, []string{"status"},
 			`MySQL TLS (-mysql-tls* [COUPONLINK_MYSQL_TLS*]): TLS mode "on": want off, verify, verify-ca or skip-verify`},
+		"Redis, a wrong password": {[]string{"COUPONLINK_REDIS_PASSWORD=Wrong-redis-pw1"}, []string{"reconcile", "-once"},
+			"Redis refuses couponlink's credentials (WRONGPASS"},
+		"Redis, no password": {[]string{"COUPONLINK_REDIS_USERNAME=", "COUPONLINK_REDIS_PASSWORD="}, []string{"cdc", "-metrics-addr", ""},
+			"-redis-password [COUPONLINK_REDIS_PASSWORD, or its file COUPONLINK_REDIS_PASSWORD_FILE]"},
+		"Redis, the password and its file": {[]string{"COUPONLINK_REDIS_PASSWORD_FILE=" + pwFile}, []string{"reconcile", "-once"},
+			"both COUPONLINK_REDIS_PASSWORD and COUPONLINK_REDIS_PASSWORD_FILE are set"},
 		"a CA with TLS off": {[]string{"COUPONLINK_REDIS_TLS=off"}, []string{"reconcile", "-once"},
 			"Redis TLS (-redis-tls* [COUPONLINK_REDIS_TLS*]): a TLS CA, certificate or key file is set but the TLS mode is off"},
 	}
@@ -184,8 +214,11 @@ func TestTLSEveryProcess(t *testing.T) {
 		code, out := e.run(c.extra, c.args...)
 		assert.NotEqual(t, 0, code, "%s: %s", name, out)
 		assert.Contains(t, out, c.want, name)
-		assert.NotContains(t, out, password, name)
+		for _, pw := range []string{password, redisPw, redisAdminPw, "Wrong-redis-pw1"} {
+			assert.NotContains(t, out, pw, name)
+		}
 	}
 	assert.NotContains(t, cdcOut.String(), password)
+	assert.NotContains(t, cdcOut.String(), redisPw)
 	assert.Equal(t, 2.0, held(), "the refused cdc changed nothing")
 }

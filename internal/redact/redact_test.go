@@ -43,6 +43,7 @@ func TestTextHidesSecretsInsideMessages(t *testing.T) {
 		`open u:Pw-s3cr3t@tcp(db:3306)/couponlink: refused`:                                                        `open u:xxxxx@tcp(db:3306)/couponlink: refused`,
 		`GET /metrics?x=1&access_token=Pw-s3cr3t failed`:                                                           `GET /metrics?x=1&access_token=xxxxx failed`,
 		`redis: connection pool: failed to dial after 5 attempts: dial tcp 127.0.0.1:6379: connect: refused`:       `redis: connection pool: failed to dial after 5 attempts: dial tcp 127.0.0.1:6379: connect: refused`,
+		`Redis redis://u:Pw-s3cr3t@h:1,rediss://u:Pw-s3cr3t@h:2/0 down`:                                            `Redis redis://u:xxxxx@h:1,rediss://u:xxxxx@h:2/0 down`,
 		`gtid=0-1-5 coupon=7 from=AVAILABLE`:                                                                       `gtid=0-1-5 coupon=7 from=AVAILABLE`,
 		`Access denied for user 'app'@'127.0.0.1' (using password: YES)`:                                           `Access denied for user 'app'@'127.0.0.1' (using password: YES)`,
 	} {

@@ -22,7 +22,7 @@ func Text(s string) string {
 	if !strings.Contains(s, "://") && !strings.Contains(s, "@") && !strings.Contains(s, "=") {
 		return s
 	}
-	s = embeddedURL.ReplaceAllStringFunc(s, redactURL)
+	s = embeddedURL.ReplaceAllStringFunc(s, String) // String: a list of URLs (-redis's) each
 	s = embeddedDSN.ReplaceAllString(s, "${1}:"+Mask+"@${2}")
 	return textParams.ReplaceAllString(s, "${1}"+Mask)
 }

@@ -19,17 +19,23 @@ import (
 
 // Options are the settings of a connection.
 type Options struct {
-	// Addr is one host:port, or a comma-separated list of them: the seed
-	// nodes of a Redis Cluster.
+	// Addr is one address, or a comma-separated list of them: the seed
+	// nodes of a Redis Cluster. Each is host:port or a URL,
+	// redis://[user:password@]host:port[/db] (rediss:// for TLS); a URL's
+	// user and password win over Username and Password.
 	Addr string
 	// Cluster makes even a single address a Redis Cluster's seed node (a
 	// cluster's configuration endpoint). Two or more addresses always are.
 	Cluster bool
+	// Username and Password authenticate every connection (AUTH; an ACL
+	// user, or the default user with Password alone). Empty: none.
+	Username, Password string
 	// DialTimeout, ReadTimeout, WriteTimeout: 0 is go-redis's default.
 	DialTimeout, ReadTimeout, WriteTimeout time.Duration
 	PoolSize                               int // 0: go-redis's default
 	// TLS encrypts every connection, to each node of a cluster alike (nil:
-	// in clear); its certificate check names the node dialled.
+	// in clear, unless a rediss:// URL asks for TLS: then with the system's
+	// CAs); its certificate check names the node dialled.
 	TLS *tlsconf.Config
 }
 
@@ -46,18 +52,48 @@ func Addrs(list string) []string {
 
 // Open returns a client on the Redis or Redis Cluster o names: a
 // *redis.Client for one address (without Cluster), else a
-// *redis.ClusterClient.
+// *redis.ClusterClient. A server that refuses the credentials (WRONGPASS,
+// NOAUTH) is an error naming the settings; one that cannot be reached is
+// not (the client dials again on use).
 func Open(o Options) (redis.UniversalClient, error) {
-	addrs := Addrs(o.Addr)
-	if len(addrs) == 0 {
+	uo, err := universalOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewUniversalClient(uo)
+	if err := checkAuth(rdb, uo.Password, o.DialTimeout); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return rdb, nil
+}
+
+// universalOptions are go-redis's options for o.
+func universalOptions(o Options) (*redis.UniversalOptions, error) {
+	t, err := parseAddrs(o.Addr)
+	if err != nil {
+		return nil, err
+	}
+	if len(t.addrs) == 0 {
 		return nil, errors.New("no Redis address")
 	}
-	uo := &redis.UniversalOptions{Addrs: addrs, IsClusterMode: o.Cluster,
-		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, PoolSize: o.PoolSize}
-	if o.TLS != nil {
-		uo.Dialer = tlsDialer(o.TLS, o.DialTimeout)
+	cluster := o.Cluster || len(t.addrs) > 1
+	if cluster && t.db != 0 {
+		return nil, errors.New("-redis [COUPONLINK_REDIS_ADDR]: a Redis Cluster has database 0 alone; drop the URL's /db")
 	}
-	return redis.NewUniversalClient(uo), nil
+	user, password := t.credentials(o)
+	uo := &redis.UniversalOptions{Addrs: t.addrs, IsClusterMode: o.Cluster, Username: user, Password: password, DB: t.db,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout, PoolSize: o.PoolSize}
+	tc := o.TLS
+	if tc == nil && t.tls {
+		if tc, err = (tlsconf.Settings{Mode: tlsconf.Verify}).Load(); err != nil {
+			return nil, fmt.Errorf("rediss:// TLS: %w", err)
+		}
+	}
+	if tc != nil {
+		uo.Dialer = tlsDialer(tc, o.DialTimeout)
+	}
+	return uo, nil
 }
 
 // EachMaster runs fn on every master of a Redis Cluster (on each node's own

@@ -40,6 +40,7 @@ type Flags struct {
 	summary string
 	env     map[string]string // flag name -> its variable
 	secret  map[string]bool   // flags whose variable's value -h never shows
+	files   map[string]string // flag name -> the variable of a file holding its value
 	badEnv  []string
 	checks  []func() error // AfterParse's
 }
@@ -59,7 +60,7 @@ func New(name, summary string, stderr io.Writer) *Flags {
 // Wrap adds environment-backed flags to fs (e.g. flag.CommandLine),
 // keeping its usage function.
 func Wrap(fs *flag.FlagSet) *Flags {
-	return &Flags{FlagSet: fs, env: map[string]string{}, secret: map[string]bool{}}
+	return &Flags{FlagSet: fs, env: map[string]string{}, secret: map[string]bool{}, files: map[string]string{}}
 }
 
 // Group is flags several commands share (Database, Redis, ...): its
@@ -125,8 +126,9 @@ func (f *Flags) EnvString(name, env, def, usage string) *string {
 
 // EnvSecret is a string flag set by env too, whose environment value is
 // never printed by -h: it is read when the flag is empty, at each call.
+// env_FILE may name a file holding the value instead (FileEnv).
 func (f *Flags) EnvSecret(name, env, usage string) func() string {
-	f.env[name], f.secret[name] = env, true
+	f.env[name], f.secret[name], f.files[name] = env, true, env+"_FILE"
 	v := f.String(name, "", usage+" ["+env+"; its value is not shown here]")
 	return func() string {
 		if *v != "" {
@@ -138,8 +140,10 @@ func (f *Flags) EnvSecret(name, env, usage string) func() string {
 
 // EnvRedacted is a string flag set by env too whose value may hold a
 // password (a DSN, a URL): -h shows its default through redact.String.
+// env_FILE may name a file holding the value instead (FileEnv).
 func (f *Flags) EnvRedacted(name, env, def, usage string) *string {
 	v := f.EnvString(name, env, def, usage)
+	f.files[name] = env + "_FILE"
 	fl := f.Lookup(name)
 	fl.DefValue = redact.String(fl.DefValue)
 	return v
@@ -208,6 +212,10 @@ func (f *Flags) Parse(args []string) error {
 	}
 	if len(f.badEnv) > 0 {
 		fmt.Fprintln(f.Output(), "bad environment: "+strings.Join(f.badEnv, "; "))
+		return ErrUsage
+	}
+	if err := f.readFiles(); err != nil {
+		fmt.Fprintln(f.Output(), "bad environment: "+err.Error())
 		return ErrUsage
 	}
 	if f.NArg() > 0 {

@@ -39,12 +39,15 @@ func (d *Database) Register(f *Flags) {
 }
 
 // Redis is the Redis of the stock keys: -redis [COUPONLINK_REDIS_ADDR],
-// -redis-cluster, -redis-mode and -key-prefix.
+// -redis-cluster, -redis-username, -redis-password, -redis-mode and
+// -key-prefix.
 type Redis struct {
-	Addr    *string // empty: no Redis
-	Cluster *bool
-	Mode    *string // inventory.ParseRedisMode's
-	Prefix  *string
+	Addr     *string // empty: no Redis
+	Cluster  *bool
+	Username *string       // empty: the default user
+	Password func() string // a secret; empty: none
+	Mode     *string       // inventory.ParseRedisMode's
+	Prefix   *string
 	// TLS is the connections' TLS (-redis-tls..., see tls.go), read by
 	// Parse: nil is none.
 	TLS *tlsconf.Config
@@ -57,9 +60,17 @@ type Redis struct {
 func (r *Redis) Register(f *Flags) {
 	r.Addr = f.EnvRedacted("redis", "COUPONLINK_REDIS_ADDR", "", r.AddrUse)
 	r.Cluster = f.EnvBool("redis-cluster", "COUPONLINK_REDIS_CLUSTER", false, "-redis names a Redis Cluster even when it is one address (two or more always are)")
+	r.Username = f.EnvString("redis-username", "COUPONLINK_REDIS_USERNAME", "", "ACL user couponlink authenticates to Redis as, with -redis-password (empty: the default user)")
+	r.Password = f.EnvSecret("redis-password", "COUPONLINK_REDIS_PASSWORD", "password couponlink authenticates to Redis with (requirepass, or the ACL user's; empty: none); a redis:// URL's user:password in -redis wins")
 	r.Mode = f.EnvString("redis-mode", "COUPONLINK_REDIS_MODE", "", r.ModeUse)
 	r.Prefix = f.EnvString("key-prefix", "COUPONLINK_KEY_PREFIX", "couponlink:", "prefix of couponlink's Redis keys")
 	r.registerTLS(f)
+}
+
+// Options are the connection's settings the flags give (the address
+// list, cluster, credentials and TLS); the caller adds its timeouts.
+func (r *Redis) Options() redisconn.Options {
+	return redisconn.Options{Addr: *r.Addr, Cluster: *r.Cluster, Username: *r.Username, Password: r.Password(), TLS: r.TLS}
 }
 
 // Mapping is a legacy schema's mapping file, -mapping

@@ -136,6 +136,8 @@ func TestGroups(t *testing.T) {
 		"dsn":               {"COUPONLINK_MYSQL_DSN", ""}, // no built-in database or Redis
 		"redis":             {"COUPONLINK_REDIS_ADDR", ""},
 		"redis-cluster":     {"COUPONLINK_REDIS_CLUSTER", "false"},
+		"redis-username":    {"COUPONLINK_REDIS_USERNAME", ""},
+		"redis-password":    {"COUPONLINK_REDIS_PASSWORD", ""},
 		"redis-mode":        {"COUPONLINK_REDIS_MODE", ""},
 		"key-prefix":        {"COUPONLINK_KEY_PREFIX", "couponlink:"},
 		"mapping":           {"COUPONLINK_MAPPING", ""},
@@ -164,7 +166,11 @@ func TestGroups(t *testing.T) {
 		if assert.True(t, ok, "unexpected flag -%s", fl.Name) {
 			assert.Equal(t, w[0], f.Env(fl.Name), fl.Name)
 			assert.Equal(t, w[1], fl.DefValue, fl.Name)
-			assert.True(t, strings.HasSuffix(fl.Usage, " ["+w[0]+"]"), fl.Usage)
+			suffix := " [" + w[0] + "]"
+			if f.IsSecret(fl.Name) {
+				suffix = " [" + w[0] + "; its value is not shown here]"
+			}
+			assert.True(t, strings.HasSuffix(fl.Usage, suffix), fl.Usage)
 		}
 	})
 	assert.Equal(t, len(want), n)

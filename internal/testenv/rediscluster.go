@@ -28,6 +28,9 @@ type RedisCluster struct {
 	dones []chan struct{}
 	// TLS is the clients' TLS to an OwnRedisClusterTLS (nil: in clear)
 	TLS *tlsconf.Config
+	// Password is the nodes' requirepass and masterauth, of an
+	// OwnRedisClusterAuth ("": none)
+	Password string
 }
 
 // OwnRedisCluster starts three redis-server processes in cluster mode,
@@ -35,7 +38,24 @@ type RedisCluster struct {
 // masters) and waits until each node says cluster_state:ok.
 func OwnRedisCluster(t testing.TB) *RedisCluster {
 	t.Helper()
-	return ownRedisCluster(t, nil)
+	return ownRedisCluster(t, clusterConfig{})
+}
+
+// OwnRedisClusterAuth is OwnRedisCluster whose nodes want password
+// (requirepass, and masterauth between them); Client and the test's own
+// node clients give it.
+func OwnRedisClusterAuth(t testing.TB, password string) *RedisCluster {
+	t.Helper()
+	return ownRedisCluster(t, clusterConfig{password: password})
+}
+
+// clusterConfig is how ownRedisCluster starts its nodes: with tc, TLS
+// with the certificate, key and CA of files (redis-server's and
+// redis-cli's flags alike); with password, requirepass and masterauth.
+type clusterConfig struct {
+	tc       *tlsconf.Config
+	files    []string
+	password string
 }
 
 // OwnRedisClusterTLS is OwnRedisCluster whose nodes serve TLS alone, to
@@ -48,15 +68,14 @@ func OwnRedisClusterTLS(t testing.TB, ca *CA) *RedisCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ownRedisCluster(t, tc, "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca.File)
+	return ownRedisCluster(t, clusterConfig{tc: tc, files: []string{"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca.File}})
 }
 
-// ownRedisCluster starts the cluster; with tc, each node serves TLS with
-// the certificate, key and CA of files (redis-server's and redis-cli's
-// flags alike).
-func ownRedisCluster(t testing.TB, tc *tlsconf.Config, files ...string) *RedisCluster {
+// ownRedisCluster starts the cluster as cc says.
+func ownRedisCluster(t testing.TB, cc clusterConfig) *RedisCluster {
 	t.Helper()
-	c := &RedisCluster{t: t, TLS: tc}
+	tc, files := cc.tc, cc.files
+	c := &RedisCluster{t: t, TLS: tc, Password: cc.password}
 	t.Cleanup(c.stop)
 	for i := range 3 {
 		dir := filepath.Join(t.TempDir(), "node")
@@ -67,6 +86,9 @@ func ownRedisCluster(t testing.TB, tc *tlsconf.Config, files ...string) *RedisCl
 		ports := []string{"--port", port}
 		if tc != nil {
 			ports = append([]string{"--port", "0", "--tls-port", port, "--tls-cluster", "yes", "--tls-replication", "yes"}, files...)
+		}
+		if cc.password != "" {
+			ports = append(ports, "--requirepass", cc.password, "--masterauth", cc.password)
 		}
 		cmd := exec.Command("redis-server", append(append([]string{"--bind", "127.0.0.1"}, ports...), "--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir, "--save", "", "--appendonly", "no",
@@ -84,6 +106,9 @@ func ownRedisCluster(t testing.TB, tc *tlsconf.Config, files ...string) *RedisCl
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	if tc != nil { // redis-cli's --cert, --key, --cacert are redis-server's files
 		args = append(args, "--tls", "--cert", files[1], "--key", files[3], "--cacert", files[5])
+	}
+	if cc.password != "" {
+		args = append(args, "--no-auth-warning", "-a", cc.password)
 	}
 	out, err := exec.Command("redis-cli", append(args, "--cluster-replicas", "0", "--cluster-yes")...).CombinedOutput()
 	if err != nil {
@@ -132,7 +157,7 @@ func (c *RedisCluster) waitNode(addr, want string, ask func(*redis.Client) strin
 // timeouts, closed when the test ends.
 func (c *RedisCluster) Client() redis.UniversalClient {
 	c.t.Helper()
-	rdb, err := redisconn.Open(redisconn.Options{Addr: strings.Join(c.Addrs, ","), TLS: c.TLS,
+	rdb, err := redisconn.Open(redisconn.Options{Addr: strings.Join(c.Addrs, ","), TLS: c.TLS, Password: c.Password,
 		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	if err != nil {
 		c.t.Fatalf("cluster client: %v", err)
@@ -162,7 +187,7 @@ func (c *RedisCluster) Flush(addr string) {
 // node is a client of the one node addr (with the cluster's TLS).
 func (c *RedisCluster) node(addr string) *redis.Client {
 	host, _, _ := net.SplitHostPort(addr)
-	return redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, TLSConfig: c.TLS.For(host)})
+	return redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, TLSConfig: c.TLS.For(host), Password: c.Password})
 }
 
 // stop kills every node by its PID and waits until each has exited.

@@ -111,14 +111,15 @@ func OwnMariaDBTLS(t testing.TB, ca *CA) *MariaDB {
 
 // OwnRedisTLS is OwnRedis serving TLS alone (no port in clear) with a
 // certificate of ca for 127.0.0.1 and localhost; a client must present a
-// certificate of ca too (tls-auth-clients yes).
-func OwnRedisTLS(t testing.TB, ca *CA) *Server {
+// certificate of ca too (tls-auth-clients yes). extra are more settings,
+// as OwnRedis's (e.g. "--requirepass", "secret").
+func OwnRedisTLS(t testing.TB, ca *CA, extra ...string) *Server {
 	t.Helper()
 	cert, key := ca.Issue("redis", "127.0.0.1", "localhost")
 	bin := lookBin("redis-server", "/usr/bin/redis-server")
 	p := ownProcess(t, "redis-server", func(dir, port string) []string {
-		return []string{bin, "--bind", "127.0.0.1", "--port", "0", "--tls-port", port, "--save", "", "--appendonly", "no",
-			"--dir", dir, "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca.File, "--tls-auth-clients", "yes"}
+		return append([]string{bin, "--bind", "127.0.0.1", "--port", "0", "--tls-port", port, "--save", "", "--appendonly", "no",
+			"--dir", dir, "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca.File, "--tls-auth-clients", "yes"}, extra...)
 	})
 	return &Server{p: p, Addr: p.addr}
 }
