@@ -17,7 +17,7 @@ import (
 
 // No error a library builds carries a secret out of couponlink, wherever
 // it goes: with the webhook receiver, the event sink and the cdc's
-// metrics unreachable, and each address holding a password or a token,
+// metrics and Redis unreachable, and each address holding a password or a token,
 // the cdc's log at DEBUG (its own lines and go-retryablehttp's), the
 // last_error the outbox and the sink position store, `status -json`, the
 // cdc's GET /status and the API's GET /v1/cdc/status (which a viewer
@@ -26,7 +26,7 @@ func TestNoSecretInAnyErrorLeftBehind(t *testing.T) {
 	db, dsn := testenv.MySQL(t)
 	closed := testenv.FreeAddr(t)
 	pw := map[string]string{}
-	for _, s := range []string{"hook user", "hook token", "hook secret", "sink", "metrics", "api token"} {
+	for _, s := range []string{"hook user", "hook token", "hook secret", "sink", "metrics", "api token", "redis"} {
 		pw[s] = "Pw" + randomHex(6)
 	}
 	pw["api token"] = randomHex(32)
@@ -45,7 +45,7 @@ func TestNoSecretInAnyErrorLeftBehind(t *testing.T) {
 	// one pending event: the webhook and the sink both try it and fail
 	_, err := db.Exec("INSERT INTO webhook_outbox (event_id, event, body) VALUES (?, 'channel.low', '{}')", randomHex(16))
 	require.NoError(t, err)
-	c := startCDC(t, "-dsn", dsn, "-redis", "", "-log-level", "debug", "-webhook-url", hookURL)
+	c := startCDC(t, "-dsn", dsn, "-redis", "redis://default:"+pw["redis"]+"@"+closed, "-log-level", "debug", "-webhook-url", hookURL)
 	stored := func(q string) string {
 		var s sql.NullString
 		if err := db.QueryRow(q).Scan(&s); err != nil && err != sql.ErrNoRows {
@@ -81,6 +81,7 @@ func TestNoSecretInAnyErrorLeftBehind(t *testing.T) {
 	logs := c.logs.String()
 	check("the cdc's log", logs)
 	assert.Contains(t, logs, "webhook delivery failed", "the cdc logs the failure")
+	assert.Contains(t, logs, "Redis stock write failed", "the cdc logs the Redis it cannot reach")
 	assert.Contains(t, logs, "level=DEBUG", "the cdc logged at DEBUG")
 }
 
