@@ -11,7 +11,7 @@ import (
 
 // LegacyCounts are a legacy template's own issued and used counts (nil:
 // not mapped) and the truth they must equal: its coupons, and those USED;
-// and its budget (nil: NULL) and remaining-stock column (nil: not mapped,
+// and its budget (nil: NULL, or one of template.unlimited) and remaining-stock column (nil: not mapped,
 // or NULL), which must equal the budget minus Taken: its coupons held,
 // used or frozen (counted minus released).
 type LegacyCounts struct {
@@ -66,7 +66,10 @@ func (s *Queries) legacyOwn(ctx context.Context, tx *sql.Tx, ids []int64) (map[i
 			return err
 		}
 		var v LegacyCounts
-		v.Own[0], v.Own[1], v.Budget, v.Remaining = nullable(issued), nullable(used), nullable(budget), nullable(remaining)
+		v.Own[0], v.Own[1], v.Remaining = nullable(issued), nullable(used), nullable(remaining)
+		if !budget.Valid || !t.IsUnlimited(budget.Int64) { // an unlimited budget has no remaining stock to check
+			v.Budget = nullable(budget)
+		}
 		out[id] = v
 		return nil
 	})

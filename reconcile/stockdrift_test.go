@@ -144,3 +144,30 @@ func TestLegacyStockColumnDriftWithChannelQuotas(t *testing.T) {
 	rep = l.pass(r)
 	require.Equal(t, []string{"legacy 1/remaining 94 95 needs_review"}, diffs(rep.Differences))
 }
+
+// An unlimited campaign (template.unlimited: [0]) has no remaining stock
+// to check: whatever the shop keeps in its remaining column, its coupons
+// are no drift, and nothing over-issues.
+func TestLegacyUnlimitedBudgetIsNoDrift(t *testing.T) {
+	t.Parallel()
+	l := newStockLegacy(t)
+	m, err := canal.LoadMapping([]byte(strings.Replace(fmt.Sprintf(legacyYAML, l.DBName),
+		"used: used}", "used: used, remaining: stock, unlimited: [0]}", 1)))
+	require.NoError(t, err)
+	require.NoError(t, m.Check(l.Ctx, l.DB))
+	l.m = m
+	l.exec(`INSERT INTO t_coupon_tpl (id, budget, stock) VALUES (1, 0, 0), (2, 10, 10)`)
+	l.StartCDC(l.m)
+	for _, id := range l.claim(1, 6)[:2] { // the shop leaves an unlimited campaign's stock as it is
+		l.redeem(1, id)
+	}
+	l.claimGuarded(2, 3)
+	l.WaitCheckpoint()
+	rep := l.pass(l.reconciler())
+	require.Equal(t, "clean", rep.Status, "%v", diffs(rep.Differences))
+
+	l.exec(`UPDATE t_coupon_tpl SET stock = stock - 1 WHERE id = 2`) // a limited one still drifts
+	l.WaitCheckpoint()
+	rep = l.pass(l.reconciler())
+	require.Equal(t, []string{"legacy 2/remaining 7 6 needs_review"}, diffs(rep.Differences))
+}
