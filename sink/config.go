@@ -107,6 +107,9 @@ type Config struct {
 	// inBatchTx, set by tests only (export_test.go), runs in each batch
 	// transaction just before its events are written (step 10).
 	inBatchTx func(ctx context.Context, tx *sql.Tx) error
+	// countTruth, set by tests only, counts the coupons of templates in
+	// place of the coupon table (overissue.go).
+	countTruth func(ctx context.Context, templates []int64) (map[inventory.Pair]*inventory.Counts, error)
 }
 
 // check validates cfg and fills in its defaults.

@@ -25,6 +25,7 @@ type metrics struct {
 	redisRebuilds  prometheus.Counter
 	pendingChecks  prometheus.Gauge
 	pendingDropped prometheus.Counter
+	overRecounts   prometheus.Counter // recounts of a batch's over-issue the coupons did not show yet
 	leader         prometheus.Gauge
 	leaderEpoch    prometheus.Gauge
 	leaderTerms    prometheus.Counter
@@ -95,6 +96,9 @@ func (m *metrics) checkMetrics(f promauto.Factory) {
 	})
 	m.pendingDropped = f.NewCounter(prometheus.CounterOpts{
 		Name: "couponlink_cdc_pending_redemption_checks_dropped_total", Help: "USED coupons not checked for a redemption row because the pending list was full.",
+	})
+	m.overRecounts = f.NewCounter(prometheus.CounterOpts{
+		Name: "couponlink_cdc_over_issue_recounts_total", Help: "Recounts of a batch's over-issue that the coupons did not show yet (a commit read in the binlog before its rows are visible, or drifted counters, which stay unconfirmed); each waits a few ms.",
 	})
 	for _, k := range AnomalyKinds {
 		m.anomalies.WithLabelValues(k)

@@ -68,7 +68,9 @@ func (s *Sink) overSuspects() map[inventory.Pair]overSuspect {
 
 // judgeOverIssueByTruth confirms each suspect the mirror names against the
 // truth, counting the coupons of the suspects not judged at their current
-// mirror value yet; a bucket the mirror no longer suspects is not over.
+// mirror value yet, or judged not over (the counters and the coupons
+// disagreed: a commit not visible yet, or drifted counters) more than
+// overRecountEvery ago; a bucket the mirror no longer suspects is not over.
 // A count that fails keeps the last verdicts (logged): the next batch or
 // reload tries again.
 func (s *Sink) judgeOverIssueByTruth(ctx context.Context, b *batch) {
@@ -83,14 +85,15 @@ func (s *Sink) judgeOverIssueByTruth(ctx context.Context, b *batch) {
 	now := time.Now()
 	for p, sus := range suspects {
 		v, ok := before[p]
-		if ok && ((v.mirror == sus.mirror && v.limit == sus.limit) || now.Sub(v.at) < overRecountEvery) {
+		settled := v.over && v.mirror == sus.mirror && v.limit == sus.limit
+		if ok && (settled || now.Sub(v.at) < overRecountEvery) {
 			judged[p] = v
 		} else {
 			stale = append(stale, p.Template)
 		}
 	}
 	if len(stale) > 0 {
-		truth, err := s.src.CountTemplates(ctx, s.db, slices.Compact(slices.Sorted(slices.Values(stale))))
+		truth, err := s.countTruth(ctx, slices.Compact(slices.Sorted(slices.Values(stale))))
 		if err != nil {
 			s.log.Error("over-issue: the truth could not be counted; the last verdicts stay", "err", err)
 			return
@@ -139,30 +142,85 @@ func (s *Sink) overIssuedNow() int {
 	return n
 }
 
+// overConfirmTries and overConfirmWait bound the recounts of a batch's
+// over-issue that the coupons do not show yet: a binlog event can be read
+// before its transaction's rows are visible to a new read (the binlog is
+// written before the engine commits), so a count that disagrees with the
+// counters is counted again, waiting 2, 4, ... 64 ms (about 0.13 s in
+// all), before it is taken as drift.
+const (
+	overConfirmTries = 7
+	overConfirmWait  = 2 * time.Millisecond
+)
+
+// countTruth counts the coupons of templates now.
+func (s *Sink) countTruth(ctx context.Context, templates []int64) (map[inventory.Pair]*inventory.Counts, error) {
+	if s.cfg.countTruth != nil {
+		return s.cfg.countTruth(ctx, templates)
+	}
+	return s.src.CountTemplates(ctx, s.db, templates)
+}
+
 // confirmedOverIssues keeps the over_issue anomalies of a batch that the
 // truth confirms: the coupons of their templates counted now (at or past
-// the batch, as the binlog is behind the server) are over the limit.
+// the batch, as the binlog is behind the server) are over the limit. One
+// the coupons do not show is counted again (overConfirmTries), unless its
+// bucket disagreed after every recount less than overRecountEvery ago;
+// what disagrees still is drift, logged (the reconciler reports it).
 func (s *Sink) confirmedOverIssues(ctx context.Context, found []Anomaly, limit func(Anomaly) int64) ([]Anomaly, error) {
-	if len(found) == 0 {
-		return nil, nil
-	}
-	ids := map[int64]bool{}
-	for _, a := range found {
-		ids[a.Template] = true
-	}
-	truth, err := s.src.CountTemplates(ctx, s.db, slices.Sorted(maps.Keys(ids)))
-	if err != nil {
-		return nil, fmt.Errorf("over-issue: count the truth: %w", err)
-	}
 	var out []Anomaly
-	for _, a := range found {
-		p := inventory.Pair{Template: a.Template, Channel: a.Channel}
-		if t := takenOf(truth, p, s.quotas == nil); t > limit(a) {
-			out = append(out, a)
-		} else {
-			s.log.Warn("over-issue in the counters but not in the coupons: the counters drifted (the reconciler reports it)",
-				"template", a.Template, "channel", a.Channel, "coupons", t, "quota", limit(a))
+	wait := overConfirmWait
+	for try := 1; len(found) > 0; try++ {
+		ids := map[int64]bool{}
+		for _, a := range found {
+			ids[a.Template] = true
+		}
+		truth, err := s.countTruth(ctx, slices.Sorted(maps.Keys(ids)))
+		if err != nil {
+			return nil, fmt.Errorf("over-issue: count the truth: %w", err)
+		}
+		var again []Anomaly
+		for _, a := range found {
+			p := inventory.Pair{Template: a.Template, Channel: a.Channel}
+			switch t := takenOf(truth, p, s.quotas == nil); {
+			case t > limit(a):
+				out = append(out, a)
+			case try < overConfirmTries && !s.unsettled(p):
+				again = append(again, a)
+			default:
+				s.settle(p)
+				s.log.Warn("over-issue in the counters but not in the coupons: the counters drifted (the reconciler reports it)",
+					"template", a.Template, "channel", a.Channel, "coupons", t, "quota", limit(a), "counted", try)
+			}
+		}
+		if found = again; len(found) > 0 {
+			s.m.overRecounts.Add(float64(len(found)))
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			wait *= 2
 		}
 	}
 	return out, nil
+}
+
+// unsettled says whether p's counters and coupons disagreed after every
+// recount less than overRecountEvery ago.
+func (s *Sink) unsettled(p inventory.Pair) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	at, ok := s.overUnsettled[p]
+	return ok && time.Since(at) < overRecountEvery
+}
+
+// settle records that p's counters and coupons disagree after every recount.
+func (s *Sink) settle(p inventory.Pair) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.overUnsettled == nil {
+		s.overUnsettled = map[inventory.Pair]time.Time{}
+	}
+	s.overUnsettled[p] = time.Now()
 }

@@ -1,16 +1,20 @@
 package sink_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdcenv"
 	"github.com/couponlink/couponlink/internal/cdctest"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -84,4 +88,46 @@ func TestHandEditedCounterIsNotOverIssue(t *testing.T) {
 		over, _ := cdctest.Metric(t, c.Reg, "couponlink_over_issued", nil)
 		return over == 1
 	})
+}
+
+// An over-issue is confirmed against what the server shows, not the first
+// count only: the binlog can hand the cdc a claim before the claim's rows
+// are visible to a new read. With the truth's first counts made to miss
+// the last coupon (as such a read sees it), the over_issue anomaly is
+// still recorded, couponlink_over_issued still counts the bucket, and the
+// recounts are counted.
+func TestOverIssueConfirmedOnceVisible(t *testing.T) {
+	t.Parallel()
+	e := cdcenv.New(t)
+	tpl := e.Template(map[string]int64{"app": 15}, time.Hour)
+	for i := range 15 {
+		name := fmt.Sprint("u", i)
+		_, err := e.Store.Claim(e.Ctx, coupon.ClaimRequest{TemplateID: tpl, UserID: name, Channel: "app", RequestID: name})
+		require.NoError(t, err)
+	}
+	var hiding atomic.Int32 // counts still to be made without the newest coupon
+	q := inventory.NewQueries(canal.DefaultMapping())
+	c := e.StartCDC(nil, func(cfg *sink.Config, _ *sink.Daemon) {
+		sink.CountTruth(cfg, func(ctx context.Context, ids []int64) (map[inventory.Pair]*inventory.Counts, error) {
+			truth, err := q.CountTemplates(ctx, e.DB, ids)
+			if err == nil && hiding.Add(-1) >= 0 {
+				truth[inventory.Pair{Template: tpl, Channel: "app"}].Held-- // the 16th coupon, not visible yet
+			}
+			return truth, err
+		})
+	})
+	e.Settle()
+	hiding.Store(3)
+	// the 16th coupon, past the claim guard (a raw INSERT as a shop's bug writes it)
+	_, err := e.DB.Exec(`INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at)
+		VALUES (?, 'raw', 'app', 1, NOW(6), NOW(6) + INTERVAL 1 HOUR)`, tpl)
+	require.NoError(t, err)
+	e.Settle()
+	cdctest.WaitFor(t, 10*time.Second, "the over-issue is recorded and counted", func() bool {
+		anomalies, _ := cdctest.Metric(t, c.Reg, "couponlink_anomalies_total", map[string]string{"kind": sink.AnomalyOverIssue})
+		over, _ := cdctest.Metric(t, c.Reg, "couponlink_over_issued", nil)
+		return anomalies == 1 && over == 1
+	})
+	recounts, _ := cdctest.Metric(t, c.Reg, "couponlink_cdc_over_issue_recounts_total", nil)
+	require.GreaterOrEqual(t, recounts, 1.0, "the count that missed the coupon was made again")
 }

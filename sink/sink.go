@@ -56,6 +56,11 @@ type Sink struct {
 	// overJudged is what the truth said of the buckets the mirror shows
 	// over their quota (overissue.go); guarded by mu
 	overJudged map[inventory.Pair]overVerdict
+	// overUnsettled are the buckets whose counters and coupons still
+	// disagreed after every recount of a batch's over-issue, and when: a
+	// drifted counter is recounted once per overRecountEvery, not at each
+	// batch (overissue.go); guarded by mu
+	overUnsettled map[inventory.Pair]time.Time
 
 	rebalancer                      *quota.Rebalancer
 	releases, rebalance, correcting *Chore
