@@ -37,6 +37,7 @@ type stackOptions struct {
 	rules            string        // the rules file Prometheus loads (a path)
 	every            time.Duration // Prometheus's scrape and evaluation interval
 	cdcArgs, recArgs []string      // added to the cdc's and the reconcile daemon's own
+	cdcRedis         string        // the Redis address the cdc uses, e.g. a proxy the test can cut ("": the test Redis)
 	api              bool          // also run `couponlink api` (its /metrics beside the API), scraped as job couponlink-api
 	apiArgs          []string      // added to the api's own
 }
@@ -72,8 +73,12 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	})
 
 	cdcAddr, recAddr, promAddr := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
+	cdcRedis := redisAddr
+	if o.cdcRedis != "" {
+		cdcRedis = o.cdcRedis
+	}
 	s.startCDC = func() *proc {
-		return s.l.start(t, "couponlink cdc", bin, append([]string{"cdc", "-dsn", s.dsn, "-redis", redisAddr, "-key-prefix", s.prefix,
+		return s.l.start(t, "couponlink cdc", bin, append([]string{"cdc", "-dsn", s.dsn, "-redis", cdcRedis, "-key-prefix", s.prefix,
 			"-metrics-addr", cdcAddr}, o.cdcArgs...)...)
 	}
 	s.cdc = s.startCDC()
