@@ -86,8 +86,8 @@ func awaitFiring(t *testing.T, prom *promClient, ws ...*watch) {
 func TestAlertBudget(t *testing.T) {
 	ctx := context.Background()
 	// the shipped rules file itself, unchanged
-	st := startStack(t, filepath.Join(moduleRoot(t), "alerts", "couponlink.rules.yml"), scrapeEvery, nil,
-		[]string{"-every", reconcileEvery.String(), "-events"})
+	st := startStack(t, stackOptions{rules: filepath.Join(moduleRoot(t), "alerts", "couponlink.rules.yml"), every: scrapeEvery,
+		recArgs: []string{"-every", reconcileEvery.String(), "-events"}})
 	db, rdb, cdc, rec, prom := st.db, st.rdb, st.cdc, st.rec, st.prom
 	keys := inventory.Keys{Prefix: st.prefix}
 

@@ -7,4 +7,6 @@
 // within the alert budget of docs/monitoring.md;
 // TestAlertsFireAndResolveWithRealPrometheus shortens every `for:` to see
 // the slow alerts fire and resolve again in seconds.
+// TestDashboardPanelsReturnSeries also runs `couponlink api` and proves that
+// every panel of deploy/grafana/couponlink.json answers a series.
 package e2e

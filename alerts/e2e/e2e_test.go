@@ -246,8 +246,8 @@ func TestAlertsFireAndResolveWithRealPrometheus(t *testing.T) {
 	rules = forRE.ReplaceAll(rules, []byte("${1}2s"))
 	rulesFile := filepath.Join(t.TempDir(), "couponlink.rules.yml")
 	require.NoError(t, os.WriteFile(rulesFile, rules, 0o644))
-	st := startStack(t, rulesFile, time.Second, []string{"-redemption-grace", "2s"},
-		[]string{"-every", "2s", "-quiet", "300ms", "-catch-up-wait", "3s"})
+	st := startStack(t, stackOptions{rules: rulesFile, every: time.Second, cdcArgs: []string{"-redemption-grace", "2s"},
+		recArgs: []string{"-every", "2s", "-quiet", "300ms", "-catch-up-wait", "3s"}})
 	db, dsn, cdc, rec, prom := st.db, st.dsn, st.cdc, st.rec, st.prom
 	bin := testenv.BuildCouponlink(t)
 

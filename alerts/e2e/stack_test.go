@@ -17,7 +17,8 @@ import (
 )
 
 // stack is a fresh test database and Redis prefix, `couponlink cdc`,
-// `couponlink reconcile` and a real Prometheus scraping both.
+// `couponlink reconcile`, optionally `couponlink api`, and a real
+// Prometheus scraping them.
 type stack struct {
 	db       *sql.DB
 	dsn      string
@@ -25,14 +26,25 @@ type stack struct {
 	prefix   string
 	l        *logs
 	cdc, rec *proc
+	api      *proc  // nil without stackOptions.api
+	apiURL   string // http://host:port of the api ("" without it)
 	prom     *promClient
 	startCDC func() *proc
 }
 
-// startStack starts the stack: Prometheus with the rules file rules (a
-// path) at the interval every (scrape and evaluation), the cdc with
-// cdcArgs and the reconcile daemon with recArgs added to their own.
-func startStack(t *testing.T, rules string, every time.Duration, cdcArgs, recArgs []string) *stack {
+// stackOptions say what startStack runs and how.
+type stackOptions struct {
+	rules            string        // the rules file Prometheus loads (a path)
+	every            time.Duration // Prometheus's scrape and evaluation interval
+	cdcArgs, recArgs []string      // added to the cdc's and the reconcile daemon's own
+	cdcRedis         string        // the Redis address the cdc uses, e.g. a proxy the test can cut ("": the test Redis)
+	api              bool          // also run `couponlink api` (its /metrics beside the API), scraped as job couponlink-api
+	apiArgs          []string      // added to the api's own
+}
+
+// startStack starts the stack: Prometheus with the rules file at the
+// interval of o, the cdc, the reconcile daemon and, with o.api, the api.
+func startStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
 	promBin := findPrometheus(t)
 	tmp := t.TempDir()
@@ -61,13 +73,27 @@ func startStack(t *testing.T, rules string, every time.Duration, cdcArgs, recArg
 	})
 
 	cdcAddr, recAddr, promAddr := testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
+	cdcRedis := redisAddr
+	if o.cdcRedis != "" {
+		cdcRedis = o.cdcRedis
+	}
 	s.startCDC = func() *proc {
-		return s.l.start(t, "couponlink cdc", bin, append([]string{"cdc", "-dsn", s.dsn, "-redis", redisAddr, "-key-prefix", s.prefix,
-			"-metrics-addr", cdcAddr}, cdcArgs...)...)
+		return s.l.start(t, "couponlink cdc", bin, append([]string{"cdc", "-dsn", s.dsn, "-redis", cdcRedis, "-key-prefix", s.prefix,
+			"-metrics-addr", cdcAddr}, o.cdcArgs...)...)
 	}
 	s.cdc = s.startCDC()
 	s.rec = s.l.start(t, "couponlink reconcile", bin, append([]string{"reconcile", "-dsn", s.dsn, "-redis", redisAddr, "-key-prefix", s.prefix,
-		"-metrics-addr", recAddr}, recArgs...)...)
+		"-metrics-addr", recAddr}, o.recArgs...)...)
+	apiJob := ""
+	if o.api {
+		// the expiry sweep runs when the test asks for it (POST /v1/expire)
+		// unless apiArgs set -expire-interval
+		apiAddr := testenv.FreeAddr(t)
+		s.api = s.l.start(t, "couponlink api", bin, append([]string{"api", "-dsn", s.dsn, "-addr", apiAddr, "-expire-interval", "0"},
+			o.apiArgs...)...)
+		s.apiURL = "http://" + apiAddr
+		apiJob = fmt.Sprintf("  - job_name: couponlink-api\n    static_configs: [{targets: [%q]}]\n", apiAddr)
+	}
 
 	config := fmt.Sprintf(`global:
   scrape_interval: %s
@@ -79,7 +105,7 @@ scrape_configs:
     static_configs: [{targets: [%q]}]
   - job_name: couponlink-reconcile
     static_configs: [{targets: [%q]}]
-`, every, every, rules, cdcAddr, recAddr)
+%s`, o.every, o.every, o.rules, cdcAddr, recAddr, apiJob)
 	configFile := filepath.Join(tmp, "prometheus.yml")
 	require.NoError(t, os.WriteFile(configFile, []byte(config), 0o644))
 	promProc := s.l.start(t, "prometheus", promBin, "--config.file="+configFile,
