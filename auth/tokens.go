@@ -5,7 +5,10 @@
 //
 // A token file has one token a line, "name role sha256:<hex digest>"
 // (`couponlink token new` makes a token and its line); blank lines and
-// lines starting with # are skipped. SHA-256, not a slow password hash,
+// lines starting with # are skipped. A file that holds no token, or that
+// its group, everyone or a user other than the process's (or root) may
+// write, is refused, and a reload (Replace) never goes from some tokens to
+// none: either would open the API. SHA-256, not a slow password hash,
 // is enough because every token is a random value of at least 32 bytes:
 // no dictionary or brute force can reach a 256-bit preimage, so a leaked
 // file gives nobody a token, and the slowness bcrypt or argon2 adds for a
