@@ -5,7 +5,10 @@
 //
 // A token file has one token a line, "name role sha256:<hex digest>"
 // (`couponlink token new` makes a token and its line); blank lines and
-// lines starting with # are skipped. SHA-256, not a slow password hash,
+// lines starting with # are skipped. A file that holds no token, or that
+// its group, everyone or a user other than the process's (or root) may
+// write, is refused, and a reload (Replace) never goes from some tokens to
+// none: either would open the API. SHA-256, not a slow password hash,
 // is enough because every token is a random value of at least 32 bytes:
 // no dictionary or brute force can reach a 256-bit preimage, so a leaked
 // file gives nobody a token, and the slowness bcrypt or argon2 adds for a
@@ -80,34 +83,54 @@ type Tokens struct {
 // EnvTokenName is the name of COUPONLINK_API_TOKEN's token (an admin).
 const EnvTokenName = "admin"
 
+var (
+	// ErrNoTokens is the error of a token file that holds no token.
+	ErrNoTokens = errors.New("empty token file")
+	// ErrUnsafeFile is the error of a token file someone else could change.
+	ErrUnsafeFile = errors.New("unsafe token file")
+	// ErrLastToken is the error of a Replace that would leave no token.
+	ErrLastToken = errors.New("refusing to remove the last token")
+)
+
 // Load reads the token file (when file is not "") and adds the single
 // token of COUPONLINK_API_TOKEN (when envToken is not "") as the admin
-// named EnvTokenName. A weak or placeholder envToken is refused (Check).
+// named EnvTokenName. A weak or placeholder envToken is refused (Check),
+// and so is a file that holds no token or that another user could change.
 func Load(file, envToken string) (*Tokens, error) {
-	t := &Tokens{}
-	return t, t.Reload(file, envToken)
-}
-
-// Reload reads the tokens again as Load does, and replaces the set only
-// when all of them are good: an error keeps the tokens in use.
-func (t *Tokens) Reload(file, envToken string) error {
 	var set []entry
 	if file != "" {
 		var err error
 		if set, err = readFile(file); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if envToken != "" {
 		if err := Check(envToken); err != nil {
-			return fmt.Errorf("COUPONLINK_API_TOKEN: %w", err)
+			return nil, fmt.Errorf("COUPONLINK_API_TOKEN: %w", err)
 		}
 		for _, e := range set {
 			if e.id.Name == EnvTokenName {
-				return fmt.Errorf("%s names a token %q, the name COUPONLINK_API_TOKEN's token has", file, EnvTokenName)
+				return nil, fmt.Errorf("%s names a token %q, the name COUPONLINK_API_TOKEN's token has", file, EnvTokenName)
 			}
 		}
 		set = append(set, entry{sum: sha256.Sum256([]byte(envToken)), id: Identity{Name: EnvTokenName, Role: Admin}})
+	}
+	t := &Tokens{}
+	t.set.Store(&set)
+	return t, nil
+}
+
+// Replace swaps the set for next's (a reload: Load, then Replace). It
+// refuses to go from some tokens to none, which would open the API: the
+// tokens in use stay.
+func (t *Tokens) Replace(next *Tokens) error {
+	if next.Len() == 0 && t.Len() > 0 {
+		return fmt.Errorf("%w: the reload has no token and would open the API to every caller, so the %d in use stay; "+
+			"to serve without tokens, restart the api without -token-file on a loopback -addr, or with -insecure-no-auth", ErrLastToken, t.Len())
+	}
+	set := []entry{}
+	if p := next.set.Load(); p != nil {
+		set = *p
 	}
 	t.set.Store(&set)
 	return nil
@@ -187,6 +210,13 @@ func readFile(file string) ([]entry, error) {
 		return nil, fmt.Errorf("token file: %w", err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("token file: %w", err)
+	}
+	if err := checkFileSafe(file, fi); err != nil {
+		return nil, err
+	}
 	var set []entry
 	names := map[string]bool{}
 	sc := bufio.NewScanner(f)
@@ -221,6 +251,11 @@ func readFile(file string) ([]entry, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("token file %s: %w", file, err)
+	}
+	if len(set) == 0 {
+		return nil, fmt.Errorf("%w: %s holds no token (it is empty, or only blank lines and comments): "+
+			"add a line made by `couponlink token new -name NAME -role ROLE`; to serve the API without tokens, "+
+			"run it without -token-file on a loopback -addr, or with -insecure-no-auth", ErrNoTokens, file)
 	}
 	return set, nil
 }

@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,13 +57,13 @@ func TestTokenFileLoadLookupReload(t *testing.T) {
 		assert.Error(t, err, bad)
 		assert.NotContains(t, err.Error(), alice, "an error never shows a token")
 		// a reload that fails keeps the tokens in use
-		assert.Error(t, toks.Reload(file, strong))
+		assert.Error(t, reload(toks, file, strong))
 		_, ok = toks.Lookup(alice)
 		assert.True(t, ok)
 	}
 	// a reload: bob becomes an admin, alice is gone
 	write("bob admin " + auth.Digest(bob))
-	require.NoError(t, toks.Reload(file, ""))
+	require.NoError(t, reload(toks, file, ""))
 	_, ok = toks.Lookup(alice)
 	assert.False(t, ok)
 	id, _ = toks.Lookup(bob)
@@ -70,4 +71,92 @@ func TestTokenFileLoadLookupReload(t *testing.T) {
 	// a weak COUPONLINK_API_TOKEN is refused
 	_, err = auth.Load("", "CHANGE-ME")
 	assert.ErrorIs(t, err, auth.ErrWeak)
+}
+
+// reload is what the api does on SIGHUP: Load, then Replace.
+func reload(toks *auth.Tokens, file, envToken string) error {
+	next, err := auth.Load(file, envToken)
+	if err != nil {
+		return err
+	}
+	return toks.Replace(next)
+}
+
+// A token file with no token is refused, at start and on reload, even
+// beside COUPONLINK_API_TOKEN: the file was meant to hold the tokens.
+func TestTokenFileWithNoTokenIsRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	alice := auth.NewToken()
+	require.NoError(t, os.WriteFile(file, []byte("alice operator "+auth.Digest(alice)+"\n"), 0o600))
+	toks, err := auth.Load(file, "")
+	require.NoError(t, err)
+	for _, empty := range []string{"", "\n\n", "# nobody yet\n", "  # indented comment\n\n\t\n#alice operator " + auth.Digest(alice) + "\n"} {
+		require.NoError(t, os.WriteFile(file, []byte(empty), 0o600))
+		for _, env := range []string{"", strong} {
+			_, err := auth.Load(file, env)
+			require.ErrorIs(t, err, auth.ErrNoTokens, "%q", empty)
+			assert.Contains(t, err.Error(), file)
+			assert.Contains(t, err.Error(), "couponlink token new")
+			assert.Contains(t, err.Error(), "-insecure-no-auth")
+			assert.ErrorIs(t, reload(toks, file, env), auth.ErrNoTokens)
+		}
+		_, ok := toks.Lookup(alice)
+		assert.True(t, ok, "a refused reload keeps the tokens in use")
+	}
+}
+
+// A token file its group or everyone may write, or that another user
+// owns, is refused with the command that fixes it; the tokens in use stay.
+func TestTokenFileOthersMayChangeIsRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	alice := auth.NewToken()
+	require.NoError(t, os.WriteFile(file, []byte("alice operator "+auth.Digest(alice)+"\n"), 0o600))
+	toks, err := auth.Load(file, "")
+	require.NoError(t, err)
+	for _, mode := range []os.FileMode{0o666, 0o620, 0o602, 0o660, 0o622} {
+		require.NoError(t, os.Chmod(file, mode))
+		_, err := auth.Load(file, "")
+		require.ErrorIs(t, err, auth.ErrUnsafeFile, "%04o", mode)
+		assert.Contains(t, err.Error(), "chmod go-w "+file)
+		assert.Contains(t, err.Error(), "chmod 600 "+file)
+		assert.ErrorIs(t, reload(toks, file, ""), auth.ErrUnsafeFile)
+		_, ok := toks.Lookup(alice)
+		assert.True(t, ok, "a refused reload keeps the tokens in use")
+	}
+	for _, mode := range []os.FileMode{0o600, 0o400, 0o640, 0o644} {
+		require.NoError(t, os.Chmod(file, mode))
+		_, err := auth.Load(file, "")
+		assert.NoError(t, err, "%04o", mode)
+	}
+
+	if os.Geteuid() != 0 {
+		t.Skip("giving the file to another user needs root")
+	}
+	require.NoError(t, os.Chmod(file, 0o600))
+	require.NoError(t, os.Chown(file, 12345, 12345))
+	_, err = auth.Load(file, "")
+	require.ErrorIs(t, err, auth.ErrUnsafeFile)
+	assert.Contains(t, err.Error(), "uid 12345")
+	assert.Contains(t, err.Error(), "chown ")
+	assert.ErrorIs(t, reload(toks, file, ""), auth.ErrUnsafeFile)
+	require.NoError(t, os.Chown(file, 0, 12345)) // root's: fine
+	_, err = auth.Load(file, "")
+	assert.NoError(t, err)
+}
+
+// Replace never goes from some tokens to none (that would open the API).
+func TestReplaceKeepsTheLastToken(t *testing.T) {
+	toks := auth.Static(map[string]auth.Identity{strong: {Name: "ops", Role: auth.Admin}})
+	err := toks.Replace(auth.Static(nil))
+	require.True(t, errors.Is(err, auth.ErrLastToken), "%v", err)
+	assert.Contains(t, err.Error(), "-insecure-no-auth")
+	_, ok := toks.Lookup(strong)
+	assert.True(t, ok)
+	other := auth.NewToken()
+	require.NoError(t, toks.Replace(auth.Static(map[string]auth.Identity{other: {Name: "x", Role: auth.Viewer}})))
+	_, ok = toks.Lookup(strong)
+	assert.False(t, ok)
+	open := auth.Static(nil)
+	assert.NoError(t, open.Replace(auth.Static(nil)), "none to none stays open")
+	assert.Equal(t, 0, open.Len())
 }

@@ -95,7 +95,8 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	base := o.logging.Logger(stderr) // httpapi names its components (api, expire)
 	log := base.With("component", "api")
-	tokens, err := loadTokens(*o.tokenFile, o.token(), *o.addr, *o.insecureNoAuth, log)
+	authn := apiAuth{file: *o.tokenFile, envToken: o.token, addr: *o.addr, insecure: *o.insecureNoAuth, log: log}
+	tokens, err := authn.load()
 	if err != nil {
 		return err
 	}
@@ -150,7 +151,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	g.Go(func() error { return serveHTTP(gctx, srv, ln, *o.grace, log) })
-	g.Go(func() error { return reloadTokensOnHUP(gctx, tokens, *o.tokenFile, o.token, log) })
+	g.Go(func() error { return authn.reloadOnHUP(gctx, tokens) })
 	if *o.metricsAddr != "" {
 		mln, err := net.Listen("tcp", *o.metricsAddr)
 		if err != nil {

@@ -15,25 +15,76 @@ import (
 	"github.com/couponlink/couponlink/internal/settings"
 )
 
-// loadTokens reads the API's tokens (-token-file, COUPONLINK_API_TOKEN)
-// and refuses to serve open by accident: an address that is not loopback
-// with no token at all needs -insecure-no-auth, which starts with a
-// warning.
-func loadTokens(file, envToken, addr string, insecure bool, log *slog.Logger) (*auth.Tokens, error) {
-	tokens, err := auth.Load(file, envToken)
+// apiAuth is where the API's tokens come from (-token-file,
+// COUPONLINK_API_TOKEN) and where it serves them: read at start and again
+// on each SIGHUP, by the same rules.
+type apiAuth struct {
+	file     string
+	envToken func() string
+	addr     string
+	insecure bool // -insecure-no-auth
+	log      *slog.Logger
+}
+
+// load reads the tokens at start; it refuses to serve open by accident
+// (mayServe) and warns when the API serves open.
+func (a apiAuth) load() (*auth.Tokens, error) {
+	tokens, warn, err := a.read()
 	if err != nil {
 		return nil, err
 	}
-	if tokens.Len() > 0 || loopback(addr) {
-		return tokens, nil
+	if warn != "" {
+		a.log.Warn(warn, "addr", a.addr)
 	}
-	if !insecure {
-		return nil, fmt.Errorf("-addr %s is not a loopback address and the API has no token: anyone who reaches it could void coupons. "+
-			"Set COUPONLINK_API_TOKEN_FILE (-token-file; couponlink token new) or COUPONLINK_API_TOKEN (-token), "+
-			"or COUPONLINK_API_INSECURE_NO_AUTH=true (-insecure-no-auth) to serve open on purpose", addr)
-	}
-	log.Warn("INSECURE: the API serves without any token on an address that is not loopback (-insecure-no-auth): anyone who reaches it may write", "addr", addr)
 	return tokens, nil
+}
+
+// reload reads the tokens again and swaps them in only when they load and
+// may serve on the address; an error keeps the tokens in use.
+func (a apiAuth) reload(tokens *auth.Tokens) error {
+	next, warn, err := a.read()
+	if err != nil {
+		return err
+	}
+	if err := tokens.Replace(next); err != nil {
+		return err
+	}
+	if warn != "" {
+		a.log.Warn(warn, "addr", a.addr)
+	}
+	return nil
+}
+
+// read loads the tokens and asks mayServe whether the API may serve them.
+func (a apiAuth) read() (*auth.Tokens, string, error) {
+	tokens, err := auth.Load(a.file, a.envToken())
+	if err != nil {
+		return nil, "", err
+	}
+	warn, err := mayServe(tokens.Len(), a.addr, a.insecure)
+	if err != nil {
+		return nil, "", err
+	}
+	return tokens, warn, nil
+}
+
+// mayServe decides whether the API may serve with n tokens on addr, at
+// start and on every reload: with any token it may; with none, only on a
+// loopback address, or with -insecure-no-auth. warn is what an API that
+// serves open logs.
+func mayServe(n int, addr string, insecure bool) (warn string, err error) {
+	switch {
+	case n > 0:
+		return "", nil
+	case loopback(addr):
+		return "the API serves without any token on a loopback address: every process on this host may call it, writes included; " +
+			"to close it, give it a token file (-token-file, COUPONLINK_API_TOKEN_FILE; couponlink token new)", nil
+	case insecure:
+		return "INSECURE: the API serves without any token on an address that is not loopback (-insecure-no-auth): anyone who reaches it may write", nil
+	}
+	return "", fmt.Errorf("-addr %s is not a loopback address and the API has no token: anyone who reaches it could void coupons. "+
+		"Set COUPONLINK_API_TOKEN_FILE (-token-file; couponlink token new) or COUPONLINK_API_TOKEN (-token), "+
+		"or COUPONLINK_API_INSECURE_NO_AUTH=true (-insecure-no-auth) to serve open on purpose", addr)
 }
 
 // loopback says whether addr (host:port) listens on loopback only:
@@ -50,9 +101,10 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// reloadTokensOnHUP reads the tokens again on each SIGHUP until ctx ends;
-// a file that does not load keeps the tokens in use (the error is logged).
-func reloadTokensOnHUP(ctx context.Context, tokens *auth.Tokens, file string, envToken func() string, log *slog.Logger) error {
+// reloadOnHUP reads the tokens again on each SIGHUP until ctx ends; a
+// set that is refused (a file that does not load, with no token, that
+// another user could change) keeps the tokens in use, and logs why.
+func (a apiAuth) reloadOnHUP(ctx context.Context, tokens *auth.Tokens) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -61,11 +113,11 @@ func reloadTokensOnHUP(ctx context.Context, tokens *auth.Tokens, file string, en
 		case <-ctx.Done():
 			return nil
 		case <-hup:
-			if err := tokens.Reload(file, envToken()); err != nil {
-				log.Error("SIGHUP: the tokens were not reloaded; the ones in use stay", "err", err)
+			if err := a.reload(tokens); err != nil {
+				a.log.Error("SIGHUP: the tokens were not reloaded; the ones in use stay", "tokens", tokens.Names(), "err", err)
 				continue
 			}
-			log.Info("SIGHUP: tokens reloaded", "tokens", tokens.Names())
+			a.log.Info("SIGHUP: tokens reloaded", "tokens", tokens.Names())
 		}
 	}
 }
