@@ -29,11 +29,11 @@ func TestLegacyPolicyStore(t *testing.T) {
 		assert.Equal(t, 409, e.Code.Status())
 	}
 
-	_, err := quota.SetLegacyPolicy(ctx, db, legacy, quota.Override{Mode: ptr(quota.ModeAuto)}, "ann", "t", quota.SourceAPI)
+	_, err := quota.SetLegacyPolicy(ctx, db, legacy, quota.Override{Mode: ptr(quota.ModeAuto)}, "ann", "t", quota.SourceAPI, "")
 	refused(err, "mode")
 	assert.Zero(t, count(t, db, `SELECT COUNT(*) FROM quota_policy WHERE template_id = ?`, legacy), "nothing written")
 
-	v, err := quota.SetLegacyPolicy(ctx, db, legacy, quota.Override{Mode: ptr(quota.ModeSignal), MinClaims: ptr(int64(5))}, "ann", "t", quota.SourceAPI)
+	v, err := quota.SetLegacyPolicy(ctx, db, legacy, quota.Override{Mode: ptr(quota.ModeSignal), MinClaims: ptr(int64(5))}, "ann", "t", quota.SourceAPI, "")
 	require.NoError(t, err)
 	assert.Equal(t, quota.ModeSignal, v.Effective.Mode)
 	assert.EqualValues(t, 5, v.Effective.MinClaims)
@@ -42,9 +42,9 @@ func TestLegacyPolicyStore(t *testing.T) {
 	// the defaults say auto: a legacy campaign runs it as signal
 	_, err = quota.PublishDefaults(ctx, db, func() quota.Policy { p := quota.Defaults(); p.Mode = quota.ModeAuto; return p }(), "cdc")
 	require.NoError(t, err)
-	_, err = quota.SetLegacyPolicy(ctx, db, legacy, quota.Override{Mode: ptr(quota.ModeOff)}, "ann", "t", quota.SourceAPI)
+	_, err = quota.SetLegacyPolicy(ctx, db, legacy, quota.Override{Mode: ptr(quota.ModeOff)}, "ann", "t", quota.SourceAPI, "")
 	require.NoError(t, err)
-	v, err = quota.SetLegacyPolicy(ctx, db, legacy, quota.Override{Low: ptr(0.2)}, "ann", "t", quota.SourceAPI)
+	v, err = quota.SetLegacyPolicy(ctx, db, legacy, quota.Override{Low: ptr(0.2)}, "ann", "t", quota.SourceAPI, "")
 	require.NoError(t, err)
 	assert.Equal(t, quota.ModeOff, v.Effective.Mode)
 	_, err = db.Exec(`UPDATE quota_policy SET mode = NULL WHERE template_id = ?`, legacy)
@@ -55,7 +55,7 @@ func TestLegacyPolicyStore(t *testing.T) {
 	assert.Equal(t, quota.ModeSignal, v.Effective.Mode, "inherited auto is in force as signal")
 
 	own := template(t, db, map[string]int64{"app": 10, "sms": 10})
-	_, err = quota.SetLegacyPolicy(ctx, db, own, quota.Override{Mode: ptr(quota.ModeSignal)}, "ann", "t", quota.SourceAPI)
+	_, err = quota.SetLegacyPolicy(ctx, db, own, quota.Override{Mode: ptr(quota.ModeSignal)}, "ann", "t", quota.SourceAPI, "")
 	refused(err, "id")
 	_, err = quota.GetLegacyPolicy(ctx, db, own)
 	refused(err, "id")
