@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,4 +60,50 @@ func TestLegacyPolicyStore(t *testing.T) {
 	refused(err, "id")
 	_, err = quota.GetLegacyPolicy(ctx, db, own)
 	refused(err, "id")
+}
+
+// One rule for changed_by with an identity (a token's name) or without:
+// checked as given first, then the identity recorded and the name given
+// beside it (on_behalf_of), the reason as written; own and legacy alike.
+func TestPolicyChangedByWithAnIdentity(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	ctx := context.Background()
+	const legacy = 990002
+	own := template(t, db, map[string]int64{"app": 10, "sms": 10})
+	long := strings.Repeat("a", 65)
+	for _, identity := range []string{"", "admin"} {
+		for _, by := range []string{"", "  ", long, strings.Repeat("a", 129)} {
+			_, err := quota.SetPolicy(ctx, db, own, quota.Override{Mode: ptr(quota.ModeSignal)}, by, "t", quota.SourceAPI, identity)
+			e, ok := coupon.AsError(err)
+			require.True(t, ok, "by %q identity %q: %v", by, identity, err)
+			assert.Equal(t, "changed_by", e.Field)
+			_, err = quota.ResetLegacyPolicy(ctx, db, legacy, by, "t", quota.SourceAPI, identity)
+			e, ok = coupon.AsError(err)
+			require.True(t, ok, "by %q identity %q: %v", by, identity, err)
+			assert.Equal(t, "changed_by", e.Field)
+		}
+		_, err := quota.SetLegacyPolicy(ctx, db, legacy, quota.Override{Mode: ptr(quota.ModeSignal)}, long, "t", quota.SourceAPI, identity)
+		e, _ := coupon.AsError(err)
+		require.NotNil(t, e)
+		assert.Equal(t, "changed_by is longer than 64 bytes", e.Message)
+	}
+	assert.Zero(t, count(t, db, `SELECT COUNT(*) FROM quota_policy_audit WHERE template_id IN (?, ?)`, own, legacy), "nothing written")
+
+	reason := strings.Repeat("r", 255)
+	_, err := quota.SetLegacyPolicy(ctx, db, legacy, quota.Override{Mode: ptr(quota.ModeSignal)}, " ann ", reason, quota.SourceAPI, "admin")
+	require.NoError(t, err)
+	_, err = quota.ResetLegacyPolicy(ctx, db, legacy, "admin", "back", quota.SourceAPI, "admin")
+	require.NoError(t, err)
+	_, err = quota.SetPolicy(ctx, db, own, quota.Override{Mode: ptr(quota.ModeSignal)}, "bob", "cli", quota.SourceCLI, "")
+	require.NoError(t, err)
+	entries, err := quota.LegacyAudit(ctx, db, legacy, 10)
+	require.NoError(t, err)
+	require.Len(t, entries, 2)
+	assert.Equal(t, []string{"admin", "", "back"}, []string{entries[0].ChangedBy, entries[0].OnBehalfOf, entries[0].Reason})
+	assert.Equal(t, []string{"admin", "ann", reason}, []string{entries[1].ChangedBy, entries[1].OnBehalfOf, entries[1].Reason})
+	entries, err = quota.Audit(ctx, db, own, 10)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	assert.Equal(t, []string{"bob", ""}, []string{entries[0].ChangedBy, entries[0].OnBehalfOf}, "no identity: the name as given")
+	assert.Equal(t, 1, count(t, db, `SELECT COUNT(*) FROM quota_policy_audit WHERE on_behalf_of IS NULL AND template_id = ?`, own))
 }
