@@ -16,21 +16,27 @@ type ResolveRequest struct {
 type Resolved struct {
 	TaskID     int64  `json:"task_id"`
 	ResolvedBy string `json:"resolved_by"`
+	// OnBehalfOf is who ResolvedBy (a token's name) acted for, as the
+	// request named them; "" when the same or without a token.
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
 	Note       string `json:"note"`
 }
 
 // ReconcilePass is one reconcile pass as operators read it: when it ran,
 // what it found, and, for one that needed review, who resolved it and how.
 type ReconcilePass struct {
-	TaskID       int64      `json:"task_id"`
-	StartedAt    time.Time  `json:"started_at"`
-	FinishedAt   *time.Time `json:"finished_at"`
-	Status       string     `json:"status"` // running, clean, auto_fixed, needs_review, acknowledged, error
-	Summary      string     `json:"summary"`
-	Position     string     `json:"position,omitempty"` // the binlog position the pass compared at
-	ResolvedAt   *time.Time `json:"resolved_at,omitempty"`
-	ResolvedBy   string     `json:"resolved_by,omitempty"`
-	ResolvedNote string     `json:"resolved_note,omitempty"`
+	TaskID     int64      `json:"task_id"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	Status     string     `json:"status"` // running, clean, auto_fixed, needs_review, acknowledged, error
+	Summary    string     `json:"summary"`
+	Position   string     `json:"position,omitempty"` // the binlog position the pass compared at
+	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
+	ResolvedBy string     `json:"resolved_by,omitempty"`
+	// ResolvedOnBehalfOf is who ResolvedBy (a token's name) acted for,
+	// as the request named them; "" when the same or without a token.
+	ResolvedOnBehalfOf string `json:"resolved_on_behalf_of,omitempty"`
+	ResolvedNote       string `json:"resolved_note,omitempty"`
 }
 
 // ReconcileDifference is one derived value that is not the truth.

@@ -151,7 +151,10 @@ type HistoryEvent struct {
 	Mode         string    `json:"mode,omitempty"`
 	Reason       string    `json:"reason,omitempty"`
 	Operator     string    `json:"operator,omitempty"`
-	RequestID    string    `json:"request_id,omitempty"`
+	// OnBehalfOf is who Operator (a token's name) acted for, as the
+	// request named them; "" when the same or without a token.
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+	RequestID  string `json:"request_id,omitempty"`
 }
 
 // History is a coupon and its life, oldest first.

@@ -33,16 +33,21 @@ type Finding struct {
 	LastSeen    time.Time `json:"last_seen"`
 	TimesSeen   int64     `json:"times_seen"`
 	// the latest acknowledgement, kept when the finding opens again
-	AcknowledgedBy     string     `json:"acknowledged_by,omitempty"`
-	AcknowledgedAt     *time.Time `json:"acknowledged_at,omitempty"`
-	AcknowledgedReason string     `json:"acknowledged_reason,omitempty"`
-	ClosedBy           string     `json:"closed_by,omitempty"`
-	ClosedAt           *time.Time `json:"closed_at,omitempty"`
-	ClosedReason       string     `json:"closed_reason,omitempty"`
+	// (each *OnBehalfOf: who the *By, a token's name, acted for, as the
+	// request named them; "" when the same or without a token)
+	AcknowledgedBy         string     `json:"acknowledged_by,omitempty"`
+	AcknowledgedOnBehalfOf string     `json:"acknowledged_on_behalf_of,omitempty"`
+	AcknowledgedAt         *time.Time `json:"acknowledged_at,omitempty"`
+	AcknowledgedReason     string     `json:"acknowledged_reason,omitempty"`
+	ClosedBy               string     `json:"closed_by,omitempty"`
+	ClosedOnBehalfOf       string     `json:"closed_on_behalf_of,omitempty"`
+	ClosedAt               *time.Time `json:"closed_at,omitempty"`
+	ClosedReason           string     `json:"closed_reason,omitempty"`
 	// the latest reopening by a person (acknowledged or closed -> open)
-	ReopenedBy     string     `json:"reopened_by,omitempty"`
-	ReopenedAt     *time.Time `json:"reopened_at,omitempty"`
-	ReopenedReason string     `json:"reopened_reason,omitempty"`
+	ReopenedBy         string     `json:"reopened_by,omitempty"`
+	ReopenedOnBehalfOf string     `json:"reopened_on_behalf_of,omitempty"`
+	ReopenedAt         *time.Time `json:"reopened_at,omitempty"`
+	ReopenedReason     string     `json:"reopened_reason,omitempty"`
 	// Where is what the finding names and where it was last seen, read
 	// beside it (GET /v1/findings); nil where nothing is known.
 	Where *FindingWhere `json:"where,omitempty"`

@@ -180,9 +180,12 @@ type PolicyChangeEntry struct {
 	Before    *Override `json:"before"`
 	After     *Override `json:"after"`
 	ChangedBy string    `json:"changed_by"`
-	Reason    string    `json:"reason"`
-	Source    string    `json:"source"`
-	At        time.Time `json:"at"`
+	// OnBehalfOf is who ChangedBy (a token's name) acted for, as the
+	// change named them; "" when the same or without a token.
+	OnBehalfOf string    `json:"on_behalf_of,omitempty"`
+	Reason     string    `json:"reason"`
+	Source     string    `json:"source"`
+	At         time.Time `json:"at"`
 }
 
 // PolicyHistory is the answer of GET

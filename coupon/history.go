@@ -65,14 +65,14 @@ func (s *Store) History(ctx context.Context, id int64) (History, error) {
 		}); err != nil {
 		return h, fmt.Errorf("read redemptions of coupon %d: %w", id, err)
 	}
-	if err := sqltx.EachRow(ctx, tx, `SELECT kind, seq, from_status, to_status, mode, order_id, reason, operator, request_id, created_at
+	if err := sqltx.EachRow(ctx, tx, `SELECT kind, seq, from_status, to_status, mode, order_id, reason, operator, on_behalf_of, request_id, created_at
 		FROM inventory_flow WHERE user_coupon_id = ? ORDER BY id`, []any{id}, func(r *sql.Rows) error {
 		var kind string
 		var seq int64
 		var from, to Status
-		var mode, order, reason, operator, reqID sql.NullString
+		var mode, order, reason, operator, behalf, reqID sql.NullString
 		e := rankedEvent{}
-		if err := r.Scan(&kind, &seq, &from, &to, &mode, &order, &reason, &operator, &reqID, &e.At); err != nil {
+		if err := r.Scan(&kind, &seq, &from, &to, &mode, &order, &reason, &operator, &behalf, &reqID, &e.At); err != nil {
 			return err
 		}
 		e.Event, e.From, e.To = flowEvent[kind], from.String(), to.String()
@@ -83,6 +83,7 @@ func (s *Store) History(ctx context.Context, id int64) (History, error) {
 			e.RedemptionID = seq
 		}
 		e.Mode, e.OrderID, e.Reason, e.Operator, e.RequestID = mode.String, order.String, reason.String, operator.String, reqID.String
+		e.OnBehalfOf = behalf.String
 		if r, ok := redemptionRank[seq]; ok && kind == FlowRefund {
 			e.rank = r + 1
 		} else {

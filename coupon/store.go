@@ -192,16 +192,19 @@ func couponNotFound(id int64) *Error { return NotFound("user coupon", id) }
 
 // flowRow is one inventory_flow row to write.
 type flowRow struct {
-	Coupon    couponRow
-	Kind      string
-	Seq       int64
-	From, To  Status
-	Mode      string
-	OrderID   string
-	Reason    string
-	Operator  string
-	RequestID string
-	CreatedAt time.Time
+	Coupon   couponRow
+	Kind     string
+	Seq      int64
+	From, To Status
+	Mode     string
+	OrderID  string
+	Reason   string
+	Operator string
+	// OnBehalfOf is who the operator acted for (a void sent with a token
+	// for someone else), "" for none.
+	OnBehalfOf string
+	RequestID  string
+	CreatedAt  time.Time
 }
 
 // The kinds of inventory_flow rows.

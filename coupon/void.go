@@ -24,6 +24,12 @@ type VoidRequest struct {
 	Reason        string
 	Operator      string
 	RequestID     string
+	// Identity is the name of the token that sent the request ("" for
+	// none): with one, the rows record it as the operator and Operator,
+	// validated as sent, as the one it voids for (OnBehalfOf).
+	Identity string
+	// OnBehalfOf is set by Void from Operator and Identity (Acting).
+	OnBehalfOf string
 }
 
 // Results of one coupon in a void batch.
@@ -85,19 +91,25 @@ func (r *VoidRequest) payloadHash() string {
 		h.Write([]byte(strconv.FormatInt(id, 10) + ","))
 	}
 	h.Write([]byte("\x00" + r.Reason + "\x00" + r.Operator))
+	if r.OnBehalfOf != "" {
+		h.Write([]byte("\x00" + r.OnBehalfOf))
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Void moves each AVAILABLE coupon of the batch to RETURNED, each in its own
 // transaction with its inventory_flow row (kind void, the reason and the
-// operator). A replay of the same request_id answers the same results.
+// operator, and the one it voids for). The request is validated as sent,
+// before its Identity applies. A replay of the same request_id answers
+// the same results.
 func (s *Store) Void(ctx context.Context, req VoidRequest) ([]VoidResult, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	req.Operator, req.OnBehalfOf = Acting(req.Operator, req.Identity)
 	hash := req.payloadHash()
-	if _, err := s.db.ExecContext(ctx, `INSERT IGNORE INTO void_request (request_id, payload_hash, reason, operator, created_at)
-		VALUES (?, ?, ?, ?, ?)`, req.RequestID, hash, req.Reason, req.Operator, s.clock()); err != nil {
+	if _, err := s.db.ExecContext(ctx, `INSERT IGNORE INTO void_request (request_id, payload_hash, reason, operator, on_behalf_of, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, req.RequestID, hash, req.Reason, req.Operator, nullString(req.OnBehalfOf), s.clock()); err != nil {
 		return nil, fmt.Errorf("record void request: %w", err)
 	}
 	var stored string
@@ -154,7 +166,7 @@ func (s *Store) voidOne(ctx context.Context, req VoidRequest, id int64) (VoidRes
 		}
 		err = sqltx.Run(ctx, s.db, nil, func(tx *sql.Tx) error {
 			_, err := insertFlow(ctx, tx, flowRow{Coupon: c, Kind: FlowVoid, From: Available, To: Returned,
-				Reason: req.Reason, Operator: req.Operator, RequestID: req.RequestID, CreatedAt: s.clock()})
+				Reason: req.Reason, Operator: req.Operator, OnBehalfOf: req.OnBehalfOf, RequestID: req.RequestID, CreatedAt: s.clock()})
 			if isDuplicate(err) {
 				return errRaceLost
 			}

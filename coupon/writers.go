@@ -259,13 +259,13 @@ func moveCoupons(ctx context.Context, tx *sql.Tx, to Status, cs []couponRow, set
 // insertFlows writes inventory_flow rows; LastInsertId is the id of the
 // first (for one row: its id).
 func insertFlows(ctx context.Context, tx *sql.Tx, fs ...flowRow) (sql.Result, error) {
-	args := make([]any, 0, 13*len(fs))
+	args := make([]any, 0, 14*len(fs))
 	for _, f := range fs {
 		args = append(args, f.Coupon.ID, f.Kind, f.Seq, f.Coupon.TemplateID, f.Coupon.Channel, f.From, f.To,
-			nullString(f.Mode), nullString(f.OrderID), nullString(f.Reason), nullString(f.Operator), nullString(f.RequestID), f.CreatedAt)
+			nullString(f.Mode), nullString(f.OrderID), nullString(f.Reason), nullString(f.Operator), nullString(f.OnBehalfOf), nullString(f.RequestID), f.CreatedAt)
 	}
 	return insertRows(ctx, tx, `inventory_flow (user_coupon_id, kind, seq, template_id, channel, from_status, to_status,
-		mode, order_id, reason, operator, request_id, created_at)`, len(fs), args, "")
+		mode, order_id, reason, operator, on_behalf_of, request_id, created_at)`, len(fs), args, "")
 }
 
 // insertFlow writes one inventory_flow row and returns its id.

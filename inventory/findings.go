@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/couponlink/couponlink/api"
+	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
@@ -109,9 +110,9 @@ type FindingsQuery struct {
 }
 
 const findingColumns = `fingerprint, source, kind, subject, summary, state, first_seen, last_seen, times_seen,
-	COALESCE(acknowledged_by, ''), acknowledged_at, COALESCE(acknowledged_reason, ''),
-	COALESCE(closed_by, ''), closed_at, COALESCE(closed_reason, ''),
-	COALESCE(reopened_by, ''), reopened_at, COALESCE(reopened_reason, '')`
+	COALESCE(acknowledged_by, ''), COALESCE(acknowledged_on_behalf_of, ''), acknowledged_at, COALESCE(acknowledged_reason, ''),
+	COALESCE(closed_by, ''), COALESCE(closed_on_behalf_of, ''), closed_at, COALESCE(closed_reason, ''),
+	COALESCE(reopened_by, ''), COALESCE(reopened_on_behalf_of, ''), reopened_at, COALESCE(reopened_reason, '')`
 
 // ListFindings reads the findings q selects.
 func ListFindings(ctx context.Context, db sqltx.Querier, q FindingsQuery) ([]Finding, error) {
@@ -146,8 +147,9 @@ func scanFinding(row interface{ Scan(...any) error }) (Finding, error) {
 	var f Finding
 	var acked, closed, reopened sql.NullTime
 	err := row.Scan(&f.Fingerprint, &f.Source, &f.Kind, &f.Subject, &f.Summary, &f.State, &f.FirstSeen, &f.LastSeen, &f.TimesSeen,
-		&f.AcknowledgedBy, &acked, &f.AcknowledgedReason, &f.ClosedBy, &closed, &f.ClosedReason,
-		&f.ReopenedBy, &reopened, &f.ReopenedReason)
+		&f.AcknowledgedBy, &f.AcknowledgedOnBehalfOf, &acked, &f.AcknowledgedReason,
+		&f.ClosedBy, &f.ClosedOnBehalfOf, &closed, &f.ClosedReason,
+		&f.ReopenedBy, &f.ReopenedOnBehalfOf, &reopened, &f.ReopenedReason)
 	f.AcknowledgedAt, f.ClosedAt, f.ReopenedAt = timePtr(acked), timePtr(closed), timePtr(reopened)
 	return f, err
 }
@@ -176,26 +178,31 @@ type FindingInputError struct{ Field, Message string }
 func (e *FindingInputError) Error() string { return e.Message }
 
 // AckFinding acknowledges an open finding: who, why and when are kept.
-// Found again as it is, it stays acknowledged.
-func AckFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason string) (Finding, error) {
-	return moveFinding(ctx, db, fingerprint, operator, reason, api.FindingAcknowledged, "acknowledged", "state = 'open'")
+// Found again as it is, it stays acknowledged. operator and reason are
+// checked as given; identity is the name of the token that sent the
+// request ("" for none): with one, the finding records it, and operator,
+// when another name, as the one it acts for (coupon.Acting).
+func AckFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason, identity string) (Finding, error) {
+	return moveFinding(ctx, db, fingerprint, operator, reason, identity, api.FindingAcknowledged, "acknowledged", "state = 'open'")
 }
 
 // CloseFinding closes an open or acknowledged finding: who, why and when
-// are kept. Found again, it opens again.
-func CloseFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason string) (Finding, error) {
-	return moveFinding(ctx, db, fingerprint, operator, reason, api.FindingClosed, "closed", "state IN ('open', 'acknowledged')")
+// are kept, as AckFinding. Found again, it opens again.
+func CloseFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason, identity string) (Finding, error) {
+	return moveFinding(ctx, db, fingerprint, operator, reason, identity, api.FindingClosed, "closed", "state IN ('open', 'acknowledged')")
 }
 
 // ReopenFinding opens an acknowledged or closed finding again: who, why
-// and when are kept (the acknowledgement and closing are kept too).
-func ReopenFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason string) (Finding, error) {
-	return moveFinding(ctx, db, fingerprint, operator, reason, api.FindingOpen, "reopened", "state IN ('acknowledged', 'closed')")
+// and when are kept, as AckFinding (the acknowledgement and closing are
+// kept too).
+func ReopenFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason, identity string) (Finding, error) {
+	return moveFinding(ctx, db, fingerprint, operator, reason, identity, api.FindingOpen, "reopened", "state IN ('acknowledged', 'closed')")
 }
 
 // moveFinding moves a finding in a state cond allows to state, recording
-// operator, reason and the time in the columns of prefix.
-func moveFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason, state, prefix, cond string) (Finding, error) {
+// operator (and whom it acts for), reason and the time in the columns of
+// prefix.
+func moveFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason, identity, state, prefix, cond string) (Finding, error) {
 	operator, reason = strings.TrimSpace(operator), strings.TrimSpace(reason)
 	switch {
 	case operator == "":
@@ -205,8 +212,9 @@ func moveFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason,
 	case reason == "":
 		return Finding{}, &FindingInputError{"reason", "a reason is required: say what was checked or why"}
 	}
-	res, err := db.ExecContext(ctx, `UPDATE finding SET state = ?, `+prefix+`_by = ?, `+prefix+`_at = ?, `+prefix+`_reason = ?
-		WHERE fingerprint = ? AND `+cond, state, operator, time.Now().UTC(), clip(reason, 512), fingerprint)
+	by, behalf := coupon.Acting(operator, identity)
+	res, err := db.ExecContext(ctx, `UPDATE finding SET state = ?, `+prefix+`_by = ?, `+prefix+`_on_behalf_of = ?, `+prefix+`_at = ?, `+prefix+`_reason = ?
+		WHERE fingerprint = ? AND `+cond, state, by, sql.NullString{String: behalf, Valid: behalf != ""}, time.Now().UTC(), clip(reason, 512), fingerprint)
 	if err != nil {
 		return Finding{}, fmt.Errorf("finding %q: %w", fingerprint, err)
 	}

@@ -30,7 +30,7 @@ func readAudit(ctx context.Context, db *sql.DB, template int64, limit int) ([]Au
 	}
 	limit = min(limit, 1000)
 	rows, err := db.QueryContext(ctx, `SELECT id, template_id, version, action, before_json, after_json, changed_by,
-		reason, source, created_at FROM quota_policy_audit WHERE template_id = ? ORDER BY id DESC LIMIT ?`, template, limit)
+		COALESCE(on_behalf_of, ''), reason, source, created_at FROM quota_policy_audit WHERE template_id = ? ORDER BY id DESC LIMIT ?`, template, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read quota policy audit of template %d: %w", template, err)
 	}
@@ -40,7 +40,7 @@ func readAudit(ctx context.Context, db *sql.DB, template int64, limit int) ([]Au
 		var e AuditEntry
 		var before, after sql.NullString
 		if err := rows.Scan(&e.ID, &e.Template, &e.Version, &e.Action, &before, &after, &e.ChangedBy,
-			&e.Reason, &e.Source, &e.At); err != nil {
+			&e.OnBehalfOf, &e.Reason, &e.Source, &e.At); err != nil {
 			return nil, fmt.Errorf("read quota policy audit of template %d: %w", template, err)
 		}
 		if e.Before, err = parseOverride(before); err == nil {

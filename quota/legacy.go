@@ -96,18 +96,18 @@ func LegacyAudit(ctx context.Context, db *sql.DB, template int64, limit int) ([]
 
 // SetLegacyPolicy is SetPolicy for a legacy template (the caller checked
 // that the shop has it): mode auto is refused (api.CodeLegacyPolicyRefused).
-func SetLegacyPolicy(ctx context.Context, db *sql.DB, template int64, change Override, by, reason, source string) (PolicyView, error) {
+func SetLegacyPolicy(ctx context.Context, db *sql.DB, template int64, change Override, by, reason, source, identity string) (PolicyView, error) {
 	if err := refuseAuto(change); err != nil {
 		return PolicyView{}, err
 	}
-	return legacyView(setPolicy(ctx, db, template, change, by, reason, source, notOwn))
+	return legacyView(setPolicy(ctx, db, template, change, author{by, reason, source, identity}, notOwn))
 }
 
 // ResetLegacyPolicy is ResetPolicy for a legacy template (the caller
 // checked that the shop has it): it follows the defaults again, as they
 // run for a legacy campaign.
-func ResetLegacyPolicy(ctx context.Context, db *sql.DB, template int64, by, reason, source string) (PolicyView, error) {
-	return legacyView(resetPolicy(ctx, db, template, by, reason, source, notOwn))
+func ResetLegacyPolicy(ctx context.Context, db *sql.DB, template int64, by, reason, source, identity string) (PolicyView, error) {
+	return legacyView(resetPolicy(ctx, db, template, author{by, reason, source, identity}, notOwn))
 }
 
 // LegacyChannels are a legacy template's channels as the rule sees them,

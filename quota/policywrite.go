@@ -31,10 +31,12 @@ const (
 	ActionReset = "reset"
 )
 
-// Limits of the audit columns.
+// Limits of who and why of a change, as the API documents them (the
+// changed_by column is wider: the defaults' publisher, maxPublisherLen).
 const (
-	MaxChangedByLen = 128
+	MaxChangedByLen = 64
 	MaxReasonLen    = 255
+	maxPublisherLen = 128
 )
 
 // checkChange validates who and why of a change.
@@ -59,24 +61,43 @@ func checkChange(by, reason string) error {
 // the fields change leaves nil keep their value), validates the result
 // over the current defaults, and writes the row (version + 1) with its
 // audit row, in one transaction. A change that changes nothing writes
-// nothing and returns the current view.
-func SetPolicy(ctx context.Context, db *sql.DB, template int64, change Override, by, reason, source string) (PolicyView, error) {
-	return setPolicy(ctx, db, template, change, by, reason, source, checkTemplate)
+// nothing and returns the current view. by and reason are checked as
+// given; identity is the name of the token that sent the change ("" for
+// none): with one, the rows record it, and by, when another name, as the
+// one it acts for (on_behalf_of; see coupon.Acting).
+func SetPolicy(ctx context.Context, db *sql.DB, template int64, change Override, by, reason, source, identity string) (PolicyView, error) {
+	return setPolicy(ctx, db, template, change, author{by, reason, source, identity}, checkTemplate)
+}
+
+// author is who changes a policy, why and how: by and reason as given,
+// source (cli, api, console), and the token's name (identity, "" for
+// none).
+type author struct{ by, reason, source, identity string }
+
+// check trims and validates by and reason, and is then who the rows
+// record: by, or the identity and by as the one it acts for.
+func (a *author) check() (onBehalfOf string, err error) {
+	a.by, a.reason = strings.TrimSpace(a.by), strings.TrimSpace(a.reason)
+	if err := checkChange(a.by, a.reason); err != nil {
+		return "", err
+	}
+	a.by, onBehalfOf = coupon.Acting(a.by, a.identity)
+	return onBehalfOf, nil
 }
 
 // setPolicy is SetPolicy with check saying whether template is one whose
 // policy may be set.
-func setPolicy(ctx context.Context, db *sql.DB, template int64, change Override, by, reason, source string,
+func setPolicy(ctx context.Context, db *sql.DB, template int64, change Override, a author,
 	check func(context.Context, queryer, int64) error) (PolicyView, error) {
-	by, reason = strings.TrimSpace(by), strings.TrimSpace(reason)
-	if err := checkChange(by, reason); err != nil {
+	behalf, err := a.check()
+	if err != nil {
 		return PolicyView{}, err
 	}
 	if change.Empty() {
 		return PolicyView{}, coupon.Invalid("", "the change sets no field: send at least one of mode, low, high, min_claims, max_share, reserve, cooldown_seconds, min_age_seconds")
 	}
 	var out PolicyView
-	err := sqltx.Retry(ctx, db, maxAttempts, raced, func(tx *sql.Tx) error {
+	err = sqltx.Retry(ctx, db, maxAttempts, raced, func(tx *sql.Tx) error {
 		if err := check(ctx, tx, template); err != nil {
 			return err
 		}
@@ -84,7 +105,7 @@ func setPolicy(ctx context.Context, db *sql.DB, template int64, change Override,
 		if err != nil {
 			return err
 		}
-		out, _, err = write(ctx, tx, template, defaults, change, by, reason, source)
+		out, _, err = write(ctx, tx, template, defaults, change, a.by, behalf, a.reason, a.source)
 		return err
 	})
 	if err != nil {
@@ -96,7 +117,7 @@ func setPolicy(ctx context.Context, db *sql.DB, template int64, change Override,
 // write merges change into the locked row of template, checks the result
 // over defaults, and writes it with its audit row unless nothing changes;
 // changed says whether it wrote.
-func write(ctx context.Context, tx *sql.Tx, template int64, defaults Policy, change Override, by, reason, source string) (v PolicyView, changed bool, err error) {
+func write(ctx context.Context, tx *sql.Tx, template int64, defaults Policy, change Override, by, behalf, reason, source string) (v PolicyView, changed bool, err error) {
 	row, found, err := readPolicy(ctx, tx, template, true)
 	if err != nil {
 		return PolicyView{}, false, err
@@ -127,7 +148,7 @@ func write(ctx context.Context, tx *sql.Tx, template int64, defaults Policy, cha
 	if err != nil {
 		return PolicyView{}, false, fmt.Errorf("write quota policy row: %w", err)
 	}
-	if err := audit(ctx, tx, template, version, ActionSet, before, after, by, reason, source); err != nil {
+	if err := audit(ctx, tx, template, version, ActionSet, before, after, by, behalf, reason, source); err != nil {
 		return PolicyView{}, false, err
 	}
 	v, err = view(ctx, tx, template, false)
@@ -159,10 +180,13 @@ func overrideJSON(o Override, found bool) sql.NullString {
 	return sql.NullString{String: string(b), Valid: true}
 }
 
-func audit(ctx context.Context, tx *sql.Tx, template, version int64, action string, before, after sql.NullString, by, reason, source string) error {
+// audit writes the change's quota_policy_audit row: by is who, behalf who
+// they acted for ("" for none: NULL).
+func audit(ctx context.Context, tx *sql.Tx, template, version int64, action string, before, after sql.NullString, by, behalf, reason, source string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO quota_policy_audit
-		(template_id, version, action, before_json, after_json, changed_by, reason, source, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))`, template, version, action, before, after, by, reason, source)
+		(template_id, version, action, before_json, after_json, changed_by, on_behalf_of, reason, source, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))`, template, version, action, before, after, by,
+		sql.NullString{String: behalf, Valid: behalf != ""}, reason, source)
 	if err != nil {
 		return fmt.Errorf("write quota policy audit row: %w", err)
 	}
@@ -171,21 +195,22 @@ func audit(ctx context.Context, tx *sql.Tx, template, version int64, action stri
 
 // ResetPolicy deletes the template's override, so that it follows the
 // defaults again, with its audit row. A template without an override is
-// left as it is and nothing is written.
-func ResetPolicy(ctx context.Context, db *sql.DB, template int64, by, reason, source string) (PolicyView, error) {
-	return resetPolicy(ctx, db, template, by, reason, source, checkTemplate)
+// left as it is and nothing is written. Who, why and the identity are as
+// for SetPolicy.
+func ResetPolicy(ctx context.Context, db *sql.DB, template int64, by, reason, source, identity string) (PolicyView, error) {
+	return resetPolicy(ctx, db, template, author{by, reason, source, identity}, checkTemplate)
 }
 
 // resetPolicy is ResetPolicy with check saying whether template is one
 // whose policy may be reset.
-func resetPolicy(ctx context.Context, db *sql.DB, template int64, by, reason, source string,
+func resetPolicy(ctx context.Context, db *sql.DB, template int64, a author,
 	check func(context.Context, queryer, int64) error) (PolicyView, error) {
-	by, reason = strings.TrimSpace(by), strings.TrimSpace(reason)
-	if err := checkChange(by, reason); err != nil {
+	behalf, err := a.check()
+	if err != nil {
 		return PolicyView{}, err
 	}
 	var out PolicyView
-	err := sqltx.Retry(ctx, db, maxAttempts, raced, func(tx *sql.Tx) error {
+	err = sqltx.Retry(ctx, db, maxAttempts, raced, func(tx *sql.Tx) error {
 		if err := check(ctx, tx, template); err != nil {
 			return err
 		}
@@ -204,7 +229,7 @@ func resetPolicy(ctx context.Context, db *sql.DB, template int64, by, reason, so
 			return fmt.Errorf("delete quota policy row: %w", err)
 		}
 		if err := audit(ctx, tx, template, version, ActionReset, overrideJSON(row.Override, true), sql.NullString{},
-			by, reason, source); err != nil {
+			a.by, behalf, a.reason, a.source); err != nil {
 			return err
 		}
 		out, err = view(ctx, tx, template, false)
@@ -223,12 +248,12 @@ func PublishDefaults(ctx context.Context, db *sql.DB, p Policy, by string) (chan
 	if err := p.Validate(); err != nil {
 		return false, err
 	}
-	if by = strings.TrimSpace(by); by == "" || len(by) > MaxChangedByLen {
-		return false, coupon.Invalid("changed_by", "changed_by must be 1 to %d bytes: who publishes the defaults", MaxChangedByLen)
+	if by = strings.TrimSpace(by); by == "" || len(by) > maxPublisherLen {
+		return false, coupon.Invalid("changed_by", "changed_by must be 1 to %d bytes: who publishes the defaults", maxPublisherLen)
 	}
 	err = sqltx.Retry(ctx, db, maxAttempts, raced, func(tx *sql.Tx) error {
 		// the defaults row sets every field, so it is checked over nothing but itself
-		_, changed, err = write(ctx, tx, DefaultsTemplate, Defaults(), p.Full(), by,
+		_, changed, err = write(ctx, tx, DefaultsTemplate, Defaults(), p.Full(), by, "",
 			"defaults published from the cdc configuration", SourceConfig)
 		return err
 	})

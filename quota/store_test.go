@@ -69,7 +69,7 @@ func TestSetPolicyMergesValidatesAndAudits(t *testing.T) {
 	assert.Zero(t, v.Version)
 	assert.Nil(t, v.UpdatedAt)
 
-	v, err = quota.SetPolicy(ctx, db, tpl, quota.Override{Mode: ptr(quota.ModeAuto), Low: ptr(0.2)}, "alice", "TICKET-1", quota.SourceCLI)
+	v, err = quota.SetPolicy(ctx, db, tpl, quota.Override{Mode: ptr(quota.ModeAuto), Low: ptr(0.2)}, "alice", "TICKET-1", quota.SourceCLI, "")
 	require.NoError(t, err)
 	want := quota.Defaults()
 	want.Mode, want.Low = quota.ModeAuto, 0.2
@@ -80,7 +80,7 @@ func TestSetPolicyMergesValidatesAndAudits(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), *v.UpdatedAt, time.Minute, "updated_at is UTC now")
 
 	// a partial change keeps the fields it does not name
-	v, err = quota.SetPolicy(ctx, db, tpl, quota.Override{High: ptr(0.7)}, "bob", "TICKET-2", quota.SourceAPI)
+	v, err = quota.SetPolicy(ctx, db, tpl, quota.Override{High: ptr(0.7)}, "bob", "TICKET-2", quota.SourceAPI, "")
 	require.NoError(t, err)
 	want.High = 0.7
 	assert.Equal(t, want, v.Effective)
@@ -92,7 +92,7 @@ func TestSetPolicyMergesValidatesAndAudits(t *testing.T) {
 	assert.Equal(t, v, got, "GetPolicy reads what SetPolicy returned")
 
 	// a change that changes nothing writes nothing
-	same, err := quota.SetPolicy(ctx, db, tpl, quota.Override{Low: ptr(0.2)}, "carol", "again", quota.SourceCLI)
+	same, err := quota.SetPolicy(ctx, db, tpl, quota.Override{Low: ptr(0.2)}, "carol", "again", quota.SourceCLI, "")
 	require.NoError(t, err)
 	assert.Equal(t, v, same)
 	assert.Equal(t, 2, count(t, db, `SELECT COUNT(*) FROM quota_policy_audit WHERE template_id = ?`, tpl))
@@ -124,7 +124,7 @@ func TestSetPolicyRefusesBadChanges(t *testing.T) {
 	db, _ := testenv.MySQL(t)
 	ctx := context.Background()
 	tpl := template(t, db, map[string]int64{"app": 100})
-	_, err := quota.SetPolicy(ctx, db, tpl, quota.Override{Low: ptr(0.1)}, "alice", "start", quota.SourceCLI)
+	_, err := quota.SetPolicy(ctx, db, tpl, quota.Override{Low: ptr(0.1)}, "alice", "start", quota.SourceCLI, "")
 	require.NoError(t, err)
 	before := count(t, db, `SELECT COUNT(*) FROM quota_policy_audit`)
 
@@ -145,7 +145,7 @@ func TestSetPolicyRefusesBadChanges(t *testing.T) {
 		{"no reason", quota.Override{Low: ptr(0.2)}, "a", "", "reason"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := quota.SetPolicy(ctx, db, tpl, c.change, c.by, c.reason, quota.SourceCLI)
+			_, err := quota.SetPolicy(ctx, db, tpl, c.change, c.by, c.reason, quota.SourceCLI, "")
 			requireInvalid(t, err, c.field)
 		})
 	}
@@ -161,9 +161,9 @@ func TestMissingTemplate(t *testing.T) {
 	ctx := context.Background()
 	_, err := quota.GetPolicy(ctx, db, 999)
 	requireNotFound(t, err)
-	_, err = quota.SetPolicy(ctx, db, 999, quota.Override{Low: ptr(0.2)}, "a", "r", quota.SourceAPI)
+	_, err = quota.SetPolicy(ctx, db, 999, quota.Override{Low: ptr(0.2)}, "a", "r", quota.SourceAPI, "")
 	requireNotFound(t, err)
-	_, err = quota.ResetPolicy(ctx, db, 999, "a", "r", quota.SourceAPI)
+	_, err = quota.ResetPolicy(ctx, db, 999, "a", "r", quota.SourceAPI, "")
 	requireNotFound(t, err)
 	_, err = quota.Audit(ctx, db, 999, 10)
 	requireNotFound(t, err)
@@ -179,17 +179,17 @@ func TestResetPolicy(t *testing.T) {
 	tpl := template(t, db, map[string]int64{"app": 100})
 
 	// nothing to reset: not an error, nothing written
-	v, err := quota.ResetPolicy(ctx, db, tpl, "alice", "cleanup", quota.SourceCLI)
+	v, err := quota.ResetPolicy(ctx, db, tpl, "alice", "cleanup", quota.SourceCLI, "")
 	require.NoError(t, err)
 	assert.Equal(t, quota.Defaults(), v.Effective)
 	assert.Zero(t, count(t, db, `SELECT COUNT(*) FROM quota_policy_audit`))
 
-	_, err = quota.SetPolicy(ctx, db, tpl, quota.Override{Mode: ptr(quota.ModeOff)}, "alice", "pause", quota.SourceCLI)
+	_, err = quota.SetPolicy(ctx, db, tpl, quota.Override{Mode: ptr(quota.ModeOff)}, "alice", "pause", quota.SourceCLI, "")
 	require.NoError(t, err)
-	_, err = quota.ResetPolicy(ctx, db, tpl, "", "cleanup", quota.SourceCLI)
+	_, err = quota.ResetPolicy(ctx, db, tpl, "", "cleanup", quota.SourceCLI, "")
 	requireInvalid(t, err, "changed_by")
 
-	v, err = quota.ResetPolicy(ctx, db, tpl, "bob", "campaign resumed", quota.SourceAPI)
+	v, err = quota.ResetPolicy(ctx, db, tpl, "bob", "campaign resumed", quota.SourceAPI, "")
 	require.NoError(t, err)
 	assert.Equal(t, quota.Defaults(), v.Effective)
 	assert.True(t, v.Override.Empty())
@@ -210,7 +210,7 @@ func TestResetPolicy(t *testing.T) {
 	assert.Nil(t, r.After)
 
 	// a set after a reset continues the versions of the audit
-	v, err = quota.SetPolicy(ctx, db, tpl, quota.Override{Mode: ptr(quota.ModeAuto)}, "carol", "again", quota.SourceCLI)
+	v, err = quota.SetPolicy(ctx, db, tpl, quota.Override{Mode: ptr(quota.ModeAuto)}, "carol", "again", quota.SourceCLI, "")
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), v.Version)
 }
@@ -236,7 +236,7 @@ func TestPublishedDefaultsApplyUnderOverrides(t *testing.T) {
 	assert.False(t, changed, "the same defaults again change nothing")
 	assert.Equal(t, 1, count(t, db, `SELECT COUNT(*) FROM quota_policy_audit WHERE template_id = 0 AND source = 'config'`))
 
-	_, err = quota.SetPolicy(ctx, db, a, quota.Override{Low: ptr(0.5)}, "alice", "tighter", quota.SourceCLI)
+	_, err = quota.SetPolicy(ctx, db, a, quota.Override{Low: ptr(0.5)}, "alice", "tighter", quota.SourceCLI, "")
 	require.NoError(t, err)
 
 	defaults, overrides, err := quota.LoadPolicies(ctx, db)
@@ -256,13 +256,13 @@ func TestPublishedDefaultsApplyUnderOverrides(t *testing.T) {
 	assert.Equal(t, cfg, vb.Effective)
 
 	// validation uses the published defaults: low 0.7 is below their high 0.8, not the built-in 0.6
-	_, err = quota.SetPolicy(ctx, db, b, quota.Override{Low: ptr(0.7)}, "alice", "ok under 0.8", quota.SourceCLI)
+	_, err = quota.SetPolicy(ctx, db, b, quota.Override{Low: ptr(0.7)}, "alice", "ok under 0.8", quota.SourceCLI, "")
 	require.NoError(t, err)
 	cfg.High = 0.65
 	changed, err = quota.PublishDefaults(ctx, db, cfg, "cdc-1")
 	require.NoError(t, err)
 	assert.True(t, changed)
-	_, err = quota.SetPolicy(ctx, db, a, quota.Override{Low: ptr(0.66)}, "alice", "above the new high", quota.SourceCLI)
+	_, err = quota.SetPolicy(ctx, db, a, quota.Override{Low: ptr(0.66)}, "alice", "above the new high", quota.SourceCLI, "")
 	requireInvalid(t, err, "low")
 
 	entries, err := quota.Audit(ctx, db, 0, 10)

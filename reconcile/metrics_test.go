@@ -88,7 +88,7 @@ func TestMetricsAfterPasses(t *testing.T) {
 
 	// 3. resolved and repaired by a person: clean again, nothing open, no drift
 	clock.Set(time.Unix(1_700_001_200, 0))
-	require.NoError(t, reconcile.Resolve(e.Ctx, e.DB, rep.TaskID, "alice", "claimed was bumped by a test; set back"))
+	require.NoError(t, reconcile.Resolve(e.Ctx, e.DB, rep.TaskID, "alice", "claimed was bumped by a test; set back", ""))
 	e.exec(`UPDATE channel_quota SET claimed = claimed - 1 WHERE template_id = ? AND channel = 'app'`, tpl)
 	e.Settle()
 	rep = e.pass(r)

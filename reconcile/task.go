@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/api"
+	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/webhook"
 )
 
@@ -118,18 +119,22 @@ func ListOpen(ctx context.Context, db *sql.DB) ([]OpenItem, error) {
 var ErrNotOpen = errors.New("no open reconcile task with that id")
 
 // Resolve closes a task that needed review, with a note and a record in
-// correction_log (mode manual).
-func Resolve(ctx context.Context, db *sql.DB, id int64, who, note string) error {
+// correction_log (mode manual). identity is the name of the token that
+// sent the request ("" for none): with one, the rows record it, and who,
+// when another name, as the one it acts for (coupon.Acting).
+func Resolve(ctx context.Context, db *sql.DB, id int64, who, note, identity string) error {
 	if note == "" {
 		return errors.New("a note is required: say what was checked or done")
 	}
+	who, behalf := coupon.Acting(who, identity)
+	onBehalfOf := sql.NullString{String: behalf, Valid: behalf != ""}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE reconcile_task SET resolved_at = ?, resolved_by = ?, resolved_note = ?
-		WHERE id = ? AND status = ? AND resolved_at IS NULL`, time.Now().UTC(), who, note, id, resultNeedsReview)
+	res, err := tx.ExecContext(ctx, `UPDATE reconcile_task SET resolved_at = ?, resolved_by = ?, resolved_on_behalf_of = ?, resolved_note = ?
+		WHERE id = ? AND status = ? AND resolved_at IS NULL`, time.Now().UTC(), who, onBehalfOf, note, id, resultNeedsReview)
 	if err != nil {
 		return fmt.Errorf("resolve task %d: %w", id, err)
 	}
@@ -139,8 +144,8 @@ func Resolve(ctx context.Context, db *sql.DB, id int64, who, note string) error 
 		return fmt.Errorf("task %d: %w", id, ErrNotOpen)
 	}
 	reason := truncate(note, 255)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO correction_log (task_id, store, target, reason, mode, actor)
-		VALUES (?, 'task', 'resolved', ?, 'manual', ?)`, id, reason, who); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO correction_log (task_id, store, target, reason, mode, actor, on_behalf_of)
+		VALUES (?, 'task', 'resolved', ?, 'manual', ?, ?)`, id, reason, who, onBehalfOf); err != nil {
 		return fmt.Errorf("record resolution of task %d: %w", id, err)
 	}
 	return tx.Commit()

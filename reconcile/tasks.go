@@ -18,14 +18,14 @@ func RecentPasses(ctx context.Context, db *sql.DB, limit int) ([]Pass, error) {
 	limit = min(max(limit, 1), 200)
 	out := []Pass{}
 	err := sqltx.EachRow(ctx, db, `SELECT id, started_at, finished_at, status, COALESCE(summary, ''), COALESCE(binlog_file, ''),
-		COALESCE(binlog_pos, 0), resolved_at, COALESCE(resolved_by, ''), COALESCE(resolved_note, '')
+		COALESCE(binlog_pos, 0), resolved_at, COALESCE(resolved_by, ''), COALESCE(resolved_on_behalf_of, ''), COALESCE(resolved_note, '')
 		FROM reconcile_task ORDER BY id DESC LIMIT ?`, []any{limit}, func(rows *sql.Rows) error {
 		var p Pass
 		var finished, resolved sql.NullTime
 		var file string
 		var pos int64
 		if err := rows.Scan(&p.TaskID, &p.StartedAt, &finished, &p.Status, &p.Summary, &file, &pos, &resolved,
-			&p.ResolvedBy, &p.ResolvedNote); err != nil {
+			&p.ResolvedBy, &p.ResolvedOnBehalfOf, &p.ResolvedNote); err != nil {
 			return err
 		}
 		if finished.Valid {

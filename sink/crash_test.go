@@ -119,7 +119,7 @@ func TestCrashRestartKeepsCountersExact(t *testing.T) {
 	runner.args = append(runner.args, "-quota-mode", "auto", "-quota-min-age", "0s", "-quota-cooldown", "0s",
 		"-quota-min-claims", "20", "-quota-low", "0.6", "-quota-high", "0.7", "-quota-reserve", "0", "-rebalance-every", "50ms")
 	off := quota.ModeOff
-	_, err := quota.SetPolicy(context.Background(), e.DB, w.over.Template, quota.Override{Mode: &off}, "test", "counted over-issue", quota.SourceCLI)
+	_, err := quota.SetPolicy(context.Background(), e.DB, w.over.Template, quota.Override{Mode: &off}, "test", "counted over-issue", quota.SourceCLI, "")
 	require.NoError(t, err)
 
 	p := runner.start()

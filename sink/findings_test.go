@@ -46,7 +46,7 @@ func TestAnomalyFindingsAcknowledgedStayChangedReopens(t *testing.T) {
 	f := finding()
 	require.Equal(t, "open", f.State)
 	require.Equal(t, int64(1), f.TimesSeen)
-	_, err = inventory.AckFinding(ctx, e.DB, f.Fingerprint, "ann", "a test put it back")
+	_, err = inventory.AckFinding(ctx, e.DB, f.Fingerprint, "ann", "a test put it back", "")
 	require.NoError(t, err)
 
 	unexpire()

@@ -115,7 +115,7 @@ func (e *env) setPolicy(tpl int64, mode string, edit func(*quota.Override)) {
 	if edit != nil {
 		edit(&o)
 	}
-	_, err := quota.SetPolicy(context.Background(), e.DB, tpl, o, "test", "the test's policy", "cli")
+	_, err := quota.SetPolicy(context.Background(), e.DB, tpl, o, "test", "the test's policy", "cli", "")
 	require.NoError(e.T, err)
 }
 

@@ -141,9 +141,9 @@ func (o *findingsSettings) move(ctx context.Context, db *sql.DB, name string, st
 		fmt.Fprintf(stderr, "couponlink anomalies %s: -fingerprint is required (couponlink anomalies list shows them)\n", name)
 		return errUsage
 	}
-	act := map[string]func(context.Context, *sql.DB, string, string, string) (inventory.Finding, error){
+	act := map[string]func(context.Context, *sql.DB, string, string, string, string) (inventory.Finding, error){
 		"ack": inventory.AckFinding, "close": inventory.CloseFinding, "reopen": inventory.ReopenFinding}[name]
-	f, err := act(ctx, db, *o.fingerprint, *o.operator, *o.reason)
+	f, err := act(ctx, db, *o.fingerprint, *o.operator, *o.reason, "") // no token: the operator as given
 	if err != nil {
 		return reportFinding(stderr, "anomalies "+name, err)
 	}

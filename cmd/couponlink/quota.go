@@ -245,7 +245,7 @@ func runPolicySet(ctx context.Context, name string, args []string, stdout, stder
 		return err
 	}
 	defer db.Close()
-	v, err := quota.SetPolicy(ctx, db, *o.template, change, *o.by, *o.reason, quota.SourceCLI)
+	v, err := quota.SetPolicy(ctx, db, *o.template, change, *o.by, *o.reason, quota.SourceCLI, "")
 	if err != nil {
 		return err
 	}
@@ -315,7 +315,7 @@ func runPolicyReset(ctx context.Context, name string, args []string, stdout, std
 		return err
 	}
 	defer db.Close()
-	v, err := quota.ResetPolicy(ctx, db, *o.template, *o.by, *o.reason, quota.SourceCLI)
+	v, err := quota.ResetPolicy(ctx, db, *o.template, *o.by, *o.reason, quota.SourceCLI, "")
 	if err != nil {
 		return err
 	}

@@ -137,7 +137,7 @@ func (o *reconcileSettings) resolveTask(ctx context.Context, db *sql.DB, stdout 
 	if u, err := user.Current(); err == nil {
 		who = u.Username
 	}
-	if err := reconcile.Resolve(ctx, db, int64(*o.resolve), who, *o.note); err != nil {
+	if err := reconcile.Resolve(ctx, db, int64(*o.resolve), who, *o.note, ""); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "task %d resolved by %s\n", *o.resolve, who)
@@ -147,7 +147,7 @@ func (o *reconcileSettings) resolveTask(ctx context.Context, db *sql.DB, stdout 
 // ackFinding acknowledges the finding of -ack on db, with -operator and
 // -note.
 func (o *reconcileSettings) ackFinding(ctx context.Context, db *sql.DB, stdout, stderr io.Writer) error {
-	f, err := inventory.AckFinding(ctx, db, *o.ack, *o.operator, *o.note)
+	f, err := inventory.AckFinding(ctx, db, *o.ack, *o.operator, *o.note, "")
 	if err != nil {
 		return reportFinding(stderr, "reconcile -ack", err)
 	}

@@ -160,7 +160,8 @@ try {
   await page.click('#policy-form button[type=submit]');
   await page.locator('#policy-history tr', { hasText: 'TICKET-17 move quota to app' }).waitFor();
   const hist = await page.locator('#policy-history tr', { hasText: 'TICKET-17' }).innerText();
-  assert.match(hist, /e2e-operator/);
+  assert.match(hist, /admin for e2e-operator/, 'the token\'s name and the one it acted for');
+  assert.doesNotMatch(hist, /for e2e-operator:/, 'the reason as written');
   assert.match(hist, /mode default → auto/);
   assert.match(hist, /low default → 0\.2/);
   const pol = (await api('GET', `/v1/templates/${tpl}/quota-policy`)).body;
@@ -257,7 +258,7 @@ try {
   await page.selectOption('#anomaly-state', 'acknowledged');
   await page.click('#anomaly-filters button[type=submit]');
   await finding.waitFor();
-  assert.match(await finding.locator('td[data-k=lifecycle]').innerText(), /acknowledged by admin .*for e2e-operator: TICKET-55/);
+  assert.match(await finding.locator('td[data-k=lifecycle]').innerText(), /acknowledged by admin for e2e-operator .*: TICKET-55/);
   assert.equal(await openSeries(), 0, 'the alert rule counts the open ones only');
 
   step('the cdc sees the same illegal transition again: the finding stays acknowledged, seen twice, its open series stays 0');
@@ -271,7 +272,7 @@ try {
   assert.equal(await finding.count(), 1);
   assert.equal(await finding.locator('td[data-k=state]').innerText(), 'acknowledged');
   assert.notEqual(await finding.locator('td[data-k=where]').innerText(), whereBefore, 'where: the latest occurrence');
-  assert.match(await finding.locator('td[data-k=lifecycle]').innerText(), /^acknowledged by admin .*for e2e-operator: TICKET-55[^;]*$/);
+  assert.match(await finding.locator('td[data-k=lifecycle]').innerText(), /^acknowledged by admin for e2e-operator [^;]*: TICKET-55[^;]*$/);
   assert.equal(await openSeries(), 0, 'found again as it was: its alert stays quiet');
   await finding.locator('a.coupon-link').click();
   await page.locator(`#lookup-result section.coupon[data-coupon="${anomalyCoupon}"]`).waitFor();
@@ -313,6 +314,9 @@ try {
   await page.click('#lookup-by-coupon button[type=submit]');
   await page.locator('#lookup-result tr[data-event=voided]', { hasText: 'fraud ring TICKET-99' }).waitFor();
   await page.locator('#lookup-result tr[data-event=claimed]').waitFor();
+  const voided = await page.locator('#lookup-result tr[data-event=voided]').innerText();
+  assert.match(voided, /admin for e2e-operator/, 'the void\'s operator: the token\'s name and the one it acted for');
+  assert.doesNotMatch(voided, /for e2e-operator:/, 'the reason as written');
 
   step('reconciliation and health pages render');
   await page.goto(origin + '/console/#/reconcile');

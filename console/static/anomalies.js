@@ -4,7 +4,7 @@
 // source) and its state; acknowledge with who and why, close, reopen;
 // filters by campaign, kind, state and source (kept for the tab).
 import { api, get, query } from './api.js';
-import { h, num, when, page, table, errorBox, field } from './ui.js';
+import { h, num, when, who, page, table, errorBox, field } from './ui.js';
 
 const FILTERS = 'couponlink.anomaly-filters';
 
@@ -57,9 +57,9 @@ export async function anomalies(signal) {
     const where = [w.source && `source ${w.source}`, w.position && `binlog ${w.position}`, w.event_time && `event ${when(w.event_time)}`]
       .filter(Boolean).join(' · ') || f.source;
     const life = [];
-    if (f.acknowledged_by) life.push(`acknowledged by ${f.acknowledged_by} ${when(f.acknowledged_at)}: ${f.acknowledged_reason}`);
-    if (f.closed_by) life.push(`closed by ${f.closed_by} ${when(f.closed_at)}: ${f.closed_reason}`);
-    if (f.reopened_by) life.push(`reopened by ${f.reopened_by} ${when(f.reopened_at)}: ${f.reopened_reason}`);
+    if (f.acknowledged_by) life.push(`acknowledged by ${who(f.acknowledged_by, f.acknowledged_on_behalf_of)} ${when(f.acknowledged_at)}: ${f.acknowledged_reason}`);
+    if (f.closed_by) life.push(`closed by ${who(f.closed_by, f.closed_on_behalf_of)} ${when(f.closed_at)}: ${f.closed_reason}`);
+    if (f.reopened_by) life.push(`reopened by ${who(f.reopened_by, f.reopened_on_behalf_of)} ${when(f.reopened_at)}: ${f.reopened_reason}`);
     const reason = h('input', { name: 'reason', placeholder: 'why', size: 24 });
     const msg = h('span', {});
     const act = (verb, label) => h('button', { type: 'button', 'data-action': verb, text: label, onclick: async () => {

@@ -2,7 +2,7 @@
 // counts reflect and each channel's trends; and its rebalancing policy:
 // view, edit, history.
 import { api, get, query } from './api.js';
-import { h, bar, legend, num, pct, when, page, table, errorBox, field } from './ui.js';
+import { h, bar, legend, num, pct, when, who, page, table, errorBox, field } from './ui.js';
 import { TREND_HOURS, trendCell } from './trends.js';
 
 const POLL_MS = 1000;
@@ -211,7 +211,7 @@ export function policySection(at, v, entries, reload) {
   }
 
   const rows = entries.map((e) => h('tr', { 'data-audit': e.id },
-    h('td', { text: when(e.at) }), h('td', { text: e.changed_by }), h('td', { text: e.action }), h('td', { text: e.reason }),
+    h('td', { text: when(e.at) }), h('td', { text: who(e.changed_by, e.on_behalf_of) }), h('td', { text: e.action }), h('td', { text: e.reason }),
     h('td', { class: 'change', text: diff(e.before, e.after) }), h('td', { text: e.source })));
   return [summary, form, h('h3', { text: 'History' }),
     rows.length ? table(['when', 'who', 'action', 'reason', 'old → new', 'via'], rows, { class: 'grid', id: 'policy-history' })

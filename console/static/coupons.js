@@ -2,7 +2,7 @@
 // coupon's life from the ledgers) and Void (ids pasted or picked from a
 // lookup; reason and operator required; a confirmation with the count).
 import { api, get, query, requestID } from './api.js';
-import { h, when, page, table, errorBox, field } from './ui.js';
+import { h, when, who, page, table, errorBox, field } from './ui.js';
 
 const PICKED = 'couponlink.void-ids';
 
@@ -47,7 +47,7 @@ function lives(coupons) {
     const rows = c.events.map((e) => h('tr', { 'data-event': e.event },
       h('td', { text: when(e.at) }), h('td', { text: e.event }), h('td', { text: `${e.from} → ${e.to}` }),
       h('td', { text: e.order_id || '' }), h('td', { text: [e.mode, e.reason].filter(Boolean).join(' · ') }),
-      h('td', { text: e.operator || '' }), h('td', { text: e.request_id || '' })));
+      h('td', { text: who(e.operator, e.on_behalf_of) }), h('td', { text: e.request_id || '' })));
     return h('section', { class: 'coupon', 'data-coupon': c.user_coupon_id },
       h('h2', {}, h('label', {}, box, ` coupon ${c.user_coupon_id}`), h('span', { class: 'status status-' + c.status, text: c.status })),
       h('p', { class: 'muted', text: `template ${c.template_id} · user ${c.user_id} · channel ${c.channel} · expires ${when(c.expires_at)}` }),

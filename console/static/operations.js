@@ -1,7 +1,7 @@
 // Reconciliation (passes, open items, resolve with a note) and Health
 // (where the cdc stands, Redis, the webhook outbox, the last pass).
 import { api, get } from './api.js';
-import { h, num, count, when, page, table, errorBox, field } from './ui.js';
+import { h, num, count, when, who, page, table, errorBox, field } from './ui.js';
 
 export async function reconcile(signal) {
   const res = await get('/v1/reconcile/tasks?limit=30');
@@ -30,7 +30,7 @@ export async function reconcile(signal) {
   const passes = res.passes.map((p) => h('tr', { 'data-task': p.task_id },
     h('td', { text: p.task_id }), h('td', { text: when(p.started_at) }), h('td', { text: when(p.finished_at) }),
     h('td', { class: 'reconcile-' + (p.resolved_at ? 'resolved' : p.status), text: passStatus(p) }), h('td', { text: p.summary }),
-    h('td', { text: p.resolved_by ? `${p.resolved_by}: ${p.resolved_note}` : '' })));
+    h('td', { text: p.resolved_by ? `${who(p.resolved_by, p.resolved_on_behalf_of)}: ${p.resolved_note}` : '' })));
   page('Reconciliation',
     h('h2', { text: `Open items needing review (${res.open.length})` }),
     open.length ? h('div', { id: 'open-items' }, open) : h('p', { class: 'muted', id: 'open-items', text: 'Nothing needs review.' }),
@@ -118,6 +118,6 @@ export function overall(st) {
 // passStatus words a pass's status: a pass that needed review says
 // whether it still does or who resolved it.
 export function passStatus(p) {
-  if (p.status === 'needs_review') return p.resolved_at ? `resolved by ${p.resolved_by} (needed review)` : 'needs review (see Reconciliation)';
+  if (p.status === 'needs_review') return p.resolved_at ? `resolved by ${who(p.resolved_by, p.resolved_on_behalf_of)} (needed review)` : 'needs review (see Reconciliation)';
   return p.status.replace('_', ' ');
 }

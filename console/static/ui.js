@@ -42,6 +42,10 @@ export function legend() {
 export const num = (n) => (n === undefined || n === null ? '—' : Number(n).toLocaleString('en-US'));
 export const pct = (r) => (r === undefined || r === null ? '—' : (r * 100).toFixed(1) + '%');
 
+// who is an audit row's actor: with a token, its name and the person the
+// request named, when another ("admin for ann").
+export const who = (by, onBehalfOf) => (by && onBehalfOf ? `${by} for ${onBehalfOf}` : by || '');
+
 export function when(ts) {
   if (!ts) return '—';
   const d = new Date(ts);

@@ -64,30 +64,15 @@ func caller(ctx context.Context) (auth.Identity, bool) {
 	return id, ok
 }
 
-// actor is who the audit row of a write records and the free-text note
-// beside it: the token's name, with the body's own operator (when it
-// names someone else) as a note; on an open server (no token), the
-// body's operator, as the caller says.
-func actor(r *http.Request, bodyOperator string) (who, note string) {
-	bodyOperator = strings.TrimSpace(bodyOperator)
-	id, ok := caller(r.Context())
-	if !ok {
-		return bodyOperator, ""
-	}
-	if bodyOperator != "" && bodyOperator != id.Name {
-		note = bodyOperator
-	}
-	return id.Name, note
-}
-
-// withNote is a free-text field with the body's operator beside the
-// identity: "for <operator>: <text>". An empty text stays empty, so that
-// a required reason is still refused.
-func withNote(text, note string) string {
-	if note == "" || strings.TrimSpace(text) == "" {
-		return text
-	}
-	return "for " + note + ": " + text
+// identity is the name of r's token, "" on an open server (no token).
+// A write's store function checks the body's operator or changed_by as
+// sent, by one rule with or without a token, and then records this name
+// as the actor and the body's, when another, as the one it acts for
+// (on_behalf_of; coupon.Acting). Free text (a reason, a note) is kept as
+// the caller wrote it.
+func identity(r *http.Request) string {
+	id, _ := caller(r.Context())
+	return id.Name
 }
 
 // authenticate is the identity of r's bearer token ("Bearer <token>" with

@@ -81,7 +81,7 @@ func (s *Server) reopenFinding(w http.ResponseWriter, r *http.Request) (int, any
 	return s.moveFinding(w, r, inventory.ReopenFinding, "acknowledged or closed")
 }
 
-type findingMove func(ctx context.Context, db *sql.DB, fingerprint, operator, reason string) (inventory.Finding, error)
+type findingMove func(ctx context.Context, db *sql.DB, fingerprint, operator, reason, identity string) (inventory.Finding, error)
 
 func (s *Server) moveFinding(w http.ResponseWriter, r *http.Request, move findingMove, from string) (int, any, error) {
 	fp := r.PathValue("fingerprint")
@@ -89,8 +89,7 @@ func (s *Server) moveFinding(w http.ResponseWriter, r *http.Request, move findin
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
-	who, note := actor(r, b.Operator)
-	f, err := move(r.Context(), s.store.DB(), fp, who, withNote(b.Reason, note))
+	f, err := move(r.Context(), s.store.DB(), fp, b.Operator, b.Reason, identity(r))
 	var input *inventory.FindingInputError
 	switch {
 	case errors.As(err, &input):

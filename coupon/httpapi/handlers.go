@@ -93,10 +93,8 @@ func (s *Server) void(w http.ResponseWriter, r *http.Request) (int, any, error) 
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
-	var note string
-	b.Operator, note = actor(r, b.Operator)
-	b.Reason = withNote(b.Reason, note)
-	results, err := s.store.Void(r.Context(), coupon.VoidRequest(b))
+	results, err := s.store.Void(r.Context(), coupon.VoidRequest{UserCouponIDs: b.UserCouponIDs, Reason: b.Reason,
+		Operator: b.Operator, RequestID: b.RequestID, Identity: identity(r)})
 	if err != nil {
 		return 0, nil, err
 	}

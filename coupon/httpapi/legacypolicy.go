@@ -90,8 +90,7 @@ func (s *Server) setLegacyPolicy(w http.ResponseWriter, r *http.Request) (int, a
 		return 0, nil, err
 	}
 	defer done()
-	who, note := actor(r, b.ChangedBy)
-	v, err := quota.SetLegacyPolicy(r.Context(), db, id, b.change(), who, withNote(b.Reason, note), via(r))
+	v, err := quota.SetLegacyPolicy(r.Context(), db, id, b.change(), b.ChangedBy, b.Reason, via(r), identity(r))
 	return http.StatusOK, v, err
 }
 
@@ -105,8 +104,7 @@ func (s *Server) resetLegacyPolicy(w http.ResponseWriter, r *http.Request) (int,
 	}
 	defer done()
 	q := r.URL.Query()
-	who, note := actor(r, q.Get("changed_by"))
-	v, err := quota.ResetLegacyPolicy(r.Context(), db, id, who, withNote(q.Get("reason"), note), via(r))
+	v, err := quota.ResetLegacyPolicy(r.Context(), db, id, q.Get("changed_by"), q.Get("reason"), via(r), identity(r))
 	return http.StatusOK, v, err
 }
 

@@ -56,9 +56,7 @@ func (s *Server) resolveTask(w http.ResponseWriter, r *http.Request) (int, any, 
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
-	var note string
-	b.Operator, note = actor(r, b.Operator)
-	b.Note = strings.TrimSpace(b.Note)
+	b.Operator, b.Note = strings.TrimSpace(b.Operator), strings.TrimSpace(b.Note)
 	switch {
 	case b.Operator == "":
 		return 0, nil, coupon.Invalid("operator", "operator is required: who resolves the item")
@@ -67,15 +65,15 @@ func (s *Server) resolveTask(w http.ResponseWriter, r *http.Request) (int, any, 
 	case b.Note == "":
 		return 0, nil, coupon.Invalid("note", "note is required: say what was checked or done")
 	}
-	b.Note = withNote(b.Note, note)
-	if err := reconcile.Resolve(r.Context(), s.store.DB(), id, b.Operator, b.Note); err != nil {
+	if err := reconcile.Resolve(r.Context(), s.store.DB(), id, b.Operator, b.Note, identity(r)); err != nil {
 		if errors.Is(err, reconcile.ErrNotOpen) {
 			return 0, nil, &coupon.Error{Code: api.CodeNotOpen, Field: "id",
 				Message: fmt.Sprintf("reconcile task %d is not open: it does not exist, did not need review, or was resolved; nothing was written", id)}
 		}
 		return 0, nil, err
 	}
-	return http.StatusOK, api.Resolved{TaskID: id, ResolvedBy: b.Operator, Note: b.Note}, nil
+	who, behalf := coupon.Acting(b.Operator, identity(r))
+	return http.StatusOK, api.Resolved{TaskID: id, ResolvedBy: who, OnBehalfOf: behalf, Note: b.Note}, nil
 }
 
 // cdcStatus is GET /v1/cdc/status: where the cdc stands (as `couponlink

@@ -75,8 +75,7 @@ func (s *Server) setQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, an
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
-	who, note := actor(r, b.ChangedBy)
-	v, err := quota.SetPolicy(r.Context(), s.store.DB(), id, b.change(), who, withNote(b.Reason, note), via(r))
+	v, err := quota.SetPolicy(r.Context(), s.store.DB(), id, b.change(), b.ChangedBy, b.Reason, via(r), identity(r))
 	return http.StatusOK, v, err
 }
 
@@ -92,8 +91,7 @@ func (s *Server) resetQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, 
 	if err != nil {
 		return 0, nil, err
 	}
-	who, note := actor(r, q.Get("changed_by"))
-	v, err := quota.ResetPolicy(r.Context(), s.store.DB(), id, who, withNote(q.Get("reason"), note), via(r))
+	v, err := quota.ResetPolicy(r.Context(), s.store.DB(), id, q.Get("changed_by"), q.Get("reason"), via(r), identity(r))
 	return http.StatusOK, v, err
 }
 

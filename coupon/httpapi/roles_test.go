@@ -137,7 +137,8 @@ func TestEveryRouteEveryRole(t *testing.T) {
 }
 
 // The audit rows carry the token's name whatever the body says; the
-// body's operator is kept as a note beside it, in the free text.
+// body's operator, when another name, is kept beside it (on_behalf_of),
+// and the free text as written.
 func TestAuditRowsCarryTheTokensName(t *testing.T) {
 	e := newEnv(t, envConfig{tokens: roleTokens(), token: operatorToken})
 	admin := newClient(e.url, adminToken)
@@ -149,32 +150,49 @@ func TestAuditRowsCarryTheTokensName(t *testing.T) {
 	c := e.claim(t, tpl.ID, "u1", "app")
 
 	e.void(t, "v-audit", c.UserCouponID) // the helper's body says operator "ops-1"
-	assert.Equal(t, []string{"alice"}, e.strings(t, `SELECT operator FROM void_request WHERE request_id = 'v-audit'`))
-	assert.Equal(t, []string{"alice"}, e.strings(t, `SELECT operator FROM inventory_flow WHERE user_coupon_id = ? AND kind = 'void'`, c.UserCouponID))
-	reasons := e.strings(t, `SELECT reason FROM void_request WHERE request_id = 'v-audit'`)
-	require.Len(t, reasons, 1)
-	assert.Equal(t, "for ops-1: fraud", reasons[0], "the body's operator is a note beside the identity")
+	assert.Equal(t, []string{"alice ops-1 fraud"}, e.strings(t, `SELECT CONCAT_WS(' ', operator, on_behalf_of, reason) FROM void_request WHERE request_id = 'v-audit'`))
+	assert.Equal(t, []string{"alice ops-1 fraud"}, e.strings(t, `SELECT CONCAT_WS(' ', operator, on_behalf_of, reason) FROM inventory_flow WHERE user_coupon_id = ? AND kind = 'void'`, c.UserCouponID))
+	var h api.History
+	e.expect(t, http.StatusOK, "GET", "/v1/user-coupons/"+strconv.FormatInt(c.UserCouponID, 10)+"/history", nil, &h)
+	require.Len(t, h.Events, 2)
+	assert.Equal(t, api.HistoryEvent{At: h.Events[1].At, Event: "voided", From: "AVAILABLE", To: "RETURNED", Reason: "fraud", Operator: "alice", OnBehalfOf: "ops-1", RequestID: "v-audit"}, h.Events[1])
 
-	e.expect(t, http.StatusOK, "PUT", "/v1/templates/"+strconv.FormatInt(tpl.ID, 10)+"/quota-policy", map[string]any{"mode": "signal", "changed_by": "mallory", "reason": "TICKET-1"}, nil)
-	e.expect(t, http.StatusOK, "DELETE", "/v1/templates/"+strconv.FormatInt(tpl.ID, 10)+"/quota-policy?changed_by=alice&reason=back", nil, nil)
-	assert.Equal(t, []string{"alice", "alice"}, e.strings(t, `SELECT changed_by FROM quota_policy_audit WHERE template_id = ? ORDER BY id`, tpl.ID))
-	assert.Equal(t, []string{"for mallory: TICKET-1", "back"}, e.strings(t, `SELECT reason FROM quota_policy_audit WHERE template_id = ? ORDER BY id`, tpl.ID))
+	policy := "/v1/templates/" + strconv.FormatInt(tpl.ID, 10) + "/quota-policy"
+	e.expect(t, http.StatusOK, "PUT", policy, map[string]any{"mode": "signal", "changed_by": "mallory", "reason": "TICKET-1"}, nil)
+	e.expect(t, http.StatusOK, "DELETE", policy+"?changed_by=alice&reason=back", nil, nil)
+	assert.Equal(t, []string{"alice mallory TICKET-1", "alice <null> back"},
+		e.strings(t, `SELECT CONCAT_WS(' ', changed_by, COALESCE(on_behalf_of, '<null>'), reason) FROM quota_policy_audit WHERE template_id = ? ORDER BY id`, tpl.ID))
+	var ph api.PolicyHistory
+	e.expect(t, http.StatusOK, "GET", policy+"/history", nil, &ph)
+	require.Len(t, ph.Entries, 2)
+	assert.Equal(t, []string{"alice", "", "back"}, []string{ph.Entries[0].ChangedBy, ph.Entries[0].OnBehalfOf, ph.Entries[0].Reason})
+	assert.Equal(t, []string{"alice", "mallory", "TICKET-1"}, []string{ph.Entries[1].ChangedBy, ph.Entries[1].OnBehalfOf, ph.Entries[1].Reason})
 
 	_, err = e.db.Exec(`INSERT INTO reconcile_task (started_at, finished_at, status) VALUES (NOW(6), NOW(6), 'needs_review')`)
 	require.NoError(t, err)
 	var res api.Resolved
 	e.expect(t, http.StatusOK, "POST", "/v1/reconcile/tasks/1/resolve", map[string]any{"operator": "mallory", "note": "fixed"}, &res)
-	assert.Equal(t, "alice", res.ResolvedBy)
-	assert.Equal(t, []string{"alice"}, e.strings(t, `SELECT resolved_by FROM reconcile_task WHERE id = 1`))
-	assert.Equal(t, []string{"for mallory: fixed"}, e.strings(t, `SELECT resolved_note FROM reconcile_task WHERE id = 1`))
+	assert.Equal(t, api.Resolved{TaskID: 1, ResolvedBy: "alice", OnBehalfOf: "mallory", Note: "fixed"}, res)
+	assert.Equal(t, []string{"alice mallory fixed"}, e.strings(t, `SELECT CONCAT_WS(' ', resolved_by, resolved_on_behalf_of, resolved_note) FROM reconcile_task WHERE id = 1`))
+	assert.Equal(t, []string{"alice mallory fixed"}, e.strings(t, `SELECT CONCAT_WS(' ', actor, on_behalf_of, reason) FROM correction_log WHERE task_id = 1`))
+	var tasks api.ReconcileTasks
+	e.expect(t, http.StatusOK, "GET", "/v1/reconcile/tasks", nil, &tasks)
+	require.Len(t, tasks.Passes, 1)
+	assert.Equal(t, []string{"alice", "mallory", "fixed"}, []string{tasks.Passes[0].ResolvedBy, tasks.Passes[0].ResolvedOnBehalfOf, tasks.Passes[0].ResolvedNote})
 
 	seen := inventory.Seen{Source: api.FindingFromCDC, Kind: "double_spend", Subject: "coupon 9", Content: "x", Summary: "s"}
 	require.NoError(t, inventory.RecordFindings(context.Background(), e.db, time.Now(), []inventory.Seen{seen}))
 	var f api.Finding
-	e.expect(t, http.StatusOK, "POST", "/v1/findings/"+seen.Fingerprint()+"/ack", map[string]any{"operator": "alice", "reason": "known"}, &f) // the token's own name: no note
-	assert.Equal(t, "alice", f.AcknowledgedBy)
-	assert.Equal(t, "known", f.AcknowledgedReason)
+	e.expect(t, http.StatusOK, "POST", "/v1/findings/"+seen.Fingerprint()+"/ack", map[string]any{"operator": "alice", "reason": "known"}, &f) // the token's own name: none beside it
+	assert.Equal(t, []string{"alice", "", "known"}, []string{f.AcknowledgedBy, f.AcknowledgedOnBehalfOf, f.AcknowledgedReason})
 	e.expect(t, http.StatusOK, "POST", "/v1/findings/"+seen.Fingerprint()+"/close", map[string]any{"operator": "mallory", "reason": "done"}, &f)
-	assert.Equal(t, []string{"alice"}, e.strings(t, `SELECT closed_by FROM finding WHERE fingerprint = ?`, seen.Fingerprint()))
-	assert.Equal(t, "for mallory: done", f.ClosedReason)
+	assert.Equal(t, []string{"alice", "mallory", "done"}, []string{f.ClosedBy, f.ClosedOnBehalfOf, f.ClosedReason})
+	e.expect(t, http.StatusOK, "POST", "/v1/findings/"+seen.Fingerprint()+"/reopen", map[string]any{"operator": "bob", "reason": "again"}, &f)
+	assert.Equal(t, []string{"alice", "bob", "again"}, []string{f.ReopenedBy, f.ReopenedOnBehalfOf, f.ReopenedReason})
+	assert.Equal(t, []string{"alice <null> alice mallory alice bob"}, e.strings(t, `SELECT CONCAT_WS(' ', acknowledged_by, COALESCE(acknowledged_on_behalf_of, '<null>'),
+		closed_by, closed_on_behalf_of, reopened_by, reopened_on_behalf_of) FROM finding WHERE fingerprint = ?`, seen.Fingerprint()))
+	var fs api.Findings
+	e.expect(t, http.StatusOK, "GET", "/v1/findings", nil, &fs)
+	require.Len(t, fs.Findings, 1)
+	assert.Equal(t, []string{"mallory", "bob"}, []string{fs.Findings[0].ClosedOnBehalfOf, fs.Findings[0].ReopenedOnBehalfOf})
 }

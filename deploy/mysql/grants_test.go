@@ -123,7 +123,7 @@ func TestGrantsAreEnoughAndNoMore(t *testing.T) {
 	// redeemed) takes unclaimed quota from app (a third redeemed)
 	auto, zero, one, low, high := quota.ModeAuto, int64(0), int64(1), 0.5, 0.9
 	_, err = quota.SetPolicy(ctx, apiDB, tpl.ID, quota.Override{Mode: &auto, MinAgeSeconds: &zero, MinClaims: &one, Low: &low, High: &high},
-		"ops", "grants test", quota.SourceAPI)
+		"ops", "grants test", quota.SourceAPI, "")
 	require.NoError(t, err)
 
 	log := &logs{}
@@ -225,7 +225,7 @@ func TestGrantsAreEnoughAndNoMore(t *testing.T) {
 	var fp string
 	require.NoError(t, root.QueryRow(`SELECT fingerprint FROM finding WHERE source = 'cdc' AND kind = 'illegal_transition'`).Scan(&fp),
 		"the cdc's finding, written as %s; the last errors logged:\n%s", u.cdc, log.errors())
-	f, err := inventory.AckFinding(ctx, apiDB, fp, "ops", "grants test")
+	f, err := inventory.AckFinding(ctx, apiDB, fp, "ops", "grants test", "")
 	require.NoError(t, err, "acknowledge as %s", u.api)
 	require.Equal(t, "acknowledged", f.State)
 	require.NoError(t, inventory.RecordCDCProcess(ctx, cdcDB, "grants-cdc", "default", "http://127.0.0.1:9464/metrics"),
