@@ -66,11 +66,11 @@ func (m *Mapping) Checks() []CheckState {
 		cs = append(cs, on("per_user_limit_exceeded", "%s per %s", m.col(t.Table, t.PerUserLimit), m.col(uc.Table, uc.User)))
 	}
 	var ends []string
-	if t.EndTime != "" {
-		ends = append(ends, m.col(t.Table, t.EndTime))
+	if t.EndTime.Column != "" {
+		ends = append(ends, m.col(t.Table, t.EndTime.Column))
 	}
-	if uc.ExpiresAt != "" {
-		ends = append(ends, m.col(uc.Table, uc.ExpiresAt))
+	if uc.ExpiresAt.Column != "" {
+		ends = append(ends, m.col(uc.Table, uc.ExpiresAt.Column))
 	}
 	if len(ends) == 0 {
 		cs = append(cs, off("used_after_expiry", "no template.end_time, no user_coupon.expires_at"))

@@ -170,7 +170,7 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		l.status, l.order, l.statusCol = find("status", u.Status), find("order", u.Order), u.Status
 		l.user, l.gone = find("user", u.User), find("deleted", u.Deleted.Col())
 		if !d.m.reference { // couponlink's own api refuses a use past expiry
-			l.expires = find("expires_at", u.ExpiresAt)
+			l.expires = find("expires_at", u.ExpiresAt.Column)
 			l.expiresWall = isDatetime(t, l.expires)
 		}
 	case kindRedemption:
@@ -189,7 +189,7 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 	case kindTemplate:
 		t := d.m.Template
 		l.id, l.quota = find("id", t.ID), find("total_quota", t.TotalQuota)
-		l.limit, l.end = find("per_user_limit", t.PerUserLimit), find("end_time", t.EndTime)
+		l.limit, l.end = find("per_user_limit", t.PerUserLimit), find("end_time", t.EndTime.Column)
 		l.shelf, l.gone, l.endWall = find("status", t.Status.Col()), find("deleted", t.Deleted.Col()), isDatetime(tbl, l.end)
 	case kindOrder:
 		o := d.m.Orders

@@ -65,7 +65,7 @@ type UserCouponTable struct {
 	Status    string `yaml:"status"`
 	Order     string `yaml:"order"`
 	User      string `yaml:"user"`
-	ExpiresAt string `yaml:"expires_at"`
+	ExpiresAt TimeColumn `yaml:"expires_at"`
 	// Deleted optionally names the shop's soft-delete column (states.go).
 	Deleted *SoftDelete `yaml:"deleted,omitempty"`
 }
@@ -153,7 +153,7 @@ type TemplateTable struct {
 	// EndTime is the campaign's end: its AVAILABLE coupons count as expired
 	// after it, and a coupon used or restored after it is
 	// used_after_expiry. For shops that never write an expired status.
-	EndTime string `yaml:"end_time"`
+	EndTime TimeColumn `yaml:"end_time"`
 	// Unlimited lists the budget values that mean no limit (e.g. [0]);
 	// Status and Deleted say when the campaign is off the shelf (shelf.go).
 	Unlimited []int64     `yaml:"unlimited,omitempty"`
@@ -201,7 +201,7 @@ func DefaultMapping() *Mapping {
 	return &Mapping{
 		reference: true,
 		UserCoupon: UserCouponTable{Table: "user_coupon", ID: "id", Template: "template_id", Channel: "channel",
-			Status: "status", Order: "order_id", User: "user_id", ExpiresAt: "expires_at"},
+			Status: "status", Order: "order_id", User: "user_id", ExpiresAt: TimeColumn{Column: "expires_at"}},
 		Status: map[string][]int64{"AVAILABLE": {1}, "USED": {2}, "EXPIRED": {3}, "RETURNED": {4}},
 		RedemptionLog: RedemptionLogTable{Table: "redemption_log", ID: "id", Coupon: "user_coupon_id",
 			Order: "order_id", Template: "template_id", Channel: "channel"},
@@ -282,7 +282,7 @@ func (m *Mapping) specs() []tableSpec {
 		{key: "user_coupon", kind: kindUserCoupon, table: u.Table, source: true, cols: []colRef{
 			{"id", u.ID, true}, {"template", u.Template, true}, {"channel", u.Channel, false},
 			{"status", u.Status, true}, {"order", u.Order, false}, {"user", u.User, false},
-			{"expires_at", u.ExpiresAt, false}, {"deleted", u.Deleted.Col(), false}}},
+			{"expires_at", u.ExpiresAt.Column, false}, {"deleted", u.Deleted.Col(), false}}},
 	}
 	switch m.RedemptionEvidence() {
 	case EvidenceTable:
@@ -312,7 +312,7 @@ func (m *Mapping) specs() []tableSpec {
 	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, source: m.followsTemplates(), cols: []colRef{
 		{"id", t.ID, true}, {"total_quota", t.TotalQuota, true}, {"issued", t.Issued, false}, {"used", t.Used, false},
 		{"name", t.Name, false}, {"remaining", t.Remaining, false}, {"per_user_limit", t.PerUserLimit, false},
-		{"end_time", t.EndTime, false}, {"status", t.Status.Col(), false}, {"deleted", t.Deleted.Col(), false}}})
+		{"end_time", t.EndTime.Column, false}, {"status", t.Status.Col(), false}, {"deleted", t.Deleted.Col(), false}}})
 	return s
 }
 
@@ -362,6 +362,11 @@ func (m *Mapping) Validate() error {
 	errs = append(errs, m.validateStates()...)
 	errs = append(errs, m.validateShelf()...)
 	errs = append(errs, m.validateTimeZone()...)
+	for role, c := range map[string]TimeColumn{"user_coupon.expires_at": m.UserCoupon.ExpiresAt, "template.end_time": m.Template.EndTime} {
+		if p := c.validUnit(); p != "" {
+			bad("%s: %s", role, p)
+		}
+	}
 	errs = append(errs, m.validateSources()...)
 	errs = append(errs, m.validateTemplateSource()...)
 	if m.Template.PerUserLimit != "" && m.UserCoupon.User == "" {
@@ -453,7 +458,7 @@ func (m *Mapping) followsBudgets() bool { return !m.reference && m.ChannelQuota 
 // shelf states.
 func (m *Mapping) followsTemplates() bool {
 	t := m.Template
-	return m.followsBudgets() || (!m.reference && (t.PerUserLimit != "" || t.EndTime != "" || t.Status != nil || t.Deleted != nil))
+	return m.followsBudgets() || (!m.reference && (t.PerUserLimit != "" || t.EndTime.Column != "" || t.Status != nil || t.Deleted != nil))
 }
 
 // SourceTables lists the subscribed tables as schema.table: user_coupon,

@@ -168,7 +168,7 @@ func (m *Mapping) inspectColumns(r *CheckReport, s tableSpec, table string, cols
 		ci := cols[i]
 		role.Type, role.Nullable = ci.columnType, ci.nullable
 		r.Roles = append(r.Roles, role)
-		if want, ok := typeProblem(c.key, ci); !ok {
+		if want, ok := typeProblem(c.key, m.timeColumn(s.key, c.key).Unit, ci); !ok {
 			r.Errors = append(r.Errors, fmt.Sprintf("mapping: %s names %s, a %s column; it must be %s",
 				role.Role, role.Where(), ci.columnType, want))
 		}
@@ -183,24 +183,24 @@ func (m *Mapping) inspectColumns(r *CheckReport, s tableSpec, table string, cols
 // Column classes by what couponlink reads from them.
 const (
 	classInt    = "an integer column (TINYINT .. BIGINT, or DECIMAL without a fraction)"
-	classTime   = "a DATETIME or TIMESTAMP column"
+	classTime   = "a DATETIME or TIMESTAMP column (or, with unit: unix_seconds or unix_millis, an integer)"
 	classScalar = "a scalar column (a number, a string, a date), not JSON or a geometry"
 )
 
 // classOf is what a mapped column must hold.
-func classOf(key string) string {
-	switch key {
-	case "channel", "order", "user", "name", "kind":
+func classOf(key, unit string) string {
+	switch {
+	case key == "channel" || key == "order" || key == "user" || key == "name" || key == "kind":
 		return classScalar
-	case "end_time", "expires_at":
+	case (key == "end_time" || key == "expires_at") && unit == "":
 		return classTime
 	}
 	return classInt // ids, template, coupon, status codes, budgets, limits, counts, seq
 }
 
 // typeProblem says what the column should be when it is not.
-func typeProblem(key string, c columnInfo) (want string, ok bool) {
-	want = classOf(key)
+func typeProblem(key, unit string, c columnInfo) (want string, ok bool) {
+	want = classOf(key, unit)
 	t := strings.ToLower(c.dataType)
 	switch want {
 	case classInt:

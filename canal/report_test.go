@@ -179,6 +179,21 @@ func TestMappingInspect(t *testing.T) {
 		"mapping: template.end_time names " + dbName + ".s_tpl.end_at, a bigint(20) column; it must be " + classTime,
 	}, r.Errors)
 
+	// the same BIGINT, said to hold unix seconds, is an end time; a DATETIME said so is not
+	secs, err := LoadMapping([]byte(strings.Replace(inspectYAML, "end_time: end_at", "end_time: {column: end_at, unit: unix_seconds}", 1)))
+	require.NoError(t, err)
+	require.Equal(t, TimeColumn{Column: "end_at", Unit: UnixSeconds}, secs.Template.EndTime)
+	r, err = secs.Inspect(ctx, db)
+	require.NoError(t, err)
+	require.Len(t, r.Errors, 2, "%v", r.Errors) // the status and the budget only
+	exec("ALTER TABLE s_tpl MODIFY end_at DATETIME NULL")
+	r, err = secs.Inspect(ctx, db)
+	require.NoError(t, err)
+	require.Contains(t, r.Errors, "mapping: template.end_time names "+dbName+".s_tpl.end_at, a datetime column; it must be "+classInt)
+	exec("ALTER TABLE s_tpl MODIFY end_at BIGINT NULL")
+	_, err = LoadMapping([]byte(strings.Replace(inspectYAML, "end_time: end_at", "end_time: {column: end_at, unit: hours}", 1)))
+	require.ErrorContains(t, err, `template.end_time: unit "hours" is not unix_seconds or unix_millis`)
+
 	// what Check refuses is in the errors too, one by one
 	bad, err := LoadMapping([]byte(strings.NewReplacer("table: s_order", "table: s_nope", "status: use_status", "status: st").Replace(inspectYAML)))
 	require.NoError(t, err)

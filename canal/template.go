@@ -33,7 +33,7 @@ func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) err
 		}
 		t.Limit = max(t.Limit, 0)
 		if l.end >= 0 {
-			if t.End, err = d.timeCol(row[l.end], l.endWall); err != nil {
+			if t.End, err = d.timeCol(row[l.end], l.endWall, d.m.Template.EndTime); err != nil {
 				return t, fmt.Errorf("decode %s (end_time column): %w", l.name, err)
 			}
 		}

@@ -130,7 +130,7 @@ func (d *decoder) expires(l *layout, row []any) (time.Time, error) {
 	if l.expires < 0 {
 		return time.Time{}, nil
 	}
-	t, err := d.timeCol(row[l.expires], l.expiresWall)
+	t, err := d.timeCol(row[l.expires], l.expiresWall, d.m.UserCoupon.ExpiresAt)
 	if err != nil {
 		return t, fmt.Errorf("decode %s (expires_at column): %w", l.name, err)
 	}

@@ -111,14 +111,29 @@ func parseTime(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("want a time, got %q", s)
 }
 
-// timeCol reads a time column as an instant in UTC: a DATETIME (wall) is
-// a wall clock in the mapping's zone, a TIMESTAMP an instant already.
-func (d *decoder) timeCol(v any, wall bool) (time.Time, error) {
+// timeCol reads a time column c as an instant in UTC: a DATETIME (wall)
+// is a wall clock in the mapping's zone, a TIMESTAMP an instant already,
+// an integer of Unix time (c.Unit) an instant too (0: none).
+func (d *decoder) timeCol(v any, wall bool, c TimeColumn) (time.Time, error) {
+	return instant(v, c, wall, d.loc)
+}
+
+// instant is a value of time column c: an integer of c's unit (0: none),
+// or a DATETIME or TIMESTAMP (asTime), with wall a wall clock in loc;
+// NULL is the zero time.
+func instant(v any, c TimeColumn, wall bool, loc *time.Location) (time.Time, error) {
+	if c.Integer() {
+		n, null, err := asInt(v)
+		if err != nil || null {
+			return time.Time{}, err
+		}
+		return c.FromUnix(n), nil
+	}
 	t, err := asTime(v)
-	if err != nil || !wall {
+	if err != nil || !wall || t.IsZero() {
 		return t, err
 	}
-	return inZone(t, d.loc), nil
+	return inZone(t, loc), nil
 }
 
 // asString normalises a value to a string; NULL is "".

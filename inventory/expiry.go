@@ -18,14 +18,15 @@ import (
 func (s *Queries) ExpiredByTime(ctx context.Context, q Querier, ids []int64, now time.Time) (map[Pair]int64, error) {
 	uc := s.m.UserCoupon
 	out := map[Pair]int64{}
-	if uc.ExpiresAt == "" || len(ids) == 0 || s.m.Reference() {
+	if uc.ExpiresAt.Column == "" || len(ids) == 0 || s.m.Reference() {
 		return out, nil
 	}
 	codes := s.m.Codes(coupon.Available)
+	past, at := s.m.PastSQL(uc.ExpiresAt, quoteIdent(uc.ExpiresAt.Column), now)
 	err := inChunks(ids, 500, func(part []int64) error {
-		where := fmt.Sprintf("%s IN (%s) AND %s IN (%s) AND %s < ?%s", quoteIdent(uc.Template), sqltx.Placeholders(len(part)),
-			quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), quoteIdent(uc.ExpiresAt), andAlso(s.liveCoupon()))
-		args := append(append(sqltx.Int64Args(part), sqltx.Int64Args(codes)...), s.m.WallClock(now))
+		where := fmt.Sprintf("%s IN (%s) AND %s IN (%s) AND %s%s", quoteIdent(uc.Template), sqltx.Placeholders(len(part)),
+			quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), past, andAlso(s.liveCoupon()))
+		args := append(append(sqltx.Int64Args(part), sqltx.Int64Args(codes)...), at)
 		query, all, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), s.channelColumn()}, where, args, "")
 		if err != nil {
 			return err
@@ -46,7 +47,7 @@ func (s *Queries) ExpiredByTime(ctx context.Context, q Querier, ids []int64, now
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("count the coupons past their %s in %s: %w", uc.ExpiresAt, s.named(uc.Table), err)
+		return nil, fmt.Errorf("count the coupons past their %s in %s: %w", uc.ExpiresAt.Column, s.named(uc.Table), err)
 	}
 	return out, nil
 }

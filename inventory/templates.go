@@ -53,14 +53,14 @@ func (s *Queries) Templates(ctx context.Context, q Querier, ids []int64) (map[in
 		return map[int64]TemplateInfo{}, nil // on another source: this server has no row (the sums take that source's)
 	}
 	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), optionalColumn(t.Name),
-		optionalColumn(t.Remaining), optionalColumn(t.PerUserLimit), optionalColumn(t.EndTime), optionalColumn(t.Status.Col()),
+		optionalColumn(t.Remaining), optionalColumn(t.PerUserLimit), optionalColumn(t.EndTime.Column), optionalColumn(t.Status.Col()),
 		optionalColumn(t.Deleted.Col()), s.table(t.Table))
 	out := make(map[int64]TemplateInfo, len(ids))
 	scan := func(rows *sql.Rows) error {
 		var v TemplateInfo
 		var budget, remaining, limit, shelf, deleted sql.NullInt64
 		var name sql.NullString
-		var end sql.NullTime
+		var end any
 		if err := rows.Scan(&v.ID, &budget, &name, &remaining, &limit, &end, &shelf, &deleted); err != nil {
 			return err
 		}
@@ -71,8 +71,9 @@ func (s *Queries) Templates(ctx context.Context, q Querier, ids []int64) (map[in
 		if remaining.Valid {
 			v.Remaining = &remaining.Int64
 		}
-		if end.Valid {
-			v.EndTime = s.m.WallTime(end.Time)
+		var err error
+		if v.EndTime, err = s.m.ReadTime(t.EndTime, end); err != nil {
+			return fmt.Errorf("template %d: %s: %w", v.ID, t.EndTime.Column, err)
 		}
 		out[v.ID] = v
 		return nil

@@ -19,7 +19,7 @@ type endTimes struct {
 // mapped).
 func (c endTimes) on() bool {
 	m := c.s.cfg.Mapping
-	return !m.Reference() && (m.Template.EndTime != "" || m.UserCoupon.ExpiresAt != "")
+	return !m.Reference() && (m.Template.EndTime.Column != "" || m.UserCoupon.ExpiresAt.Column != "")
 }
 
 // judge finds the batch's coupons that moved into USED, or were

@@ -68,3 +68,67 @@ func TestLegacyTimeZone(t *testing.T) {
 		})
 	}
 }
+
+// Integer times, as shops written on PHP frameworks keep them (unix
+// seconds or milliseconds in an INT or BIGINT), judge exactly as DATETIMEs:
+// the same workload on the three schemas gives the same used_after_expiry
+// anomalies (a campaign ended, from the snapshot and from the binlog; a
+// coupon's own expiry) and the same coupon counted expired by its own
+// time.
+func TestLegacyIntegerTimes(t *testing.T) {
+	day := 86400
+	for _, c := range []struct {
+		unit, column string
+		at           func(days int) string // an SQL expression of now + days
+	}{
+		{"", "DATETIME", func(days int) string { return fmt.Sprintf("NOW() + INTERVAL %d DAY", days) }},
+		{"unix_seconds", "INT", func(days int) string { return fmt.Sprintf("UNIX_TIMESTAMP() + %d", days*day) }},
+		{"unix_millis", "BIGINT", func(days int) string { return fmt.Sprintf("(UNIX_TIMESTAMP() + %d) * 1000", days*day) }},
+	} {
+		t.Run(c.column+" "+c.unit, func(t *testing.T) {
+			l := newRulesEnv(t)
+			l.exec(`ALTER TABLE ` + l.tq("t_coupon_tpl") + ` MODIFY ends ` + c.column + ` NULL`)
+			l.exec(`ALTER TABLE ` + l.tq("t_user_coupon") + ` ADD COLUMN expire_time ` + c.column + ` NULL`)
+			col := func(name string) string {
+				if c.unit == "" {
+					return name
+				}
+				return "{column: " + name + ", unit: " + c.unit + "}"
+			}
+			l.yaml = strings.Replace(l.yaml, "user: uid}", "user: uid, expires_at: "+col("expire_time")+"}", 1)
+			l.yaml = strings.Replace(l.yaml, "end_time: ends}", "end_time: "+col("ends")+"}", 1)
+			l.rulesTemplate(1, nil, c.at(1))
+			l.rulesTemplate(2, nil, "NULL") // no end: the coupons' own expiry only
+			coupon := func(tpl int64, expires string) int64 {
+				id := l.give(l.DB, tpl, "u")
+				l.exec(`UPDATE `+l.tq("t_user_coupon")+` SET expire_time = `+expires+` WHERE id = ?`, id)
+				return id
+			}
+			ended, ownExpired, fine, unused := coupon(1, "NULL"), coupon(2, c.at(-1)), coupon(2, c.at(1)), coupon(2, c.at(-1))
+			l.StartCDC(l.mapping())
+			l.WaitCheckpoint()
+			l.setEnds(l.DB, 1, c.at(-1))
+			l.rulesTemplate(3, nil, c.at(-1)) // read from the binlog, not the snapshot
+			endedLater := coupon(3, "NULL")
+			for _, id := range []int64{ended, ownExpired, fine, endedLater} {
+				l.use(l.DB, id)
+			}
+			l.WaitCheckpoint()
+
+			var got []string
+			for _, r := range l.detailRows(sink.AnomalyUsedAfterExpiry) {
+				var cp, tpl int64
+				_, err := fmt.Sscanf(r, "%d %d", &cp, &tpl)
+				require.NoError(t, err, r)
+				got = append(got, fmt.Sprint(cp))
+			}
+			require.ElementsMatch(t, []string{fmt.Sprint(ended), fmt.Sprint(ownExpired), fmt.Sprint(endedLater)}, got)
+			view, err := inventory.NewQueries(l.mapping()).ReadTemplate(context.Background(), l.DB, 2)
+			require.NoError(t, err)
+			require.Equal(t, int64(1), view.PastEnd, "coupon %d, unused past its own expiry, is shown as expired", unused)
+			ended1, err := inventory.NewQueries(l.mapping()).ReadTemplate(context.Background(), l.DB, 1)
+			require.NoError(t, err)
+			require.True(t, ended1.Ended, "template 1's end, read by query, has passed")
+		})
+	}
+}
