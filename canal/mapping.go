@@ -58,13 +58,13 @@ type Mapping struct {
 // UserCouponTable maps the table of real coupons. Channel, Order, User and
 // ExpiresAt are optional.
 type UserCouponTable struct {
-	Table     string `yaml:"table"`
-	ID        string `yaml:"id"`
-	Template  string `yaml:"template"`
-	Channel   string `yaml:"channel"`
-	Status    string `yaml:"status"`
-	Order     string `yaml:"order"`
-	User      string `yaml:"user"`
+	Table     string     `yaml:"table"`
+	ID        string     `yaml:"id"`
+	Template  string     `yaml:"template"`
+	Channel   string     `yaml:"channel"`
+	Status    string     `yaml:"status"`
+	Order     string     `yaml:"order"`
+	User      string     `yaml:"user"`
 	ExpiresAt TimeColumn `yaml:"expires_at"`
 	// Deleted optionally names the shop's soft-delete column (states.go).
 	Deleted *SoftDelete `yaml:"deleted,omitempty"`
