@@ -47,13 +47,7 @@ func TestLegacyTimeZone(t *testing.T) {
 			}
 			l.WaitCheckpoint()
 
-			var got []string
-			for _, r := range l.detailRows(sink.AnomalyUsedAfterExpiry) {
-				var c, tpl int64
-				_, err := fmt.Sscanf(r, "%d %d", &c, &tpl)
-				require.NoError(t, err, r)
-				got = append(got, fmt.Sprint(c))
-			}
+			got := l.expiredUses()
 			view, err := inventory.NewQueries(l.mapping()).ReadTemplate(context.Background(), l.DB, 2)
 			require.NoError(t, err)
 			if zone == "" {
@@ -115,14 +109,7 @@ func TestLegacyIntegerTimes(t *testing.T) {
 			}
 			l.WaitCheckpoint()
 
-			var got []string
-			for _, r := range l.detailRows(sink.AnomalyUsedAfterExpiry) {
-				var cp, tpl int64
-				_, err := fmt.Sscanf(r, "%d %d", &cp, &tpl)
-				require.NoError(t, err, r)
-				got = append(got, fmt.Sprint(cp))
-			}
-			require.ElementsMatch(t, []string{fmt.Sprint(ended), fmt.Sprint(ownExpired), fmt.Sprint(endedLater)}, got)
+			require.ElementsMatch(t, []string{fmt.Sprint(ended), fmt.Sprint(ownExpired), fmt.Sprint(endedLater)}, l.expiredUses())
 			view, err := inventory.NewQueries(l.mapping()).ReadTemplate(context.Background(), l.DB, 2)
 			require.NoError(t, err)
 			require.Equal(t, int64(1), view.PastEnd, "coupon %d, unused past its own expiry, is shown as expired", unused)
@@ -131,4 +118,17 @@ func TestLegacyIntegerTimes(t *testing.T) {
 			require.True(t, ended1.Ended, "template 1's end, read by query, has passed")
 		})
 	}
+}
+
+// expiredUses are the coupons of the used_after_expiry anomalies.
+func (l *legacyEnv) expiredUses() []string {
+	l.T.Helper()
+	var out []string
+	for _, r := range l.detailRows(sink.AnomalyUsedAfterExpiry) {
+		var c, tpl int64
+		_, err := fmt.Sscanf(r, "%d %d", &c, &tpl)
+		require.NoError(l.T, err, r)
+		out = append(out, fmt.Sprint(c))
+	}
+	return out
 }
