@@ -148,26 +148,27 @@ func (m *Mapping) evidenceChecks() []CheckState {
 }
 
 // softDeleted says which rows of a table are soft-deleted ("": none).
-func (m *Mapping) softDeleted(table string, d *SoftDelete) string {
-	if d == nil {
+func (m *Mapping) softDeleted(table string, d AnyOf) string {
+	if len(d) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" or soft-deleted (%s in %v)", m.col(table, d.Column), d.Values)
+	return fmt.Sprintf(" or soft-deleted (%s)", d.Text(func(c string) string { return m.col(table, c) }))
 }
 
 // openOrders says which orders count (closed and soft-deleted ones do
 // not); "" when the mapping names no order states.
 func (m *Mapping) openOrders() string {
 	o := m.Orders
-	if o == nil || (o.Status == "" && o.Deleted == nil) {
+	if o == nil || (len(o.ClosedWhen()) == 0 && len(o.Deleted) == 0) {
 		return ""
 	}
+	col := func(c string) string { return m.col(o.Table, c) }
 	var not []string
-	if o.Status != "" {
-		not = append(not, fmt.Sprintf("closed: %s in %v", m.col(o.Table, o.Status), o.Closed))
+	if closed := o.ClosedWhen(); len(closed) > 0 {
+		not = append(not, "closed: "+closed.Text(col))
 	}
-	if o.Deleted != nil {
-		not = append(not, fmt.Sprintf("soft-deleted: %s in %v", m.col(o.Table, o.Deleted.Column), o.Deleted.Values))
+	if len(o.Deleted) > 0 {
+		not = append(not, "soft-deleted: "+o.Deleted.Text(col))
 	}
 	if m.RedemptionEvidence() == EvidenceCouponOrder {
 		return fmt.Sprintf(", unless that order is open in %s (not %s)", m.qualified(o.Table), strings.Join(not, ", "))

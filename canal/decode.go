@@ -47,9 +47,9 @@ type layout struct {
 	coupon, kind, seq, from, to          int
 	quota, claimed                       int
 	limit, end                           int
-	state, gone                          int  // an order's state, a soft-delete column
-	shelf, expires                       int  // a template's status column, a coupon's expires_at
-	endWall, expiresWall                 bool // the time column is a DATETIME: a wall clock in the mapping's zone
+	gone, closed, shelf                  []int // the columns of a soft delete, an order's closed state, a campaign's off-shelf state (AnyOf)
+	expires                              int   // a coupon's expires_at
+	endWall, expiresWall                 bool  // the time column is a DATETIME: a wall clock in the mapping's zone
 	statusCol, fromCol, toCol            string
 }
 
@@ -143,7 +143,7 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 	l := &layout{table: kind, name: name, ncols: len(t.Columns),
 		id: -1, template: -1, channel: -1, status: -1, order: -1, user: -1,
 		coupon: -1, kind: -1, seq: -1, from: -1, to: -1, quota: -1, claimed: -1, limit: -1, end: -1,
-		state: -1, gone: -1, shelf: -1, expires: -1}
+		expires: -1}
 	var spec tableSpec
 	for _, s := range d.m.specs() {
 		if s.source && s.kind == kind {
@@ -163,12 +163,20 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		errs = append(errs, fmt.Sprintf("mapping: %s.%s names column %q but %s has no such column now (after a DDL?)", spec.key, key, col, name))
 		return -1
 	}
+	// findAll locates every column of a state (refs: its roles)
+	findAll := func(refs []colRef) []int {
+		idx := make([]int, len(refs))
+		for i, r := range refs {
+			idx[i] = find(r.key, r.column)
+		}
+		return idx
+	}
 	switch kind {
 	case kindUserCoupon:
 		u := d.m.UserCoupon
 		l.id, l.template, l.channel = find("id", u.ID), find("template", u.Template), find("channel", u.Channel)
 		l.status, l.order, l.statusCol = find("status", u.Status), find("order", u.Order), u.Status
-		l.user, l.gone = find("user", u.User), find("deleted", u.Deleted.Col())
+		l.user, l.gone = find("user", u.User), findAll(u.Deleted.colRefs("deleted"))
 		if !d.m.reference { // couponlink's own api refuses a use past expiry
 			l.expires = find("expires_at", u.ExpiresAt.Column)
 			l.expiresWall = isDatetime(t, l.expires)
@@ -190,11 +198,15 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		t := d.m.Template
 		l.id, l.quota = find("id", t.ID), find("total_quota", t.TotalQuota)
 		l.limit, l.end = find("per_user_limit", t.PerUserLimit), find("end_time", t.EndTime.Column)
-		l.shelf, l.gone, l.endWall = find("status", t.Status.Col()), find("deleted", t.Deleted.Col()), isDatetime(tbl, l.end)
+		l.shelf, l.endWall = findAll(append(t.Status.anyOf().colRefs("status"), t.Deleted.colRefs("deleted")...)), isDatetime(tbl, l.end)
 	case kindOrder:
 		o := d.m.Orders
 		l.id, l.template, l.user, l.order = find("id", o.ID), find("template", o.Template), find("user", o.User), find("order", o.Order)
-		l.state, l.gone = find("status", o.Status), find("deleted", o.Deleted.Col())
+		closed := o.closedRefs()
+		if o.Status != "" && len(o.Closed.Codes) > 0 {
+			closed = append([]colRef{{"status", o.Status, false}}, closed...)
+		}
+		l.closed, l.gone = findAll(closed), findAll(o.Deleted.colRefs("deleted"))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))

@@ -66,8 +66,9 @@ type UserCouponTable struct {
 	Order     string     `yaml:"order"`
 	User      string     `yaml:"user"`
 	ExpiresAt TimeColumn `yaml:"expires_at"`
-	// Deleted optionally names the shop's soft-delete column (states.go).
-	Deleted *SoftDelete `yaml:"deleted,omitempty"`
+	// Deleted optionally names the shop's soft-delete column and values,
+	// or several columns any of which deletes the row (states.go).
+	Deleted AnyOf `yaml:"deleted,omitempty"`
 }
 
 // Evidence is what proves that a coupon moving into USED was really used.
@@ -105,11 +106,13 @@ type OrderTable struct {
 	User     string `yaml:"user"`
 	Order    string `yaml:"order"`
 	// Status optionally names the order's state column, and Closed its
-	// codes that mean closed, cancelled or refunded (states.go).
-	Status string  `yaml:"status"`
-	Closed []int64 `yaml:"closed,omitempty"`
-	// Deleted optionally names the shop's soft-delete column (states.go).
-	Deleted *SoftDelete `yaml:"deleted,omitempty"`
+	// codes that mean closed, cancelled or refunded, and conditions on
+	// other columns that close the order too (states.go).
+	Status string       `yaml:"status"`
+	Closed ClosedStates `yaml:"closed,omitempty"`
+	// Deleted optionally names the shop's soft-delete column and values,
+	// or several columns any of which deletes the row (states.go).
+	Deleted AnyOf `yaml:"deleted,omitempty"`
 }
 
 // RedemptionLogTable maps the redemption ledger. Order, Template and
@@ -157,8 +160,8 @@ type TemplateTable struct {
 	// Unlimited lists the budget values that mean no limit (e.g. [0]);
 	// Status and Deleted say when the campaign is off the shelf (shelf.go).
 	Unlimited []int64     `yaml:"unlimited,omitempty"`
-	Status    *ShelfState `yaml:"status,omitempty"`
-	Deleted   *SoftDelete `yaml:"deleted,omitempty"`
+	Status    ShelfStates `yaml:"status,omitempty"`
+	Deleted   AnyOf       `yaml:"deleted,omitempty"`
 	// Source names the one source that holds the table, in a mapping with
 	// sources (onesource.go); empty: every source holds a copy.
 	Source string `yaml:"source"`
@@ -279,10 +282,10 @@ func (m *Mapping) specs() []tableSpec {
 	u := m.UserCoupon
 	r := m.RedemptionLog
 	s := []tableSpec{
-		{key: "user_coupon", kind: kindUserCoupon, table: u.Table, source: true, cols: []colRef{
+		{key: "user_coupon", kind: kindUserCoupon, table: u.Table, source: true, cols: append([]colRef{
 			{"id", u.ID, true}, {"template", u.Template, true}, {"channel", u.Channel, false},
 			{"status", u.Status, true}, {"order", u.Order, false}, {"user", u.User, false},
-			{"expires_at", u.ExpiresAt.Column, false}, {"deleted", u.Deleted.Col(), false}}},
+			{"expires_at", u.ExpiresAt.Column, false}}, u.Deleted.colRefs("deleted")...)},
 	}
 	switch m.RedemptionEvidence() {
 	case EvidenceTable:
@@ -309,10 +312,12 @@ func (m *Mapping) specs() []tableSpec {
 	if m.templateElsewhere() {
 		return s // on another source: read there (onesource.go)
 	}
-	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, source: m.followsTemplates(), cols: []colRef{
+	cols := []colRef{
 		{"id", t.ID, true}, {"total_quota", t.TotalQuota, true}, {"issued", t.Issued, false}, {"used", t.Used, false},
 		{"name", t.Name, false}, {"remaining", t.Remaining, false}, {"per_user_limit", t.PerUserLimit, false},
-		{"end_time", t.EndTime.Column, false}, {"status", t.Status.Col(), false}, {"deleted", t.Deleted.Col(), false}}})
+		{"end_time", t.EndTime.Column, false}}
+	cols = append(append(cols, t.Status.anyOf().colRefs("status")...), t.Deleted.colRefs("deleted")...)
+	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, source: m.followsTemplates(), cols: cols})
 	return s
 }
 
@@ -458,7 +463,7 @@ func (m *Mapping) followsBudgets() bool { return !m.reference && m.ChannelQuota 
 // shelf states.
 func (m *Mapping) followsTemplates() bool {
 	t := m.Template
-	return m.followsBudgets() || (!m.reference && (t.PerUserLimit != "" || t.EndTime.Column != "" || t.Status != nil || t.Deleted != nil))
+	return m.followsBudgets() || (!m.reference && (t.PerUserLimit != "" || t.EndTime.Column != "" || len(t.Status) > 0 || len(t.Deleted) > 0))
 }
 
 // SourceTables lists the subscribed tables as schema.table: user_coupon,

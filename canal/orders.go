@@ -10,7 +10,7 @@ import (
 // orders decodes the rows of a shop's order table (evidence order_table)
 // into OrderRows: which (template, user) an order used a coupon of. An
 // order without a template (NULL or 0) used no coupon and is skipped; so is
-// an image that is closed (orders.closed) or soft-deleted (states.go). An
+// an image that is closed (orders.status and orders.closed) or soft-deleted (states.go). An
 // UPDATE matters only when it moves the order to another (template, user),
 // or into or out of a closed or soft-deleted state: then the image that
 // counted is removed and the one that counts added.
@@ -27,12 +27,8 @@ func (d *decoder) orders(l *layout, action string, rows [][]any, at time.Time, b
 		}
 		img := image{OrderRow: OrderRow{ID: strCol(row, l.id), Template: tpl, User: strCol(row, l.user), Order: strCol(row, l.order),
 			At: at, After: len(b.Transitions)}}
-		if l.state >= 0 {
-			code, null, err := asInt(row[l.state])
-			if err != nil {
-				return image{}, fmt.Errorf("decode %s.%s: %w", l.name, o.Status, err)
-			}
-			img.ended = o.OrderClosed(code, null)
+		if img.ended, err = o.ClosedWhen().matchRow(row, l.closed); err != nil {
+			return image{}, fmt.Errorf("decode %s (closed): %w", l.name, err)
 		}
 		img.ended = img.ended || gone(o.Deleted, row, l.gone)
 		return img, nil

@@ -247,3 +247,35 @@ func TestMappingInspectShelfAndZone(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(r.TimeZone, "SYSTEM: "), r.TimeZone)
 }
+
+// mapping check finds every column of a state of several columns by its
+// place (template.deleted[1]), wants each an integer, and reports a
+// missing one.
+func TestMappingInspectAnyOf(t *testing.T) {
+	ctx := context.Background()
+	db, _, dbName, exec := testDatabase(t)
+	exec(`CREATE TABLE t_tpl (id BIGINT NOT NULL PRIMARY KEY, budget INT NOT NULL, end_at DATETIME NULL, state TINYINT NOT NULL,
+		deleted TINYINT NOT NULL, hidden VARCHAR(4) NULL)`)
+	exec(`CREATE TABLE t_uc (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, tpl BIGINT NOT NULL, uid VARCHAR(32) NOT NULL, st TINYINT NOT NULL,
+		expire_time DATETIME NULL, KEY (tpl, uid))`)
+	m, err := LoadMapping([]byte(strings.NewReplacer("schema: shop", "schema: "+dbName,
+		"deleted: {column: deleted, values: [1]}", "deleted: [{column: deleted, values: [1]}, {column: hidden, values: [1]}]").Replace(shopYAML)))
+	require.NoError(t, err)
+	r, err := m.Inspect(ctx, db)
+	require.NoError(t, err)
+	roles := map[string]string{}
+	for _, role := range r.Roles {
+		roles[role.Role] = role.Where() + " " + role.Type
+	}
+	require.Equal(t, dbName+".t_tpl.deleted tinyint(4)", roles["template.deleted[0]"])
+	require.Equal(t, dbName+".t_tpl.hidden varchar(4)", roles["template.deleted[1]"])
+	require.Equal(t, []string{"mapping: template.deleted[1] names " + dbName + ".t_tpl.hidden, a varchar(4) column; it must be " + classInt}, r.Errors)
+
+	exec("ALTER TABLE t_tpl MODIFY hidden TINYINT NULL")
+	r, err = m.Inspect(ctx, db)
+	require.NoError(t, err)
+	require.True(t, r.OK(), "%v", r.Errors)
+
+	exec("ALTER TABLE t_tpl DROP COLUMN hidden")
+	require.ErrorContains(t, m.Check(ctx, db), `template.deleted[1] names column "hidden"`)
+}

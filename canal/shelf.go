@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // A campaign as a shop stores it: a budget value that means no limit
 // (template.unlimited, e.g. [0]), and a campaign taken off the shelf by a
 // status code (template.status: {column, off_shelf}) or soft-deleted
-// (template.deleted: {column, values}). Off the shelf, nothing is
+// (template.deleted: {column, values}); each may be a list of several
+// columns, any of which does it (anyof.go). Off the shelf, nothing is
 // claimable, and a coupon claimed then is a claimed_off_shelf anomaly; a
 // soft-deleted campaign keeps its rules (its budget, limit, end), as one
 // taken off the shelf does, and undeleting it puts it back. An unlimited
@@ -23,24 +26,47 @@ type ShelfState struct {
 	OffShelf []int64 `yaml:"off_shelf"`
 }
 
-// Col is the status column ("" when the mapping names none: s is nil).
-func (s *ShelfState) Col() string {
-	if s == nil {
-		return ""
+// ShelfStates is template.status: one ShelfState, or a sequence of them
+// (any of which takes the campaign off the shelf).
+type ShelfStates []ShelfState
+
+// UnmarshalYAML reads one {column, off_shelf} or a sequence of them.
+func (s *ShelfStates) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.SequenceNode {
+		var list []ShelfState
+		if err := n.Decode(&list); err != nil {
+			return err
+		}
+		*s = list
+		return nil
 	}
-	return s.Column
+	var one ShelfState
+	if err := n.Decode(&one); err != nil {
+		return err
+	}
+	*s = ShelfStates{one}
+	return nil
+}
+
+// anyOf is the status conditions as an AnyOf.
+func (s ShelfStates) anyOf() AnyOf {
+	var a AnyOf
+	for _, st := range s {
+		a = append(a, Condition{Column: st.Column, Values: st.OffShelf})
+	}
+	return a
+}
+
+// OffShelfWhen is the state of a campaign off the shelf: a status
+// condition (template.status) or a soft-delete one (template.deleted)
+// holds. None: the mapping names neither.
+func (t *TemplateTable) OffShelfWhen() AnyOf {
+	a := t.Status.anyOf()
+	return append(a, t.Deleted...)
 }
 
 // IsUnlimited says whether a stored budget means no limit.
 func (t *TemplateTable) IsUnlimited(budget int64) bool { return slices.Contains(t.Unlimited, budget) }
-
-// OffShelf says whether a campaign row is off the shelf: its status
-// (status, null when NULL or unmapped) is an off_shelf code, or its
-// soft-delete column (deleted) holds a deleted value.
-func (t *TemplateTable) OffShelf(status int64, statusNull bool, deleted int64, deletedNull bool) bool {
-	return (t.Status != nil && !statusNull && slices.Contains(t.Status.OffShelf, status)) ||
-		(t.Deleted != nil && !deletedNull && slices.Contains(t.Deleted.Values, deleted))
-}
 
 // validateShelf checks template.status, template.deleted and
 // template.unlimited.
@@ -48,17 +74,8 @@ func (m *Mapping) validateShelf() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("mapping: "+format, args...)) }
 	t := m.Template
-	if s := t.Status; s != nil {
-		switch {
-		case s.Column == "" || !validIdent(s.Column):
-			bad("template.status needs a column: e.g. status: {column: status, off_shelf: [0, 2]}")
-		case len(s.OffShelf) == 0:
-			bad("template.status lists no off_shelf code: the stored codes that take a campaign off the shelf, e.g. off_shelf: [0, 2]")
-		}
-	}
-	if d := t.Deleted; d != nil && (d.Column == "" || !validIdent(d.Column) || len(d.Values) == 0) {
-		bad("template.deleted needs a column and its values: e.g. deleted: {column: deleted, values: [1]}")
-	}
+	errs = append(errs, t.Status.anyOf().validate("template", "status", "off_shelf code", "{column: status, off_shelf: [0, 2]}")...)
+	errs = append(errs, t.Deleted.validate("template", "deleted", "value", "{column: deleted, values: [1]}")...)
 	if len(t.Unlimited) > 0 && m.reference {
 		bad("template.unlimited is for a legacy template table")
 	}
@@ -66,38 +83,30 @@ func (m *Mapping) validateShelf() []error {
 }
 
 // decodeShelf reads a template image's shelf state and whether its
-// budget is unlimited (l.shelf, l.gone: -1 when unmapped).
+// budget is unlimited (l.shelf: the columns of OffShelfWhen).
 func (d *decoder) decodeShelf(l *layout, row []any, tc *TemplateChange) error {
 	t := &d.m.Template
 	tc.Unlimited = tc.Known && t.IsUnlimited(tc.Quota)
 	if tc.Unlimited {
 		tc.Known = false
 	}
-	st, stNull, del, delNull := int64(0), true, int64(0), true
 	var err error
-	if l.shelf >= 0 {
-		if st, stNull, err = asInt(row[l.shelf]); err != nil {
-			return fmt.Errorf("decode %s (status column): %w", l.name, err)
-		}
+	if tc.OffShelf, err = t.OffShelfWhen().matchRow(row, l.shelf); err != nil {
+		return fmt.Errorf("decode %s (status or deleted): %w", l.name, err)
 	}
-	if l.gone >= 0 {
-		if del, delNull, err = asInt(row[l.gone]); err != nil {
-			return fmt.Errorf("decode %s (deleted column): %w", l.name, err)
-		}
-	}
-	tc.OffShelf = t.OffShelf(st, stNull, del, delNull)
 	return nil
 }
 
 // shelfCheck is the claimed_off_shelf check as mapping check lists it.
 func (m *Mapping) shelfCheck() CheckState {
 	t := m.Template
+	col := func(c string) string { return m.col(t.Table, c) }
 	var why []string
-	if t.Status != nil {
-		why = append(why, fmt.Sprintf("%s in %v", m.col(t.Table, t.Status.Column), t.Status.OffShelf))
+	if len(t.Status) > 0 {
+		why = append(why, t.Status.anyOf().Text(col))
 	}
-	if t.Deleted != nil {
-		why = append(why, fmt.Sprintf("soft-deleted (%s in %v)", m.col(t.Table, t.Deleted.Column), t.Deleted.Values))
+	if len(t.Deleted) > 0 {
+		why = append(why, fmt.Sprintf("soft-deleted (%s)", t.Deleted.Text(col)))
 	}
 	if len(why) == 0 {
 		return CheckState{Name: "claimed_off_shelf", Detail: "no template.status, no template.deleted"}

@@ -2,96 +2,138 @@ package canal
 
 import (
 	"fmt"
-	"slices"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // The states of a shop's rows that end them without a DELETE: an order
 // the shop closed, cancelled or refunded (orders.status and
-// orders.closed), and a soft-deleted row (deleted). Both are followed
+// orders.closed), and a soft-deleted row (deleted). Each is an AnyOf
+// (anyof.go): one column and its values, or several. Both are followed
 // from the binlog and left out of a snapshot alike:
 //
-//   - an order moving into a closed code counts as removed, back out of
+//   - an order moving into a closed state counts as removed, back out of
 //     it as added; a first start counts only open orders. A NULL status is
 //     open.
 //   - a row moving into a soft-delete value counts as deleted, out of it
 //     as inserted; a row inserted soft-deleted is not seen. A NULL is not
 //     deleted.
 
-// SoftDelete names a table's soft-delete column and the stored values
-// that mean deleted, e.g. {column: deleted, values: [1]}.
-type SoftDelete struct {
-	Column string  `yaml:"column"`
-	Values []int64 `yaml:"values"`
+// ClosedStates is orders.closed: the codes of orders.status that mean
+// closed, cancelled or refunded (closed: [4, 5]), and, among them or
+// alone, conditions on other columns of the order that close it too
+// (closed: [4, {column: refund_status, values: [2]}]).
+type ClosedStates struct {
+	Codes []int64 // of orders.status
+	When  AnyOf   // on other columns
+	keys  []string
 }
 
-// Col is the soft-delete column ("" when the table has none: d is nil).
-func (d *SoftDelete) Col() string {
-	if d == nil {
-		return ""
-	}
-	return d.Column
-}
-
-// Codes are the values that mean deleted (none when d is nil).
-func (d *SoftDelete) Codes() []int64 {
-	if d == nil {
+// UnmarshalYAML reads a sequence of codes and {column, values}
+// conditions, or one condition.
+func (c *ClosedStates) UnmarshalYAML(n *yaml.Node) error {
+	*c = ClosedStates{}
+	if n.Kind == yaml.MappingNode {
+		var cond Condition
+		if err := n.Decode(&cond); err != nil {
+			return err
+		}
+		c.When, c.keys = AnyOf{cond}, []string{"closed"}
 		return nil
 	}
-	return slices.Clone(d.Values)
+	if n.Kind != yaml.SequenceNode {
+		return fmt.Errorf("line %d: orders.closed is a list of the codes of orders.status that mean closed, and {column, values} conditions on other columns", n.Line)
+	}
+	for i, e := range n.Content {
+		if e.Kind == yaml.MappingNode {
+			var cond Condition
+			if err := e.Decode(&cond); err != nil {
+				return err
+			}
+			c.When, c.keys = append(c.When, cond), append(c.keys, fmt.Sprintf("closed[%d]", i))
+			continue
+		}
+		var code int64
+		if err := e.Decode(&code); err != nil {
+			return err
+		}
+		c.Codes = append(c.Codes, code)
+	}
+	return nil
+}
+
+// key is the YAML key of condition i of When.
+func (c ClosedStates) key(i int) string {
+	if i < len(c.keys) {
+		return c.keys[i]
+	}
+	return fmt.Sprintf("closed[%d]", i)
+}
+
+// ClosedWhen is the state of a closed order: its status among the closed
+// codes, or any condition of closed on another column (none: the mapping
+// names no closed state).
+func (o *OrderTable) ClosedWhen() AnyOf {
+	if o == nil {
+		return nil
+	}
+	var a AnyOf
+	if o.Status != "" && len(o.Closed.Codes) > 0 {
+		a = append(a, Condition{Column: o.Status, Values: o.Closed.Codes})
+	}
+	return append(a, o.Closed.When...)
+}
+
+// closedRefs are the columns of the closed conditions on other columns.
+func (o *OrderTable) closedRefs() []colRef {
+	out := make([]colRef, len(o.Closed.When))
+	for i, c := range o.Closed.When {
+		out[i] = colRef{o.Closed.key(i), c.Column, false}
+	}
+	return out
 }
 
 // orderSpec is the order table's spec: subscribed with evidence
 // order_table; with coupon_order only looked up (which orders are open).
 func (m *Mapping) orderSpec(o *OrderTable) tableSpec {
+	var cols []colRef
 	if m.RedemptionEvidence() == EvidenceCouponOrder {
-		return tableSpec{key: "orders", kind: kindOrder, table: o.Table, cols: []colRef{
-			{"id", o.ID, true}, {"order", o.Order, true}, {"status", o.Status, true}, {"deleted", o.Deleted.Col(), false}}}
+		cols = []colRef{{"id", o.ID, true}, {"order", o.Order, true}, {"status", o.Status, false}}
+		cols = append(append(cols, o.closedRefs()...), o.Deleted.colRefs("deleted")...)
+		return tableSpec{key: "orders", kind: kindOrder, table: o.Table, cols: cols}
 	}
-	return tableSpec{key: "orders", kind: kindOrder, table: o.Table, source: true, cols: []colRef{
-		{"id", o.ID, true}, {"template", o.Template, true}, {"user", o.User, true}, {"order", o.Order, false},
-		{"status", o.Status, false}, {"deleted", o.Deleted.Col(), false}}}
+	cols = []colRef{{"id", o.ID, true}, {"template", o.Template, true}, {"user", o.User, true}, {"order", o.Order, false},
+		{"status", o.Status, false}}
+	cols = append(append(cols, o.closedRefs()...), o.Deleted.colRefs("deleted")...)
+	return tableSpec{key: "orders", kind: kindOrder, table: o.Table, source: true, cols: cols}
 }
 
 // validateStates checks the order states and the soft-delete columns.
 func (m *Mapping) validateStates() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("mapping: "+format, args...)) }
-	soft := func(key string, d *SoftDelete) {
-		switch {
-		case d == nil:
-		case d.Column == "" || !validIdent(d.Column):
-			bad("%s.deleted needs a column: e.g. deleted: {column: deleted, values: [1]}", key)
-		case len(d.Values) == 0:
-			bad("%s.deleted lists no value: the stored values that mean deleted, e.g. values: [1]", key)
-		}
-	}
-	soft("user_coupon", m.UserCoupon.Deleted)
+	const softExample = "{column: deleted, values: [1]}"
+	errs = append(errs, m.UserCoupon.Deleted.validate("user_coupon", "deleted", "value", softExample)...)
 	o := m.Orders
 	if o == nil {
 		return errs
 	}
-	soft("orders", o.Deleted)
-	if (o.Status == "") != (len(o.Closed) == 0) {
-		bad("orders.status and orders.closed go together: the order's state column and its codes that mean closed, e.g. status: status, closed: [4, 5]")
+	errs = append(errs, o.Deleted.validate("orders", "deleted", "value", softExample)...)
+	if (o.Status == "") != (len(o.Closed.Codes) == 0) {
+		bad("orders.status and orders.closed go together (the codes in closed): the order's state column and its codes that mean closed, e.g. status: status, closed: [4, 5]")
 	}
-	if m.RedemptionEvidence() == EvidenceCouponOrder && (o.Order == "" || o.Status == "") {
-		bad("with redemption_evidence coupon_order, orders says which orders are open: it needs order (the number the coupon row keeps), status and closed")
+	for i, c := range o.Closed.When {
+		errs = append(errs, AnyOf{c}.validate("orders", o.Closed.key(i), "value", "{column: refund_status, values: [2]}")...)
+	}
+	if m.RedemptionEvidence() == EvidenceCouponOrder && (o.Order == "" || len(o.ClosedWhen()) == 0) {
+		bad("with redemption_evidence coupon_order, orders says which orders are open: it needs order (the number the coupon row keeps), and status and closed (or closed conditions on other columns)")
 	}
 	return errs
 }
 
-// OrderClosed says whether an order's stored state code is one of the
-// mapping's closed codes; a NULL (null) is open.
-func (o *OrderTable) OrderClosed(code int64, null bool) bool {
-	return !null && slices.Contains(o.Closed, code)
-}
-
-// gone says whether row is soft-deleted: its column (index i, -1 when the
-// table has none) holds one of d's values.
-func gone(d *SoftDelete, row []any, i int) bool {
-	if i < 0 || d == nil {
-		return false
-	}
-	v, null, err := asInt(row[i])
-	return err == nil && !null && slices.Contains(d.Values, v)
+// gone says whether row is soft-deleted: a column of d (at idx) holds one
+// of its values. A value that is no integer is not deleted.
+func gone(d AnyOf, row []any, idx []int) bool {
+	ok, err := d.matchRow(row, idx)
+	return err == nil && ok
 }

@@ -57,10 +57,15 @@ func TestMappingShelfAndTimeZoneKeys(t *testing.T) {
 	require.Equal(t, "Asia/Shanghai", m.Location().String())
 	require.True(t, m.Template.IsUnlimited(0))
 	require.False(t, m.Template.IsUnlimited(10))
-	require.True(t, m.Template.OffShelf(2, false, 0, false))
-	require.False(t, m.Template.OffShelf(1, false, 0, false))
-	require.False(t, m.Template.OffShelf(0, true, 0, true), "NULLs are on the shelf")
-	require.True(t, m.Template.OffShelf(1, false, 1, false), "soft-deleted")
+	off := func(status, deleted any) bool {
+		ok, err := m.Template.OffShelfWhen().Matches([]any{status, deleted})
+		require.NoError(t, err)
+		return ok
+	}
+	require.True(t, off(int64(2), int64(0)))
+	require.False(t, off(int64(1), int64(0)))
+	require.False(t, off(nil, nil), "NULLs are on the shelf")
+	require.True(t, off(int64(1), int64(1)), "soft-deleted")
 
 	// a Shanghai wall clock is 8 hours ahead of UTC
 	wall := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
@@ -77,7 +82,7 @@ func TestMappingShelfAndTimeZoneKeys(t *testing.T) {
 		{"time_zone: Asia/Shanghai", "time_zone: Mars/Olympus", `time_zone "Mars/Olympus" is not a known zone`},
 		{"status: {column: state, off_shelf: [0, 2]}", "status: {column: state}", "template.status lists no off_shelf code"},
 		{"status: {column: state, off_shelf: [0, 2]}", "status: {off_shelf: [0]}", "template.status needs a column"},
-		{"deleted: {column: deleted, values: [1]}", "deleted: {column: deleted}", "template.deleted needs a column and its values"},
+		{"deleted: {column: deleted, values: [1]}", "deleted: {column: deleted}", "template.deleted lists no value"},
 		{"unlimited: [0]", "unlimited: 0", "cannot unmarshal"},
 	} {
 		_, err := LoadMapping([]byte(strings.Replace(shopYAML, c.from, c.to, 1)))

@@ -1,9 +1,6 @@
 package inventory
 
-import (
-	"fmt"
-	"strings"
-)
+import "strings"
 
 // The rows a shop ended without deleting them (canal/states.go): a
 // soft-deleted coupon is counted nowhere, a closed or soft-deleted order
@@ -12,32 +9,27 @@ import (
 // liveCoupon is the condition that leaves out soft-deleted coupons ("":
 // the coupon table has no soft-delete column).
 func (s *Queries) liveCoupon() string {
-	d := s.m.UserCoupon.Deleted
-	return notIn(d.Col(), d.Codes())
+	return s.m.UserCoupon.Deleted.NotSQL(quoteIdent)
 }
 
 // openOrder is the condition that leaves out closed and soft-deleted
-// orders ("": the order table has neither column).
+// orders ("": the order table has neither state).
 func (s *Queries) openOrder() string {
 	o := s.m.Orders
 	if o == nil {
 		return ""
 	}
-	return and(notIn(o.Status, o.Closed), notIn(o.Deleted.Col(), o.Deleted.Codes()))
+	return and(o.ClosedWhen().NotSQL(quoteIdent), o.Deleted.NotSQL(quoteIdent))
 }
 
-// notIn is "col is NULL or none of codes" ("" without a column); the
-// codes are integers from the mapping, written as literals.
-func notIn(col string, codes []int64) string {
-	if col == "" || len(codes) == 0 {
-		return ""
+// offShelf is the SELECT expression 1 for a campaign off the shelf, else
+// 0 (always 0 when the mapping names no such state).
+func (s *Queries) offShelf() string {
+	cond := s.m.Template.OffShelfWhen().SQL(quoteIdent)
+	if cond == "" {
+		return "0"
 	}
-	lits := make([]string, len(codes))
-	for i, c := range codes {
-		lits[i] = fmt.Sprint(c)
-	}
-	q := quoteIdent(col)
-	return fmt.Sprintf("(%s IS NULL OR %s NOT IN (%s))", q, q, strings.Join(lits, ", "))
+	return "CASE WHEN " + cond + " THEN 1 ELSE 0 END"
 }
 
 // and joins the conditions that are not "" with AND.

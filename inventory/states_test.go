@@ -30,6 +30,25 @@ orders: {table: s_order, id: id, template: tpl, user: uid, order: sn, status: st
 // start compare the live USED coupons with the open orders only; the
 // coupon_order look-up finds only open orders.
 func TestQueriesLeaveOutEndedRows(t *testing.T) {
+	oneColumn := struct{ yaml, coupons, orders string }{statesYAML,
+		`(1, 1, 'a', 1, 'o1', 0, 0), (2, 1, 'a', 1, 'o2', 1, 0), (3, 1, 'b', 0, 'o3', NULL, NULL), (4, 1, 'b', 1, 'o4', NULL, 0),
+		(5, 1, 'c', 0, NULL, 1, NULL)`,
+		`(1, 1, 'a', 'o1', 1, 0, 0), (2, 1, 'a', 'o2', 4, 0, 0), (3, 1, 'b', 'o3', 5, 0, 0), (4, 1, 'b', 'o4', NULL, 0, NULL),
+		(5, 1, 'c', 'o5', 1, 1, 0), (6, 1, 'd', 'o6', 0, 0, 1)`}
+	// the same rows ended by other columns: coupon 2 deleted by del2,
+	// order 3 closed by refund 2
+	twoColumns := struct{ yaml, coupons, orders string }{strings.NewReplacer(
+		"deleted: {column: del, values: [1]}}\nstatus", "deleted: [{column: del, values: [1]}, {column: del2, values: [1]}]}\nstatus",
+		"closed: [4, 5]", "closed: [4, {column: refund, values: [2]}]").Replace(statesYAML),
+		strings.Replace(oneColumn.coupons, "(2, 1, 'a', 1, 'o2', 1, 0)", "(2, 1, 'a', 1, 'o2', 0, 1)", 1),
+		strings.Replace(oneColumn.orders, "(3, 1, 'b', 'o3', 5, 0, 0)", "(3, 1, 'b', 'o3', 1, 0, 2)", 1)}
+	require.NotEqual(t, statesYAML, twoColumns.yaml)
+	for name, c := range map[string]struct{ yaml, coupons, orders string }{"one column": oneColumn, "two columns": twoColumns} {
+		t.Run(name, func(t *testing.T) { testLeaveOutEndedRows(t, c.yaml, c.coupons, c.orders) })
+	}
+}
+
+func testLeaveOutEndedRows(t *testing.T, yaml, coupons, orders string) {
 	ctx := context.Background()
 	db, _ := testenv.MySQL(t)
 	var dbName string
@@ -38,14 +57,12 @@ func TestQueriesLeaveOutEndedRows(t *testing.T) {
 		_, err := db.ExecContext(ctx, q)
 		require.NoError(t, err, q)
 	}
-	exec("CREATE TABLE s_coupon (id BIGINT NOT NULL PRIMARY KEY, tpl INT NOT NULL, uid VARCHAR(16) NOT NULL, st TINYINT NOT NULL, sn VARCHAR(16) NULL, del TINYINT NULL)")
-	exec("CREATE TABLE s_order (id BIGINT NOT NULL PRIMARY KEY, tpl INT NULL, uid VARCHAR(16) NOT NULL, sn VARCHAR(16) NOT NULL, state TINYINT NULL, del TINYINT NOT NULL DEFAULT 0)")
+	exec("CREATE TABLE s_coupon (id BIGINT NOT NULL PRIMARY KEY, tpl INT NOT NULL, uid VARCHAR(16) NOT NULL, st TINYINT NOT NULL, sn VARCHAR(16) NULL, del TINYINT NULL, del2 TINYINT NULL)")
+	exec("CREATE TABLE s_order (id BIGINT NOT NULL PRIMARY KEY, tpl INT NULL, uid VARCHAR(16) NOT NULL, sn VARCHAR(16) NOT NULL, state TINYINT NULL, del TINYINT NOT NULL DEFAULT 0, refund TINYINT NULL)")
 	exec("CREATE TABLE s_tpl (id INT NOT NULL PRIMARY KEY, budget INT NOT NULL)")
-	exec(`INSERT INTO s_coupon VALUES (1, 1, 'a', 1, 'o1', 0), (2, 1, 'a', 1, 'o2', 1), (3, 1, 'b', 0, 'o3', NULL), (4, 1, 'b', 1, 'o4', NULL),
-		(5, 1, 'c', 0, NULL, 1)`)
-	exec(`INSERT INTO s_order (id, tpl, uid, sn, state, del) VALUES (1, 1, 'a', 'o1', 1, 0), (2, 1, 'a', 'o2', 4, 0),
-		(3, 1, 'b', 'o3', 5, 0), (4, 1, 'b', 'o4', NULL, 0), (5, 1, 'c', 'o5', 1, 1), (6, 1, 'd', 'o6', 0, 0)`)
-	m, err := canal.LoadMapping(fmt.Appendf(nil, statesYAML, dbName))
+	exec("INSERT INTO s_coupon VALUES " + coupons)
+	exec("INSERT INTO s_order (id, tpl, uid, sn, state, del, refund) VALUES " + orders)
+	m, err := canal.LoadMapping(fmt.Appendf(nil, yaml, dbName))
 	require.NoError(t, err)
 	require.NoError(t, m.Check(ctx, db))
 	src := inventory.NewQueries(m)
@@ -70,7 +87,7 @@ func TestQueriesLeaveOutEndedRows(t *testing.T) {
 	require.ElementsMatch(t, []diff{{"d", 0, 1, 0}}, got, "a: 1 live USED, 1 open order; b: 1 USED, 1 open (NULL state); c: none live")
 
 	m, err = canal.LoadMapping([]byte(strings.NewReplacer("redemption_evidence: order_table", "redemption_evidence: coupon_order",
-		"template: tpl, user: uid, order: sn, status", "order: sn, status").Replace(fmt.Sprintf(statesYAML, dbName))))
+		"template: tpl, user: uid, order: sn, status", "order: sn, status").Replace(fmt.Sprintf(yaml, dbName))))
 	require.NoError(t, err)
 	open, err := inventory.NewQueries(m).OpenOrders(ctx, db, []string{"o1", "o2", "o3", "o4", "o5", "o6", "nowhere"})
 	require.NoError(t, err)

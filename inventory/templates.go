@@ -52,22 +52,23 @@ func (s *Queries) Templates(ctx context.Context, q Querier, ids []int64) (map[in
 	if s.m.TemplateElsewhere() {
 		return map[int64]TemplateInfo{}, nil // on another source: this server has no row (the sums take that source's)
 	}
-	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), optionalColumn(t.Name),
-		optionalColumn(t.Remaining), optionalColumn(t.PerUserLimit), optionalColumn(t.EndTime.Column), optionalColumn(t.Status.Col()),
-		optionalColumn(t.Deleted.Col()), s.table(t.Table))
+	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), optionalColumn(t.Name),
+		optionalColumn(t.Remaining), optionalColumn(t.PerUserLimit), optionalColumn(t.EndTime.Column), s.offShelf(),
+		s.table(t.Table))
 	out := make(map[int64]TemplateInfo, len(ids))
 	scan := func(rows *sql.Rows) error {
 		var v TemplateInfo
-		var budget, remaining, limit, shelf, deleted sql.NullInt64
+		var budget, remaining, limit sql.NullInt64
+		var offShelf int64
 		var name sql.NullString
 		var end any
-		if err := rows.Scan(&v.ID, &budget, &name, &remaining, &limit, &end, &shelf, &deleted); err != nil {
+		if err := rows.Scan(&v.ID, &budget, &name, &remaining, &limit, &end, &offShelf); err != nil {
 			return err
 		}
 		v.Name, v.Budget, v.HasBudget, v.PerUserLimit = name.String, budget.Int64, budget.Valid, max(limit.Int64, 0)
 		v.Unlimited = budget.Valid && t.IsUnlimited(budget.Int64)
 		v.HasBudget = v.HasBudget && !v.Unlimited
-		v.OffShelf = t.OffShelf(shelf.Int64, !shelf.Valid, deleted.Int64, !deleted.Valid)
+		v.OffShelf = offShelf == 1
 		if remaining.Valid {
 			v.Remaining = &remaining.Int64
 		}

@@ -19,7 +19,7 @@ type offShelf struct {
 
 func (c offShelf) on() bool {
 	t := c.s.cfg.Mapping.Template
-	return !c.s.cfg.Mapping.Reference() && (t.Status != nil || t.Deleted != nil)
+	return !c.s.cfg.Mapping.Reference() && len(t.OffShelfWhen()) > 0
 }
 
 func (c offShelf) judge(_ context.Context, b *batch) ([]Anomaly, error) {
