@@ -32,7 +32,7 @@ const (
 //	redis://[user:password@]host:port[/db]?stream=couponlink:events&maxlen=1000000&name=redis
 //	rediss://[user:password@]host:port[/db]?tls_ca=ca.pem&tls_cert=client.pem&tls_key=client-key.pem&skip_verify=false&...
 //	nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&create=true&duplicates=2m&max_msgs=0&name=nats
-//	kafka://[user:password@]host:port[,host:port]?topic=couponlink.events&topic_per_type=false&sasl=plain&delivery_timeout=10s&name=kafka
+//	kafka://[user:password@]host:port[,host:port]?topic=couponlink.events&topic_per_type=false&sasl=plain&delivery_timeout=4s&name=kafka
 //
 // (rediss://, tls:// and kafkas:// for TLS; a kafkas:// sink takes
 // tls_ca, tls_cert, tls_key and skip_verify like rediss://, never the

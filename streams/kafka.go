@@ -31,8 +31,10 @@ const (
 
 // Defaults of a Kafka sink.
 const (
-	DefaultKafkaTopic           = "couponlink.events"
-	DefaultKafkaDeliveryTimeout = 10 * time.Second
+	DefaultKafkaTopic = "couponlink.events"
+	// below a relay's send timeout (half its lease: 5 s by default), so
+	// that a Send does not outlast its round
+	DefaultKafkaDeliveryTimeout = 4 * time.Second
 )
 
 // KafkaConfig configures a Kafka sink.
@@ -127,7 +129,7 @@ func tlsDialer(tc *tlsconf.Config) func(ctx context.Context, network, addr strin
 		if err != nil {
 			return nil, err
 		}
-		d := net.Dialer{Timeout: 10 * time.Second}
+		d := net.Dialer{Timeout: 5 * time.Second}
 		raw, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
