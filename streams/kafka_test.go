@@ -3,8 +3,11 @@ package streams_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"encoding/hex"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -326,6 +329,19 @@ func TestKafkaSASLPlain(t *testing.T) {
 	require.Equal(t, len(msgs), n)
 }
 
+// SASL SCRAM-SHA-256 and -512 deliver with the right password.
+func TestKafkaSASLSCRAM(t *testing.T) {
+	_, addrs := kafkaCluster(t, kfake.SeedTopics(3, "ev"), kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-256", "cdc256", "Pw-256"), kfake.Superuser("SCRAM-SHA-512", "cdc512", "Pw-512"))
+	msgs := kafkaMessages(t, 5)
+	for _, url := range []string{"kafka://cdc256:Pw-256@" + addrs + "?topic=ev&sasl=scram-sha-256&name=a",
+		"kafka://cdc512:Pw-512@" + addrs + "?topic=ev&sasl=scram-sha-512&name=b"} {
+		n, err := openKafka(t, url).Send(context.Background(), msgs)
+		require.NoError(t, err, url)
+		require.Equal(t, len(msgs), n, url)
+	}
+}
+
 // Open's refusals of a Kafka URL never show its password.
 func TestKafkaOpenRefusals(t *testing.T) {
 	for url, want := range map[string]string{
@@ -419,4 +435,37 @@ func TestKafkaRelayEveryEventOnceAcrossOutage(t *testing.T) {
 	dupes := requireEveryEventOnce(t, msgs, recs)
 	require.GreaterOrEqual(t, dupes, 50, "the resent events")
 	t.Logf("%d records, %d duplicates", len(recs), dupes)
+}
+
+// A kafkas:// sink to brokers serving TLS alone and asking for a client
+// certificate: with its own tls_ca, tls_cert and tls_key it produces;
+// with the system's CAs, or in clear (kafka://), it cannot.
+func TestKafkasSink(t *testing.T) {
+	ca := testenv.NewCA(t, "kafka")
+	cert, key := ca.Issue("broker", "127.0.0.1")
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	require.NoError(t, err)
+	pem, err := os.ReadFile(ca.File)
+	require.NoError(t, err)
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(pem))
+	_, addrs := kafkaCluster(t, kfake.SeedTopics(3, "ev"),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}))
+	ccert, ckey := ca.Issue("cdc")
+	msgs := kafkaMessages(t, 10)
+	ctx := context.Background()
+
+	s := openKafka(t, "kafkas://"+addrs+"?topic=ev&tls_ca="+ca.File+"&tls_cert="+ccert+"&tls_key="+ckey)
+	n, err := s.Send(ctx, msgs)
+	require.NoError(t, err)
+	require.Equal(t, len(msgs), n)
+
+	for _, url := range []string{"kafkas://" + addrs + "?topic=ev&delivery_timeout=1s&name=system-cas",
+		"kafka://" + addrs + "?topic=ev&delivery_timeout=1s&name=clear"} {
+		n, err := openKafka(t, url).Send(ctx, msgs)
+		require.Zero(t, n, url)
+		require.Error(t, err, url)
+		require.False(t, webhook.IsRefused(err), url)
+		t.Logf("%s: %v", url, err)
+	}
 }
