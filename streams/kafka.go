@@ -87,6 +87,11 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		// DisableIdempotentWrite) needs acks from all in-sync replicas
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout),
+		// one produce request in flight per broker: a batch the broker
+		// fails for good fails the partition's later batches with it
+		// (they wait in the buffer), so that none of them is written
+		// before it; sent again, a key's events stay in order
+		kgo.MaxProduceRequestsInflightPerBroker(1),
 		kgo.ProducerLinger(0),
 	}
 	if cfg.TLS != nil {
