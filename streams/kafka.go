@@ -92,6 +92,10 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		// (they wait in the buffer), so that none of them is written
 		// before it; sent again, a key's events stay in order
 		kgo.MaxProduceRequestsInflightPerBroker(1),
+		// a moved partition leader (NOT_LEADER_FOR_PARTITION) is looked
+		// up again within a second, not kgo's 5 s: well inside the
+		// delivery timeout
+		kgo.MetadataMinAge(time.Second),
 		kgo.ProducerLinger(0),
 	}
 	if cfg.TLS != nil {
