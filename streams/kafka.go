@@ -209,7 +209,7 @@ func (s *KafkaSink) Send(ctx context.Context, msgs []webhook.Message) (int, erro
 		if tooLarge(err) && len(recs) > 1 {
 			// the batch holding it may be what was too large: the record
 			// alone says whether it is
-			err = s.cl.ProduceSync(ctx, recs[i]).FirstErr()
+			err = s.cl.ProduceSync(ctx, s.record(msgs[done])).FirstErr()
 			if err == nil {
 				done++
 				continue
