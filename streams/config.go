@@ -32,13 +32,16 @@ const (
 //	redis://[user:password@]host:port[/db]?stream=couponlink:events&maxlen=1000000&name=redis
 //	rediss://[user:password@]host:port[/db]?tls_ca=ca.pem&tls_cert=client.pem&tls_key=client-key.pem&skip_verify=false&...
 //	nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&create=true&duplicates=2m&max_msgs=0&name=nats
+//	kafka://[user:password@]host:port[,host:port]?topic=couponlink.events&topic_per_type=false&sasl=plain&delivery_timeout=4s&name=kafka
 //
-// (rediss:// and tls:// for TLS). Every parameter is optional; name
-// defaults to the scheme's family (redis, nats) and must be unique: it
-// keys the sink's position and labels its metrics. A rediss:// sink
-// checks the server with its own tls_ca, tls_cert and tls_key (PEM
-// files) when it has any, else with redisTLS (the -redis-tls* settings)
-// when not nil, else with the system's CAs. Empty spec: no sinks. On an
+// (rediss://, tls:// and kafkas:// for TLS; a kafkas:// sink takes
+// tls_ca, tls_cert, tls_key and skip_verify like rediss://, never the
+// -redis-tls* settings; sasl is plain, scram-sha-256 or scram-sha-512).
+// Every parameter is optional; name defaults to the scheme's family
+// (redis, nats, kafka) and must be unique: it keys the sink's position
+// and labels its metrics. A rediss:// sink checks the server with its
+// own tls_ca, tls_cert and tls_key (PEM files) when it has any, else
+// with redisTLS (the -redis-tls* settings) when not nil, else with the system's CAs. Empty spec: no sinks. On an
 // error it closes what it opened; the error never shows a password.
 func Open(spec string, redisTLS *tlsconf.Config) ([]webhook.Sink, error) {
 	var out []webhook.Sink
@@ -49,11 +52,7 @@ func Open(spec string, redisTLS *tlsconf.Config) ([]webhook.Sink, error) {
 		}
 		return nil, err
 	}
-	for raw := range strings.SplitSeq(spec, ",") {
-		raw = strings.TrimSpace(raw)
-		if raw == "" {
-			continue
-		}
+	for _, raw := range sinkURLs(spec) {
 		s, err := open(raw, redisTLS)
 		if err != nil {
 			return fail(err)
@@ -128,21 +127,24 @@ func open(raw string, redisTLS *tlsconf.Config) (webhook.Sink, error) {
 			return nil, errors.New(redactErr(err, u))
 		}
 		return withoutSecret(s, u), nil
+	case "kafka", "kafkas":
+		return openKafka(u, param, q)
 	default:
-		return nil, fmt.Errorf("event sink %s: the scheme is not redis, rediss, nats or tls", redact.String(u.String()))
+		return nil, fmt.Errorf("event sink %s: the scheme is not redis, rediss, nats, tls, kafka or kafkas", redact.String(u.String()))
 	}
 }
 
-// sinkTLS is the TLS of a Redis sink: none for redis:// (where own
-// files or skip_verify are an error); for rediss://, own's files
+// sinkTLS is the TLS of a Redis or Kafka sink: none for redis:// and
+// kafka:// (where own files or skip_verify are an error); for rediss://
+// and kafkas://, own's files
 // (verify mode, or skip-verify with skip) when it names any or skip is
 // set, else global (the -redis-tls* settings) when not nil, else the
 // system's CAs.
 func sinkTLS(scheme string, own tlsconf.Settings, skip bool, global *tlsconf.Config) (*tlsconf.Config, error) {
 	mine := own.CA != "" || own.Cert != "" || own.Key != "" || skip
-	if scheme != "rediss" {
+	if scheme != "rediss" && scheme != "kafkas" {
 		if mine {
-			return nil, errors.New("tls_ca, tls_cert, tls_key and skip_verify are for a rediss:// URL")
+			return nil, errors.New("tls_ca, tls_cert, tls_key and skip_verify are for a rediss:// or kafkas:// URL")
 		}
 		return nil, nil
 	}
@@ -167,6 +169,23 @@ func redactErr(err error, u *url.URL) string {
 		msg = strings.ReplaceAll(msg, p, "xxxxx")
 	}
 	return msg
+}
+
+// sinkURLs splits spec at its commas; a piece without "://" goes on
+// the URL before it (a kafka:// URL's host:port,host:port).
+func sinkURLs(spec string) []string {
+	var out []string
+	for raw := range strings.SplitSeq(spec, ",") {
+		raw = strings.TrimSpace(raw)
+		switch {
+		case raw == "":
+		case !strings.Contains(raw, "://") && len(out) > 0:
+			out[len(out)-1] += "," + raw
+		default:
+			out = append(out, raw)
+		}
+	}
+	return out
 }
 
 func keys(q url.Values) []string {

@@ -62,7 +62,7 @@ func TestRedissSink(t *testing.T) {
 // Open, without the password.
 func TestSinkTLSParameters(t *testing.T) {
 	for spec, want := range map[string]string{
-		"redis://:Pw-3@127.0.0.1:1?tls_ca=/x":                   "are for a rediss:// URL",
+		"redis://:Pw-3@127.0.0.1:1?tls_ca=/x":                   "are for a rediss:// or kafkas:// URL",
 		"rediss://:Pw-3@127.0.0.1:1?tls_ca=/nonexistent/ca.pem": "TLS (tls_ca, tls_cert, tls_key): TLS CA file",
 		"rediss://:Pw-3@127.0.0.1:1?tls_cert=/x":                "needs its key",
 		"rediss://:Pw-3@127.0.0.1:1?skip_verify=maybe":          "skip_verify is not true or false",
