@@ -32,13 +32,16 @@ const (
 //	redis://[user:password@]host:port[/db]?stream=couponlink:events&maxlen=1000000&name=redis
 //	rediss://[user:password@]host:port[/db]?tls_ca=ca.pem&tls_cert=client.pem&tls_key=client-key.pem&skip_verify=false&...
 //	nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&create=true&duplicates=2m&max_msgs=0&name=nats
+//	amqp://user:password@host:port/vhost?exchange=couponlink.events&declare=true&name=rabbitmq
+//	amqps://user:password@host:port/vhost?tls_ca=ca.pem&tls_cert=client.pem&tls_key=client-key.pem&skip_verify=false&...
 //
-// (rediss:// and tls:// for TLS). Every parameter is optional; name
-// defaults to the scheme's family (redis, nats) and must be unique: it
+// (rediss://, tls:// and amqps:// for TLS). Every parameter is optional; name
+// defaults to the scheme's family (redis, nats, rabbitmq) and must be unique: it
 // keys the sink's position and labels its metrics. A rediss:// sink
 // checks the server with its own tls_ca, tls_cert and tls_key (PEM
 // files) when it has any, else with redisTLS (the -redis-tls* settings)
-// when not nil, else with the system's CAs. Empty spec: no sinks. On an
+// when not nil, else with the system's CAs; an amqps:// sink with its
+// own files, else the system's CAs. Empty spec: no sinks. On an
 // error it closes what it opened; the error never shows a password.
 func Open(spec string, redisTLS *tlsconf.Config) ([]webhook.Sink, error) {
 	var out []webhook.Sink
@@ -128,8 +131,10 @@ func open(raw string, redisTLS *tlsconf.Config) (webhook.Sink, error) {
 			return nil, errors.New(redactErr(err, u))
 		}
 		return withoutSecret(s, u), nil
+	case "amqp", "amqps":
+		return openRabbitMQ(u, param)
 	default:
-		return nil, fmt.Errorf("event sink %s: the scheme is not redis, rediss, nats or tls", redact.String(u.String()))
+		return nil, fmt.Errorf("event sink %s: the scheme is not redis, rediss, nats, tls, amqp or amqps", redact.String(u.String()))
 	}
 }
 
@@ -140,9 +145,9 @@ func open(raw string, redisTLS *tlsconf.Config) (webhook.Sink, error) {
 // system's CAs.
 func sinkTLS(scheme string, own tlsconf.Settings, skip bool, global *tlsconf.Config) (*tlsconf.Config, error) {
 	mine := own.CA != "" || own.Cert != "" || own.Key != "" || skip
-	if scheme != "rediss" {
+	if scheme != "rediss" && scheme != "amqps" {
 		if mine {
-			return nil, errors.New("tls_ca, tls_cert, tls_key and skip_verify are for a rediss:// URL")
+			return nil, errors.New("tls_ca, tls_cert, tls_key and skip_verify are for a rediss:// or amqps:// URL")
 		}
 		return nil, nil
 	}
