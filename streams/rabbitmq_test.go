@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -339,4 +340,31 @@ func TestRabbitMQEveryEventOnceAcrossBrokerRestarts(t *testing.T) {
 		resent += n - 1
 	}
 	t.Logf("%d events in the queue twice (sent again after the kill)", resent)
+}
+
+// An amqps:// sink to a node serving TLS alone and asking for a client
+// certificate: with its own tls_ca, tls_cert and tls_key it publishes;
+// without a client certificate, with the system's CAs, or in clear, it
+// cannot, and no error shows the password.
+func TestAMQPSSink(t *testing.T) {
+	ca := testenv.NewCA(t, "test")
+	rs := testenv.OwnRabbitMQTLS(t, ca)
+	cert, key := ca.Issue("client")
+	base := "amqps://guest:guest@" + rs.Addr + "/"
+	sendOne := func(spec string) error {
+		sinks, err := streams.Open(spec, nil)
+		require.NoError(t, err, spec)
+		defer sinks[0].Close()
+		_, err = sinks[0].Send(context.Background(), rabbitMessages(1))
+		if err != nil {
+			t.Logf("%s: %v", spec[strings.Index(spec, "@"):], err)
+			require.NotContains(t, err.Error(), "guest:guest")
+			require.False(t, webhook.IsRefused(err), "an outage, not the event's fault: %v", err)
+		}
+		return err
+	}
+	require.NoError(t, sendOne(base+"?tls_ca="+ca.File+"&tls_cert="+cert+"&tls_key="+key), "its own CA and client certificate")
+	require.Error(t, sendOne(base+"?tls_ca="+ca.File), "no client certificate")
+	require.ErrorContains(t, sendOne(base), "certificate", "the system's CAs")
+	require.Error(t, sendOne("amqp://guest:guest@"+rs.Addr+"/"), "in clear")
 }

@@ -89,11 +89,30 @@ func (e *cmdError) Error() string { return e.err.Error() + ": " + e.out }
 // cold start takes about 10 s.
 func OwnRabbitMQ(t testing.TB) *Server {
 	t.Helper()
+	return ownRabbitMQ(t, func(port string) string { return "listeners.tcp.local = 127.0.0.1:" + port + "\n" })
+}
+
+// OwnRabbitMQTLS is OwnRabbitMQ serving AMQP over TLS alone (amqps://),
+// with a certificate of ca for 127.0.0.1 and localhost, and asking for a
+// client certificate of ca.
+func OwnRabbitMQTLS(t testing.TB, ca *CA) *Server {
+	t.Helper()
+	cert, key := ca.Issue("rabbitmq", "127.0.0.1", "localhost")
+	return ownRabbitMQ(t, func(port string) string {
+		return "listeners.tcp = none\nlisteners.ssl.local = 127.0.0.1:" + port + "\nssl_options.cacertfile = " + ca.File +
+			"\nssl_options.certfile = " + cert + "\nssl_options.keyfile = " + key +
+			"\nssl_options.verify = verify_peer\nssl_options.fail_if_no_peer_cert = true\n"
+	})
+}
+
+// ownRabbitMQ starts the node with conf(port) as its rabbitmq.conf.
+func ownRabbitMQ(t testing.TB, conf func(port string) string) *Server {
+	t.Helper()
 	bin := "/usr/lib/rabbitmq/bin/rabbitmq-server" // not /usr/sbin/rabbitmq-server, which runs it as the user rabbitmq in a child
 	_, dist, _ := net.SplitHostPort(FreeAddr(t))
 	node := "clt" + randomSuffix() + "@localhost"
 	p := ownProcess(t, "rabbitmq-server", func(dir, port string) []string {
-		for name, body := range map[string]string{"rabbitmq.conf": "listeners.tcp.local = 127.0.0.1:" + port + "\n", "enabled_plugins": "[].\n"} {
+		for name, body := range map[string]string{"rabbitmq.conf": conf(port), "enabled_plugins": "[].\n"} {
 			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 				t.Fatalf("rabbitmq-server %s: %v", name, err)
 			}
