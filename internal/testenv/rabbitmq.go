@@ -7,35 +7,47 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // RabbitVhost is a virtual host of the test's own on the shared RabbitMQ
 // broker (COUPONLINK_TEST_RABBITMQ_ADDR, default 127.0.0.1:5672, user
-// guest, managed with rabbitmqctl as the broker's administrator).
+// guest, managed with rabbitmqctl as the broker's administrator), or on a
+// node of the test's own when that broker does not answer.
 type RabbitVhost struct {
 	t     testing.TB
 	Name  string
 	Addr  string
-	Owned bool // false: no vhost could be made, Name is "/" (the test uses names of its own there)
+	Owned bool     // false: no vhost could be made, Name is "/" (the test uses names of its own there)
+	ctl   []string // rabbitmqctl's node options (a node of the test's own)
 }
 
 // RabbitMQ makes a fresh vhost, guest allowed everything in it, and
 // deletes it when the test ends. When rabbitmqctl cannot make one, it
-// logs why and gives the default vhost "/".
+// logs why and gives the default vhost "/". When the shared broker does
+// not accept connections, it starts a node of the test's own
+// (OwnRabbitMQ, about 10 s) instead.
 func RabbitMQ(t testing.TB) *RabbitVhost {
 	t.Helper()
 	v := &RabbitVhost{t: t, Name: "clt-" + randomSuffix(), Addr: RabbitMQAddr(), Owned: true}
-	if err := rabbitmqctl("add_vhost", v.Name); err != nil {
+	if c, err := net.DialTimeout("tcp", v.Addr, time.Second); err != nil {
+		t.Logf("no RabbitMQ broker on %s (%v): starting one of the test's own", v.Addr, err)
+		own := OwnRabbitMQ(t)
+		v.Addr, v.ctl = own.Addr, []string{"-n", own.node, "--erlang-cookie", own.cookie}
+	} else {
+		_ = c.Close()
+	}
+	if err := v.rabbitmqctl("add_vhost", v.Name); err != nil {
 		t.Logf("rabbitmqctl add_vhost: %v; using the vhost / with names of the test's own", err)
 		v.Name, v.Owned = "/", false
 		return v
 	}
 	t.Cleanup(func() {
-		if err := rabbitmqctl("delete_vhost", v.Name); err != nil {
+		if err := v.rabbitmqctl("delete_vhost", v.Name); err != nil {
 			t.Logf("rabbitmqctl delete_vhost %s: %v", v.Name, err)
 		}
 	})
-	if err := rabbitmqctl("set_permissions", "-p", v.Name, "guest", ".*", ".*", ".*"); err != nil {
+	if err := v.rabbitmqctl("set_permissions", "-p", v.Name, "guest", ".*", ".*", ".*"); err != nil {
 		t.Fatalf("rabbitmqctl set_permissions on %s: %v", v.Name, err)
 	}
 	return v
@@ -61,13 +73,14 @@ func (v *RabbitVhost) CloseConnections() {
 	if !v.Owned {
 		v.t.Fatal("closing connections needs a vhost of the test's own (rabbitmqctl add_vhost failed)")
 	}
-	if err := rabbitmqctl("close_all_connections", "--vhost", v.Name, "test: a broker outage"); err != nil {
+	if err := v.rabbitmqctl("close_all_connections", "--vhost", v.Name, "test: a broker outage"); err != nil {
 		v.t.Fatalf("rabbitmqctl close_all_connections: %v", err)
 	}
 }
 
-func rabbitmqctl(args ...string) error {
-	out, err := exec.Command(lookBin("rabbitmqctl", "/usr/sbin/rabbitmqctl"), append([]string{"-q"}, args...)...).CombinedOutput()
+func (v *RabbitVhost) rabbitmqctl(args ...string) error {
+	args = append(append([]string{"-q"}, v.ctl...), args...)
+	out, err := exec.Command(lookBin("rabbitmqctl", "/usr/sbin/rabbitmqctl"), args...).CombinedOutput()
 	if err != nil {
 		return &cmdError{err: err, out: strings.TrimSpace(string(out))}
 	}
@@ -110,10 +123,10 @@ func ownRabbitMQ(t testing.TB, conf func(port string) string) *Server {
 	t.Helper()
 	bin := "/usr/lib/rabbitmq/bin/rabbitmq-server" // not /usr/sbin/rabbitmq-server, which runs it as the user rabbitmq in a child
 	_, dist, _ := net.SplitHostPort(FreeAddr(t))
-	node := "clt" + randomSuffix() + "@localhost"
+	node, cookie := "clt"+randomSuffix()+"@localhost", "CLT"+strings.ToUpper(randomSuffix()+randomSuffix())
 	p := ownProcess(t, "rabbitmq-server", func(dir, port string) []string {
-		for name, body := range map[string]string{"rabbitmq.conf": conf(port), "enabled_plugins": "[].\n"} {
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+		for name, body := range map[string]string{"rabbitmq.conf": conf(port), "enabled_plugins": "[].\n", ".erlang.cookie": cookie} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o400); err != nil && !os.IsPermission(err) {
 				t.Fatalf("rabbitmq-server %s: %v", name, err)
 			}
 		}
@@ -123,7 +136,7 @@ func ownRabbitMQ(t testing.TB, conf func(port string) string) *Server {
 			"RABBITMQ_LOG_BASE=" + filepath.Join(dir, "log"), "RABBITMQ_LOGS=-", "RABBITMQ_ENABLED_PLUGINS_FILE=" + filepath.Join(dir, "enabled_plugins"),
 			"ERL_EPMD_ADDRESS=127.0.0.1", "ERL_FLAGS=-kernel inet_dist_use_interface {127,0,0,1}", bin}
 	})
-	return &Server{p: p, Addr: p.addr}
+	return &Server{p: p, Addr: p.addr, node: node, cookie: cookie}
 }
 
 // AMQPURL is the server's address as an amqp:// URL, user guest, vhost "/".
