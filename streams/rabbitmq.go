@@ -48,10 +48,11 @@ type RabbitMQConfig struct {
 type RabbitMQ struct {
 	cfg RabbitMQConfig
 
-	mu     sync.Mutex
-	conn   *amqp.Connection
-	ch     *amqp.Channel
-	closed chan *amqp.Error // the channel's close reason
+	mu       sync.Mutex
+	conn     *amqp.Connection
+	ch       *amqp.Channel
+	closed   chan *amqp.Error // the channel's close reason
+	oneByOne bool             // a message was too large: confirm each before the next
 }
 
 // NewRabbitMQ returns a sink publishing to cfg.Exchange; it connects on
@@ -73,13 +74,35 @@ func (s *RabbitMQ) Name() string { return s.cfg.Name }
 // how many, from the first, the broker acked. A nack, a lost channel or
 // connection, or a confirm that does not come stops there with an error
 // (an outage: the Relay sends the rest again). A message larger than the
-// broker's max_message_size is refused (webhook.Refused).
+// broker's max_message_size is refused (webhook.Refused): the broker
+// closes the channel at once, the confirms of the messages before it
+// lost with it, so after such a close the sink publishes one message at
+// a time, each confirmed before the next, until a Send takes all its
+// messages: the one refused is then known.
 func (s *RabbitMQ) Send(ctx context.Context, msgs []webhook.Message) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.connect(); err != nil {
 		return 0, err
 	}
+	for done := 0; done < len(msgs); {
+		window := len(msgs) - done
+		if s.oneByOne {
+			window = 1
+		}
+		n, err := s.publish(ctx, msgs[done:done+window])
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	s.oneByOne = false
+	return len(msgs), nil
+}
+
+// publish publishes msgs and waits for their confirms: how many, from the
+// first, were acked.
+func (s *RabbitMQ) publish(ctx context.Context, msgs []webhook.Message) (int, error) {
 	confirms := make([]*amqp.DeferredConfirmation, 0, len(msgs))
 	var pubErr error
 	for _, m := range msgs {
@@ -99,20 +122,20 @@ func (s *RabbitMQ) Send(ctx context.Context, msgs []webhook.Message) (int, error
 		ack, err := dc.WaitContext(wait)
 		switch {
 		case err != nil && ctx.Err() != nil:
-			s.drop() // confirms still due would be mistaken for the next Send's
+			s.drop()
 			return i, fmt.Errorf("confirm of event %s: %w", msgs[i].ID, ctx.Err())
 		case err != nil:
 			s.drop()
 			return i, fmt.Errorf("confirm of event %s: none after %s, the connection is given up", msgs[i].ID, s.cfg.Confirm)
 		case !ack && s.ch.IsClosed():
-			return i, s.lost(msgs[i].ID)
+			return i, s.lost(msgs[i].ID, len(msgs) == 1)
 		case !ack:
 			return i, fmt.Errorf("event %s nacked by the broker (exchange %s)", msgs[i].ID, s.cfg.Exchange)
 		}
 	}
 	if pubErr != nil {
 		if s.ch.IsClosed() {
-			return len(confirms), s.lost(msgs[len(confirms)].ID)
+			return len(confirms), s.lost(msgs[len(confirms)].ID, len(msgs) == 1)
 		}
 		s.drop()
 		return len(confirms), pubErr
@@ -120,11 +143,12 @@ func (s *RabbitMQ) Send(ctx context.Context, msgs []webhook.Message) (int, error
 	return len(msgs), nil
 }
 
-// lost is the error of a channel closed before event id's confirm: the
-// broker's reason when it gave one (a message over max_message_size is
-// the event's own fault), and the connection dropped so that the next
-// Send makes a new one.
-func (s *RabbitMQ) lost(id string) error {
+// lost is the error of a channel closed before event id's confirm, with
+// the broker's reason when it gave one, the connection dropped so that
+// the next Send makes a new one. A message over max_message_size is the
+// event's own fault when it was the only one in flight (alone); else
+// the sink goes one by one (oneByOne) to find which.
+func (s *RabbitMQ) lost(id string, alone bool) error {
 	var reason *amqp.Error
 	select {
 	case reason = <-s.closed:
@@ -136,7 +160,11 @@ func (s *RabbitMQ) lost(id string) error {
 	}
 	err := fmt.Errorf("event %s: the channel to RabbitMQ closed before its confirm: %w", id, reason)
 	if reason.Code == amqp.PreconditionFailed && strings.Contains(reason.Reason, "size") {
-		return webhook.Refused(err)
+		if alone {
+			return webhook.Refused(err)
+		}
+		s.oneByOne = true
+		return fmt.Errorf("%w (a message of the batch is too large: sent again one by one)", err)
 	}
 	return err
 }

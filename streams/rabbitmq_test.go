@@ -368,3 +368,56 @@ func TestAMQPSSink(t *testing.T) {
 	require.ErrorContains(t, sendOne(base), "certificate", "the system's CAs")
 	require.Error(t, sendOne("amqp://guest:guest@"+rs.Addr+"/"), "in clear")
 }
+
+// A message over the broker's max_message_size is the event's own fault:
+// the relay drops it after its attempts and the events behind it go on
+// (the sink connects again after the broker closed its channel).
+func TestRabbitMQRefusedEventDropped(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	rs := testenv.OwnRabbitMQ(t, "max_message_size = 300")
+	queue := rabbitQueue(t, rs.AMQPURL(), streams.DefaultExchange)
+	sinks, err := streams.Open(rs.AMQPURL(), nil)
+	require.NoError(t, err)
+	defer sinks[0].Close()
+	m, err := webhook.NewSinkMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	r, err := webhook.NewRelay(webhook.RelayConfig{DB: db, Sink: sinks[0], Metrics: m, MaxAttempts: 2, MinBackoff: time.Nanosecond,
+		MaxBackoff: time.Nanosecond, Logger: testenv.QuietLogger()})
+	require.NoError(t, err)
+	enqueue(t, db, 1)
+	tx, err := db.Begin()
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, webhook.Enqueue(ctx, tx, webhook.Event{Type: webhook.AnomalyDetected, Data: map[string]string{"detail": string(make([]byte, 400))}}))
+	require.NoError(t, tx.Commit())
+	enqueue(t, db, 2)
+	// a round that loses the batch's confirms (the broker closes the
+	// channel at the large message), two that refuse it alone, one for
+	// the rest
+	rounds := 0
+	for ; rounds < 10 && !caughtUp(t, db, "rabbitmq"); rounds++ {
+		_, err := r.Round(ctx)
+		require.NoError(t, err)
+	}
+	require.True(t, caughtUp(t, db, "rabbitmq"))
+	t.Logf("caught up in %d rounds", rounds)
+	count, _ := rabbitCount(rabbitDrain(t, rs.AMQPURL(), queue))
+	require.Len(t, count, 3, "the events around the refused one")
+	var dropped int
+	require.NoError(t, db.QueryRow(`SELECT dropped FROM event_sink_position WHERE sink = 'rabbitmq'`).Scan(&dropped))
+	require.Equal(t, 1, dropped)
+}
+
+// rabbitCount is, per message id, how many of ds, and the ids in order of
+// their first copies.
+func rabbitCount(ds []amqp.Delivery) (map[string]int, []string) {
+	count := map[string]int{}
+	var first []string
+	for _, d := range ds {
+		if count[d.MessageId] == 0 {
+			first = append(first, d.MessageId)
+		}
+		count[d.MessageId]++
+	}
+	return count, first
+}

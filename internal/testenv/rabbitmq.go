@@ -98,11 +98,14 @@ func (e *cmdError) Error() string { return e.err.Error() + ": " + e.out }
 // package rabbitmq-server's scripts, run in the foreground so that its
 // PID is the Erlang VM's) on a free loopback port, no plugins, its
 // database in a temporary directory: Stop, Start and the data kept across
-// a restart as for OwnNATS. User guest, vhost "/": URL gives both. A
-// cold start takes about 10 s.
-func OwnRabbitMQ(t testing.TB) *Server {
+// a restart as for OwnNATS; conf are more lines of its rabbitmq.conf
+// (e.g. "max_message_size = 1024"). User guest, vhost "/": AMQPURL gives
+// both. A cold start takes about 10 s.
+func OwnRabbitMQ(t testing.TB, conf ...string) *Server {
 	t.Helper()
-	return ownRabbitMQ(t, func(port string) string { return "listeners.tcp.local = 127.0.0.1:" + port + "\n" })
+	return ownRabbitMQ(t, func(port string) string {
+		return "listeners.tcp.local = 127.0.0.1:" + port + "\n" + strings.Join(conf, "\n") + "\n"
+	})
 }
 
 // OwnRabbitMQTLS is OwnRabbitMQ serving AMQP over TLS alone (amqps://),
