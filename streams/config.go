@@ -138,8 +138,9 @@ func open(raw string, redisTLS *tlsconf.Config) (webhook.Sink, error) {
 	}
 }
 
-// sinkTLS is the TLS of a Redis sink: none for redis:// (where own
-// files or skip_verify are an error); for rediss://, own's files
+// sinkTLS is the TLS of a Redis or RabbitMQ sink: none for redis:// and
+// amqp:// (where own files or skip_verify are an error); for rediss://
+// and amqps:// (global nil), own's files
 // (verify mode, or skip-verify with skip) when it names any or skip is
 // set, else global (the -redis-tls* settings) when not nil, else the
 // system's CAs.
@@ -147,7 +148,10 @@ func sinkTLS(scheme string, own tlsconf.Settings, skip bool, global *tlsconf.Con
 	mine := own.CA != "" || own.Cert != "" || own.Key != "" || skip
 	if scheme != "rediss" && scheme != "amqps" {
 		if mine {
-			return nil, errors.New("tls_ca, tls_cert, tls_key and skip_verify are for a rediss:// or amqps:// URL")
+			if scheme == "amqp" {
+				return nil, errors.New("tls_ca, tls_cert, tls_key and skip_verify are for an amqps:// URL")
+			}
+			return nil, errors.New("tls_ca, tls_cert, tls_key and skip_verify are for a rediss:// URL")
 		}
 		return nil, nil
 	}
