@@ -11,16 +11,19 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/streams"
 	"github.com/couponlink/couponlink/webhook"
 )
 
-// arrivals records when each sink (webhook, redis, nats) first got each
-// event (by id), as consumers of the sinks see them: a webhook receiver,
-// a Redis stream reader, a NATS subscriber of the stream's subjects.
+// arrivals records when each sink (webhook, redis, nats, rabbitmq) first
+// got each event (by id), as consumers of the sinks see them: a webhook
+// receiver, a Redis stream reader, a NATS subscriber of the stream's
+// subjects, a RabbitMQ queue's consumer.
 type arrivals struct {
 	mu    sync.Mutex
 	first map[string]map[string]time.Time // sink -> event id -> first arrival
@@ -28,7 +31,7 @@ type arrivals struct {
 }
 
 func newArrivals() *arrivals {
-	return &arrivals{first: map[string]map[string]time.Time{"webhook": {}, "redis": {}, "nats": {}}, hook: map[string]string{}}
+	return &arrivals{first: map[string]map[string]time.Time{"webhook": {}, "redis": {}, "nats": {}, "rabbitmq": {}}, hook: map[string]string{}}
 }
 
 func (a *arrivals) saw(sink, id string, body []byte) {
@@ -126,4 +129,22 @@ func (a *arrivals) watchNATS(t *testing.T, url, subject string) {
 	_, err = nc.Subscribe(subject+".>", func(m *nats.Msg) { a.saw("nats", m.Header.Get(nats.MsgIdHdr), nil) })
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
+}
+
+// watchRabbitMQ consumes a queue of its own bound to every routing key of
+// exchange (declared as the sink declares it) until the test ends.
+func (a *arrivals) watchRabbitMQ(t *testing.T, url, exchange string) {
+	testenv.AMQPQueue(t, url, exchange, "watch")
+	conn, err := amqp.Dial(url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	msgs, err := ch.Consume("watch", "", true, false, false, false, nil)
+	require.NoError(t, err)
+	go func() {
+		for d := range msgs {
+			a.saw("rabbitmq", d.MessageId, nil)
+		}
+	}()
 }

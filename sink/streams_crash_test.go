@@ -17,24 +17,27 @@ import (
 )
 
 // The event streams under crashes: `couponlink cdc` processes with a Redis
-// stream and a NATS JetStream sink are killed with SIGKILL at random
-// moments while the workload makes events (channels selling out, releases,
-// quota transfers, anomalies), and each sink's server is restarted once
-// (NATS killed -9 and started on its store; Redis killed -9 and started on
-// its append-only file). At the end every event of the outbox is in each
+// stream, a NATS JetStream and a RabbitMQ sink are killed with SIGKILL at
+// random moments while the workload makes events (channels selling out,
+// releases, quota transfers, anomalies), and each sink's server is
+// restarted once (NATS killed -9 and started on its store; Redis killed -9
+// and started on its append-only file; RabbitMQ killed -9 and started on
+// its database, the durable queue keeping what it confirmed). At the end
+// every event of the outbox is in each
 // sink exactly once after deduplication on the event id (JetStream: once
 // without any, its duplicate window drops what a killed cdc sent again),
 // with the outbox's body byte for byte.
 func TestStreamsExactlyOnceAcrossCDCKillsAndSinkRestarts(t *testing.T) {
 	e := newEnv(t)
-	ns, rs := testenv.OwnNATS(t), testenv.OwnRedis(t)
+	ns, rs, rq := testenv.OwnNATS(t), testenv.OwnRedis(t), testenv.OwnRabbitMQ(t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("nats-server's log:\n%s", ns.Log())
 		}
 	})
+	testenv.AMQPQueue(t, rq.AMQPURL(), "ev", "orders")
 	runner := newCDCRunner(t, e, testenv.RedisAddr(t))
-	runner.args = append(runner.args, "-event-sinks", fmt.Sprintf("redis://%s?stream=ev,nats://%s?stream=EV&subject=ev", rs.Addr, ns.Addr),
+	runner.args = append(runner.args, "-event-sinks", fmt.Sprintf("redis://%s?stream=ev,nats://%s?stream=EV&subject=ev,%s?exchange=ev", rs.Addr, ns.Addr, rq.AMQPURL()),
 		"-quota-mode", "auto", "-quota-min-age", "0s", "-quota-cooldown", "0s", "-quota-min-claims", "20", "-quota-low", "0.6",
 		"-quota-high", "0.7", "-quota-reserve", "0", "-rebalance-every", "50ms")
 	const kills = 4
@@ -58,6 +61,8 @@ func TestStreamsExactlyOnceAcrossCDCKillsAndSinkRestarts(t *testing.T) {
 			rs.Stop(syscall.SIGKILL)
 		case 3:
 			rs.Start()
+			rq.Stop(syscall.SIGKILL)
+			rq.Start()
 		}
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond) // the random moment of the kill
 		_ = p.signal(syscall.SIGKILL)
@@ -71,13 +76,14 @@ func TestStreamsExactlyOnceAcrossCDCKillsAndSinkRestarts(t *testing.T) {
 	// events may come; wait until both sinks hold exactly the outbox
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()
-	var want, rb, nb map[string]string
-	var rc, nc map[string]int
-	cdctest.WaitFor(t, 120*time.Second, "both sinks hold every event of the outbox", func() bool {
+	var want, rb, nb, qb map[string]string
+	var rc, nc, qc map[string]int
+	cdctest.WaitFor(t, 120*time.Second, "the sinks hold every event of the outbox", func() bool {
 		want = testenv.OutboxBodies(t, e.DB)
 		rc, rb = testenv.StreamEntries(t, rdb, "ev")
 		nc, nb = testenv.JetStreamMessages(t, ns.URL(), "EV")
-		return e.pendingChecks() == 0 && maps.Equal(want, rb) && maps.Equal(want, nb)
+		qc, qb = testenv.AMQPMessages(t, rq.AMQPURL(), "orders")
+		return e.pendingChecks() == 0 && maps.Equal(want, rb) && maps.Equal(want, nb) && maps.Equal(want, qb)
 	})
 	require.NotEmpty(t, want)
 	types := map[string]int{}
@@ -93,6 +99,12 @@ func TestStreamsExactlyOnceAcrossCDCKillsAndSinkRestarts(t *testing.T) {
 		resent += n - 1
 	}
 	t.Logf("Redis: %d entries for %d events (%d sent again after kills)", len(want)+resent, len(want), resent)
+	require.Equal(t, want, qb, "RabbitMQ queue after dedup on the message id: not exactly the outbox's events and bodies")
+	resent = 0
+	for _, n := range qc {
+		resent += n - 1
+	}
+	t.Logf("RabbitMQ: %d messages for %d events (%d sent again after kills)", len(want)+resent, len(want), resent)
 	require.NoError(t, p.signal(syscall.SIGTERM), "couponlink cdc did not exit cleanly on SIGTERM")
 }
 

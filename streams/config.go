@@ -33,15 +33,20 @@ const (
 //	rediss://[user:password@]host:port[/db]?tls_ca=ca.pem&tls_cert=client.pem&tls_key=client-key.pem&skip_verify=false&...
 //	nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&create=true&duplicates=2m&max_msgs=0&name=nats
 //	kafka://[user:password@]host:port[,host:port]?topic=couponlink.events&topic_per_type=false&sasl=plain&delivery_timeout=4s&name=kafka
+//	amqp://user:password@host:port/vhost?exchange=couponlink.events&declare=true&name=rabbitmq
+//	amqps://user:password@host:port/vhost?tls_ca=ca.pem&tls_cert=client.pem&tls_key=client-key.pem&skip_verify=false&...
 //
-// (rediss://, tls:// and kafkas:// for TLS; a kafkas:// sink takes
-// tls_ca, tls_cert, tls_key and skip_verify like rediss://, never the
-// -redis-tls* settings; sasl is plain, scram-sha-256 or scram-sha-512).
-// Every parameter is optional; name defaults to the scheme's family
-// (redis, nats, kafka) and must be unique: it keys the sink's position
-// and labels its metrics. A rediss:// sink checks the server with its
-// own tls_ca, tls_cert and tls_key (PEM files) when it has any, else
-// with redisTLS (the -redis-tls* settings) when not nil, else with the system's CAs. Empty spec: no sinks. On an
+// (rediss://, tls://, kafkas:// and amqps:// for TLS; a kafkas:// or
+// amqps:// sink takes tls_ca, tls_cert, tls_key and skip_verify like
+// rediss://, never the -redis-tls* settings; sasl is plain,
+// scram-sha-256 or scram-sha-512). Every parameter is optional; name
+// defaults to the scheme's family (redis, nats, kafka, rabbitmq) and
+// must be unique: it keys the sink's position and labels its metrics. A
+// rediss:// sink checks the server with its own tls_ca, tls_cert and
+// tls_key (PEM files) when it has any, else with redisTLS (the
+// -redis-tls* settings) when not nil, else with the system's CAs; a
+// kafkas:// or amqps:// sink with its own files, else the system's CAs.
+// Empty spec: no sinks. On an
 // error it closes what it opened; the error never shows a password.
 func Open(spec string, redisTLS *tlsconf.Config) ([]webhook.Sink, error) {
 	var out []webhook.Sink
@@ -129,21 +134,27 @@ func open(raw string, redisTLS *tlsconf.Config) (webhook.Sink, error) {
 		return withoutSecret(s, u), nil
 	case "kafka", "kafkas":
 		return openKafka(u, param, q)
+	case "amqp", "amqps":
+		return openRabbitMQ(u, param)
 	default:
-		return nil, fmt.Errorf("event sink %s: the scheme is not redis, rediss, nats, tls, kafka or kafkas", redact.String(u.String()))
+		return nil, fmt.Errorf("event sink %s: the scheme is not redis, rediss, nats, tls, kafka, kafkas, amqp or amqps", redact.String(u.String()))
 	}
 }
 
-// sinkTLS is the TLS of a Redis or Kafka sink: none for redis:// and
-// kafka:// (where own files or skip_verify are an error); for rediss://
-// and kafkas://, own's files
+// sinkTLS is the TLS of a Redis, Kafka or RabbitMQ sink: none for
+// redis://, kafka:// and amqp:// (where own files or skip_verify are an
+// error); for rediss://, kafkas:// and amqps:// (global nil for the last
+// two), own's files
 // (verify mode, or skip-verify with skip) when it names any or skip is
 // set, else global (the -redis-tls* settings) when not nil, else the
 // system's CAs.
 func sinkTLS(scheme string, own tlsconf.Settings, skip bool, global *tlsconf.Config) (*tlsconf.Config, error) {
 	mine := own.CA != "" || own.Cert != "" || own.Key != "" || skip
-	if scheme != "rediss" && scheme != "kafkas" {
+	if scheme != "rediss" && scheme != "kafkas" && scheme != "amqps" {
 		if mine {
+			if scheme == "amqp" {
+				return nil, errors.New("tls_ca, tls_cert, tls_key and skip_verify are for an amqps:// URL")
+			}
 			return nil, errors.New("tls_ca, tls_cert, tls_key and skip_verify are for a rediss:// or kafkas:// URL")
 		}
 		return nil, nil

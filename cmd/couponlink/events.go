@@ -52,7 +52,7 @@ func (o *webhookSettings) dispatcher(db *sql.DB, reg prometheus.Registerer, sm *
 const eventPoll = 200 * time.Millisecond
 
 // eventSettings are the cdc's flags of the event streams (Redis streams,
-// NATS JetStream) beside the webhook.
+// NATS JetStream, RabbitMQ) beside the webhook.
 type eventSettings struct {
 	sinks                   func() string
 	maxAttempts, maxPending *int
@@ -64,7 +64,8 @@ func eventFlags(f *settings.Flags) *eventSettings {
 		sinks: f.EnvSecret("event-sinks", "COUPONLINK_EVENT_SINKS", "comma-separated stream sinks of the webhook events, each with its own position: "+
 			"redis://[user:password@]host:port[/db]?stream=couponlink:events&maxlen=1000000&name=redis (rediss:// for TLS, with tls_ca=, tls_cert=, tls_key= files, else -redis-tls*'s), "+
 			"nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&duplicates=2m&name=nats, "+
-			"kafka://[user:password@]host:port[,host:port]?topic=couponlink.events&topic_per_type=false&sasl=plain|scram-sha-256|scram-sha-512&name=kafka (kafkas:// for TLS, with tls_ca=, tls_cert=, tls_key= files) (docs/events.md); empty: none"),
+			"kafka://[user:password@]host:port[,host:port]?topic=couponlink.events&topic_per_type=false&sasl=plain|scram-sha-256|scram-sha-512&name=kafka (kafkas:// for TLS, with tls_ca=, tls_cert=, tls_key= files), "+
+			"amqp://user:password@host:port/vhost?exchange=couponlink.events&declare=true&name=rabbitmq (amqps:// for TLS, with tls_ca=, tls_cert=, tls_key= files) (docs/events.md); empty: none"),
 		maxAttempts: f.EnvInt("event-sink-max-attempts", "COUPONLINK_EVENT_SINK_MAX_ATTEMPTS", 12, "rounds a stream sink may refuse one event (too large) before it is dropped; an unreachable sink is retried without limit"),
 		lowShare:    f.EnvFloat("channel-low-share", "COUPONLINK_CHANNEL_LOW_SHARE", 0.1, "a channel bucket whose claimable slots fall to this share of its quota (rounded up) or below writes a channel.low event (0: none)"),
 		maxPending:  f.EnvInt("event-sink-max-pending", "COUPONLINK_EVENT_SINK_MAX_PENDING", 100_000, "events a stream sink may fall behind; beyond it its oldest are dropped (counted, logged)"),

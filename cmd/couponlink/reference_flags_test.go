@@ -26,9 +26,10 @@ import (
 // variable the code reads that is neither a flag's nor here fails
 // TestReference.
 var envOnly = map[string]string{
-	"COUPONLINK_TEST_MYSQL_DSN":  "the tests' MariaDB (internal/testenv); set by deploy/local/servers.sh, read by no command",
-	"COUPONLINK_TEST_REDIS_ADDR": "the tests' Redis (internal/testenv); set by deploy/local/servers.sh, read by no command",
-	"COUPONLINK_TEST_VERBOSE":    "the tests' own logs on stderr at debug level (internal/testenv); read by no command",
+	"COUPONLINK_TEST_MYSQL_DSN":     "the tests' MariaDB (internal/testenv); set by deploy/local/servers.sh, read by no command",
+	"COUPONLINK_TEST_REDIS_ADDR":    "the tests' Redis (internal/testenv); set by deploy/local/servers.sh, read by no command",
+	"COUPONLINK_TEST_RABBITMQ_ADDR": "the tests' RabbitMQ broker (internal/testenv; default 127.0.0.1:5672, vhosts made with rabbitmqctl), read by no command",
+	"COUPONLINK_TEST_VERBOSE":       "the tests' own logs on stderr at debug level (internal/testenv); read by no command",
 }
 
 // flagsReference is the flags section of docs/configuration.md: every

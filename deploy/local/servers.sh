@@ -54,6 +54,8 @@ install_missing() {
   command -v redis-server >/dev/null 2>&1 || pkgs+=(redis-server)
   # the event-stream tests start their own nats-server -js (testenv.OwnNATS)
   command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || pkgs+=(nats-server)
+  # the RabbitMQ tests start their own nodes (testenv.OwnRabbitMQ), or use a running broker
+  [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || pkgs+=(rabbitmq-server)
   if [ ${#pkgs[@]} -gt 0 ]; then
     log "installing ${pkgs[*]}"
     export DEBIAN_FRONTEND=noninteractive

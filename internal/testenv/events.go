@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -92,4 +93,42 @@ func OutboxEvents(t testing.TB, db *sql.DB, event string) []map[string]any {
 	}
 	require.NoError(t, rows.Err())
 	return out
+}
+
+// AMQPQueue declares exchange as the RabbitMQ sink does (durable, topic)
+// and a durable queue bound to all its routing keys, on the broker at url,
+// before the sink sends: an exchange keeps nothing by itself.
+func AMQPQueue(t testing.TB, url, exchange, queue string) {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	require.NoError(t, err)
+	defer conn.Close()
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	require.NoError(t, ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, nil))
+	_, err = ch.QueueDeclare(queue, true, false, false, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.QueueBind(queue, "#", exchange, false, nil))
+}
+
+// AMQPMessages reads every message of a RabbitMQ queue without taking
+// them (unacked, requeued when the connection closes): per message id, how
+// many messages, and each one's body.
+func AMQPMessages(t testing.TB, url, queue string) (count map[string]int, bodies map[string]string) {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	require.NoError(t, err)
+	defer conn.Close()
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	count, bodies = map[string]int{}, map[string]string{}
+	for {
+		d, ok, err := ch.Get(queue, false)
+		require.NoError(t, err)
+		if !ok {
+			return count, bodies
+		}
+		count[d.MessageId]++
+		bodies[d.MessageId] = string(d.Body)
+	}
 }

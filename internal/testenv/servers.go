@@ -14,6 +14,8 @@ import (
 type Server struct {
 	p    *process
 	Addr string // host:port
+
+	node, cookie string // a RabbitMQ node's name and Erlang cookie
 }
 
 // OwnNATS starts `nats-server -js` (installed by .ci/run; Debian package
