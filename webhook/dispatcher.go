@@ -71,6 +71,10 @@ type Config struct {
 	// plain leases.
 	Epoch      func() int64
 	Checkpoint string
+	// Format is what is POSTed: the stored body (native, the zero
+	// Format), or its CloudEvents structured envelope with Content-Type
+	// application/cloudevents+json. The signatures cover the bytes sent.
+	Format Format
 }
 
 // withDefaults fills the zero fields and checks the rest.

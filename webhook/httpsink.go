@@ -23,6 +23,7 @@ type httpSink struct {
 	url     string
 	secrets [][]byte         // the current, and during a rotation the previous
 	legacy  bool             // also the old body-only signature
+	format  Format           // native: the stored body; CloudEvents: its structured envelope
 	now     func() time.Time // the signatures' t: the wall clock, which receivers compare with theirs
 	client  *retryablehttp.Client
 }
@@ -32,7 +33,7 @@ func newHTTPSink(cfg Config, log *slog.Logger) *httpSink {
 	if len(cfg.PreviousSecret) > 0 {
 		secrets = append(secrets, cfg.PreviousSecret)
 	}
-	return &httpSink{url: cfg.URL, secrets: secrets, legacy: cfg.LegacySignature, now: time.Now, client: newHTTPClient(cfg, log)}
+	return &httpSink{url: cfg.URL, secrets: secrets, legacy: cfg.LegacySignature, format: cfg.Format, now: time.Now, client: newHTTPClient(cfg, log)}
 }
 
 // Name is "webhook": the sink label of the receiver's deliveries.
@@ -81,20 +82,29 @@ func newHTTPClient(cfg Config, log *slog.Logger) *retryablehttp.Client {
 	return c
 }
 
-// post POSTs one stored body, signed, with quick retries. Any answer but
-// 2xx is an error.
+// post POSTs one stored body (in CloudEvents format, its structured
+// envelope), signed, with quick retries. Any answer but 2xx is an error.
+// The signatures cover the bytes sent.
 func (h *httpSink) post(ctx context.Context, r Message) error {
-	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, h.url, r.Body)
+	body, contentType := r.Body, "application/json"
+	if h.format.CloudEvents {
+		env, _, err := CloudEvent(r, h.format.Source)
+		if err != nil {
+			return Refused(err)
+		}
+		body, contentType = env, CloudEventsContentType
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, h.url, body)
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("User-Agent", "couponlink-webhook")
 	req.Header.Set(HeaderEvent, r.Type)
 	req.Header.Set(HeaderEventID, r.ID)
-	req.Header.Set(HeaderSignature, client.SignWebhook(h.now(), r.Body, h.secrets...))
+	req.Header.Set(HeaderSignature, client.SignWebhook(h.now(), body, h.secrets...))
 	if h.legacy {
-		req.Header.Set(HeaderBodySignature, Sign(h.secrets[0], r.Body))
+		req.Header.Set(HeaderBodySignature, Sign(h.secrets[0], body))
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
