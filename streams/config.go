@@ -48,7 +48,15 @@ const (
 // kafkas:// or amqps:// sink with its own files, else the system's CAs.
 // Empty spec: no sinks. On an
 // error it closes what it opened; the error never shows a password.
-func Open(spec string, redisTLS *tlsconf.Config) ([]webhook.Sink, error) {
+// format (at most one; none: native) is what the sinks send: in
+// CloudEvents format the Redis and NATS sinks send the structured
+// envelope, the Kafka and RabbitMQ sinks the stored body with the
+// attributes in headers (binary mode).
+func Open(spec string, redisTLS *tlsconf.Config, format ...webhook.Format) ([]webhook.Sink, error) {
+	var f webhook.Format
+	if len(format) > 0 {
+		f = format[0]
+	}
 	var out []webhook.Sink
 	seen := map[string]bool{}
 	fail := func(err error) ([]webhook.Sink, error) {
@@ -58,7 +66,7 @@ func Open(spec string, redisTLS *tlsconf.Config) ([]webhook.Sink, error) {
 		return nil, err
 	}
 	for _, raw := range sinkURLs(spec) {
-		s, err := open(raw, redisTLS)
+		s, err := open(raw, redisTLS, f)
 		if err != nil {
 			return fail(err)
 		}
@@ -72,7 +80,7 @@ func Open(spec string, redisTLS *tlsconf.Config) ([]webhook.Sink, error) {
 	return out, nil
 }
 
-func open(raw string, redisTLS *tlsconf.Config) (webhook.Sink, error) {
+func open(raw string, redisTLS *tlsconf.Config, f webhook.Format) (webhook.Sink, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, errors.New("event sink: an unparsable URL")
@@ -109,9 +117,11 @@ func open(raw string, redisTLS *tlsconf.Config) (webhook.Sink, error) {
 		}
 		opt.TLSConfig = tc.For(u.Hostname())
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = time.Second, 2*time.Second, 2*time.Second
-		return withoutSecret(NewRedisStream(name, redis.NewClient(opt), stream, maxLen), u), nil
+		rs := NewRedisStream(name, redis.NewClient(opt), stream, maxLen)
+		rs.format = f
+		return withoutSecret(rs, u), nil
 	case "nats", "tls":
-		cfg := NATSConfig{Name: param("name", "nats"), Subject: param("subject", DefaultSubject), Stream: param("stream", DefaultNATSStream)}
+		cfg := NATSConfig{Name: param("name", "nats"), Subject: param("subject", DefaultSubject), Stream: param("stream", DefaultNATSStream), Format: f}
 		var err error
 		if cfg.Create, err = strconv.ParseBool(param("create", "true")); err != nil {
 			return nil, fmt.Errorf("event sink %s (%s): create is not true or false", cfg.Name, redact.String(u.String()))
@@ -133,9 +143,9 @@ func open(raw string, redisTLS *tlsconf.Config) (webhook.Sink, error) {
 		}
 		return withoutSecret(s, u), nil
 	case "kafka", "kafkas":
-		return openKafka(u, param, q)
+		return openKafka(u, param, q, f)
 	case "amqp", "amqps":
-		return openRabbitMQ(u, param)
+		return openRabbitMQ(u, param, f)
 	default:
 		return nil, fmt.Errorf("event sink %s: the scheme is not redis, rediss, nats, tls, kafka, kafkas, amqp or amqps", redact.String(u.String()))
 	}

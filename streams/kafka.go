@@ -54,6 +54,9 @@ type KafkaConfig struct {
 	// retries a broker's retriable errors by itself) before Send gives up
 	// on it; default DefaultKafkaDeliveryTimeout.
 	DeliveryTimeout time.Duration
+	// Format: in CloudEvents format (binary mode) a record also carries
+	// the attributes as ce_* headers and content-type: application/json.
+	Format webhook.Format
 }
 
 // KafkaSink produces events to Kafka with an idempotent producer and
@@ -156,14 +159,32 @@ func tlsDialer(tc *tlsconf.Config) func(ctx context.Context, network, addr strin
 func (s *KafkaSink) Name() string { return s.cfg.Name }
 
 // record is m as a Kafka record.
-func (s *KafkaSink) record(m webhook.Message) *kgo.Record {
+func (s *KafkaSink) record(m webhook.Message) (*kgo.Record, error) {
 	topic := s.cfg.Topic
 	if s.cfg.TopicPerType {
 		topic += "." + m.Type
 	}
-	return &kgo.Record{Topic: topic, Key: []byte(RecordKey(m)), Value: m.Body,
+	r := &kgo.Record{Topic: topic, Key: []byte(RecordKey(m)), Value: m.Body,
 		Headers: []kgo.RecordHeader{{Key: KafkaHeaderID, Value: []byte(m.ID)}, {Key: KafkaHeaderType, Value: []byte(m.Type)}}}
+	if s.cfg.Format.CloudEvents {
+		_, attrs, err := webhook.CloudEvent(m, s.cfg.Format.Source)
+		if err != nil {
+			return nil, webhook.Refused(err)
+		}
+		for _, k := range ceAttributes {
+			if v, ok := attrs[k]; ok {
+				r.Headers = append(r.Headers, kgo.RecordHeader{Key: "ce_" + k, Value: []byte(v)})
+			}
+		}
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: "content-type", Value: []byte(attrs["datacontenttype"])})
+	}
+	return r, nil
 }
+
+// ceAttributes are the CloudEvents attributes a binary-mode message
+// carries as headers, in this order (datacontenttype goes in the
+// protocol's own content type).
+var ceAttributes = []string{"specversion", "id", "source", "type", "time"}
 
 // RecordKey is the key of m's record: the body's template id, else the
 // event type.
@@ -187,9 +208,18 @@ func (s *KafkaSink) Send(ctx context.Context, msgs []webhook.Message) (int, erro
 	done := 0
 	for done < len(msgs) {
 		rest := msgs[done:]
-		recs := make([]*kgo.Record, len(rest))
-		for i, m := range rest {
-			recs[i] = s.record(m)
+		recs := make([]*kgo.Record, 0, len(rest))
+		var refused error // a body CloudEvents cannot take: after those before it
+		for _, m := range rest {
+			r, err := s.record(m)
+			if err != nil {
+				refused = err
+				break
+			}
+			recs = append(recs, r)
+		}
+		if len(recs) == 0 {
+			return done, refused
 		}
 		// the results come in the order the records finished, not the
 		// order given
@@ -203,13 +233,14 @@ func (s *KafkaSink) Send(ctx context.Context, msgs []webhook.Message) (int, erro
 		}
 		done += i
 		if i == len(recs) {
-			return done, nil
+			return done, refused
 		}
 		err := errs[recs[i]]
 		if tooLarge(err) && len(recs) > 1 {
 			// the batch holding it may be what was too large: the record
 			// alone says whether it is
-			err = s.cl.ProduceSync(ctx, s.record(msgs[done])).FirstErr()
+			fresh, _ := s.record(msgs[done]) // made once already: no error
+			err = s.cl.ProduceSync(ctx, fresh).FirstErr()
 			if err == nil {
 				done++
 				continue
@@ -254,9 +285,9 @@ func kafkaBrokers(hosts string) []string {
 
 // openKafka is Open's kafka:// and kafkas:// case; param takes a query
 // parameter out of q, which must be empty after.
-func openKafka(u *url.URL, param func(k, def string) string, q url.Values) (webhook.Sink, error) {
+func openKafka(u *url.URL, param func(k, def string) string, q url.Values, f webhook.Format) (webhook.Sink, error) {
 	cfg := KafkaConfig{Name: param("name", "kafka"), Brokers: kafkaBrokers(u.Host), Topic: param("topic", DefaultKafkaTopic),
-		SASL: param("sasl", "")}
+		SASL: param("sasl", ""), Format: f}
 	where := func(what string) error {
 		return fmt.Errorf("event sink %s (%s): %s", cfg.Name, redact.String(u.String()), what)
 	}

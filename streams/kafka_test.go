@@ -57,6 +57,7 @@ type kafkaRecord struct {
 	topic, key, id, typ string
 	partition           int32
 	body                string
+	headers             map[string]string
 }
 
 // consumeKafka reads topics from the start until it has records of at
@@ -77,8 +78,9 @@ func consumeKafka(t *testing.T, addrs string, want int, topics ...string) []kafk
 		n := 0
 		fs.EachRecord(func(r *kgo.Record) {
 			n++
-			kr := kafkaRecord{topic: r.Topic, key: string(r.Key), partition: r.Partition, body: string(r.Value)}
+			kr := kafkaRecord{topic: r.Topic, key: string(r.Key), partition: r.Partition, body: string(r.Value), headers: map[string]string{}}
 			for _, h := range r.Headers {
+				kr.headers[h.Key] = string(h.Value)
 				switch h.Key {
 				case streams.KafkaHeaderID:
 					kr.id = string(h.Value)

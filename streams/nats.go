@@ -27,6 +27,9 @@ type NATSConfig struct {
 	Create     bool
 	Duplicates time.Duration // the created stream's duplicate window; default 2m
 	MaxMsgs    int64         // the created stream's bound (oldest removed); 0: none
+	// Format: in CloudEvents format a message's data is the structured
+	// envelope, with Content-Type application/cloudevents+json.
+	Format webhook.Format
 }
 
 // NATSStream publishes events to JetStream: PublishMsg with the event id
@@ -74,6 +77,14 @@ func (s *NATSStream) Send(ctx context.Context, msgs []webhook.Message) (int, err
 		msg := nats.NewMsg(s.cfg.Subject + "." + m.Type)
 		msg.Data = m.Body
 		msg.Header.Set(HeaderEvent, m.Type)
+		if s.cfg.Format.CloudEvents {
+			env, _, err := webhook.CloudEvent(m, s.cfg.Format.Source)
+			if err != nil {
+				return i, webhook.Refused(err)
+			}
+			msg.Data = env
+			msg.Header.Set("Content-Type", webhook.CloudEventsContentType)
+		}
 		_, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(m.ID), jetstream.WithExpectStream(s.cfg.Stream))
 		if err != nil {
 			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -18,6 +18,11 @@ import (
 	"github.com/couponlink/couponlink/webhook"
 )
 
+// AMQPCloudEventsPrefix prefixes the CloudEvents attributes among a
+// message's headers (the AMQP binding's application properties; the
+// binding prefers cloudEvents_ to the older cloudEvents:).
+const AMQPCloudEventsPrefix = "cloudEvents_"
+
 // DefaultExchange is a RabbitMQ sink's exchange when its URL names none.
 const DefaultExchange = "couponlink.events"
 
@@ -32,6 +37,9 @@ type RabbitMQConfig struct {
 	Declare bool
 	TLS     *tls.Config   // for amqps://; nil: the system's CAs
 	Confirm time.Duration // how long Send waits for a confirm before it calls the connection lost; default 30s
+	// Format: in CloudEvents format (binary mode, AMQP binding) a message
+	// also carries the attributes as cloudEvents_* headers.
+	Format webhook.Format
 }
 
 // RabbitMQ publishes events to a RabbitMQ topic exchange on a channel in
@@ -106,9 +114,23 @@ func (s *RabbitMQ) publish(ctx context.Context, msgs []webhook.Message) (int, er
 	confirms := make([]*amqp.DeferredConfirmation, 0, len(msgs))
 	var pubErr error
 	for _, m := range msgs {
+		var headers amqp.Table
+		if s.cfg.Format.CloudEvents {
+			_, attrs, err := webhook.CloudEvent(m, s.cfg.Format.Source)
+			if err != nil {
+				pubErr = webhook.Refused(err)
+				break
+			}
+			headers = amqp.Table{}
+			for _, k := range ceAttributes {
+				if v, ok := attrs[k]; ok {
+					headers[AMQPCloudEventsPrefix+k] = v
+				}
+			}
+		}
 		dc, err := s.ch.PublishWithDeferredConfirmWithContext(ctx, s.cfg.Exchange, m.Type, false, false, amqp.Publishing{
 			ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: m.ID, Type: m.Type,
-			Timestamp: eventTime(m.Body), AppId: "couponlink", Body: m.Body,
+			Timestamp: eventTime(m.Body), AppId: "couponlink", Body: m.Body, Headers: headers,
 		})
 		if err != nil {
 			pubErr = fmt.Errorf("publish event %s to exchange %s: %w", m.ID, s.cfg.Exchange, err)
@@ -134,6 +156,9 @@ func (s *RabbitMQ) publish(ctx context.Context, msgs []webhook.Message) (int, er
 		}
 	}
 	if pubErr != nil {
+		if webhook.IsRefused(pubErr) { // not sent: the channel is fine
+			return len(confirms), pubErr
+		}
 		if s.ch.IsClosed() {
 			return len(confirms), s.lost(msgs[len(confirms)].ID, len(msgs) == 1)
 		}
@@ -233,8 +258,8 @@ var _ webhook.Sink = (*RabbitMQ)(nil)
 
 // openRabbitMQ is Open's amqp:// and amqps:// case; param takes a query
 // parameter out of u's query (its default when absent).
-func openRabbitMQ(u *url.URL, param func(k, def string) string) (webhook.Sink, error) {
-	cfg := RabbitMQConfig{Name: param("name", "rabbitmq"), Exchange: param("exchange", DefaultExchange)}
+func openRabbitMQ(u *url.URL, param func(k, def string) string, f webhook.Format) (webhook.Sink, error) {
+	cfg := RabbitMQConfig{Name: param("name", "rabbitmq"), Exchange: param("exchange", DefaultExchange), Format: f}
 	where := func(what string, args ...any) error {
 		return fmt.Errorf("event sink %s (%s): "+what, append([]any{cfg.Name, redact.String(u.String())}, args...)...)
 	}

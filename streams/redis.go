@@ -28,6 +28,7 @@ type RedisStream struct {
 	stream string
 	maxLen int64
 	rdb    *redis.Client
+	format webhook.Format // CloudEvents: the body field holds the structured envelope
 }
 
 // NewRedisStream returns a sink named name appending to the stream key on
@@ -41,13 +42,32 @@ func NewRedisStream(name string, rdb *redis.Client, stream string, maxLen int64)
 func (s *RedisStream) Name() string { return s.name }
 
 // Send appends msgs in order, in one pipeline. It returns how many, from
-// the first, Redis acknowledged.
+// the first, Redis acknowledged. In CloudEvents format the body field is
+// the structured envelope (a body that is not JSON is refused).
 func (s *RedisStream) Send(ctx context.Context, msgs []webhook.Message) (int, error) {
+	bodies := make([][]byte, 0, len(msgs))
+	var refused error
+	for _, m := range msgs {
+		body := m.Body
+		if s.format.CloudEvents {
+			env, _, err := webhook.CloudEvent(m, s.format.Source)
+			if err != nil {
+				refused = webhook.Refused(err) // after those before it
+				break
+			}
+			body = env
+		}
+		bodies = append(bodies, body)
+	}
+	msgs = msgs[:len(bodies)]
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(msgs))
 	for i, m := range msgs {
 		cmds[i] = pipe.XAdd(ctx, &redis.XAddArgs{Stream: s.stream, MaxLen: s.maxLen, Approx: s.maxLen > 0,
-			Values: []any{FieldID, m.ID, FieldType, m.Type, FieldBody, m.Body}})
+			Values: []any{FieldID, m.ID, FieldType, m.Type, FieldBody, bodies[i]}})
+	}
+	if len(msgs) == 0 {
+		return 0, refused
 	}
 	_, execErr := pipe.Exec(ctx) // each command carries its own error, but
 	for i, c := range cmds {
@@ -62,7 +82,7 @@ func (s *RedisStream) Send(ctx context.Context, msgs []webhook.Message) (int, er
 			return i, fmt.Errorf("XADD %s (event %s): %w", s.stream, msgs[i].ID, err)
 		}
 	}
-	return len(msgs), nil
+	return len(msgs), refused
 }
 
 // Close closes the Redis client.

@@ -148,11 +148,15 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	hooks, err := o.hooks.dispatcher(db, reg, sm, *o.cp.Name, d.Sink.LeaderEpoch, base)
+	format, err := webhook.ParseFormat(*o.events.format, *o.cp.Name)
 	if err != nil {
 		return err
 	}
-	relays, err := o.events.relays(db, sm, hooks == nil, *o.cp.Name, d.Sink.LeaderEpoch, o.redis.TLS, base)
+	hooks, err := o.hooks.dispatcher(db, reg, sm, *o.cp.Name, format, d.Sink.LeaderEpoch, base)
+	if err != nil {
+		return err
+	}
+	relays, err := o.events.relays(db, sm, hooks == nil, *o.cp.Name, format, d.Sink.LeaderEpoch, o.redis.TLS, base)
 	if err != nil {
 		return err
 	}

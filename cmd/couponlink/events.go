@@ -38,13 +38,13 @@ func webhookFlags(f *settings.Flags) *webhookSettings {
 // delivers while epoch (the cdc's leader epoch of checkpoint) is not 0:
 // only the leader sends, and a new leader takes the rounds' leases over at
 // once.
-func (o *webhookSettings) dispatcher(db *sql.DB, reg prometheus.Registerer, sm *webhook.SinkMetrics, checkpoint string, epoch func() int64, log *slog.Logger) (*webhook.Dispatcher, error) {
+func (o *webhookSettings) dispatcher(db *sql.DB, reg prometheus.Registerer, sm *webhook.SinkMetrics, checkpoint string, format webhook.Format, epoch func() int64, log *slog.Logger) (*webhook.Dispatcher, error) {
 	if *o.url == "" {
 		return nil, nil
 	}
 	return webhook.New(webhook.Config{DB: db, URL: *o.url, Secret: []byte(o.secret()), PreviousSecret: []byte(o.previousSecret()),
 		LegacySignature: *o.legacySignature, MaxAttempts: *o.maxAttempts,
-		MaxPending: *o.maxPending, Logger: log, Registerer: reg, SinkMetrics: sm, Epoch: epoch, Checkpoint: checkpoint, PollEvery: eventPoll})
+		MaxPending: *o.maxPending, Logger: log, Registerer: reg, SinkMetrics: sm, Epoch: epoch, Checkpoint: checkpoint, PollEvery: eventPoll, Format: format})
 }
 
 // eventPoll is how often the webhook dispatcher looks for due events (the
@@ -57,6 +57,7 @@ type eventSettings struct {
 	sinks                   func() string
 	maxAttempts, maxPending *int
 	lowShare                *float64
+	format                  *string
 }
 
 func eventFlags(f *settings.Flags) *eventSettings {
@@ -68,7 +69,9 @@ func eventFlags(f *settings.Flags) *eventSettings {
 			"amqp://user:password@host:port/vhost?exchange=couponlink.events&declare=true&name=rabbitmq (amqps:// for TLS, with tls_ca=, tls_cert=, tls_key= files) (docs/events.md); empty: none"),
 		maxAttempts: f.EnvInt("event-sink-max-attempts", "COUPONLINK_EVENT_SINK_MAX_ATTEMPTS", 12, "rounds a stream sink may refuse one event (too large) before it is dropped; an unreachable sink is retried without limit"),
 		lowShare:    f.EnvFloat("channel-low-share", "COUPONLINK_CHANNEL_LOW_SHARE", 0.1, "a channel bucket whose claimable slots fall to this share of its quota (rounded up) or below writes a channel.low event (0: none)"),
-		maxPending:  f.EnvInt("event-sink-max-pending", "COUPONLINK_EVENT_SINK_MAX_PENDING", 100_000, "events a stream sink may fall behind; beyond it its oldest are dropped (counted, logged)"),
+		format: f.EnvString("event-format", "COUPONLINK_EVENT_FORMAT", webhook.FormatNative, "what the webhook and the stream sinks send: native (the stored JSON body) or cloudevents "+
+			"(CloudEvents 1.0: a structured application/cloudevents+json envelope to the webhook, Redis and NATS, the body with ce_* or cloudEvents_* headers to Kafka and RabbitMQ; docs/events.md)"),
+		maxPending: f.EnvInt("event-sink-max-pending", "COUPONLINK_EVENT_SINK_MAX_PENDING", 100_000, "events a stream sink may fall behind; beyond it its oldest are dropped (counted, logged)"),
 	}
 }
 
@@ -80,8 +83,8 @@ func (o *eventSettings) on() bool { return o.sinks() != "" }
 // the relays do. They deliver while epoch (the cdc's leader epoch) is not
 // 0, like the dispatcher. A rediss:// sink without TLS files of its own
 // uses redisTLS (the -redis-tls* settings; nil: the system's CAs).
-func (o *eventSettings) relays(db *sql.DB, m *webhook.SinkMetrics, prune bool, checkpoint string, epoch func() int64, redisTLS *tlsconf.Config, log *slog.Logger) ([]*webhook.Relay, error) {
-	sinks, err := streams.Open(o.sinks(), redisTLS)
+func (o *eventSettings) relays(db *sql.DB, m *webhook.SinkMetrics, prune bool, checkpoint string, format webhook.Format, epoch func() int64, redisTLS *tlsconf.Config, log *slog.Logger) ([]*webhook.Relay, error) {
+	sinks, err := streams.Open(o.sinks(), redisTLS, format)
 	if err != nil {
 		return nil, err
 	}

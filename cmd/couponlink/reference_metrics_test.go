@@ -18,6 +18,7 @@ import (
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/coupon/httpapi"
 	"github.com/couponlink/couponlink/internal/settings"
+	"github.com/couponlink/couponlink/webhook"
 )
 
 // metricPart is the metrics a process registers (under a condition: the
@@ -54,7 +55,7 @@ func metricParts() []metricPart {
 			func(t *testing.T, db *sql.DB, reg prometheus.Registerer) {
 				f, o := cdcFlags(io.Discard)
 				require.NoError(t, f.Parse([]string{"-webhook-url", "http://127.0.0.1:1/hook", "-webhook-secret", "s"}))
-				_, err := o.hooks.dispatcher(db, reg, nil, "", nil, quiet)
+				_, err := o.hooks.dispatcher(db, reg, nil, "", webhook.Format{}, nil, quiet)
 				require.NoError(t, err)
 			}},
 		{"The reconciler", fmt.Sprintf("`couponlink reconcile`, the daemon on its `-metrics-addr` (default `%s`).", metricsAddr(reconcileFlags(io.Discard))),
