@@ -83,6 +83,10 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := f.Parse(args); err != nil {
 		return err
 	}
+	format, err := webhook.ParseFormat(*o.events.format, *o.cp.Name)
+	if err != nil {
+		return fmt.Errorf("-event-format: %w", err)
+	}
 	inventory.SetSnapshotMethod(*o.snapshot.Method)
 	base := o.logging.Logger(stderr) // sink, canal and webhook name their components
 	gogc := tuneCDCGC()
@@ -145,10 +149,6 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	sm, err := sinkMetrics(reg, *o.hooks.url != "" || o.events.on())
-	if err != nil {
-		return err
-	}
-	format, err := webhook.ParseFormat(*o.events.format, *o.cp.Name)
 	if err != nil {
 		return err
 	}

@@ -54,3 +54,21 @@ func TestReconcileRelThreshold(t *testing.T) {
 	assert.Equal(t, 2, code, errs)
 	assert.Contains(t, errs, "parse MySQL DSN", "a good threshold: the pass goes on to the database")
 }
+
+// -event-format is native or cloudevents (flag or environment); anything
+// else is a usage error before the cdc opens anything.
+func TestEventFormat(t *testing.T) {
+	badDSN := "nobody@tcp(127.0.0.1:1"
+	code, _, errs := cli(t, "cdc", "-dsn", badDSN, "-event-format", "xml")
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, `-event-format (COUPONLINK_EVENT_FORMAT): event format "xml": not native or cloudevents`)
+
+	t.Setenv("COUPONLINK_EVENT_FORMAT", "CloudEvents")
+	code, _, errs = cli(t, "cdc", "-dsn", badDSN)
+	assert.Equal(t, 2, code, errs)
+	assert.Contains(t, errs, `event format "CloudEvents"`)
+
+	t.Setenv("COUPONLINK_EVENT_FORMAT", "cloudevents")
+	code, _, errs = cli(t, "cdc", "-dsn", badDSN)
+	assert.Equal(t, 1, code, "a good format: the cdc starts; %s", errs)
+}

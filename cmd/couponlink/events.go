@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -61,7 +62,7 @@ type eventSettings struct {
 }
 
 func eventFlags(f *settings.Flags) *eventSettings {
-	return &eventSettings{
+	o := &eventSettings{
 		sinks: f.EnvSecret("event-sinks", "COUPONLINK_EVENT_SINKS", "comma-separated stream sinks of the webhook events, each with its own position: "+
 			"redis://[user:password@]host:port[/db]?stream=couponlink:events&maxlen=1000000&name=redis (rediss:// for TLS, with tls_ca=, tls_cert=, tls_key= files, else -redis-tls*'s), "+
 			"nats://host:port?subject=couponlink.events&stream=COUPONLINK_EVENTS&duplicates=2m&name=nats, "+
@@ -73,6 +74,13 @@ func eventFlags(f *settings.Flags) *eventSettings {
 			"(CloudEvents 1.0: a structured application/cloudevents+json envelope to the webhook, Redis and NATS, the body with ce_* or cloudEvents_* headers to Kafka and RabbitMQ; docs/events.md)"),
 		maxPending: f.EnvInt("event-sink-max-pending", "COUPONLINK_EVENT_SINK_MAX_PENDING", 100_000, "events a stream sink may fall behind; beyond it its oldest are dropped (counted, logged)"),
 	}
+	f.AfterParse(func() error {
+		if _, err := webhook.ParseFormat(*o.format, ""); err != nil {
+			return fmt.Errorf("-event-format (COUPONLINK_EVENT_FORMAT): %w", err)
+		}
+		return nil
+	})
+	return o
 }
 
 // on says whether any stream sink is configured.
