@@ -39,7 +39,8 @@ func (p *process) start() {
 	}
 	p.cmd, p.done = cmd, make(chan struct{})
 	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(p.done)
-	deadline := time.Now().Add(30 * time.Second)
+	within := startWithin(p.name)
+	deadline := time.Now().Add(within)
 	for {
 		c, err := net.DialTimeout("tcp", p.addr, time.Second)
 		if err == nil {
@@ -53,7 +54,7 @@ func (p *process) start() {
 		default:
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("%s on %s did not accept connections within 30 s: %v", p.name, p.addr, err)
+			p.t.Fatalf("%s on %s did not accept connections within %s: %v", p.name, p.addr, within, err)
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition
 	}
@@ -114,6 +115,16 @@ func ownProcess(t testing.TB, name string, args func(dir, port string) []string)
 	})
 	p.start()
 	return p
+}
+
+// startWithin is how long a server of the test's own may take to accept
+// connections: an Erlang VM booting RabbitMQ takes 5 to 30 s on a loaded
+// machine (more when it restarts on its old data), the others a second.
+func startWithin(name string) time.Duration {
+	if name == "rabbitmq-server" {
+		return 2 * time.Minute
+	}
+	return 30 * time.Second
 }
 
 // lookBin finds a server binary on PATH, or at fallback.
