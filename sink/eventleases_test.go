@@ -15,7 +15,7 @@ import (
 	"github.com/couponlink/couponlink/internal/testenv"
 )
 
-var eventSinks = []string{"webhook", "redis", "nats", "rabbitmq"}
+var eventSinks = []string{"webhook", "redis", "nats", "rabbitmq", "kafka"}
 
 // eventsProcess is a `couponlink cdc` with its /metrics address.
 type eventsProcess struct {
@@ -99,14 +99,15 @@ func killLeader(t *testing.T, e *env, a *arrivals, leader, standby eventsProcess
 		}
 		return len(took) == len(eventSinks)
 	})
-	t.Logf("the standby led %s after the kill; its first event written %s after the kill (%d webhooks before it not yet delivered), got by webhook %s, redis %s, nats %s, rabbitmq %s after",
+	t.Logf("the standby led %s after the kill; its first event written %s after the kill (%d webhooks before it not yet delivered), got by webhook %s, redis %s, nats %s, rabbitmq %s, kafka %s after",
 		led.Round(time.Millisecond), written.Sub(killed).Round(time.Millisecond), behind, took["webhook"].Round(time.Millisecond),
-		took["redis"].Round(time.Millisecond), took["nats"].Round(time.Millisecond), took["rabbitmq"].Round(time.Millisecond))
+		took["redis"].Round(time.Millisecond), took["nats"].Round(time.Millisecond), took["rabbitmq"].Round(time.Millisecond),
+		took["kafka"].Round(time.Millisecond))
 	return took
 }
 
 // Leases that follow leadership: two `couponlink cdc` processes with the
-// webhook, a Redis stream, a NATS JetStream and a RabbitMQ sink under the workload;
+// webhook, a Redis stream, a NATS JetStream, a RabbitMQ and a Kafka (kfake) sink under the workload;
 // the leader is killed (-9) again and again while it delivers (it holds
 // every sink's lease; the standby has delivered nothing). The new leader takes the leases at once: each sink
 // gets the new leader's first event within a second of its commit. At the
@@ -114,15 +115,16 @@ func killLeader(t *testing.T, e *env, a *arrivals, leader, standby eventsProcess
 // JetStream not one event twice.
 func TestEventsResumeWithinASecondOfATakeover(t *testing.T) {
 	e := newEnv(t)
-	ns, rs, rq := testenv.OwnNATS(t), testenv.OwnRedis(t), testenv.OwnRabbitMQ(t)
+	ns, rs, rq, kf := testenv.OwnNATS(t), testenv.OwnRedis(t), testenv.OwnRabbitMQ(t), testenv.OwnKafka(t, "ev")
 	a := newArrivals()
 	a.watchRedis(t, rs.Addr, "", "ev")
 	a.watchNATS(t, ns.URL(), "ev")
 	a.watchRabbitMQ(t, rq.AMQPURL(), "ev")
+	a.watchKafka(t, kf, "ev")
 	testenv.AMQPQueue(t, rq.AMQPURL(), "ev", "orders")
 	r := newCDCRunner(t, e, testenv.RedisAddr(t))
 	r.args = append(r.args, "-webhook-url", a.receiver(t), "-webhook-secret", "s",
-		"-event-sinks", fmt.Sprintf("redis://%s?stream=ev,nats://%s?stream=EV&subject=ev,%s?exchange=ev", rs.Addr, ns.Addr, rq.AMQPURL()),
+		"-event-sinks", fmt.Sprintf("redis://%s?stream=ev,nats://%s?stream=EV&subject=ev,%s?exchange=ev,kafka://%s?topic=ev", rs.Addr, ns.Addr, rq.AMQPURL(), kf),
 		"-quota-mode", "auto", "-quota-min-age", "0s", "-quota-cooldown", "0s", "-quota-min-claims", "20", "-quota-low", "0.6",
 		"-quota-high", "0.7", "-quota-reserve", "0", "-rebalance-every", "50ms")
 	leader := startEvents(t, r)
@@ -146,27 +148,33 @@ func TestEventsResumeWithinASecondOfATakeover(t *testing.T) {
 	epoch := e.checkpoint().Epoch
 	t.Logf("the epoch went %d -> %d for %d takeovers", fromEpoch, epoch, kills)
 	require.Equal(t, int64(kills), epoch-fromEpoch, "one epoch per takeover: a takeover took none, or a restart without one took another")
-	assertSinksHoldTheOutbox(t, e, a, rs.Addr, ns.URL(), rq.AMQPURL())
+	assertSinksHoldTheOutbox(t, e, a, rs.Addr, ns.URL(), rq.AMQPURL(), kf)
 	require.NoError(t, leader.signal(syscall.SIGTERM), "couponlink cdc did not exit cleanly on SIGTERM")
 }
 
 // assertSinksHoldTheOutbox waits until the webhook receiver, the Redis
 // stream, JetStream and the RabbitMQ queue "orders" each hold exactly the
 // outbox's events after dedupe on the id, with its bodies, and checks
-// JetStream holds none twice.
-func assertSinksHoldTheOutbox(t *testing.T, e *env, a *arrivals, redisAddr, natsURL, amqpURL string) {
+// JetStream holds none twice; with kafka (brokers), the Kafka topic "ev"
+// too.
+func assertSinksHoldTheOutbox(t *testing.T, e *env, a *arrivals, redisAddr, natsURL, amqpURL, kafka string) {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer rdb.Close()
-	var want, rb, nb, hb, qb map[string]string
-	var rc, nc, qc map[string]int
+	var want, rb, nb, hb, qb, kb map[string]string
+	var rc, nc, qc, kc map[string]int
 	cdctest.WaitFor(t, 120*time.Second, "every sink holds every event of the outbox", func() bool {
 		want = testenv.OutboxBodies(t, e.DB)
 		rc, rb = testenv.StreamEntries(t, rdb, "ev")
 		nc, nb = testenv.JetStreamMessages(t, natsURL, "EV")
 		qc, qb = testenv.AMQPMessages(t, amqpURL, "orders")
 		hb = a.webhookBodies()
-		return e.pendingChecks() == 0 && maps.Equal(want, rb) && maps.Equal(want, nb) && maps.Equal(want, hb) && maps.Equal(want, qb)
+		kb = want
+		if kafka != "" {
+			kc, kb = testenv.KafkaRecords(t, kafka, "ev")
+		}
+		return e.pendingChecks() == 0 && maps.Equal(want, rb) && maps.Equal(want, nb) && maps.Equal(want, hb) && maps.Equal(want, qb) &&
+			maps.Equal(want, kb)
 	})
 	require.NotEmpty(t, want)
 	for id, n := range nc {
@@ -180,5 +188,10 @@ func assertSinksHoldTheOutbox(t *testing.T, e *env, a *arrivals, redisAddr, nats
 	for _, n := range qc {
 		queued += n
 	}
-	t.Logf("%d events; Redis: %d entries (%d sent again); RabbitMQ: %d messages (%d sent again)", len(want), len(want)+resent, resent, queued, queued-len(want))
+	records := 0
+	for _, n := range kc {
+		records += n
+	}
+	t.Logf("%d events; Redis: %d entries (%d sent again); RabbitMQ: %d messages (%d sent again); Kafka: %d records (%d sent again)",
+		len(want), len(want)+resent, resent, queued, queued-len(want), records, records-len(want))
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,16 +15,17 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/streams"
 	"github.com/couponlink/couponlink/webhook"
 )
 
-// arrivals records when each sink (webhook, redis, nats, rabbitmq) first
+// arrivals records when each sink (webhook, redis, nats, rabbitmq, kafka) first
 // got each event (by id), as consumers of the sinks see them: a webhook
 // receiver, a Redis stream reader, a NATS subscriber of the stream's
-// subjects, a RabbitMQ queue's consumer.
+// subjects, a RabbitMQ queue's consumer, a Kafka topic's consumer.
 type arrivals struct {
 	mu    sync.Mutex
 	first map[string]map[string]time.Time // sink -> event id -> first arrival
@@ -31,7 +33,7 @@ type arrivals struct {
 }
 
 func newArrivals() *arrivals {
-	return &arrivals{first: map[string]map[string]time.Time{"webhook": {}, "redis": {}, "nats": {}, "rabbitmq": {}}, hook: map[string]string{}}
+	return &arrivals{first: map[string]map[string]time.Time{"webhook": {}, "redis": {}, "nats": {}, "rabbitmq": {}, "kafka": {}}, hook: map[string]string{}}
 }
 
 func (a *arrivals) saw(sink, id string, body []byte) {
@@ -145,6 +147,28 @@ func (a *arrivals) watchRabbitMQ(t *testing.T, url, exchange string) {
 	go func() {
 		for d := range msgs {
 			a.saw("rabbitmq", d.MessageId, nil)
+		}
+	}()
+}
+
+// watchKafka consumes topic on the brokers at addrs from its start.
+func (a *arrivals) watchKafka(t *testing.T, addrs, topic string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addrs, ",")...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done; cl.Close() })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+				for _, h := range r.Headers {
+					if h.Key == streams.KafkaHeaderID {
+						a.saw("kafka", string(h.Value), nil)
+					}
+				}
+			})
 		}
 	}()
 }
