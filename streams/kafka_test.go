@@ -109,6 +109,14 @@ func consumeKafka(t *testing.T, addrs string, want int, topics ...string) []kafk
 // many copies were duplicates.
 func requireEveryEventOnce(t *testing.T, msgs []webhook.Message, recs []kafkaRecord) int {
 	t.Helper()
+	return everyEventOnce(t, msgs, recs, true)
+}
+
+// everyEventOnce is requireEveryEventOnce; with inOrder false, the order
+// per key is not checked (around a refused record, see
+// TestKafkaTooLargeRefused).
+func everyEventOnce(t *testing.T, msgs []webhook.Message, recs []kafkaRecord, inOrder bool) int {
+	t.Helper()
 	byID := map[string]webhook.Message{}
 	for _, m := range msgs {
 		byID[m.ID] = m
@@ -145,7 +153,9 @@ func requireEveryEventOnce(t *testing.T, msgs []webhook.Message, recs []kafkaRec
 			}
 		}
 	}
-	require.Equal(t, want, order, "per key, not in the sent order")
+	if inOrder {
+		require.Equal(t, want, order, "per key, not in the sent order")
+	}
 	return dupes
 }
 
@@ -315,7 +325,11 @@ func TestKafkaTooLargeRefused(t *testing.T) {
 	require.Equal(t, 6, n)
 	want := append(append([]webhook.Message{}, msgs[:5]...), msgs[6:]...)
 	recs := consumeKafka(t, addrs, len(want), "ev")
-	require.Zero(t, requireEveryEventOnce(t, want, recs))
+	// every event but the refused one, each with its body, key and type;
+	// not the order per key: the records after a refused one in its
+	// partition may be written ahead of earlier ones and again on the
+	// next round (seen once in a CI run; docs/events.md says so)
+	everyEventOnce(t, want, recs, false)
 }
 
 // SASL PLAIN: the right password delivers; a wrong one takes nothing,
