@@ -33,19 +33,12 @@ func rabbitExchange(v *testenv.RabbitVhost) string {
 // to all its routing keys (deleted when the test ends).
 func rabbitQueue(t *testing.T, url, exchange string) string {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	require.NoError(t, err)
-	defer conn.Close()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	require.NoError(t, ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, nil))
-	q, err := ch.QueueDeclare("clt-"+webhook.NewID()[:8], true, false, false, false, nil)
-	require.NoError(t, err)
-	require.NoError(t, ch.QueueBind(q.Name, "#", exchange, false, nil))
+	queue := "clt-" + webhook.NewID()[:8]
+	testenv.AMQPQueue(t, url, exchange, queue)
 	t.Cleanup(func() {
 		if c, err := amqp.Dial(url); err == nil {
 			if ch, err := c.Channel(); err == nil {
-				_, _ = ch.QueueDelete(q.Name, false, false, false)
+				_, _ = ch.QueueDelete(queue, false, false, false)
 				if exchange != streams.DefaultExchange {
 					_ = ch.ExchangeDelete(exchange, false, false)
 				}
@@ -53,7 +46,7 @@ func rabbitQueue(t *testing.T, url, exchange string) string {
 			_ = c.Close()
 		}
 	})
-	return q.Name
+	return queue
 }
 
 // rabbitDrain takes every message waiting in queue, in queue order.
