@@ -13,6 +13,7 @@ import (
 //	<prefix>stock:{<template>}:<channel>   claimable of one channel bucket
 //	<prefix>stock:{<template>}             claimable of the template
 //	<prefix>stamp:{<template>}             hash: field per key -> binlog stamp of its value
+//	<prefix>claimed:{<template>}           set: the users who hold the template's per-user limit
 //	<prefix>epoch[:<owner>]                present while Redis holds a full copy
 //
 // Owner names the cdc whose full copy an epoch marker stands for, when
@@ -28,6 +29,13 @@ func (k Keys) Stock(template int64, channel string) string {
 // TemplateStock is the key of a template's claimable count.
 func (k Keys) TemplateStock(template int64) string {
 	return k.Prefix + "stock:{" + strconv.FormatInt(template, 10) + "}"
+}
+
+// Claimed is the set of the users who hold as many coupons of the
+// template as its per-user limit allows (the "already claimed" marker a
+// front end reads before it sends a claim).
+func (k Keys) Claimed(template int64) string {
+	return k.Prefix + "claimed:{" + strconv.FormatInt(template, 10) + "}"
 }
 
 // Stamps is the hash of a template's value stamps.
