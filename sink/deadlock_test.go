@@ -32,6 +32,8 @@ func TestBatchDeadlockIsRetried(t *testing.T) {
 	require.NoError(t, err)
 	var armed atomic.Bool
 	var deadlocks atomic.Int64
+	var hookErr atomic.Value // the error the hook returned, for the messages below
+	hookErr.Store("")
 	c := e.StartCDC(nil, func(cfg *sink.Config, _ *sink.Daemon) {
 		cfg.Webhooks = true
 		sink.InBatchTx(cfg, func(ctx context.Context, tx *sql.Tx) error {
@@ -41,6 +43,7 @@ func TestBatchDeadlockIsRetried(t *testing.T) {
 			err := crossLocks(ctx, e.DB, tx)
 			if err != nil {
 				deadlocks.Add(1)
+				hookErr.Store(err.Error())
 			}
 			return err
 		})
@@ -55,6 +58,7 @@ func TestBatchDeadlockIsRetried(t *testing.T) {
 	e.assertTruth(true)
 	require.False(t, armed.Load(), "no batch ran the deadlock")
 	require.EqualValues(t, 1, deadlocks.Load(), "the batch's transaction was not the deadlock's victim")
+	require.Contains(t, hookErr.Load(), "Deadlock found", "the hook's error")
 	retries, _ := cdctest.Metric(t, c.Reg, "couponlink_tx_retries_total", map[string]string{"tx": "batch", "reason": "deadlock"})
 	require.EqualValues(t, 1, retries, "couponlink_tx_retries_total{tx=batch,reason=deadlock}")
 	require.Zero(t, cdctest.MetricSum(t, c.Reg, "couponlink_cdc_restarts_total"), "the tail restarted")
@@ -100,7 +104,19 @@ func crossLocks(ctx context.Context, db *sql.DB, tx *sql.Tx) error {
 		_, err := other.ExecContext(ctx, `SELECT id FROM deadlock_probe WHERE id = 2 FOR UPDATE`)
 		waited <- err
 	}()
+	// Wait until the other transaction waits for row 2, polling gently:
+	// a tight loop of queries starves the very server thread it waits
+	// for on a loaded machine (seconds, in CI).
+	deadline := time.Now().Add(30 * time.Second)
 	for waiting := 0; waiting == 0; {
+		select {
+		case err := <-waited:
+			return fmt.Errorf("probe: the other transaction's lock request returned before it waited: %v", err)
+		case <-time.After(2 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return errors.New("probe: the other transaction did not wait for row 2 within 30 s")
+		}
 		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.INNODB_TRX
 			WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'`, id).Scan(&waiting); err != nil {
 			return err
