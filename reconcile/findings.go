@@ -86,3 +86,19 @@ func allAcknowledged(rep *Report) bool {
 	}
 	return true
 }
+
+// FoundAtAttachKind starts the kind of a finding couponlink audit -record
+// wrote: found_at_attach/<kind>, what was already wrong in the shop's
+// tables when couponlink came (package audit). A person acknowledges or
+// closes it as any finding; it never pages: the reconciler's metric counts
+// it (couponlink_findings{kind=~"found_at_attach/.*"}) and
+// CouponlinkReconcileNeedsReview leaves it out, as it does corrections.
+const FoundAtAttachKind = "found_at_attach/"
+
+// FoundAtAttach is the finding an audit's finding of kind is: subject
+// names its rows (with kind, its fingerprint), content what was found of
+// them (another content opens it again).
+func FoundAtAttach(kind, subject, content string) inventory.Seen {
+	return inventory.Seen{Source: api.FindingFromReconcile, Kind: FoundAtAttachKind + kind, Subject: subject,
+		Content: content, Summary: subject + ": " + content}
+}

@@ -31,6 +31,7 @@ func commands() []command {
 		{"cdc", "tail the binlog into counters, Redis stock keys, anomalies and metrics", runCDC},
 		{"reconcile", "prove counters and Redis equal the truth; fix what is safe; record every pass", runReconcile},
 		{"anomalies", "list the findings (anomalies, reconcile differences) and acknowledge, close or reopen one (anomalies list|ack|close|reopen)", runAnomalies},
+		{"audit", "report what was already wrong in a shop's tables before couponlink came (exit 1 when anything was found)", runAudit},
 		{"status", "print where the cdc stands: checkpoint, lag, anomalies, inventory; -template: its channels", runStatus},
 		{"quota", "show, set, reset and audit a template's quota rebalancing policy (quota policy ...)", runQuota},
 		{"mapping", "check a legacy mapping against the live schema: roles, types, NULLs, indexes, checks on and off (mapping check)", runMapping},
