@@ -153,9 +153,19 @@ func (r *Report) Kind(k Kind) *KindReport {
 	return nil
 }
 
+// referencePerUserLimit is the per-user limit column of the reference
+// schema's coupon_template, which its mapping does not name (the API
+// enforces the limit when it writes).
+const referencePerUserLimit = "per_user_limit"
+
 // Run audits the shop's tables of m on db at one consistent snapshot.
 // name is the mapping's name for the report.
 func Run(ctx context.Context, db *sql.DB, m *canal.Mapping, name string, cfg Config) (*Report, error) {
+	if m.Reference() && m.Template.PerUserLimit == "" {
+		ref := *m // couponlink's own templates keep their per-user limit
+		ref.Template.PerUserLimit = referencePerUserLimit
+		m = &ref
+	}
 	q := inventory.NewQueries(m)
 	if why := q.AuditRefusal(); why != "" {
 		return nil, errors.New("audit: " + why)

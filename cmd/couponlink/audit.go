@@ -2,19 +2,22 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/couponlink/couponlink/audit"
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/redact"
 	"github.com/couponlink/couponlink/internal/settings"
 	"github.com/couponlink/couponlink/inventory"
 )
 
 // auditSettings are couponlink audit's flags.
 type auditSettings struct {
-	dbMapping
+	db       settings.Database
+	mapping  *string
 	logging  settings.Logging
 	snapshot settings.Snapshot
 	asJSON   *bool
@@ -33,11 +36,10 @@ const auditSummary = "Reads the shop's tables (through -mapping, or couponlink's
 
 func auditFlags(stderr io.Writer) (*settings.Flags, *auditSettings) {
 	f := newFlags("audit", auditSummary, stderr)
-	o := &auditSettings{dbMapping: dbMapping{mapping: settings.Mapping{
-		FileUse:   "YAML mapping of the shop's schema to audit (empty: couponlink's reference schema)",
-		SourceUse: "not for audit: audit each source of a sharded shop with a mapping of its own",
-	}}}
-	f.Add(&o.db, &o.mapping, &o.logging, &o.snapshot)
+	o := &auditSettings{}
+	f.Add(&o.db, &o.logging, &o.snapshot)
+	// no -source: a shop of several sources is audited source by source, each with a mapping of its own
+	o.mapping = f.EnvString("mapping", "COUPONLINK_MAPPING", "", "YAML mapping of the shop's schema to audit (empty: couponlink's reference schema)")
 	o.asJSON = f.Bool("json", false, "print the report as JSON")
 	o.record = f.Bool("record", false, "write the findings named into the finding table, kind found_at_attach/<kind> (a second run does not duplicate them)")
 	o.examples = f.Int("examples", audit.DefaultExamples, "findings named (and recorded) per kind; the counts are exact all the same")
@@ -51,11 +53,13 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := f.Parse(args); err != nil {
 		return err
 	}
-	if err := o.run(ctx, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "couponlink audit: %v\n", err)
-		return exitCode(2)
+	err := o.run(ctx, stdout, stderr)
+	var found exitCode
+	if err == nil || errors.As(err, &found) {
+		return err
 	}
-	return nil
+	fmt.Fprintf(stderr, "couponlink audit: %s\n", redact.Text(err.Error()))
+	return exitCode(2)
 }
 
 // run audits, prints the report, records it with -record, and ends in
@@ -63,9 +67,6 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func (o *auditSettings) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if *o.examples < 1 {
 		return fmt.Errorf("-examples must be at least 1, got %d", *o.examples)
-	}
-	if *o.mapping.Source != "" {
-		return fmt.Errorf("-source %q: audit each source with a mapping of its own", *o.mapping.Source)
 	}
 	inventory.SetSnapshotMethod(*o.snapshot.Method)
 	log := o.logging.Logger(stderr).With("component", "audit")
@@ -75,7 +76,7 @@ func (o *auditSettings) run(ctx context.Context, stdout, stderr io.Writer) error
 	}
 	defer db.Close()
 	m, name := canal.DefaultMapping(), "the reference schema"
-	if path := *o.mapping.File; path != "" {
+	if path := *o.mapping; path != "" {
 		if m, err = canal.ReadMappingFile(path); err != nil {
 			return err
 		}

@@ -29,6 +29,7 @@ func FlagSets() []*settings.Flags {
 		out = append(out, c.flags("quota policy "+c.name, w))
 	}
 	add(mappingCheckFlags(w))
+	add(auditFlags(w))
 	out = append(out, versionFlags(w))
 	return out
 }

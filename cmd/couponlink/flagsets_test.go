@@ -29,7 +29,7 @@ func TestFlagSetsAreTheCommands(t *testing.T) {
 	}
 	assert.Equal(t, []string{"couponlink migrate", "couponlink api", "couponlink expire", "couponlink cdc", "couponlink reconcile",
 		"couponlink status", "couponlink anomalies list", "couponlink anomalies ack", "couponlink anomalies close", "couponlink anomalies reopen", "couponlink quota policy show", "couponlink quota policy set", "couponlink quota policy reset",
-		"couponlink quota policy audit", "couponlink mapping check", "couponlink version"}, names)
+		"couponlink quota policy audit", "couponlink mapping check", "couponlink audit", "couponlink version"}, names)
 }
 
 // A flag's help names a variable in brackets when, and only when, the
