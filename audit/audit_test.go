@@ -21,9 +21,9 @@ import (
 	"github.com/couponlink/couponlink/reconcile"
 )
 
-// shop is the writeoff-table layout of deploy/legacy (its schema.sql and
-// mapping.yaml as they are), in the test's database beside couponlink's
-// own tables, before couponlink ever ran on it.
+// shop is a layout of deploy/legacy (its schema.sql and mapping.yaml as
+// they are), in the test's database beside couponlink's own tables, before
+// couponlink ever ran on it.
 type shop struct {
 	t   *testing.T
 	ctx context.Context
@@ -31,10 +31,10 @@ type shop struct {
 	m   *canal.Mapping
 }
 
-func newShop(t *testing.T) *shop {
+func newShop(t *testing.T, layout string) *shop {
 	db, dsn := testenv.MySQL(t)
 	ctx := context.Background()
-	dir := filepath.Join("..", "deploy", "legacy", "writeoff-table")
+	dir := filepath.Join("..", "deploy", "legacy", layout)
 	ddl, err := os.ReadFile(filepath.Join(dir, "schema.sql"))
 	require.NoError(t, err)
 	for _, stmt := range strings.Split(string(ddl), ";\n") {
@@ -145,7 +145,7 @@ func subjects(k *audit.KindReport) []string {
 // those, each named, and nothing else; its totals equal a GROUP BY of the
 // shop's tables; its JSON parses back.
 func TestAuditFindsEveryKind(t *testing.T) {
-	s := newShop(t)
+	s := newShop(t, "writeoff-table")
 	want := s.seed()
 	rep, err := audit.Run(s.ctx, s.db, s.m, "writeoff-table", audit.Config{Logger: testenv.QuietLogger()})
 	require.NoError(t, err)
@@ -212,10 +212,72 @@ func TestAuditFindsEveryKind(t *testing.T) {
 	assert.Contains(t, buf.String(), "used_without_redemption: 2\n")
 }
 
+// run audits the shop and returns the subjects each kind names.
+func (s *shop) run() (*audit.Report, map[audit.Kind][]string) {
+	s.t.Helper()
+	rep, err := audit.Run(s.ctx, s.db, s.m, "shop", audit.Config{})
+	require.NoError(s.t, err)
+	found := map[audit.Kind][]string{}
+	for _, k := range rep.Kinds {
+		if names := subjects(&k); len(names) > 0 {
+			found[k.Kind] = names
+		}
+	}
+	return rep, found
+}
+
+// TestAuditCouponOrder: the order-columns layout (the order on the coupon
+// row, orders with closed states, soft deletes, an unlimited budget): a
+// use with no order or with a closed one, an unused coupon behind an open
+// order, a budget exceeded; an unlimited budget, a given-back coupon
+// keeping its cancelled order and a soft-deleted coupon are clean.
+func TestAuditCouponOrder(t *testing.T) {
+	s := newShop(t, "order-columns")
+	s.exec(`INSERT INTO coupon_batch (batch_id, batch_name, total_count, end_time) VALUES
+		(1, 'unlimited', 0, NOW() + INTERVAL 1 DAY), (2, 'one', 1, NOW() + INTERVAL 1 DAY)`)
+	s.exec(`INSERT INTO shop_order (order_sn, uid, status) VALUES ('S1', 'u1', 1), ('S3', 'u3', 4), ('S4', 'u4', 2), ('S5', 'u5', 3)`)
+	s.exec(`INSERT INTO member_coupon (id, batch_id, uid, get_from, status, order_sn, deleted) VALUES
+		(1, 1, 'u1', 'app', 1, 'S1', 0), (2, 1, 'u2', 'app', 1, NULL, 0), (3, 1, 'u3', 'app', 1, 'S3', 0),
+		(4, 1, 'u4', 'app', 0, 'S4', 0), (5, 1, 'u5', 'app', 0, 'S5', 0), (6, 1, 'u6', 'app', 1, NULL, 1),
+		(7, 2, 'u7', 'h5', 0, NULL, 0), (8, 2, 'u8', 'h5', 2, NULL, 0)`)
+	rep, found := s.run()
+	assert.Equal(t, map[audit.Kind][]string{
+		audit.UsedWithoutRedemption: {"coupon 2", "coupon 3"},
+		audit.RedemptionOnUnused:    {"coupon 4"},
+		audit.OverIssue:             {"template 2"},
+	}, found)
+	assert.False(t, rep.Kind(audit.DoubleSpend).Checked, "one order column: a snapshot cannot see a second order")
+	assert.Equal(t, "used, and its order S3 is not an open order", rep.Kind(audit.UsedWithoutRedemption).Examples[1].Detail)
+	assert.Equal(t, int64(7), rep.Totals.Issued, "the soft-deleted coupon is not counted")
+	assert.Equal(t, int64(1), *rep.Totals.UsedWithEvidence)
+}
+
+// TestAuditOrderTable: the no-writeoff layout (orders name the promotion
+// and the member, not the coupon): more uses than open orders of a
+// (promotion, member) is a use without evidence, more open orders than
+// uses a double spend; a closed order proves nothing.
+func TestAuditOrderTable(t *testing.T) {
+	s := newShop(t, "no-writeoff")
+	s.exec(`INSERT INTO promo (id, name, publish, remain) VALUES (1, 'spring', 10, 5)`)
+	s.exec(`INSERT INTO promo_member (promo_id, member_id, get_type, use_status) VALUES
+		(1, 5, 1, 1), (1, 5, 1, 1), (1, 6, 1, 0), (1, 7, 1, 1), (1, 8, 1, NULL)`)
+	s.exec(`INSERT INTO sales_order (order_sn, member_id, promo_id, amount, order_status) VALUES
+		('A', 5, 1, 10, 1), ('B', 5, 1, 10, 4), ('C', 6, 1, 10, 3), ('D', 7, 1, 10, 2), ('E', 9, 1, 10, 1), ('F', 9, NULL, 10, 1)`)
+	rep, found := s.run()
+	assert.Equal(t, map[audit.Kind][]string{
+		audit.UsedWithoutRedemption: {`template 1 user "5"`},
+		audit.DoubleSpend:           {`template 1 user "6"`, `template 1 user "9"`},
+	}, found)
+	assert.Equal(t, "2 used coupons, 1 open orders", rep.Kind(audit.UsedWithoutRedemption).Examples[0].Detail)
+	assert.Equal(t, int64(3), *rep.Totals.UsedWithEvidence+*rep.Totals.UsedWithoutEvidence)
+	assert.Equal(t, int64(1), *rep.Totals.UsedWithoutEvidence)
+	assert.Equal(t, int64(4), *rep.Totals.WriteOffs, "the open orders that used a coupon")
+}
+
 // TestAuditExamplesAreCapped: past -examples a kind names no more, and
 // its count stays exact.
 func TestAuditExamplesAreCapped(t *testing.T) {
-	s := newShop(t)
+	s := newShop(t, "writeoff-table")
 	s.exec(`INSERT INTO campaign (id, title, stock_total, stock_left) VALUES (1, 'spring', 1000, 0)`)
 	s.exec(`INSERT INTO coupon (id, campaign_id, member_id, source, state) SELECT seq, 1, seq, 1, 20 FROM seq_1_to_250`)
 	rep, err := audit.Run(s.ctx, s.db, s.m, "writeoff-table", audit.Config{Examples: 7, ProgressEvery: 100})
@@ -228,7 +290,7 @@ func TestAuditExamplesAreCapped(t *testing.T) {
 
 // TestAuditCleanShop: a shop with nothing wrong is clean.
 func TestAuditCleanShop(t *testing.T) {
-	s := newShop(t)
+	s := newShop(t, "writeoff-table")
 	s.exec(`INSERT INTO campaign (id, title, stock_total, stock_left, limit_per_user) VALUES (1, 'spring', 10, 8, 1)`)
 	s.coupon(1, 1, 1, 20, "A-1")
 	s.coupon(2, 1, 2, 10)
@@ -242,7 +304,7 @@ func TestAuditCleanShop(t *testing.T) {
 // findings; a second run sees them once more, duplicates none, and one
 // acknowledged stays acknowledged.
 func TestAuditRecord(t *testing.T) {
-	s := newShop(t)
+	s := newShop(t, "writeoff-table")
 	want := s.seed()
 	rep, err := audit.Run(s.ctx, s.db, s.m, "writeoff-table", audit.Config{})
 	require.NoError(t, err)
