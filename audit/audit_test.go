@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -37,31 +38,21 @@ func newShop(t *testing.T, layout string) *shop {
 	dir := filepath.Join("..", "deploy", "legacy", layout)
 	ddl, err := os.ReadFile(filepath.Join(dir, "schema.sql"))
 	require.NoError(t, err)
-	for _, stmt := range strings.Split(string(ddl), ";\n") {
-		if strings.TrimSpace(withoutComments(stmt)) != "" {
-			_, err := db.ExecContext(ctx, stmt)
-			require.NoError(t, err, stmt)
-		}
-	}
+	cfg, err := mysql.ParseDSN(dsn)
+	require.NoError(t, err)
+	cfg.MultiStatements = true // the file as it is, in one go
+	conn, err := sql.Open("mysql", cfg.FormatDSN())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, string(ddl))
+	require.NoError(t, err)
 	y, err := os.ReadFile(filepath.Join(dir, "mapping.yaml"))
 	require.NoError(t, err)
-	name := dsn[strings.LastIndex(dsn, "/")+1:]
-	name, _, _ = strings.Cut(name, "?")
-	m, err := canal.LoadMapping([]byte(strings.Replace(string(y), "schema: shop", "schema: "+name, 1)))
+	m, err := canal.LoadMapping([]byte(strings.Replace(string(y), "schema: shop", "schema: "+cfg.DBName, 1)))
 	require.NoError(t, err)
 	m, err = m.Resolve(ctx, db)
 	require.NoError(t, err)
 	return &shop{t: t, ctx: ctx, db: db, m: m}
-}
-
-func withoutComments(stmt string) string {
-	var out []string
-	for _, line := range strings.Split(stmt, "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
-			out = append(out, line)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 func (s *shop) exec(q string, args ...any) {
