@@ -158,9 +158,22 @@ func (r *Report) Kind(k Kind) *KindReport {
 // enforces the limit when it writes).
 const referencePerUserLimit = "per_user_limit"
 
-// Run audits the shop's tables of m on db at one consistent snapshot.
-// name is the mapping's name for the report.
+// Run audits the shop's tables of m on db at one consistent snapshot of
+// its own. name is the mapping's name for the report.
 func Run(ctx context.Context, db *sql.DB, m *canal.Mapping, name string, cfg Config) (*Report, error) {
+	var rep *Report
+	_, err := inventory.NewQueries(m).WithSnapshot(ctx, db, func(tx *sql.Tx, pos canal.Position) error {
+		var err error
+		rep, err = RunIn(ctx, tx, pos, m, name, cfg)
+		return err
+	})
+	return rep, err
+}
+
+// RunIn audits the shop's tables of m in tx, a consistent snapshot at
+// pos that the caller opened and ends (a bootstrap's, to audit what it
+// counts).
+func RunIn(ctx context.Context, tx *sql.Tx, pos canal.Position, m *canal.Mapping, name string, cfg Config) (*Report, error) {
 	if m.Reference() && m.Template.PerUserLimit == "" {
 		ref := *m // couponlink's own templates keep their per-user limit
 		ref.Template.PerUserLimit = referencePerUserLimit
@@ -180,18 +193,14 @@ func Run(ctx context.Context, db *sql.DB, m *canal.Mapping, name string, cfg Con
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	start := time.Now()
-	a := &auditor{q: q, m: m, cfg: cfg, rep: &Report{Mapping: name, At: start.UTC(), Evidence: m.RedemptionEvidence()}}
+	a := &auditor{q: q, m: m, cfg: cfg, rep: &Report{Mapping: name, Position: pos.String(), At: start.UTC(), Evidence: m.RedemptionEvidence()}}
 	for _, k := range Kinds {
 		a.rep.Kinds = append(a.rep.Kinds, KindReport{Kind: k, Examples: []Finding{}})
 	}
-	pos, err := q.WithSnapshot(ctx, db, func(tx *sql.Tx, pos canal.Position) error {
-		cfg.Logger.Info("audit: snapshot taken", "position", pos.String())
-		return a.run(ctx, tx)
-	})
-	if err != nil {
+	cfg.Logger.Info("audit: reading the snapshot", "position", pos.String())
+	if err := a.run(ctx, tx); err != nil {
 		return nil, err
 	}
-	a.rep.Position = pos.String()
 	for _, k := range a.rep.Kinds {
 		a.rep.Found += k.Count
 	}
