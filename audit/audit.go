@@ -33,7 +33,8 @@ const (
 	// used coupons of a template and member).
 	UsedWithoutRedemption Kind = "used_without_redemption"
 	// RedemptionOnUnused: evidence of a use on a coupon never used (a
-	// write-off row of an AVAILABLE or EXPIRED coupon, or of no coupon).
+	// write-off row of an AVAILABLE or EXPIRED coupon, or of no live
+	// coupon).
 	RedemptionOnUnused Kind = "redemption_on_unused"
 	// DoubleSpend: one coupon behind two orders (write-off rows of
 	// different orders; more open orders than used coupons).
@@ -263,15 +264,23 @@ func (a *auditor) checked(kinds ...Kind) {
 // off marks a kind not checked, and why.
 func (a *auditor) off(k Kind, why string) { a.kind(k).Off = why }
 
-// progress wraps fn of a check's rows with a progress line every
+// ticker counts the rows of a check and logs a progress line every
 // ProgressEvery rows.
-func (a *auditor) progress(check string, fn func(inventory.AuditRow) error) func(inventory.AuditRow) error {
+func (a *auditor) ticker(check string) func() {
 	var n int64
 	start := time.Now()
-	return func(r inventory.AuditRow) error {
+	return func() {
 		if n++; n%a.cfg.ProgressEvery == 0 {
 			a.cfg.Logger.Info("audit: progress", "check", check, "rows", n, "elapsed", time.Since(start).Round(time.Second).String())
 		}
+	}
+}
+
+// progress is fn of a check's rows, with its progress lines.
+func (a *auditor) progress(check string, fn func(inventory.AuditRow) error) func(inventory.AuditRow) error {
+	tick := a.ticker(check)
+	return func(r inventory.AuditRow) error {
+		tick()
 		return fn(r)
 	}
 }
@@ -346,7 +355,7 @@ func (a *auditor) evidence(ctx context.Context, tx *sql.Tx) error {
 			case ev == canal.EvidenceCouponOrder:
 				detail = "an unused coupon names order " + r.Orders
 			case r.Template == 0:
-				detail = "a write-off of no coupon"
+				detail = "a write-off of no live coupon"
 			}
 			a.add(RedemptionOnUnused, couponFinding(r, detail))
 			return nil
@@ -464,12 +473,9 @@ func (a *auditor) perUser(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	a.checked(PerUserLimitExceeded)
-	var n int64
-	start := time.Now()
+	tick := a.ticker(string(PerUserLimitExceeded))
 	return a.q.UserClaims(ctx, tx, func(tpl int64, user string, coupons int64) error {
-		if n++; n%a.cfg.ProgressEvery == 0 {
-			a.cfg.Logger.Info("audit: progress", "check", string(PerUserLimitExceeded), "rows", n, "elapsed", time.Since(start).Round(time.Second).String())
-		}
+		tick()
 		if limit := a.templates[tpl].PerUserLimit; limit > 0 && coupons > limit {
 			a.add(PerUserLimitExceeded, Finding{Template: tpl, User: user, Detail: fmt.Sprintf("%d coupons, limit %d", coupons, limit)})
 		}
