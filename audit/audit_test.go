@@ -17,6 +17,7 @@ import (
 
 	"github.com/couponlink/couponlink/audit"
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
@@ -167,15 +168,13 @@ func TestAuditFindsEveryKind(t *testing.T) {
 
 	// the totals are the shop's own GROUP BY
 	byState := map[int]int64{}
-	rows, err := s.db.QueryContext(s.ctx, `SELECT state, COUNT(*) FROM coupon GROUP BY state`)
-	require.NoError(t, err)
-	for rows.Next() {
+	require.NoError(t, sqltx.EachRow(s.ctx, s.db, `SELECT state, COUNT(*) FROM coupon GROUP BY state`, nil, func(rows *sql.Rows) error {
 		var st int
 		var n int64
-		require.NoError(t, rows.Scan(&st, &n))
+		err := rows.Scan(&st, &n)
 		byState[st] = n
-	}
-	require.NoError(t, rows.Err())
+		return err
+	}))
 	tot := rep.Totals
 	assert.Equal(t, byState[10]+byState[20]+byState[30]+byState[40], tot.Issued)
 	assert.Equal(t, []int64{byState[10], byState[20], byState[30], byState[40]}, []int64{tot.Available, tot.Used, tot.Expired, tot.Returned})
