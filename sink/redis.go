@@ -83,13 +83,17 @@ func (r *stock) write(ctx context.Context, quotas map[inventory.Pair]inventory.Q
 	return nil
 }
 
-// rebuild writes every stock key and then the epoch markers.
-func (r *stock) rebuild(ctx context.Context, quotas map[inventory.Pair]inventory.Quota, stamp int64) error {
+// rebuild writes every stock key, then what also writes (the claimed
+// users' sets), and then the epoch markers: a marker stands for a whole copy.
+func (r *stock) rebuild(ctx context.Context, quotas map[inventory.Pair]inventory.Quota, stamp int64, also func(context.Context) error) error {
 	templates := templatesIn(quotas)
 	for start := 0; start < len(templates); start += 200 {
 		if err := r.write(ctx, quotas, templates[start:min(start+200, len(templates))], stamp, r.reset); err != nil {
 			return err
 		}
+	}
+	if err := also(ctx); err != nil {
+		return err
 	}
 	markers, err := redisconn.OnEachMaster(ctx, r.rdb, r.keys.Epoch())
 	if err != nil {
