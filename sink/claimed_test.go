@@ -65,14 +65,14 @@ func claimedChaos(t *testing.T, e *env, redisAddr string, flush func()) {
 		t.Helper()
 		cdctest.WaitFor(t, 60*time.Second, what, func() bool { return w.ops.Load() >= n })
 	}
-	until(200, "the workload is under way")
+	until(100, "the workload is under way")
 	_ = p.signal(syscall.SIGKILL)
 	flush()
 	p = runner.start()
-	until(400, "the workload goes on after the restart")
+	until(200, "the workload goes on after the restart")
 	flush()
 	w.waitRebuilt()
-	until(w.ops.Load()+200, "the workload goes on after the rebuild")
+	until(w.ops.Load()+100, "the workload goes on after the rebuild")
 	stop.Store(true)
 	<-done
 	require.Empty(t, w.unexpected, "unexpected errors in the workload")

@@ -115,7 +115,7 @@ func (m *metrics) redisMetrics(f promauto.Factory) {
 		Name: "couponlink_redis_writes_total", Help: "Redis write rounds, by kind of key (stock, claimed) and result (ok, error).",
 	}, []string{"kind", "result"})
 	m.redisRebuilds = f.NewCounter(prometheus.CounterOpts{
-		Name: "couponlink_redis_rebuilds_total", Help: "Full rebuilds of the Redis stock keys (after a flush, a restart or an outage).",
+		Name: "couponlink_redis_rebuilds_total", Help: "Full rebuilds of the Redis stock keys and claimed-users sets (after a flush, a restart or an outage).",
 	})
 	for _, kind := range []string{kindStock, kindClaimed} {
 		m.redisWrites.WithLabelValues(kind, "ok")
