@@ -126,15 +126,18 @@ func (s *Queries) UserClaims(ctx context.Context, q Querier, fn func(template in
 }
 
 // UserClaimsOf is UserClaims for the given users of one template only (a
-// user with no coupon counted is absent).
+// user with no coupon counted is absent). The users are matched by the
+// column itself, so that its index serves (the reference schema's
+// (user_id, template_id)); the column's collation may match more (case,
+// trailing spaces), which come back under their own bytes.
 func (s *Queries) UserClaimsOf(ctx context.Context, q Querier, template int64, users []string, fn func(template int64, user string, coupons int64) error) error {
 	for start := 0; start < len(users); start += 500 {
 		part := users[start:min(start+500, len(users))]
 		args := []any{template}
 		for _, u := range part {
-			args = append(args, []byte(u))
+			args = append(args, u)
 		}
-		only := fmt.Sprintf(" AND %s = ? AND %s IN (%s)", quoteIdent(s.m.UserCoupon.Template), orderKeyUser(s.m.UserCoupon.User), sqltx.Placeholders(len(part)))
+		only := fmt.Sprintf(" AND %s = ? AND %s IN (%s)", quoteIdent(s.m.UserCoupon.Template), quoteIdent(s.m.UserCoupon.User), sqltx.Placeholders(len(part)))
 		if err := s.userClaims(ctx, q, only, args, fn); err != nil {
 			return err
 		}

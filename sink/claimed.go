@@ -19,16 +19,21 @@ import (
 // deleted, undecodable or moved-away coupon does not). Only the cdc writes
 // them, in its Redis step (pipeline.go, step 14), after the stock keys.
 //
-// After a batch, the users its coupon rows touched are counted again in a
-// consistent snapshot at position P (as freshen reads its buckets), and
-// their membership is written stamped P, in one script per template that
-// refuses a stamp older than the set's (its field in the template's stamp
-// hash): the counts at P include the batch, a later batch's snapshot is
-// later, and a rebuild's snapshot holds every user at its own P. The binlog
-// order of the counts is not needed: the snapshot is the truth at its
-// stamp. A rebuild (a flushed Redis, missed writes, a start) counts every
-// user in one snapshot and replaces each set whole, before the epoch
-// markers are set.
+// After a batch, the users its coupon rows touched are counted again from
+// the table as it is now, and their membership is written stamped with
+// the batch's end E, in one script per template that refuses a stamp older
+// than the set's (its field in the template's stamp hash). The count read
+// is at E or later, never older, and the cdc writes one batch after the
+// other: each write carries a newer state than the one before, so a user's
+// last write is its truth once the cdc has caught up. A rebuild (a flushed
+// Redis, missed writes, every start) counts every user in one consistent
+// snapshot at position P, replaces each set whole and stamps it P, before
+// the epoch markers are set: the batches ending before P (a restart's
+// replay) are then refused, their changes being in P; a change after P
+// comes with a batch ending after it, which is taken. A deposed leader's
+// late write is stamped with a batch end before the new leader's start,
+// below the new leader's rebuild: refused. The per-batch read takes no
+// snapshot (on Oracle MySQL a snapshot's position takes a lock).
 
 // addRemoveStamped adds and removes members of a set unless the set's
 // stamp is newer than ours, and stamps it.
@@ -114,14 +119,9 @@ func (s *Sink) syncClaimed(ctx context.Context, ts []canal.Transition) {
 	if len(touched) == 0 {
 		return
 	}
-	var in, out map[int64][]string
-	pos, err := s.src.WithSnapshot(ctx, s.cfg.BinlogDB, func(tx *sql.Tx, _ canal.Position) error {
-		var err error
-		in, out, err = s.atLimit(ctx, tx, touched)
-		return err
-	})
+	in, out, err := s.readAtLimit(ctx, touched)
 	if err == nil {
-		err = s.redis.writeClaimed(ctx, in, out, inventory.Stamp(pos))
+		err = s.redis.writeClaimed(ctx, in, out, s.redis.stampOf(s.pos))
 	}
 	if err != nil {
 		s.m.redisWrites.WithLabelValues(kindClaimed, "error").Inc()
@@ -130,6 +130,17 @@ func (s *Sink) syncClaimed(ctx context.Context, ts []canal.Transition) {
 		return
 	}
 	s.m.redisWrites.WithLabelValues(kindClaimed, "ok").Inc()
+}
+
+// readAtLimit is atLimit in a read-only transaction of its own on the
+// source: the limits and the counts as of one moment.
+func (s *Sink) readAtLimit(ctx context.Context, users map[int64][]string) (in, out map[int64][]string, err error) {
+	tx, err := s.cfg.BinlogDB.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("count the users' coupons: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // read-only: nothing to keep
+	return s.atLimit(ctx, tx, users)
 }
 
 // atLimit splits the users of each template into those at its per-user

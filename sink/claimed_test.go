@@ -213,7 +213,7 @@ func (w *claimedWorkload) giveBack(id int64) error {
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }()
 	if _, err := tx.Exec(`UPDATE user_claim c JOIN user_coupon u ON u.template_id = c.template_id AND u.user_id = c.user_id
 		SET c.claimed = c.claimed - 1 WHERE u.id = ?`, id); err != nil {
 		return err
