@@ -45,3 +45,20 @@ func TestClaimedOlderStampRefused(t *testing.T) {
 	require.Empty(t, members(), "a reset rebuild of no member")
 	require.Equal(t, "10", r.rdb.HGet(ctx, r.keys.Stamps(7), set).Val(), "a reset rebuild stamps its own position")
 }
+
+// A claimed users' set stamped past the checkpoint (a rebuild stamps its
+// snapshot's position) is no sign of a failover: only the stock keys'
+// stamps say the keys are ahead of the position the cdc resumes from.
+func TestClaimedStampNotAhead(t *testing.T) {
+	ctx := context.Background()
+	r := &stock{rdb: testenv.Redis(t), keys: inventory.Keys{Prefix: testenv.KeyPrefix(t)}}
+	t.Cleanup(func() { r.rdb.Del(ctx, r.keys.Stamps(7)) })
+	require.NoError(t, r.rdb.HSet(ctx, r.keys.Stamps(7), r.keys.Claimed(7), 1000, r.keys.Stock(7, "app"), 10).Err())
+	ahead, err := r.stampsAhead(ctx, []int64{7}, 10)
+	require.NoError(t, err)
+	require.False(t, ahead, "the set's stamp counted as a stock key's")
+	require.NoError(t, r.rdb.HSet(ctx, r.keys.Stamps(7), r.keys.Stock(7, "app"), 11).Err())
+	ahead, err = r.stampsAhead(ctx, []int64{7}, 10)
+	require.NoError(t, err)
+	require.True(t, ahead, "a stock key's stamp ahead")
+}
