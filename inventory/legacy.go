@@ -129,7 +129,8 @@ func (s *Queries) UserClaims(ctx context.Context, q Querier, fn func(template in
 // user with no coupon counted is absent). The users are matched by the
 // column itself, so that its index serves (the reference schema's
 // (user_id, template_id)); the column's collation may match more (case,
-// trailing spaces), which come back under their own bytes.
+// trailing spaces), which come back under their own bytes. A user longer
+// than MaxOrderKey, as the cdc keys it (cut), matches no row.
 func (s *Queries) UserClaimsOf(ctx context.Context, q Querier, template int64, users []string, fn func(template int64, user string, coupons int64) error) error {
 	for start := 0; start < len(users); start += 500 {
 		part := users[start:min(start+500, len(users))]

@@ -108,9 +108,9 @@ func claimedTouched(ts []canal.Transition) map[int64][]string {
 	return out
 }
 
-// syncClaimed writes the membership of the users the batch touched, read in
-// a snapshot and stamped with its position. Nothing while Redis waits for a
-// rebuild (which writes every set); a failure makes one.
+// syncClaimed writes the membership of the users the batch touched, as the
+// table holds it now, stamped with the batch's end. Nothing while Redis
+// waits for a rebuild (which writes every set); a failure makes one.
 func (s *Sink) syncClaimed(ctx context.Context, ts []canal.Transition) {
 	if !s.keepsClaimed() || s.redis.dirty {
 		return
@@ -144,7 +144,7 @@ func (s *Sink) readAtLimit(ctx context.Context, users map[int64][]string) (in, o
 }
 
 // atLimit splits the users of each template into those at its per-user
-// limit (in) and those below it (out), as tx's snapshot counts them.
+// limit (in) and those below it (out), as tx reads them.
 func (s *Sink) atLimit(ctx context.Context, tx *sql.Tx, users map[int64][]string) (in, out map[int64][]string, err error) {
 	templates := make([]int64, 0, len(users))
 	for tpl := range users {
