@@ -122,14 +122,40 @@ func (s *Queries) legacyReleased(ctx context.Context, tx *sql.Tx, ids []int64, o
 // empty user is nobody's), by the user's bytes as the binlog carries them
 // cut to MaxOrderKey, and calls fn for each.
 func (s *Queries) UserClaims(ctx context.Context, q Querier, fn func(template int64, user string, coupons int64) error) error {
+	return s.userClaims(ctx, q, "", nil, fn)
+}
+
+// UserClaimsOf is UserClaims for the given users of one template only (a
+// user with no coupon counted is absent). The users are matched by the
+// column itself, so that its index serves (the reference schema's
+// (user_id, template_id)); the column's collation may match more (case,
+// trailing spaces), which come back under their own bytes. A user longer
+// than MaxOrderKey, as the cdc keys it (cut), matches no row.
+func (s *Queries) UserClaimsOf(ctx context.Context, q Querier, template int64, users []string, fn func(template int64, user string, coupons int64) error) error {
+	for start := 0; start < len(users); start += 500 {
+		part := users[start:min(start+500, len(users))]
+		args := []any{template}
+		for _, u := range part {
+			args = append(args, u)
+		}
+		only := fmt.Sprintf(" AND %s = ? AND %s IN (%s)", quoteIdent(s.m.UserCoupon.Template), quoteIdent(s.m.UserCoupon.User), sqltx.Placeholders(len(part)))
+		if err := s.userClaims(ctx, q, only, args, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// userClaims is UserClaims with a further condition (and its arguments).
+func (s *Queries) userClaims(ctx context.Context, q Querier, only string, onlyArgs []any, fn func(template int64, user string, coupons int64) error) error {
 	uc := s.m.UserCoupon
 	codes := make([]int64, 0, len(s.status))
 	for c := range s.status {
 		codes = append(codes, c)
 	}
 	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), orderKeyUser(uc.User)},
-		fmt.Sprintf("%s IS NOT NULL AND %s IS NOT NULL AND %s IN (%s)%s", quoteIdent(uc.Template), quoteIdent(uc.User),
-			quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), andAlso(s.liveCoupon())), sqltx.Int64Args(codes), "")
+		fmt.Sprintf("%s IS NOT NULL AND %s IS NOT NULL AND %s IN (%s)%s%s", quoteIdent(uc.Template), quoteIdent(uc.User),
+			quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), andAlso(s.liveCoupon()), only), append(sqltx.Int64Args(codes), onlyArgs...), "")
 	if err != nil {
 		return fmt.Errorf("count coupons per user in %s: %w", uc.Table, err)
 	}
@@ -148,6 +174,43 @@ func (s *Queries) UserClaims(ctx context.Context, q Querier, fn func(template in
 		return fmt.Errorf("count coupons per user in %s: %w", uc.Table, err)
 	}
 	return nil
+}
+
+// PerUserLimits reads the per-user limit of the templates ids (all of them
+// when ids is nil): the mapped column of a legacy template table (absent:
+// none), coupon_template.per_user_limit of the reference schema.
+func (s *Queries) PerUserLimits(ctx context.Context, q Querier, ids []int64) (map[int64]int64, error) {
+	out := map[int64]int64{}
+	if !s.m.Reference() {
+		infos, err := s.Templates(ctx, q, ids)
+		for id, t := range infos {
+			if t.PerUserLimit > 0 {
+				out[id] = t.PerUserLimit
+			}
+		}
+		return out, err
+	}
+	scan := func(rows *sql.Rows) error {
+		var id, limit int64
+		if err := rows.Scan(&id, &limit); err != nil {
+			return err
+		}
+		out[id] = max(limit, 1) // 0 is the API's default: one
+		return nil
+	}
+	const base = "SELECT id, per_user_limit FROM coupon_template"
+	var err error
+	if ids == nil {
+		err = sqltx.EachRow(ctx, q, base, nil, scan)
+	} else {
+		err = inChunks(ids, 500, func(part []int64) error {
+			return sqltx.EachRow(ctx, q, base+" WHERE id IN ("+sqltx.Placeholders(len(part))+")", sqltx.Int64Args(part), scan)
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the per-user limits from coupon_template: %w", err)
+	}
+	return out, nil
 }
 
 // legacyTruth counts the coupons of the templates in out, and those USED.

@@ -77,6 +77,9 @@ default_channel: legacy
 	claims := map[string]int64{}
 	require.NoError(t, src.UserClaims(ctx, db, func(_ int64, user string, n int64) error { claims[user] += n; return nil }))
 	require.Equal(t, map[string]int64{"u0": 8, "u1": 8, "u2": 8, "u3": 8, "u4": 8, "x": 3}, claims, "one count per user over the shards")
+	clear(claims)
+	require.NoError(t, src.UserClaimsOf(ctx, db, 1, []string{"u1", "x", "nobody"}, func(_ int64, user string, n int64) error { claims[user] += n; return nil }))
+	require.Equal(t, map[string]int64{"u1": 8, "x": 3}, claims, "the given users only, over the shards")
 	pairs, err := src.PairsOf(ctx, db, []int64{1, 2, 40})
 	require.NoError(t, err)
 	require.Len(t, pairs, 3)

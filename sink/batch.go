@@ -74,6 +74,7 @@ func (s *Sink) syncBatch(ctx context.Context, b *batch) {
 	if s.redis != nil {
 		s.syncRedis(ctx, quotaTemplates(b.Batch))
 		s.freshenReleased(ctx, b.released)
+		s.syncClaimed(ctx, b.Transitions)
 	}
 }
 

@@ -112,13 +112,15 @@ func (m *metrics) redisMetrics(f promauto.Factory) {
 		Name: "couponlink_redis_behind_batches", Help: "Batches applied to MySQL whose Redis stock writes have not happened yet (0: Redis is current).",
 	})
 	m.redisWrites = f.NewCounterVec(prometheus.CounterOpts{
-		Name: "couponlink_redis_writes_total", Help: "Redis stock write rounds, by result (ok, error).",
-	}, []string{"result"})
+		Name: "couponlink_redis_writes_total", Help: "Redis write rounds, by kind of key (stock, claimed) and result (ok, error).",
+	}, []string{"kind", "result"})
 	m.redisRebuilds = f.NewCounter(prometheus.CounterOpts{
-		Name: "couponlink_redis_rebuilds_total", Help: "Full rebuilds of the Redis stock keys (after a flush, a restart or an outage).",
+		Name: "couponlink_redis_rebuilds_total", Help: "Full rebuilds of the Redis stock keys and claimed-users sets (after a flush, a restart or an outage).",
 	})
-	m.redisWrites.WithLabelValues("ok")
-	m.redisWrites.WithLabelValues("error")
+	for _, kind := range []string{kindStock, kindClaimed} {
+		m.redisWrites.WithLabelValues(kind, "ok")
+		m.redisWrites.WithLabelValues(kind, "error")
+	}
 }
 
 // leaderMetrics registers the metrics of leadership of the checkpoint and

@@ -83,13 +83,17 @@ func (r *stock) write(ctx context.Context, quotas map[inventory.Pair]inventory.Q
 	return nil
 }
 
-// rebuild writes every stock key and then the epoch markers.
-func (r *stock) rebuild(ctx context.Context, quotas map[inventory.Pair]inventory.Quota, stamp int64) error {
+// rebuild writes every stock key, then what also writes (the claimed
+// users' sets), and then the epoch markers: a marker stands for a whole copy.
+func (r *stock) rebuild(ctx context.Context, quotas map[inventory.Pair]inventory.Quota, stamp int64, also func(context.Context) error) error {
 	templates := templatesIn(quotas)
 	for start := 0; start < len(templates); start += 200 {
 		if err := r.write(ctx, quotas, templates[start:min(start+200, len(templates))], stamp, r.reset); err != nil {
 			return err
 		}
+	}
+	if err := also(ctx); err != nil {
+		return err
 	}
 	markers, err := redisconn.OnEachMaster(ctx, r.rdb, r.keys.Epoch())
 	if err != nil {
@@ -157,18 +161,23 @@ func (s *Sink) redisStampsAhead(ctx context.Context, pos canal.Position) bool {
 }
 
 // stampsAhead reports whether a stock key of the templates carries a stamp
-// above at: one pipelined HVALS per template's stamp hash, no keyspace scan.
+// above at: one pipelined HGETALL per template's stamp hash, no keyspace
+// scan. The claimed users' set is not looked at: a rebuild stamps it with
+// its snapshot's position, ahead of the checkpoint by design (claimed.go).
 func (r *stock) stampsAhead(ctx context.Context, templates []int64, at int64) (bool, error) {
 	pipe := r.rdb.Pipeline()
-	cmds := make([]*redis.StringSliceCmd, len(templates))
+	cmds := make([]*redis.MapStringStringCmd, len(templates))
 	for i, tpl := range templates {
-		cmds[i] = pipe.HVals(ctx, r.keys.Stamps(tpl)) // one key each: one slot on a cluster
+		cmds[i] = pipe.HGetAll(ctx, r.keys.Stamps(tpl)) // one key each: one slot on a cluster
 	}
 	if _, err := pipe.Exec(ctx); err != nil && len(templates) > 0 {
 		return false, fmt.Errorf("read the stamps of %d templates: %w", len(templates), err)
 	}
-	for _, c := range cmds {
-		for _, v := range c.Val() {
+	for i, c := range cmds {
+		for k, v := range c.Val() {
+			if k == r.keys.Claimed(templates[i]) {
+				continue
+			}
 			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > at {
 				return true, nil
 			}

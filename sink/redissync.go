@@ -40,7 +40,8 @@ func (s *Sink) syncRedis(ctx context.Context, templates []int64) {
 		s.mu.RLock()
 		quotas := maps.Clone(s.quotas)
 		s.mu.RUnlock()
-		if err = r.rebuild(ctx, quotas, stamp); err == nil {
+		reset := r.reset
+		if err = r.rebuild(ctx, quotas, stamp, func(ctx context.Context) error { return s.rebuildClaimed(ctx, templatesIn(quotas), reset) }); err == nil {
 			s.m.redisRebuilds.Inc()
 			s.log.Info("Redis stock keys rebuilt", "templates", len(templatesIn(quotas)), "position", s.pos.String(), "behind_batches", r.behind)
 			r.dirty = false
@@ -53,13 +54,13 @@ func (s *Sink) syncRedis(ctx context.Context, templates []int64) {
 			r.behind++
 		}
 		if !r.dirty || now.After(r.nextTry) {
-			s.m.redisWrites.WithLabelValues("error").Inc()
+			s.m.redisWrites.WithLabelValues(kindStock, "error").Inc()
 			s.log.Error("Redis stock write failed; counters go on, Redis will be rebuilt", "err", err, "behind_batches", r.behind)
 			r.nextTry = now.Add(time.Second)
 		}
 		r.dirty = true
 	} else if len(templates) > 0 || r.behind > 0 {
-		s.m.redisWrites.WithLabelValues("ok").Inc()
+		s.m.redisWrites.WithLabelValues(kindStock, "ok").Inc()
 		r.behind = 0
 	}
 	s.m.redisBehind.Set(float64(r.behind))
