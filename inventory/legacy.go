@@ -123,13 +123,9 @@ func (s *Queries) legacyReleased(ctx context.Context, tx *sql.Tx, ids []int64, o
 // cut to MaxOrderKey, and calls fn for each.
 func (s *Queries) UserClaims(ctx context.Context, q Querier, fn func(template int64, user string, coupons int64) error) error {
 	uc := s.m.UserCoupon
-	codes := make([]int64, 0, len(s.status))
-	for c := range s.status {
-		codes = append(codes, c)
-	}
+	where, args := s.claimCounted()
 	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), orderKeyUser(uc.User)},
-		fmt.Sprintf("%s IS NOT NULL AND %s IS NOT NULL AND %s IN (%s)%s", quoteIdent(uc.Template), quoteIdent(uc.User),
-			quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), andAlso(s.liveCoupon())), sqltx.Int64Args(codes), "")
+		fmt.Sprintf("%s IS NOT NULL AND %s", quoteIdent(uc.Template), where), args, "")
 	if err != nil {
 		return fmt.Errorf("count coupons per user in %s: %w", uc.Table, err)
 	}
