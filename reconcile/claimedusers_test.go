@@ -49,7 +49,9 @@ func (s *claimedShop) newTemplate(id, limit int64) {
 	s.exec(`INSERT INTO t_coupon_tpl (id, budget, lim) VALUES (?, 1000000, ?)`, id, limit)
 }
 
-func (s *claimedShop) set(tpl int64) string { return fmt.Sprintf("%sshop:coupon:%d:users", s.Keys.Prefix, tpl) }
+func (s *claimedShop) set(tpl int64) string {
+	return fmt.Sprintf("%sshop:coupon:%d:users", s.Keys.Prefix, tpl)
+}
 
 func (s *claimedShop) reconciler(mut ...func(*reconcile.Config)) (*reconcile.Reconciler, *prometheus.Registry) {
 	return s.env.reconciler(append([]func(*reconcile.Config){func(c *reconcile.Config) {

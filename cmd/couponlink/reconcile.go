@@ -31,9 +31,9 @@ type reconcileSettings struct {
 	daemonSettings
 	// a pass: its waits, what it fixes, what it leaves for a person, its events
 	quiet, claimedQuiet, catchUp *time.Duration
-	absT           *int
-	rel            *float64
-	noFix, events  *bool
+	absT                         *int
+	rel                          *float64
+	noFix, events                *bool
 	// the daemon's passes
 	every *time.Duration
 	// the one-shot actions, on the command line only: one pass, the open
