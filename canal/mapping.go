@@ -410,6 +410,8 @@ func (m *Mapping) claimedUsersProblem() string {
 		return "needs template.per_user_limit: a member is a user who holds the template's per-user limit"
 	case m.UserCoupon.User == "":
 		return "needs user_coupon.user: the set's members are users"
+	case m.HasSources():
+		return "is not compared over sources yet (a user's coupons may be on several): leave it out of a mapping with sources"
 	}
 	return ""
 }

@@ -165,6 +165,8 @@ func TestLoadMappingEvidence(t *testing.T) {
 			"redis.claimed_users: needs template.per_user_limit"},
 		{"claimed users without a template", withLimit + "redis: {claimed_users: 'shop:coupon:users'}\n",
 			`redis.claimed_users: "shop:coupon:users" has no {template}`},
+		{"claimed users over sources", strings.Replace(sourcesYAML, "total_quota: budget", "total_quota: budget, per_user_limit: per_limit", 1) +
+			"redis: {claimed_users: 'shop:{template}:users'}\n", "redis.claimed_users: is not compared over sources yet"},
 		{"claimed users per channel", withLimit + "redis: {claimed_users: 'shop:{template}:{channel}:users'}\n",
 			"redis.claimed_users: \"shop:{template}:{channel}:users\" names {channel}"},
 	}

@@ -38,15 +38,7 @@ func (s *Queries) UsersAtLimit(ctx context.Context, q Querier, template, limit i
 		return nil, err
 	}
 	var out []string
-	err = sqltx.EachRow(ctx, q, query, args, func(rows *sql.Rows) error {
-		var user string
-		var c int64
-		if err := rows.Scan(&user, &c); err != nil {
-			return err
-		}
-		out = append(out, user)
-		return nil
-	})
+	err = eachUserCount(ctx, q, query, args, func(user string, _ int64) { out = append(out, user) })
 	if err != nil {
 		return nil, fmt.Errorf("list the users at the limit of template %d in %s: %w", template, s.named(uc.Table), err)
 	}
@@ -72,17 +64,20 @@ func (s *Queries) UserCouponCounts(ctx context.Context, q Querier, template int6
 	if err != nil {
 		return nil, err
 	}
-	err = sqltx.EachRow(ctx, q, query, args, func(rows *sql.Rows) error {
-		var user string
-		var c int64
-		if err := rows.Scan(&user, &c); err != nil {
-			return err
-		}
-		out[user] = c
-		return nil
-	})
+	err = eachUserCount(ctx, q, query, args, func(user string, c int64) { out[user] = c })
 	if err != nil {
 		return nil, fmt.Errorf("count the coupons of %d users of template %d in %s: %w", len(users), template, s.named(uc.Table), err)
 	}
 	return out, nil
+}
+
+// eachUserCount runs a query of (user, count) rows and hands fn each.
+func eachUserCount(ctx context.Context, q Querier, query string, args []any, fn func(user string, coupons int64)) error {
+	return sqltx.EachRow(ctx, q, query, args, func(rows *sql.Rows) error {
+		var user string
+		var c int64
+		err := rows.Scan(&user, &c)
+		fn(user, c)
+		return err
+	})
 }
