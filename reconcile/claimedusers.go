@@ -73,6 +73,12 @@ func (r *Reconciler) claimedUsers(ctx context.Context, rep *Report) error {
 				continue
 			}
 			s := &claimedSet{key: legacyKey(m.Redis.ClaimedUsers, id, ""), template: id, limit: infos[id].PerUserLimit}
+			if ok, err := r.isSet(ctx, rep, s); err != nil || !ok {
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			sets = append(sets, s)
 			if err := r.addMissing(ctx, rep, tx, s); err != nil {
 				return err
@@ -100,6 +106,24 @@ func (r *Reconciler) claimedUsers(ctx context.Context, rep *Report) error {
 		}
 	}
 	return nil
+}
+
+// isSet says whether a claimed set's key is a set (or missing: an empty
+// set); a key of another type is left for a person, as a stock key that
+// holds no integer: the front end owns the key and its format, and
+// couponlink does not overwrite what it cannot read.
+func (r *Reconciler) isSet(ctx context.Context, rep *Report, s *claimedSet) (bool, error) {
+	typ, err := r.cfg.Redis.Type(ctx, s.key).Result()
+	if err != nil {
+		return false, fmt.Errorf("read the type of %s: %w", s.key, err)
+	}
+	if typ == "set" || typ == "none" {
+		return true, nil
+	}
+	rep.Differences = append(rep.Differences, Difference{Store: StoreClaimedUsers, Target: s.key, Template: s.template,
+		FoundRaw: "<" + typ + ">", Action: ActionNeedsReview, Reason: fmt.Sprintf("holds a %s, not a set: the front end cannot SADD it, and "+
+			"couponlink does not overwrite a key of a format it does not know (is the mapping's claimed_users pattern right?)", typ)})
+	return false, nil
 }
 
 func anyCandidates(sets []*claimedSet) bool {
@@ -287,7 +311,7 @@ func (r *Reconciler) unlisted(ctx context.Context, rep *Report, s *claimedSet, w
 	if want == notMember {
 		verb = "removed"
 	}
-	d := Difference{Store: StoreClaimedUsers, Target: s.key + " (unlisted)", Template: s.template, Action: ActionFixed,
+	d := Difference{Store: StoreClaimedUsers, Target: s.key + " (unlisted, " + verb + ")", Template: s.template, Action: ActionFixed,
 		Reason: fmt.Sprintf("%d more members %s (only %d are listed)", n, verb, claimedListed)}
 	d.Expected, d.Found = int64(n)*want, ptr(int64(n)*(member-want))
 	if !*r.cfg.AutoFix {

@@ -350,3 +350,32 @@ func raceClaims(t *testing.T, s *claimedShop) {
 	require.NotEmpty(t, removed, "the failed orders' members were removed")
 	require.Empty(t, wrong, "members removed although their claim committed")
 }
+
+// A pass lists 100 members of a set one by one and the rest as one
+// difference with their count (all of them added, counted and recorded);
+// a key that is not a set is left for a person, untouched.
+func TestClaimedUsersUnlistedAndWrongType(t *testing.T) {
+	t.Parallel()
+	s := newClaimedShop(t)
+	s.newTemplate(1, 1)
+	s.newTemplate(2, 1)
+	s.StartCDC(s.m)
+	s.exec(`INSERT INTO t_user_coupon (uid, tpl_id, state, expire_time) SELECT CONCAT('m', seq), 1, 0, NOW() + INTERVAL 1 DAY FROM seq_1_to_150`)
+	s.exec(`UPDATE t_coupon_tpl SET issued = 150 WHERE id = 1`)
+	s.claim(2, "w1", false)
+	require.NoError(t, s.RDB.Del(s.Ctx, s.set(2)).Err())
+	require.NoError(t, s.RDB.Set(s.Ctx, s.set(2), "oops", 0).Err())
+	s.Settle()
+
+	r, reg := s.reconciler()
+	rep := s.pass(r)
+	require.Equal(t, "needs_review", rep.Status)
+	got := claimedDiffs(rep)
+	require.Len(t, got, 102, "%v", got)
+	require.Contains(t, got, fmt.Sprintf("claimed_users %s (unlisted, added) 50 0 fixed", s.set(1)))
+	require.Contains(t, got, fmt.Sprintf("claimed_users %s 0 <string> needs_review", s.set(2)))
+	require.Len(t, s.members(1), 150)
+	require.Len(t, s.correctionsOf(rep.TaskID), 101)
+	require.Equal(t, []string{"channel=,store=claimed_users,template=1 150"}, series(t, reg, "couponlink_reconcile_corrected_total"))
+	require.Equal(t, "oops", s.RDB.Get(s.Ctx, s.set(2)).Val(), "not a set: not touched")
+}
