@@ -12,10 +12,6 @@ import (
 	"github.com/couponlink/couponlink/inventory"
 )
 
-// StoreClaimedUsers is a legacy front end's per-template set of the users
-// who hold the per-user limit (redis.claimed_users, corrector mode).
-const StoreClaimedUsers = "claimed_users"
-
 // The claimed-users walk works in pages so that memory stays bounded
 // whatever the size of a set: a page of SSCAN, or of users read from
 // MySQL, at a time. Members found without the limit wait for a second
@@ -44,8 +40,6 @@ type claimedSet struct {
 	// look; card the set's SCARD once they were found
 	candidates []string
 	card       int64
-	added      int // members added (SADD), listed or not
-	removed    int
 }
 
 // claimedUsers compares each claimed set (corrector mode) with the users
@@ -165,7 +159,6 @@ func (r *Reconciler) addMissing(ctx context.Context, rep *Report, tx *sql.Tx, s 
 			if err := r.cfg.Redis.SAdd(ctx, s.key, add...).Err(); err != nil {
 				return fmt.Errorf("add %d users at the limit to %s: %w", len(add), s.key, err)
 			}
-			s.added += len(add)
 			r.corrected(StoreClaimedUsers, s.template, "", len(add), nil)
 		}
 		for _, u := range add {
@@ -262,7 +255,6 @@ func (r *Reconciler) removeExtra(ctx context.Context, rep *Report, s *claimedSet
 			return nil
 		}
 		s.card -= int64(len(removed))
-		s.removed += len(removed)
 		r.corrected(StoreClaimedUsers, s.template, "", len(removed), nil)
 		for _, u := range removed {
 			if listed++; listed <= claimedListed {

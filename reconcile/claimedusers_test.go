@@ -7,10 +7,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/api"
@@ -271,7 +273,9 @@ func raceClaims(t *testing.T, s *claimedShop) {
 	start, rng := time.Now(), rand.New(rand.NewPCG(1, 2))
 	var bursts []time.Duration // the ends of the bursts and pauses, in turn
 	for at := time.Duration(0); at < 3*time.Second; {
-		at += time.Duration(100+rng.IntN(300)) * time.Millisecond
+		at += time.Duration(100+rng.IntN(200)) * time.Millisecond // a burst
+		bursts = append(bursts, at)
+		at += time.Duration(350+rng.IntN(300)) * time.Millisecond // a pause: a pass's window fits
 		bursts = append(bursts, at)
 	}
 	claiming := func() bool {
@@ -378,4 +382,77 @@ func TestClaimedUsersUnlistedAndWrongType(t *testing.T) {
 	require.Len(t, s.correctionsOf(rep.TaskID), 101)
 	require.Equal(t, []string{"channel=,store=claimed_users,template=1 150"}, series(t, reg, "couponlink_reconcile_corrected_total"))
 	require.Equal(t, "oops", s.RDB.Get(s.Ctx, s.set(2)).Val(), "not a set: not touched")
+}
+
+// onCommand runs fn once, after the next command name on key of the
+// client it hooks (the reconciler's).
+type onCommand struct {
+	name, key string
+	fn        atomic.Pointer[func()]
+}
+
+func (h *onCommand) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *onCommand) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if args := cmd.Args(); cmd.Name() == h.name && len(args) > 1 && fmt.Sprint(args[1]) == h.key {
+			if fn := h.fn.Swap(nil); fn != nil {
+				(*fn)()
+			}
+		}
+		return err
+	}
+}
+
+func (h *onCommand) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A claim in flight at the first look (SADDed, its order not committed)
+// that commits inside the quiet window keeps its member: the second look
+// reads MySQL again. A claim that starts inside the window (a SADD of
+// another member) changes the set: nothing is removed that pass (in
+// flight), and the next pass removes the failed order's member.
+func TestClaimedUsersSecondLook(t *testing.T) {
+	t.Parallel()
+	s := newClaimedShop(t)
+	s.newTemplate(1, 1)
+	s.StartCDC(s.m)
+	s.claim(1, "ghost", true)
+	s.Settle()
+	set := s.set(1)
+	h := &onCommand{name: "scard", key: set} // the first look's last read
+	s.RDB = hookedClient(t, h)
+	r, _ := s.reconciler()
+
+	// in flight at the first look, committed inside the window
+	require.NoError(t, s.RDB.SAdd(s.Ctx, set, "late").Err())
+	tx, err := s.DB.BeginTx(s.Ctx, nil)
+	require.NoError(t, err)
+	defer tx.Rollback()
+	_, err = tx.Exec(`INSERT INTO t_user_coupon (uid, tpl_id, state, expire_time) VALUES ('late', 1, 0, NOW() + INTERVAL 1 DAY)`)
+	require.NoError(t, err)
+	_, err = tx.Exec(`UPDATE t_coupon_tpl SET issued = issued + 1 WHERE id = 1`)
+	require.NoError(t, err)
+	commit := func() { require.NoError(t, tx.Commit()) }
+	h.fn.Store(&commit)
+	rep := s.pass(r)
+	require.Nil(t, h.fn.Load(), "the first look read the set's size")
+	require.Equal(t, []string{fmt.Sprintf("claimed_users %s %q 0 1 fixed", set, "ghost")}, claimedDiffs(rep))
+	require.Equal(t, []string{"late"}, s.members(1), "the claim committed inside the window: kept")
+
+	// a claim starting inside the window: nothing removed this pass
+	s.claim(1, "ghost2", true)
+	newcomer := func() { require.NoError(t, s.RDB.SAdd(s.Ctx, set, "newcomer").Err()) }
+	h.fn.Store(&newcomer)
+	rep = s.pass(r)
+	require.Equal(t, []string{fmt.Sprintf("claimed_users %s 0 1 in_flight", set)}, claimedDiffs(rep))
+	require.Equal(t, []string{"ghost2", "late", "newcomer"}, s.members(1))
+	rep = s.pass(r)
+	require.ElementsMatch(t, []string{
+		fmt.Sprintf("claimed_users %s %q 0 1 fixed", set, "ghost2"),
+		fmt.Sprintf("claimed_users %s %q 0 1 fixed", set, "newcomer"),
+	}, claimedDiffs(rep), "quiet again: removed")
+	require.Equal(t, []string{"late"}, s.members(1))
 }

@@ -20,7 +20,9 @@ const (
 	StoreQuota    = "quota"    // channel_quota.claimed and over-issue
 	StoreRedis    = "redis"    // stock keys
 	StoreLegacy   = "legacy"   // a legacy template table's own counts
-	// StoreClaimedUsers (claimedusers.go): a legacy front end's claimed sets
+	// StoreClaimedUsers is a legacy front end's per-template set of the
+	// users who hold the per-user limit (redis.claimed_users; claimedusers.go)
+	StoreClaimedUsers = "claimed_users"
 )
 
 // What a pass did about a difference.
