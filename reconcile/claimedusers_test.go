@@ -47,8 +47,13 @@ func newClaimedShop(t *testing.T) *claimedShop {
 	return &claimedShop{legacy: l}
 }
 
-func (s *claimedShop) newTemplate(id, limit int64) {
-	s.exec(`INSERT INTO t_coupon_tpl (id, budget, lim) VALUES (?, 1000000, ?)`, id, limit)
+// start creates templates 1, 2, ... with the per-user limits and starts
+// the cdc.
+func (s *claimedShop) start(limits ...int64) {
+	for i, limit := range limits {
+		s.exec(`INSERT INTO t_coupon_tpl (id, budget, lim) VALUES (?, 1000000, ?)`, i+1, limit)
+	}
+	s.StartCDC(s.m)
 }
 
 func (s *claimedShop) set(tpl int64) string {
@@ -149,9 +154,7 @@ func claimedDiffs(rep *reconcile.Report) []string {
 func TestClaimedUsersFailedOrderIsRemoved(t *testing.T) {
 	t.Parallel()
 	s := newClaimedShop(t)
-	s.newTemplate(1, 1)
-	s.newTemplate(2, 2)
-	s.StartCDC(s.m)
+	s.start(1, 2)
 	s.claim(1, "alice", false)
 	s.claim(1, "bob", true) // locked out
 	s.claim(2, "carol", false)
@@ -202,8 +205,7 @@ func TestClaimedUsersFailedOrderIsRemoved(t *testing.T) {
 func TestClaimedUsersMissingAddedAndNoFixWritesNothing(t *testing.T) {
 	t.Parallel()
 	s := newClaimedShop(t)
-	s.newTemplate(1, 1)
-	s.StartCDC(s.m)
+	s.start(1)
 	for _, u := range []string{"u1", "u2", "u3"} {
 		s.claim(1, u, false)
 	}
@@ -260,8 +262,7 @@ func TestClaimedUsersRaceNeverRemovesACommittedClaim(t *testing.T) {
 }
 
 func raceClaims(t *testing.T, s *claimedShop) {
-	s.newTemplate(1, 1)
-	s.StartCDC(s.m)
+	s.start(1)
 	s.Settle()
 	r, _ := s.reconciler()
 	ctx, cancel := context.WithTimeout(s.Ctx, 2*time.Second)
@@ -361,9 +362,7 @@ func raceClaims(t *testing.T, s *claimedShop) {
 func TestClaimedUsersUnlistedAndWrongType(t *testing.T) {
 	t.Parallel()
 	s := newClaimedShop(t)
-	s.newTemplate(1, 1)
-	s.newTemplate(2, 1)
-	s.StartCDC(s.m)
+	s.start(1, 1)
 	s.exec(`INSERT INTO t_user_coupon (uid, tpl_id, state, expire_time) SELECT CONCAT('m', seq), 1, 0, NOW() + INTERVAL 1 DAY FROM seq_1_to_150`)
 	s.exec(`UPDATE t_coupon_tpl SET issued = 150 WHERE id = 1`)
 	s.claim(2, "w1", false)
@@ -417,8 +416,7 @@ func (h *onCommand) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 func TestClaimedUsersSecondLook(t *testing.T) {
 	t.Parallel()
 	s := newClaimedShop(t)
-	s.newTemplate(1, 1)
-	s.StartCDC(s.m)
+	s.start(1)
 	s.claim(1, "ghost", true)
 	s.Settle()
 	set := s.set(1)
