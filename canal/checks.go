@@ -104,10 +104,16 @@ func (m *Mapping) reconcilerChecks() []CheckState {
 	} else {
 		add("legacy_template_counts", true, "the template's own issued/used counts against its coupons")
 	}
-	if m.Redis == nil {
-		add("redis_stock_keys", false, "no redis keys in the mapping")
+	if m.Redis == nil || (m.Redis.TemplateStock == "" && m.Redis.ChannelStock == "") {
+		add("redis_stock_keys", false, "no redis stock keys in the mapping")
 	} else {
 		add("redis_stock_keys", true, "the front end's stock keys, corrected when quiet (corrector mode)")
+	}
+	if m.Redis == nil || m.Redis.ClaimedUsers == "" {
+		add("redis_claimed_users", false, "no redis.claimed_users in the mapping")
+	} else {
+		add("redis_claimed_users", true, "the front end's per-user claimed sets: missing users at the limit added, "+
+			"members without the limit removed when quiet (corrector mode)")
 	}
 	return cs
 }

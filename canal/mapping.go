@@ -167,12 +167,16 @@ type TemplateTable struct {
 	Source string `yaml:"source"`
 }
 
-// RedisKeys names a legacy front end's Redis stock keys, which the
-// reconciler corrects (corrector mode). {template} and {channel} in a
-// pattern stand for the ids.
+// RedisKeys names a legacy front end's Redis keys, which the reconciler
+// corrects (corrector mode). {template} and {channel} in a pattern stand
+// for the ids.
 type RedisKeys struct {
 	TemplateStock string `yaml:"template_stock"` // e.g. "coupon:stock:{template}"
 	ChannelStock  string `yaml:"channel_stock"`  // e.g. "coupon:stock:{template}:{channel}"
+	// ClaimedUsers is the front end's per-template set of the users who
+	// hold the per-user limit (it SADDs a user before its order commits,
+	// to refuse a second claim), e.g. "shop:coupon:{template}:users".
+	ClaimedUsers string `yaml:"claimed_users"`
 }
 
 // ChannelQuotaTable maps the per-channel quota buckets.
@@ -377,12 +381,39 @@ func (m *Mapping) Validate() error {
 	if m.Template.PerUserLimit != "" && m.UserCoupon.User == "" {
 		bad("template.per_user_limit needs user_coupon.user: the limit is per user")
 	}
+	if p := m.claimedUsersProblem(); p != "" {
+		bad("redis.claimed_users: %s", p)
+	}
 	for _, st := range requiredStatuses {
 		if _, ok := m.Status[st.String()]; !ok {
 			bad("status.%s is missing: AVAILABLE, USED and EXPIRED each need their codes (only RETURNED is optional)", st)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// claimedUsersProblem says what is wrong with redis.claimed_users ("":
+// nothing, or not named). A member means "holds the per-user limit", so
+// the set can only be compared with MySQL when the limit and the user are
+// mapped; one set per template, so the pattern names the template only.
+func (m *Mapping) claimedUsersProblem() string {
+	if m.Redis == nil || m.Redis.ClaimedUsers == "" {
+		return ""
+	}
+	p := m.Redis.ClaimedUsers
+	switch {
+	case !strings.Contains(p, "{template}"):
+		return fmt.Sprintf("%q has no {template}: the set is per template", p)
+	case strings.Contains(p, "{channel}"):
+		return fmt.Sprintf("%q names {channel}: the set is per template, not per channel", p)
+	case m.Template.PerUserLimit == "":
+		return "needs template.per_user_limit: a member is a user who holds the template's per-user limit"
+	case m.UserCoupon.User == "":
+		return "needs user_coupon.user: the set's members are users"
+	case m.HasSources():
+		return "is not compared over sources yet (a user's coupons may be on several): leave it out of a mapping with sources"
+	}
+	return ""
 }
 
 // RedemptionEvidence is the mapping's evidence of a use: Evidence, or

@@ -146,6 +146,7 @@ func TestLoadMappingEvidence(t *testing.T) {
 			require.Equal(t, c.tables, m.SourceTables())
 		})
 	}
+	withLimit := strings.Replace(legacyYAML, "total_quota: budget", "total_quota: budget, per_user_limit: per_limit", 1)
 	bad := []struct{ name, yaml, want string }{
 		{"unknown evidence", legacyYAML + "redemption_evidence: receipts\n", `redemption_evidence "receipts" is unknown`},
 		{"table without a log", noLog, "redemption_log.table is required"},
@@ -160,6 +161,14 @@ func TestLoadMappingEvidence(t *testing.T) {
 			"orders.user is required"},
 		{"per-user limit without a user", strings.NewReplacer("user: uid, ", "", "total_quota: budget", "total_quota: budget, per_user_limit: per_limit").Replace(legacyYAML),
 			"template.per_user_limit needs user_coupon.user"},
+		{"claimed users without a limit", legacyYAML + "redis: {claimed_users: 'shop:coupon:{template}:users'}\n",
+			"redis.claimed_users: needs template.per_user_limit"},
+		{"claimed users without a template", withLimit + "redis: {claimed_users: 'shop:coupon:users'}\n",
+			`redis.claimed_users: "shop:coupon:users" has no {template}`},
+		{"claimed users over sources", strings.Replace(sourcesYAML, "total_quota: budget", "total_quota: budget, per_user_limit: per_limit", 1) +
+			"redis: {claimed_users: 'shop:{template}:users'}\n", "redis.claimed_users: is not compared over sources yet"},
+		{"claimed users per channel", withLimit + "redis: {claimed_users: 'shop:{template}:{channel}:users'}\n",
+			"redis.claimed_users: \"shop:{template}:{channel}:users\" names {channel}"},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {

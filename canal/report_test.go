@@ -42,7 +42,7 @@ func TestMappingChecksPerEvidence(t *testing.T) {
 	orders := "orders: {table: t_order, id: id, template: tpl_id, user: uid}\n"
 	always := map[string]string{"illegal_transition": "on", "deleted_coupon": "on", "undecodable_row": "on", "over_issue": "on",
 		"per_user_limit_exceeded": "off", "used_after_expiry": "on", "stock_column_drift": "off", "legacy_template_counts": "off",
-		"redis_stock_keys": "off", "claimed_off_shelf": "off"} // used_after_expiry: user_coupon.expires_at is mapped
+		"redis_stock_keys": "off", "redis_claimed_users": "off", "claimed_off_shelf": "off"} // used_after_expiry: user_coupon.expires_at is mapped
 	with := func(kv ...string) map[string]string {
 		out := map[string]string{}
 		for k, v := range always {
@@ -66,10 +66,10 @@ func TestMappingChecksPerEvidence(t *testing.T) {
 			with("used_without_redemption", "off", "duplicate_redemption", "off", "double_spend", "off")},
 		{"a template with everything", strings.Replace(legacyYAML, "total_quota: budget",
 			"total_quota: budget, per_user_limit: lim, end_time: end_at, remaining: cnt, issued: issued", 1) +
-			"redis: {template_stock: 'stock:{template}'}\n",
+			"redis: {template_stock: 'stock:{template}', claimed_users: 'shop:coupon:{template}:users'}\n",
 			with("used_without_redemption", "on", "duplicate_redemption", "on", "double_spend", "off", "per_user_limit_exceeded", "on",
 				"used_after_expiry", "on", "stock_column_drift", "on (reconciler)", "legacy_template_counts", "on (reconciler)",
-				"redis_stock_keys", "on (reconciler)")},
+				"redis_stock_keys", "on (reconciler)", "redis_claimed_users", "on (reconciler)")},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

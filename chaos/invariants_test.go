@@ -136,3 +136,13 @@ func TestLegacyDiff(t *testing.T) {
 	delete(got, "illegal_transition coupon 4")
 	require.Empty(t, w.legacyDiff(got))
 }
+
+// The claimed set's check names the members without a coupon and the
+// holders missing from the set, and nothing when they are equal.
+func TestClaimedDiff(t *testing.T) {
+	require.Equal(t, []string{
+		"holds a coupon, missing from the set: member 3",
+		"in the set without a coupon: member 9",
+	}, claimedDiff([]string{"1", "9", "2"}, []string{"1", "2", "3"}))
+	require.Empty(t, claimedDiff([]string{"2", "1"}, []string{"1", "2"}))
+}

@@ -31,8 +31,15 @@ const (
 // corrects) and INCRs it when the shop deletes a coupon.
 const legacyStockKey = "shop:stock:1"
 
+// legacyClaimedKey is the front end's "already claimed" set of the
+// campaign (its per-member limit is 1): it SADDs the member before the
+// order commits (also when the order then fails: a member without a
+// coupon, which the reconciler removes once quiet), and SREMs it on some
+// of the coupons the shop deletes (forgets on the others).
+const legacyClaimedKey = "shop:coupon:1:users"
+
 const legacyMapping = `schema: shop
-redis: {template_stock: "shop:stock:{template}"}
+redis: {template_stock: "shop:stock:{template}", claimed_users: "shop:coupon:{template}:users"}
 user_coupon: {table: coupon, id: id, template: campaign_id, channel: source, status: state, order: order_no, user: member_id}
 status: {AVAILABLE: [10], USED: [20], EXPIRED: [30], RETURNED: [40]}
 redemption_evidence: table
@@ -57,6 +64,7 @@ type legacyWriter struct {
 	expected  map[string]string // "kind coupon <id>" -> what was done
 	unknown   map[int64]bool    // coupons whose last write's outcome is unknown (its COMMIT failed)
 	n         int
+	members   int64 // the members who claimed so far: each claims once
 }
 
 // setUpLegacy creates the shop schema (deploy/legacy/writeoff-table's
@@ -78,7 +86,7 @@ func setUpLegacy(ctx context.Context, root *sql.DB, repo, dir string) (string, e
 			stmts = append(stmts, q)
 		}
 	}
-	stmts = append(stmts, fmt.Sprintf(`INSERT INTO shop.campaign (id, title, stock_total, stock_left) VALUES (%d, 'chaos legacy', 1000000, 1000000)`, legacyCampaign))
+	stmts = append(stmts, fmt.Sprintf(`INSERT INTO shop.campaign (id, title, stock_total, stock_left, limit_per_user) VALUES (%d, 'chaos legacy', 1000000, 1000000, 1)`, legacyCampaign))
 	conn, err := root.Conn(ctx)
 	if err != nil {
 		return "", err
@@ -140,9 +148,12 @@ func (w *legacyWriter) run(ctx context.Context) {
 }
 
 func (w *legacyWriter) claim(ctx context.Context) error {
-	_ = w.rdb.Decr(ctx, legacyStockKey).Err() // the front end's own guard; Redis may be down
+	w.members++
+	member := w.members                                 // a new member each claim: one coupon each, the limit
+	_ = w.rdb.Decr(ctx, legacyStockKey).Err()           // the front end's own guard; Redis may be down
+	_ = w.rdb.SAdd(ctx, legacyClaimedKey, member).Err() // "already claimed" from now on
 	if w.rng.IntN(20) == 0 {
-		return nil // the order failed after the DECR: the key drifts one low
+		return nil // the order failed after the DECR and the SADD: the key drifts one low, the member has no coupon
 	}
 	tx, err := w.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -150,7 +161,7 @@ func (w *legacyWriter) claim(ctx context.Context) error {
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `INSERT INTO shop.coupon (campaign_id, member_id, source, state) VALUES (?, ?, ?, 10)`,
-		legacyCampaign, w.n, 1+w.rng.IntN(3))
+		legacyCampaign, member, 1+w.rng.IntN(3))
 	if err != nil {
 		return err
 	}
@@ -219,8 +230,12 @@ func (w *legacyWriter) move(ctx context.Context, state int, anomaly string) erro
 	if id == 0 {
 		return errNoCoupon
 	}
+	var member int64
 	err := w.tx(ctx, id, func(tx *sql.Tx) error {
 		if state == 0 {
+			if err := tx.QueryRowContext(ctx, `SELECT member_id FROM shop.coupon WHERE id = ?`, id).Scan(&member); err != nil {
+				return err
+			}
 			if _, err := tx.ExecContext(ctx, `DELETE FROM shop.coupon WHERE id = ?`, id); err != nil {
 				return err
 			}
@@ -232,6 +247,9 @@ func (w *legacyWriter) move(ctx context.Context, state int, anomaly string) erro
 	})
 	if err == nil && state == 0 {
 		_ = w.rdb.Incr(ctx, legacyStockKey).Err()
+		if w.rng.IntN(2) == 0 { // the member may claim again; the other half is forgotten
+			_ = w.rdb.SRem(ctx, legacyClaimedKey, member).Err()
+		}
 	}
 	if err == nil && anomaly != "" {
 		w.mu.Lock()

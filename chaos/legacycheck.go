@@ -13,6 +13,7 @@ const (
 	invLegacyAnomalies = "legacy: every anomaly the writer caused reported once, none invented"
 	invLegacyReconcile = "legacy: reconcile -once -no-fix -mapping finds nothing"
 	invLegacyRedis     = "legacy: the front end's DECRed key corrected to budget - taken (reconcile -once -mapping)"
+	invLegacyClaimed   = "legacy: after one corrector pass the front end's claimed set is the members holding a coupon (none without one, none missing)"
 )
 
 // reported reads the legacy cdc's anomalies: "kind coupon <id>" -> times.
@@ -95,6 +96,7 @@ func (cl *cluster) checkLegacy(ctx context.Context) {
 		cl.checks.record(invLegacyAnomalies, w.legacyDiff(got))
 	}
 	cl.checks.run(ctx, invLegacyRedis, cl.checkLegacyKey)
+	cl.checks.run(ctx, invLegacyClaimed, cl.checkLegacyClaimed) // after checkLegacyKey's corrector pass
 	cl.checks.run(ctx, invLegacyReconcile, func(ctx context.Context) ([]string, error) {
 		code, out, err := cl.reconcileOnce(ctx, "-mapping", cl.mappingFile, "-dsn", cl.mysql.rootDSN(legacyDB), "-quiet", "1s")
 		if err != nil || code == 0 {
@@ -120,7 +122,7 @@ func (cl *cluster) legacyCaughtUp(ctx context.Context) error {
 // the key equal to the budget minus the coupons taken.
 func (cl *cluster) checkLegacyKey(ctx context.Context) ([]string, error) {
 	args := []string{"reconcile", "-once", "-mapping", cl.mappingFile, "-dsn", cl.mysql.rootDSN(legacyDB),
-		"-redis", cl.redis.addr(), "-quiet", "1s", "-log-level", "warn"}
+		"-redis", cl.redis.addr(), "-quiet", "1s", "-claimed-quiet", "1s", "-log-level", "warn"}
 	out, err := exec.CommandContext(ctx, cl.bin, args...).CombinedOutput()
 	if err != nil {
 		return []string{"couponlink reconcile -once -mapping (fixing): " + err.Error(), string(out)}, nil
@@ -135,4 +137,50 @@ func (cl *cluster) checkLegacyKey(ctx context.Context) ([]string, error) {
 		return []string{fmt.Sprintf("%s = %d (%v), budget - taken = %d", legacyStockKey, got, err, want)}, nil
 	}
 	return nil, nil
+}
+
+// checkLegacyClaimed proves the front end's claimed set, after the
+// corrector pass of checkLegacyKey (the writer stopped: the set quiet), equal
+// to the members holding a coupon of the campaign (its limit is 1): a
+// failed order's member or a forgotten one of a deleted coupon removed, a
+// member lost to a FLUSHALL added.
+func (cl *cluster) checkLegacyClaimed(ctx context.Context) ([]string, error) {
+	members, err := cl.rdb.SMembers(ctx, legacyClaimedKey).Result()
+	if err != nil {
+		return nil, err
+	}
+	var holders []string
+	err = scanAll(ctx, cl.db, fmt.Sprintf(`SELECT DISTINCT member_id FROM shop.coupon WHERE campaign_id = %d`, legacyCampaign), func(r *sql.Rows) error {
+		var m string
+		err := r.Scan(&m)
+		holders = append(holders, m)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return claimedDiff(members, holders), nil
+}
+
+// claimedDiff names the members without a coupon and the holders missing
+// from the set.
+func claimedDiff(members, holders []string) []string {
+	in, holds := map[string]bool{}, map[string]bool{}
+	for _, m := range members {
+		in[m] = true
+	}
+	var bad []string
+	for _, h := range holders {
+		holds[h] = true
+		if !in[h] {
+			bad = append(bad, "holds a coupon, missing from the set: member "+h)
+		}
+	}
+	for _, m := range members {
+		if !holds[m] {
+			bad = append(bad, "in the set without a coupon: member "+m)
+		}
+	}
+	sort.Strings(bad)
+	return bad
 }

@@ -122,7 +122,7 @@ func (s *Queries) legacyReleased(ctx context.Context, tx *sql.Tx, ids []int64, o
 // empty user is nobody's), by the user's bytes as the binlog carries them
 // cut to MaxOrderKey, and calls fn for each.
 func (s *Queries) UserClaims(ctx context.Context, q Querier, fn func(template int64, user string, coupons int64) error) error {
-	return s.userClaims(ctx, q, "", nil, fn)
+	return s.userClaims(ctx, q, orderKeyUser(s.m.UserCoupon.User), "", nil, fn)
 }
 
 // UserClaimsOf is UserClaims for the given users of one template only (a
@@ -132,6 +132,25 @@ func (s *Queries) UserClaims(ctx context.Context, q Querier, fn func(template in
 // trailing spaces), which come back under their own bytes. A user longer
 // than MaxOrderKey, as the cdc keys it (cut), matches no row.
 func (s *Queries) UserClaimsOf(ctx context.Context, q Querier, template int64, users []string, fn func(template int64, user string, coupons int64) error) error {
+	return s.claimsOf(ctx, q, template, users, orderKeyUser(s.m.UserCoupon.User), fn)
+}
+
+// UserCouponCounts returns, in q's snapshot, how many coupons of template
+// that count toward the per-user limit each of users holds (absent:
+// none), keyed by the user column's own value (what a front end's
+// claimed set holds), not cut as the cdc keys it.
+func (s *Queries) UserCouponCounts(ctx context.Context, q Querier, template int64, users []string) (map[string]int64, error) {
+	out := make(map[string]int64, len(users))
+	err := s.claimsOf(ctx, q, template, users, quoteIdent(s.m.UserCoupon.User), func(_ int64, user string, n int64) error {
+		out[user] = n
+		return nil
+	})
+	return out, err
+}
+
+// claimsOf counts the coupons of the given users of one template, 500
+// users a query, each keyed by the expression key of the user column.
+func (s *Queries) claimsOf(ctx context.Context, q Querier, template int64, users []string, key string, fn func(template int64, user string, coupons int64) error) error {
 	for start := 0; start < len(users); start += 500 {
 		part := users[start:min(start+500, len(users))]
 		args := []any{template}
@@ -139,23 +158,20 @@ func (s *Queries) UserClaimsOf(ctx context.Context, q Querier, template int64, u
 			args = append(args, u)
 		}
 		only := fmt.Sprintf(" AND %s = ? AND %s IN (%s)", quoteIdent(s.m.UserCoupon.Template), quoteIdent(s.m.UserCoupon.User), sqltx.Placeholders(len(part)))
-		if err := s.userClaims(ctx, q, only, args, fn); err != nil {
+		if err := s.userClaims(ctx, q, key, only, args, fn); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// userClaims is UserClaims with a further condition (and its arguments).
-func (s *Queries) userClaims(ctx context.Context, q Querier, only string, onlyArgs []any, fn func(template int64, user string, coupons int64) error) error {
+// userClaims is UserClaims with the user keyed by the expression key and
+// a further condition (and its arguments).
+func (s *Queries) userClaims(ctx context.Context, q Querier, key, only string, onlyArgs []any, fn func(template int64, user string, coupons int64) error) error {
 	uc := s.m.UserCoupon
-	codes := make([]int64, 0, len(s.status))
-	for c := range s.status {
-		codes = append(codes, c)
-	}
-	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), orderKeyUser(uc.User)},
-		fmt.Sprintf("%s IS NOT NULL AND %s IS NOT NULL AND %s IN (%s)%s%s", quoteIdent(uc.Template), quoteIdent(uc.User),
-			quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), andAlso(s.liveCoupon()), only), append(sqltx.Int64Args(codes), onlyArgs...), "")
+	where, args := s.claimCounted()
+	query, args, err := s.groupCount(uc.Table, []string{quoteIdent(uc.Template), key},
+		fmt.Sprintf("%s IS NOT NULL AND %s%s", quoteIdent(uc.Template), where, only), append(args, onlyArgs...), "")
 	if err != nil {
 		return fmt.Errorf("count coupons per user in %s: %w", uc.Table, err)
 	}

@@ -80,6 +80,23 @@ default_channel: legacy
 	clear(claims)
 	require.NoError(t, src.UserClaimsOf(ctx, db, 1, []string{"u1", "x", "nobody"}, func(_ int64, user string, n int64) error { claims[user] += n; return nil }))
 	require.Equal(t, map[string]int64{"u1": 8, "x": 3}, claims, "the given users only, over the shards")
+	// the users at a limit, in pages, summed over the shards first
+	var pages [][]string
+	for after := ""; ; {
+		page, err := src.UsersAtLimit(ctx, db, 1, 8, after, 2)
+		require.NoError(t, err)
+		if len(page) == 0 {
+			break
+		}
+		pages, after = append(pages, page), page[len(page)-1]
+	}
+	require.Equal(t, [][]string{{"u0", "u1"}, {"u2", "u3"}, {"u4"}}, pages, "x holds 3 of a limit of 8")
+	page, err := src.UsersAtLimit(ctx, db, 1, 3, "u4", 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"x"}, page)
+	held, err := src.UserCouponCounts(ctx, db, 1, []string{"u1", "x", "nobody"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"u1": 8, "x": 3}, held)
 	pairs, err := src.PairsOf(ctx, db, []int64{1, 2, 40})
 	require.NoError(t, err)
 	require.Len(t, pairs, 3)

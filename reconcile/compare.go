@@ -20,6 +20,9 @@ const (
 	StoreQuota    = "quota"    // channel_quota.claimed and over-issue
 	StoreRedis    = "redis"    // stock keys
 	StoreLegacy   = "legacy"   // a legacy template table's own counts
+	// StoreClaimedUsers is a legacy front end's per-template set of the
+	// users who hold the per-user limit (redis.claimed_users; claimedusers.go)
+	StoreClaimedUsers = "claimed_users"
 )
 
 // What a pass did about a difference.
@@ -255,7 +258,7 @@ func sortedPairs(m map[inventory.Pair]bool) []inventory.Pair {
 	return out
 }
 
-func sortedIDs(m map[int64]bool) []int64 {
+func sortedIDs[V any](m map[int64]V) []int64 {
 	out := make([]int64, 0, len(m))
 	for id := range m {
 		out = append(out, id)

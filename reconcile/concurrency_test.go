@@ -113,7 +113,7 @@ func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 	}
 }
 
-func hookedClient(t *testing.T, h *hook) *redis.Client {
+func hookedClient(t *testing.T, h redis.Hook) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	c.AddHook(h)
 	t.Cleanup(func() { _ = c.Close() })

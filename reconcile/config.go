@@ -39,6 +39,12 @@ type Config struct {
 	// QuietWindow: a Redis key is corrected only when neither it nor the
 	// truth moved for this long. Default 5 s.
 	QuietWindow time.Duration
+	// ClaimedQuiet: a member of a legacy front end's claimed set
+	// (redis.claimed_users) without the per-user limit in MySQL is removed
+	// only when it is still so this long after it was found, and the set
+	// did not change meanwhile. Longer than a claim takes from the front
+	// end's SADD to its order's commit. Default 2 min.
+	ClaimedQuiet time.Duration
 	// CatchUpWait bounds the binlog replay to the cdc's checkpoint (with
 	// Binlog; without, the wait for the checkpoint to reach the snapshot)
 	// and the wait for another pass on the same database. Default 30 s.
@@ -82,6 +88,9 @@ func (c *Config) defaults() error {
 	}
 	if c.QuietWindow <= 0 {
 		c.QuietWindow = 5 * time.Second
+	}
+	if c.ClaimedQuiet <= 0 {
+		c.ClaimedQuiet = 2 * time.Minute
 	}
 	if c.CatchUpWait <= 0 {
 		c.CatchUpWait = 30 * time.Second

@@ -28,10 +28,10 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "couponlink_reconcile_runs_total", Help: "Reconciliation passes by result (clean, auto_fixed, needs_review, error).",
 		}, []string{"result"}),
 		drift: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "couponlink_reconcile_drift", Help: "Absolute difference from the truth found by the last pass that compared it, by template, channel and store (counter, template, quota: the claim guard, redis, legacy; over_issue: coupons over the quota or budget, by how many).",
+			Name: "couponlink_reconcile_drift", Help: "Absolute difference from the truth found by the last pass that compared it, by template, channel and store (counter, template, quota: the claim guard, redis, legacy, claimed_users: members of a claimed set missing or without the limit; over_issue: coupons over the quota or budget, by how many).",
 		}, []string{"template", "channel", "store"}),
 		corrected: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "couponlink_reconcile_corrected_total", Help: "Values the reconciler corrected, by store (counter, template, redis) and the bucket they belong to (template; channel, empty for a template's cached counts): each is a wrong value something wrote. CouponlinkReconcileCorrected fires on any.",
+			Name: "couponlink_reconcile_corrected_total", Help: "Values the reconciler corrected, by store (counter, template, redis; claimed_users: members of a legacy front end's claimed set added or removed) and the bucket they belong to (template; channel, empty for a template's cached counts): each is a wrong value something wrote. CouponlinkReconcileCorrected fires on any.",
 		}, []string{"store", "template", "channel"}),
 		needsReview: f.NewGauge(prometheus.GaugeOpts{
 			Name: "couponlink_reconcile_needs_review", Help: "Reconcile tasks that need a person and are not resolved.",

@@ -265,7 +265,10 @@ func (r *Reconciler) pass(ctx context.Context, rep *Report) (any, any, error) {
 		return ms, nil, nil
 	}
 	redisSnap, err := r.redis(ctx, rep, snap, budgets)
-	return ms, redisSnap, err
+	if err != nil {
+		return ms, redisSnap, err
+	}
+	return ms, redisSnap, r.claimedUsers(ctx, rep)
 }
 
 // attribute names the source of a pass and of the differences it found

@@ -99,6 +99,16 @@ func TestMappingCheckCommand(t *testing.T) {
 	assert.Contains(t, out, "field statsu not found")
 	assert.Contains(t, errs, "the mapping is refused")
 
+	// the front end's claimed set: listed as a check; one set per template
+	require.NoError(t, os.WriteFile(bad, append(yaml, []byte("redis: {claimed_users: 'shop:coupon:{template}:users'}\n")...), 0o600))
+	code, out, errs = runBinary(t, bin, nil, "mapping", "check", "-dsn", dsn, "-mapping", bad)
+	assert.Equal(t, 0, code, errs+out)
+	assert.Contains(t, out, "  redis_claimed_users: on (reconciler) — the front end's per-user claimed sets")
+	require.NoError(t, os.WriteFile(bad, append(yaml, []byte("redis: {claimed_users: 'shop:coupon:users'}\n")...), 0o600))
+	code, out, errs = runBinary(t, bin, nil, "mapping", "check", "-dsn", dsn, "-mapping", bad)
+	assert.Equal(t, 1, code, errs+out)
+	assert.Contains(t, out, `redis.claimed_users: "shop:coupon:users" has no {template}: the set is per template`)
+
 	code, _, errs = runBinary(t, bin, nil, "mapping")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errs, "usage: couponlink mapping check -mapping FILE")

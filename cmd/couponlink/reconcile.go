@@ -30,10 +30,10 @@ import (
 type reconcileSettings struct {
 	daemonSettings
 	// a pass: its waits, what it fixes, what it leaves for a person, its events
-	quiet, catchUp *time.Duration
-	absT           *int
-	rel            *float64
-	noFix, events  *bool
+	quiet, claimedQuiet, catchUp *time.Duration
+	absT                         *int
+	rel                          *float64
+	noFix, events                *bool
 	// the daemon's passes
 	every *time.Duration
 	// the one-shot actions, on the command line only: one pass, the open
@@ -58,6 +58,8 @@ func reconcileFlags(stderr io.Writer) (*settings.Flags, *reconcileSettings) {
 		metrics:   "listen address of /metrics, /healthz and /status (the cdc's status as JSON, as couponlink status -json prints it) for the daemon (empty: none)",
 	})
 	o.quiet = f.EnvDuration("quiet", "COUPONLINK_RECONCILE_QUIET", 5*time.Second, "a Redis key is corrected only if it and the truth stayed put this long")
+	o.claimedQuiet = f.EnvDuration("claimed-quiet", "COUPONLINK_RECONCILE_CLAIMED_QUIET", 2*time.Minute,
+		"corrector mode: a member of a front end's claimed set (redis.claimed_users) without the per-user limit in MySQL is removed only if it is still so this long after it was found and the set did not change (longer than a claim takes from the front end's SADD to its order's commit)")
 	o.catchUp = f.EnvDuration("catch-up-wait", "COUPONLINK_RECONCILE_CATCH_UP", 30*time.Second, "bound of the binlog replay between the snapshot and the cdc's checkpoint, and of the wait for another pass (one pass at a time per database)")
 	o.absT = f.EnvInt("abs-threshold", "COUPONLINK_RECONCILE_ABS", 100, "a counter or template count off by more than this and by more than -rel-threshold of the truth is left for a person, otherwise fixed")
 	o.rel = f.EnvFloat("rel-threshold", "COUPONLINK_RECONCILE_REL", 0.05, "share of the truth, above 0 and at most 1 (0.05 = 5%): a counter or template count off by more than this and by more than -abs-threshold is left for a person")
@@ -158,7 +160,7 @@ func (o *reconcileSettings) ackFinding(ctx context.Context, db *sql.DB, stdout, 
 // config is the reconciler settings the flags describe (all but the
 // database, its binlog and the mapping), and how to close its Redis client.
 func (o *reconcileSettings) config(reg prometheus.Registerer, log *slog.Logger) (reconcile.Config, func(), error) {
-	cfg := reconcile.Config{Checkpoint: *o.cp.Name, QuietWindow: *o.quiet, CatchUpWait: *o.catchUp,
+	cfg := reconcile.Config{Checkpoint: *o.cp.Name, QuietWindow: *o.quiet, ClaimedQuiet: *o.claimedQuiet, CatchUpWait: *o.catchUp,
 		AbsThreshold: int64(*o.absT), RelThreshold: *o.rel, Events: *o.events, Logger: log, Registerer: reg}
 	var err error
 	if cfg.RedisMode, err = inventory.ParseRedisMode(*o.redis.Mode); err != nil {
