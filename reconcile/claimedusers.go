@@ -51,22 +51,22 @@ type claimedSet struct {
 // before its order commits, so a member without a coupon may be a claim in
 // flight; a set that moved is left for the next pass.
 func (r *Reconciler) claimedUsers(ctx context.Context, rep *Report) error {
-	m := r.mapping()
-	if r.cfg.Redis == nil || r.cfg.RedisMode != inventory.RedisCorrector || m.Redis == nil || m.Redis.ClaimedUsers == "" {
+	key := r.claimedKey()
+	if key == nil {
 		return nil
 	}
 	q := r.queries()
 	var sets []*claimedSet
 	_, err := q.WithSnapshotTaken(ctx, r.db, func(tx *sql.Tx, _ canal.Position) error {
-		infos, err := q.Templates(ctx, tx, nil)
+		limits, err := q.PerUserLimits(ctx, tx, nil)
 		if err != nil {
 			return err
 		}
-		for _, id := range sortedIDs(infos) {
-			if infos[id].PerUserLimit <= 0 {
+		for _, id := range sortedIDs(limits) {
+			if limits[id] <= 0 {
 				continue
 			}
-			s := &claimedSet{key: legacyKey(m.Redis.ClaimedUsers, id, ""), template: id, limit: infos[id].PerUserLimit}
+			s := &claimedSet{key: key(id), template: id, limit: limits[id]}
 			if ok, err := r.isSet(ctx, rep, s); err != nil || !ok {
 				if err != nil {
 					return err
@@ -98,6 +98,23 @@ func (r *Reconciler) claimedUsers(ctx context.Context, rep *Report) error {
 		if err := r.removeExtra(ctx, rep, s); err != nil {
 			return fmt.Errorf("claimed users: %w", err)
 		}
+	}
+	return nil
+}
+
+// claimedKey names a template's claimed set: a legacy front end's own
+// (corrector mode, redis.claimed_users), or the one the cdc keeps (owner
+// mode, for the reference schema and a mapping with per-user limits); nil
+// when there are none to compare.
+func (r *Reconciler) claimedKey() func(template int64) string {
+	m := r.mapping()
+	switch {
+	case r.cfg.Redis == nil:
+		return nil
+	case r.cfg.RedisMode == inventory.RedisCorrector && m.Redis != nil && m.Redis.ClaimedUsers != "":
+		return func(id int64) string { return legacyKey(m.Redis.ClaimedUsers, id, "") }
+	case r.cfg.RedisMode == inventory.RedisOwner && (m.Reference() || m.Template.PerUserLimit != ""):
+		return r.cfg.Keys.Claimed
 	}
 	return nil
 }

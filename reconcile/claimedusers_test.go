@@ -17,6 +17,8 @@ import (
 
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
@@ -453,4 +455,42 @@ func TestClaimedUsersSecondLook(t *testing.T) {
 		fmt.Sprintf("claimed_users %s %q 0 1 fixed", set, "newcomer"),
 	}, claimedDiffs(rep), "quiet again: removed")
 	require.Equal(t, []string{"late"}, s.members(1))
+}
+
+// Owner mode: the set the cdc keeps for couponlink's own schema is
+// compared as well. A member lost (a Redis that lost a write) is added at
+// the first look; a member with no coupon is removed after the quiet
+// window; the next pass is clean.
+func TestClaimedOwnerSetCorrected(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.StartCDC(nil)
+	a := e.Template(map[string]int64{"app": 30}, time.Hour)
+	e.exec(`UPDATE coupon_template SET per_user_limit = 1 WHERE id = ?`, a)
+	for _, user := range []string{"ann", "bob", "cy"} {
+		_, err := e.Store.Claim(e.Ctx, coupon.ClaimRequest{TemplateID: a, UserID: user, Channel: "app", RequestID: "claim-" + user})
+		require.NoError(t, err)
+	}
+	e.Settle()
+	set := e.Keys.Claimed(a)
+	members := func() []string {
+		m, err := e.RDB.SMembers(e.Ctx, set).Result()
+		require.NoError(t, err)
+		slices.Sort(m)
+		return m
+	}
+	require.Equal(t, []string{"ann", "bob", "cy"}, members(), "the cdc keeps the set")
+	require.NoError(t, e.RDB.SRem(e.Ctx, set, "bob").Err())
+	require.NoError(t, e.RDB.SAdd(e.Ctx, set, "ghost").Err())
+
+	r, reg := e.reconciler(func(c *reconcile.Config) { c.ClaimedQuiet = testClaimedQuiet })
+	rep := e.pass(r)
+	require.ElementsMatch(t, []string{
+		fmt.Sprintf("claimed_users %s %q 1 0 fixed", set, "bob"),
+		fmt.Sprintf("claimed_users %s %q 0 1 fixed", set, "ghost"),
+	}, claimedDiffs(rep))
+	require.Equal(t, []string{"ann", "bob", "cy"}, members())
+	v, _ := cdctest.Metric(t, reg, "couponlink_reconcile_corrected_total", map[string]string{"store": "claimed_users"})
+	require.EqualValues(t, 2, v)
+	require.Empty(t, claimedDiffs(e.pass(r)), "the next pass finds the set right")
 }
