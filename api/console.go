@@ -37,6 +37,11 @@ type ReconcilePass struct {
 	// as the request named them; "" when the same or without a token.
 	ResolvedOnBehalfOf string `json:"resolved_on_behalf_of,omitempty"`
 	ResolvedNote       string `json:"resolved_note,omitempty"`
+	// Corrected counts what the pass corrected, by store (counter,
+	// template, quota, legacy: rows; redis: stock keys; claimed_users:
+	// members of claimed sets added or removed); absent when it corrected
+	// nothing.
+	Corrected map[string]int64 `json:"corrected,omitempty"`
 }
 
 // ReconcileDifference is one derived value that is not the truth.

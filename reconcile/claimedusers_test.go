@@ -383,6 +383,9 @@ func TestClaimedUsersUnlistedAndWrongType(t *testing.T) {
 	require.Len(t, s.correctionsOf(rep.TaskID), 101)
 	require.Equal(t, []string{"channel=,store=claimed_users,template=1 150"}, series(t, reg, "couponlink_reconcile_corrected_total"))
 	require.Equal(t, "oops", s.RDB.Get(s.Ctx, s.set(2)).Val(), "not a set: not touched")
+	passes, err := reconcile.RecentPasses(s.Ctx, s.DB, 1)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"claimed_users": 150}, passes[0].Corrected, "the unlisted members counted too")
 }
 
 // onCommand runs fn once, after the next command name on key of the
@@ -493,4 +496,8 @@ func TestClaimedOwnerSetCorrected(t *testing.T) {
 	v, _ := cdctest.Metric(t, reg, "couponlink_reconcile_corrected_total", map[string]string{"store": "claimed_users"})
 	require.EqualValues(t, 2, v)
 	require.Empty(t, claimedDiffs(e.pass(r)), "the next pass finds the set right")
+	passes, err := reconcile.RecentPasses(e.Ctx, e.DB, 2)
+	require.NoError(t, err)
+	require.Nil(t, passes[0].Corrected, "the clean pass corrected nothing")
+	require.Equal(t, map[string]int64{"claimed_users": 2}, passes[1].Corrected, "what status and the console's Health show")
 }

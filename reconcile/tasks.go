@@ -43,5 +43,38 @@ func RecentPasses(ctx context.Context, db *sql.DB, limit int) ([]Pass, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read reconcile passes: %w", err)
 	}
-	return out, nil
+	return out, corrected(ctx, db, out)
+}
+
+// corrected fills each pass's Corrected from its correction_log rows: a
+// row a value, but a claimed set's row of unlisted members counts them
+// all (|new - old| is their number; 1 for a listed member).
+func corrected(ctx context.Context, db *sql.DB, passes []Pass) error {
+	if len(passes) == 0 {
+		return nil
+	}
+	at := make(map[int64]*Pass, len(passes))
+	ids := make([]int64, len(passes))
+	for i := range passes {
+		at[passes[i].TaskID], ids[i] = &passes[i], passes[i].TaskID
+	}
+	err := sqltx.EachRow(ctx, db, `SELECT task_id, store, SUM(CASE WHEN store = ? THEN ABS(new_value - old_value) ELSE 1 END)
+		FROM correction_log WHERE task_id IN (`+sqltx.Placeholders(len(ids))+`) GROUP BY task_id, store`,
+		append([]any{StoreClaimedUsers}, sqltx.Int64Args(ids)...), func(rows *sql.Rows) error {
+			var task, n int64
+			var store string
+			if err := rows.Scan(&task, &store, &n); err != nil {
+				return err
+			}
+			p := at[task]
+			if p.Corrected == nil {
+				p.Corrected = map[string]int64{}
+			}
+			p.Corrected[store] = n
+			return nil
+		})
+	if err != nil {
+		return fmt.Errorf("read the passes' corrections: %w", err)
+	}
+	return nil
 }

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/inventory/view"
 	"github.com/couponlink/couponlink/quota"
+	"github.com/couponlink/couponlink/reconcile"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -97,11 +101,39 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	}
 	printCheckpoint(stdout, st)
+	if err := printLastReconcile(ctx, stdout, db); err != nil {
+		return err
+	}
 	fmt.Fprintln(stdout)
 	if err := printPairs(stdout, st.Pairs, nil); err != nil {
 		return err
 	}
 	return printLegacyTemplates(stdout, st.Templates, nil)
+}
+
+// printLastReconcile prints the last reconcile pass and what it
+// corrected, by store (Redis keys and claimed-set members included).
+func printLastReconcile(ctx context.Context, stdout io.Writer, db *sql.DB) error {
+	passes, err := reconcile.RecentPasses(ctx, db, 1)
+	if err != nil {
+		return err
+	}
+	if len(passes) == 0 {
+		fmt.Fprintln(stdout, "last reconcile  none yet")
+		return nil
+	}
+	p := passes[0]
+	line := fmt.Sprintf("last reconcile  task %d %s at %s", p.TaskID, p.Status, p.StartedAt.Format(time.RFC3339))
+	if len(p.Corrected) > 0 {
+		stores := slices.Sorted(maps.Keys(p.Corrected))
+		parts := make([]string, len(stores))
+		for i, s := range stores {
+			parts[i] = fmt.Sprintf("%s %d", s, p.Corrected[s])
+		}
+		line += "; corrected: " + strings.Join(parts, ", ")
+	}
+	fmt.Fprintln(stdout, line)
+	return nil
 }
 
 // readMapping loads a legacy mapping file; nil for none (the reference

@@ -162,6 +162,17 @@ func TestStatusOfALegacyShop(t *testing.T) {
 
 	code, out, errs := cli(t, "status", "-dsn", dsn, "-mapping", s.mapping)
 	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "\nlast reconcile  none yet\n")
+	// a pass that corrected a stock key and 3 claimed-set members (2 listed, 1 unlisted row of 1)
+	_, err = db.Exec(`INSERT INTO reconcile_task (id, started_at, status, summary) VALUES (7, '2026-01-02 03:04:05', 'auto_fixed', 'x')`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO correction_log (task_id, store, target, old_value, new_value, reason, mode, actor) VALUES
+		(7, 'redis', 'k', 5, 3, 'r', 'auto', 'reconciler'), (7, 'claimed_users', 'k "a"', 0, 1, 'r', 'auto', 'reconciler'),
+		(7, 'claimed_users', 'k "b"', 1, 0, 'r', 'auto', 'reconciler'), (7, 'claimed_users', 'k (unlisted, added)', 0, 1, 'r', 'auto', 'reconciler')`)
+	require.NoError(t, err)
+	code, out, errs = cli(t, "status", "-dsn", dsn, "-mapping", s.mapping)
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "\nlast reconcile  task 7 auto_fixed at 2026-01-02T03:04:05Z; corrected: claimed_users 3, redis 1\n")
 	assert.Regexp(t, `\n  undecodable_row +1 \(rows the mapping cannot decode`, out)
 	assert.Regexp(t, `\n  \S+ +illegal_transition +coupon \d+ template 1 +EXPIRED\(2\) -> AVAILABLE\(0\)\n`, out)
 	for _, want := range []string{

@@ -79,6 +79,7 @@ function healthView(st) {
   const last = table(['last reconcile', ''], rec ? [
     kv('task', rec.task_id), kv('status', passStatus(rec), 'reconcile-' + (rec.resolved_at ? 'resolved' : rec.status)),
     kv('finished', when(rec.finished_at)), kv('summary', rec.summary),
+    ...(rec.corrected ? [kv('corrected', correctedText(rec.corrected), 'warn')] : []),
   ] : [kv('task', 'none yet')], { class: 'kv', id: 'health-reconcile' });
   const kinds = Object.entries(st.anomalies || {});
   const anomalies = table(['anomalies', 'count'], kinds.length ? kinds.map(([k, n]) => kv(k, num(n), 'warn')) : [kv('none', '0')], { class: 'kv' });
@@ -86,6 +87,13 @@ function healthView(st) {
   const word = h('p', { id: 'health-overall', class: 'overall ' + all.word, 'data-word': all.word },
     h('strong', { text: all.word }), all.why.length ? ': ' + all.why.join('; ') : ': the cdc follows the binlog, nothing is failing');
   return [word, h('div', { class: 'cards' }, cdc, hooks, last, anomalies)];
+}
+
+// correctedText says what a pass corrected, by store ("claimed_users 3,
+// redis 1"): Redis keys or set members a person may want to know were
+// lost.
+export function correctedText(corrected) {
+  return Object.entries(corrected).sort(([a], [b]) => a.localeCompare(b)).map(([store, n]) => `${store} ${num(n)}`).join(', ');
 }
 
 // LAG_WARN and LAG_DOWN are the lags (seconds) at which the whole is
