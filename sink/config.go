@@ -99,6 +99,10 @@ type Config struct {
 	// Peers are the mapping's other sources, when it spans several
 	// servers: the redemption-evidence checks look there too (peers.go).
 	Peers []Peer
+	// Bootstrapped, when set, is called after each bootstrap has
+	// committed, with the position it counted at (couponlink cdc starts
+	// its audit at attach there); it must not block.
+	Bootstrapped func(ctx context.Context, pos canal.Position)
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

@@ -195,6 +195,9 @@ func (s *Sink) startFromSnapshot(ctx context.Context, cp inventory.Checkpoint, r
 	if s.redis != nil {
 		s.redis.dirty, s.redis.reset = true, true
 	}
+	if s.cfg.Bootstrapped != nil {
+		s.cfg.Bootstrapped(ctx, snap.Pos)
+	}
 	return nil
 }
 

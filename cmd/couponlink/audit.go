@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/couponlink/couponlink/audit"
@@ -82,10 +84,7 @@ func (o *auditSettings) run(ctx context.Context, stdout, stderr io.Writer) error
 		}
 		name = path
 	}
-	if m, err = m.Resolve(ctx, db); err != nil {
-		return err
-	}
-	rep, err := audit.Run(ctx, db, m, name, audit.Config{Examples: *o.examples, Logger: log})
+	rep, err := auditShop(ctx, db, m, name, *o.examples, log)
 	if err != nil {
 		return err
 	}
@@ -108,4 +107,42 @@ func (o *auditSettings) run(ctx context.Context, stdout, stderr io.Writer) error
 		return exitCode(1)
 	}
 	return nil
+}
+
+// auditShop audits the shop's tables of m (resolved on db first).
+func auditShop(ctx context.Context, db *sql.DB, m *canal.Mapping, name string, examples int, log *slog.Logger) (*audit.Report, error) {
+	m, err := m.Resolve(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	return audit.Run(ctx, db, m, name, audit.Config{Examples: examples, Logger: log})
+}
+
+// auditAtBootstrap is the cdc's audit at attach (-audit-at-bootstrap):
+// after each bootstrap, in the background, the shop's tables are audited
+// in a snapshot of their own (a moment after the bootstrap's position)
+// and what was already wrong is recorded as found_at_attach findings. It
+// is logged, never fatal: a mapping the audit cannot read (several
+// sources, shards) only says so.
+func auditAtBootstrap(db *sql.DB, m *canal.Mapping, checkpoint string, log *slog.Logger) func(context.Context, canal.Position) {
+	log = log.With("component", "audit")
+	return func(ctx context.Context, pos canal.Position) {
+		go func() {
+			rep, err := auditShop(ctx, db, m, "checkpoint "+checkpoint, audit.DefaultExamples, log)
+			if err != nil {
+				log.Warn("audit at bootstrap: not done", "err", redact.Text(err.Error()))
+				return
+			}
+			n, err := audit.Record(ctx, db, rep, time.Now())
+			switch {
+			case err != nil:
+				log.Warn("audit at bootstrap: findings not recorded", "err", redact.Text(err.Error()))
+			case rep.Clean():
+				log.Info("audit at bootstrap: the shop's tables were consistent", "bootstrap_position", pos.String())
+			default:
+				log.Warn("audit at bootstrap: the shop's tables held inconsistencies before this bootstrap (couponlink anomalies lists them)",
+					"found", rep.Found, "recorded", n, "kind", "found_at_attach/<kind>", "bootstrap_position", pos.String())
+			}
+		}()
+	}
 }

@@ -37,6 +37,7 @@ type cdcSettings struct {
 	batchRows  *int
 	batchWait  *time.Duration
 	strict     *bool
+	auditFirst *bool
 	stallAfter *time.Duration
 	cpuProfile *string
 	// the sink's chores and the default quota policy
@@ -66,6 +67,7 @@ func cdcFlags(stderr io.Writer) (*settings.Flags, *cdcSettings) {
 	o.rebuild = f.EnvBool("rebuild", "COUPONLINK_CDC_REBUILD", false, "rebuild the counters from a consistent snapshot, then stream from its position")
 	o.batchRows = f.EnvInt("batch-rows", "COUPONLINK_CDC_BATCH_ROWS", 5000, "the most rows one batch (one MySQL transaction of counters) gathers while the previous one is applied")
 	o.batchWait = f.EnvDuration("batch-wait", "COUPONLINK_CDC_BATCH_WAIT", 0, "if positive, a batch waits up to this long after its first row for more (fewer, larger batches; more lag); 0: applied as soon as the sink is free")
+	o.auditFirst = f.EnvBool("audit-at-bootstrap", "COUPONLINK_CDC_AUDIT_AT_BOOTSTRAP", true, "after each bootstrap, audit the shop's tables in the background as couponlink audit -record does, and record what was already wrong as found_at_attach findings (they never page)")
 	o.strict = f.EnvBool("strict", "COUPONLINK_CDC_STRICT", false, "stop (no retry) at a source row the mapping cannot decode (NULL or unmapped status, NULL id) instead of recording an undecodable_row anomaly and going on")
 	o.stallAfter = f.EnvDuration("stall-after", "COUPONLINK_CDC_STALL_AFTER", 30*time.Second, "the checkpoint behind the server's binlog end and not moving for this long is a stall: /healthz answers 503 and couponlink_cdc_stalled is 1")
 	o.cpuProfile = f.EnvString("cpuprofile", "COUPONLINK_CDC_CPUPROFILE", "", "write a CPU profile of the whole run to this file (read it with go tool pprof); it is complete once the cdc has stopped (SIGTERM); empty: none")
@@ -228,6 +230,9 @@ func (o *cdcSettings) daemon(db, binlogDB *sql.DB, m *canal.Mapping, peers []sin
 	}
 	if m != nil {
 		scfg.Mapping, scfg.Mode = m, sink.ModeLegacy
+	}
+	if *o.auditFirst {
+		scfg.Bootstrapped = auditAtBootstrap(db, scfg.Mapping, *o.cp.Name, log)
 	}
 	tcfg, err := tailerConfig(*o.db.DSN, *o.binlogDSN, *o.serverID)
 	if err != nil {
