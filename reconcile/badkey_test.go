@@ -97,10 +97,7 @@ func TestRedisWrongTypeKeyChangedIsNotOverwritten(t *testing.T) {
 // are still fixed.
 func TestLegacyRedisKeyNotAnIntegerNeedsReview(t *testing.T) {
 	t.Parallel()
-	l := newLegacy(t, "lg:stock:{template}")
-	l.newTemplate(1, 100)
-	l.newTemplate(2, 50)
-	l.StartCDC(l.m)
+	l := followedLegacy(t, "lg:stock:{template}", 100, 50)
 	l.claim(1, 8)
 	l.claim(2, 4)
 	l.WaitCheckpoint()
