@@ -320,6 +320,16 @@ func (e *env) redeem(t *testing.T, id int64, order string) redeemReply {
 	return out
 }
 
+// usedCoupon is a coupon of a new default template claimed by u1 on app
+// and redeemed by order o1: where every refund case starts.
+func (e *env) usedCoupon(t *testing.T) (tpl int64, c claimReply) {
+	t.Helper()
+	tpl = e.template(t, nil)
+	c = e.claim(t, tpl, "u1", "app")
+	e.redeem(t, c.UserCouponID, "o1")
+	return tpl, c
+}
+
 func (e *env) refund(t *testing.T, id int64, order, mode string) refundReply {
 	t.Helper()
 	var out refundReply
