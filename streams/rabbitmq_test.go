@@ -52,11 +52,8 @@ func rabbitQueue(t *testing.T, url, exchange string) string {
 // rabbitDrain takes every message waiting in queue, in queue order.
 func rabbitDrain(t testing.TB, url, queue string) []amqp.Delivery {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	require.NoError(t, err)
-	defer conn.Close()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
+	ch := testenv.AMQPChannel(t, url)
+	defer ch.Close()
 	var out []amqp.Delivery
 	for {
 		d, ok, err := ch.Get(queue, true)
@@ -163,8 +160,7 @@ func TestRabbitMQEveryEventOnceAcrossOutages(t *testing.T) {
 	v.CloseConnections()
 	enqueue(t, db, 60)
 	wait("the sink reconnects again")
-	_, err = db.Exec(`UPDATE event_sink_position SET last_id = last_id - 50`)
-	require.NoError(t, err)
+	resend(t, db, 50)
 	enqueue(t, db, 30)
 	wait("the sink takes the resent and the new events")
 

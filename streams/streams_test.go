@@ -22,6 +22,15 @@ import (
 	"github.com/couponlink/couponlink/webhook"
 )
 
+// resend sets every sink's position back by n events, as a relay that
+// dies between a send and saving its position leaves it: it sends those
+// events again.
+func resend(t testing.TB, db *sql.DB, n int) {
+	t.Helper()
+	_, err := db.Exec(`UPDATE event_sink_position SET last_id = last_id - ?`, n)
+	require.NoError(t, err)
+}
+
 // enqueue writes n events of every type in transactions of three.
 func enqueue(t testing.TB, db *sql.DB, n int) {
 	t.Helper()
@@ -117,10 +126,7 @@ func TestEverySinkEveryEventOnceAcrossOutages(t *testing.T) {
 	rs.Pause(false)
 	both("Redis catches up once it answers again")
 
-	// a relay that dies between a send and saving its position sends
-	// those events again: set both positions back by 50
-	_, err = db.Exec(`UPDATE event_sink_position SET last_id = last_id - 50`)
-	require.NoError(t, err)
+	resend(t, db, 50)
 	enqueue(t, db, 30)
 	both("both sinks take the resent and the new events")
 
@@ -154,8 +160,7 @@ func TestRedisConsumerGroupSeesEveryEvent(t *testing.T) {
 	enqueue(t, db, 100)
 	// and a replay: the position set back, those events sent again
 	cdctest.WaitFor(t, 30*time.Second, "the sink takes the events", func() bool { return caughtUp(t, db, "redis") })
-	_, err = db.Exec(`UPDATE event_sink_position SET last_id = last_id - 10`)
-	require.NoError(t, err)
+	resend(t, db, 10)
 	enqueue(t, db, 20)
 	cdctest.WaitFor(t, 30*time.Second, "the sink takes the events", func() bool { return caughtUp(t, db, "redis") })
 
