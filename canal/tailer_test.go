@@ -285,12 +285,7 @@ func gtidSeq(t *testing.T, g string) uint64 {
 }
 
 func TestTailerHeartbeat(t *testing.T) {
-	ctx := context.Background()
-	db, dsn := testenv.MySQL(t)
-	start, err := CurrentPosition(ctx, db)
-	require.NoError(t, err)
-	tl, err := New(testConfig(t, dsn))
-	require.NoError(t, err)
+	tl, start := newTailerAtEnd(t)
 	c, errc, stop := startTailerWith(t, tl, start)
 	// With nothing to deliver, heartbeats come anyway, at a transaction end.
 	b := c.waitEnd(t, start, errc)
@@ -300,6 +295,18 @@ func TestTailerHeartbeat(t *testing.T) {
 	require.GreaterOrEqual(t, b[0].End.Compare(start), 0)
 	require.NotEmpty(t, b[0].End.GTID)
 	require.NotZero(t, tl.Stats().Batches)
+}
+
+// newTailerAtEnd is a tailer (testConfig) of a new database and the
+// binlog's current end, where it starts to see what the test writes next.
+func newTailerAtEnd(t *testing.T) (*Tailer, Position) {
+	t.Helper()
+	db, dsn := testenv.MySQL(t)
+	start, err := CurrentPosition(context.Background(), db)
+	require.NoError(t, err)
+	tl, err := New(testConfig(t, dsn))
+	require.NoError(t, err)
+	return tl, start
 }
 
 func startTailerWith(t *testing.T, tl *Tailer, from Position) (*collector, <-chan error, func() error) {
@@ -402,11 +409,7 @@ func mustExec(t *testing.T, db *sql.DB, q string) {
 // and returns the Handler's error.
 func TestTailerHandlerInFlightAndError(t *testing.T) {
 	ctx := context.Background()
-	db, dsn := testenv.MySQL(t)
-	start, err := CurrentPosition(ctx, db)
-	require.NoError(t, err)
-	tl, err := New(testConfig(t, dsn))
-	require.NoError(t, err)
+	tl, start := newTailerAtEnd(t)
 
 	h := &blockingHandler{entered: make(chan struct{}), release: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -424,7 +427,7 @@ func TestTailerHandlerInFlightAndError(t *testing.T) {
 	require.Equal(t, 1, h.applied)
 
 	boom := errors.New("boom")
-	err = tl.Run(ctx, start, handlerFunc(func(context.Context, *Batch) error { return boom }))
+	err := tl.Run(ctx, start, handlerFunc(func(context.Context, *Batch) error { return boom }))
 	require.ErrorIs(t, err, boom)
 	require.ErrorContains(t, err, "apply batch ending at ")
 }
