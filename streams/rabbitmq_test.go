@@ -368,18 +368,8 @@ func TestRabbitMQRefusedEventDropped(t *testing.T) {
 	sinks, err := streams.Open(rs.AMQPURL(), nil)
 	require.NoError(t, err)
 	defer sinks[0].Close()
-	m, err := webhook.NewSinkMetrics(prometheus.NewRegistry())
-	require.NoError(t, err)
-	r, err := webhook.NewRelay(webhook.RelayConfig{DB: db, Sink: sinks[0], Metrics: m, MaxAttempts: 2, MinBackoff: time.Nanosecond,
-		MaxBackoff: time.Nanosecond, Logger: testenv.QuietLogger()})
-	require.NoError(t, err)
-	enqueue(t, db, 1)
-	tx, err := db.Begin()
-	require.NoError(t, err)
+	r := relayOverOversized(t, db, sinks[0])
 	ctx := context.Background()
-	require.NoError(t, webhook.Enqueue(ctx, tx, webhook.Event{Type: webhook.AnomalyDetected, Data: map[string]string{"detail": string(make([]byte, 400))}}))
-	require.NoError(t, tx.Commit())
-	enqueue(t, db, 2)
 	// a round that loses the batch's confirms (the broker closes the
 	// channel at the large message), two that refuse it alone, one for
 	// the rest

@@ -31,6 +31,26 @@ func resend(t testing.TB, db *sql.DB, n int) {
 	require.NoError(t, err)
 }
 
+// relayOverOversized is a relay to sink that gives up an event after two
+// attempts, over an outbox of an event, then one of 400 bytes of detail
+// (more than a broker set to 300 takes), then two more.
+func relayOverOversized(t *testing.T, db *sql.DB, sink webhook.Sink) *webhook.Relay {
+	t.Helper()
+	m, err := webhook.NewSinkMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	r, err := webhook.NewRelay(webhook.RelayConfig{DB: db, Sink: sink, Metrics: m, MaxAttempts: 2, MinBackoff: time.Nanosecond,
+		MaxBackoff: time.Nanosecond, Logger: testenv.QuietLogger()})
+	require.NoError(t, err)
+	enqueue(t, db, 1)
+	tx, err := db.Begin()
+	require.NoError(t, err)
+	require.NoError(t, webhook.Enqueue(context.Background(), tx, webhook.Event{Type: webhook.AnomalyDetected,
+		Data: map[string]string{"detail": string(make([]byte, 400))}}))
+	require.NoError(t, tx.Commit())
+	enqueue(t, db, 2)
+	return r
+}
+
 // enqueue writes n events of every type in transactions of three.
 func enqueue(t testing.TB, db *sql.DB, n int) {
 	t.Helper()
@@ -206,17 +226,7 @@ func TestNATSRefusedEventDropped(t *testing.T) {
 	require.NoError(t, err)
 	sinks, err := streams.Open("nats://"+ns.Addr+"?stream=SMALL&subject=small&create=false", nil)
 	require.NoError(t, err)
-	m, err := webhook.NewSinkMetrics(prometheus.NewRegistry())
-	require.NoError(t, err)
-	r, err := webhook.NewRelay(webhook.RelayConfig{DB: db, Sink: sinks[0], Metrics: m, MaxAttempts: 2, MinBackoff: time.Nanosecond,
-		MaxBackoff: time.Nanosecond, Logger: testenv.QuietLogger()})
-	require.NoError(t, err)
-	enqueue(t, db, 1)
-	tx, err := db.Begin()
-	require.NoError(t, err)
-	require.NoError(t, webhook.Enqueue(ctx, tx, webhook.Event{Type: webhook.AnomalyDetected, Data: map[string]string{"detail": string(make([]byte, 400))}}))
-	require.NoError(t, tx.Commit())
-	enqueue(t, db, 2)
+	r := relayOverOversized(t, db, sinks[0])
 	for range 3 {
 		_, err := r.Round(ctx)
 		require.NoError(t, err)
