@@ -205,6 +205,16 @@ func TestRedisOffIsFixedByCAS(t *testing.T) {
 	require.Equal(t, "clean", rep2.Status, "%v", diffs(rep2.Differences))
 }
 
+// counterAndKeyDrift is driftEnv with two faults a pass fixes: app's
+// held counter heldBy too high and web's Redis stock key (returned) at 1.
+func counterAndKeyDrift(t *testing.T, heldBy int) (e *env, tpl int64, web string) {
+	e, tpl = driftEnv(t)
+	web = e.Keys.Stock(tpl, "web")
+	e.exec(`UPDATE inventory_counter SET held = held + ? WHERE template_id = ? AND channel = 'app'`, heldBy, tpl)
+	require.NoError(t, e.RDB.Set(e.Ctx, web, 1, 0).Err())
+	return e, tpl, web
+}
+
 // flaggedOnly lets the cdc settle, runs a pass of a default reconciler
 // and requires what a difference no reconciler may fix gives: the pass
 // needs review, flags exactly want (in any order) and corrects nothing.
