@@ -68,23 +68,40 @@ func TestReleasesFollowTheTransitions(t *testing.T) {
 	require.EqualValues(t, 8, inv.Claimable())
 }
 
+// releaseTemplate is a store on clock and a template of 10 coupons on
+// app, valid 60 s, under the "release" policy with its cooldown.
+func (e *env) releaseTemplate(clock *fakeClock, cooldown int64) (*coupon.Store, coupon.Template) {
+	e.T.Helper()
+	store, err := coupon.New(coupon.Config{DB: e.DB, Now: clock.Now})
+	require.NoError(e.T, err)
+	tpl, err := store.CreateTemplate(context.Background(), coupon.NewTemplate{Name: "r", TotalQuota: 10, Channels: map[string]int64{"app": 10},
+		ValidSeconds: 60, ExpiryPolicy: coupon.PolicyRelease, ReleaseCooldownSeconds: &cooldown})
+	require.NoError(e.T, err)
+	return store, tpl
+}
+
+// claimEach claims a coupon of tpl on app for each of n users (u0, u1, …)
+// and returns their ids.
+func claimEach(t *testing.T, store *coupon.Store, tpl int64, n int) []int64 {
+	t.Helper()
+	var ids []int64
+	for i := range n {
+		c, err := store.Claim(context.Background(), coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
+		require.NoError(t, err)
+		ids = append(ids, c.UserCouponID)
+	}
+	return ids
+}
+
 // Under the "release" policy an expired coupon's slot goes back once its
 // cooldown after expires_at has passed, not before, and only once.
 func TestExpiryReleaseAfterCooldown(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	clock := newFakeClock()
-	store, err := coupon.New(coupon.Config{DB: e.DB, Now: clock.Now})
-	require.NoError(t, err)
-	cooldown := int64(3600)
-	tpl, err := store.CreateTemplate(ctx, coupon.NewTemplate{Name: "r", TotalQuota: 10, Channels: map[string]int64{"app": 10},
-		ValidSeconds: 60, ExpiryPolicy: coupon.PolicyRelease, ReleaseCooldownSeconds: &cooldown})
-	require.NoError(t, err)
+	store, tpl := e.releaseTemplate(clock, 3600)
 	e.StartCDC(nil, func(c *sink.Config, _ *sink.Daemon) { c.Now = clock.Now; c.ReleaseEvery = time.Millisecond })
-	for i := range 3 {
-		_, err := store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl.ID, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
-		require.NoError(t, err)
-	}
+	claimEach(t, store, tpl.ID, 3)
 	clock.Advance(61 * time.Second)
 	res, err := store.ExpireDue(ctx, 0)
 	require.NoError(t, err)
@@ -122,19 +139,9 @@ func TestBootstrapReleasesWhatCameBefore(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
 	clock.Advance(-time.Hour)
-	store, err := coupon.New(coupon.Config{DB: e.DB, Now: clock.Now})
-	require.NoError(t, err)
-	zero := int64(0)
-	tpl, err := store.CreateTemplate(ctx, coupon.NewTemplate{Name: "r", TotalQuota: 10, Channels: map[string]int64{"app": 10},
-		ValidSeconds: 60, ExpiryPolicy: coupon.PolicyRelease, ReleaseCooldownSeconds: &zero})
-	require.NoError(t, err)
-	var ids []int64
-	for i := range 5 {
-		c, err := store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl.ID, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
-		require.NoError(t, err)
-		ids = append(ids, c.UserCouponID)
-	}
-	_, err = store.Void(ctx, coupon.VoidRequest{UserCouponIDs: ids[2:3], Reason: "test", Operator: "ops", RequestID: "v"})
+	store, tpl := e.releaseTemplate(clock, 0)
+	ids := claimEach(t, store, tpl.ID, 5)
+	_, err := store.Void(ctx, coupon.VoidRequest{UserCouponIDs: ids[2:3], Reason: "test", Operator: "ops", RequestID: "v"})
 	require.NoError(t, err)
 	for i, mode := range []string{coupon.RefundRecycle, coupon.RefundRestore} {
 		id := ids[3+i]
