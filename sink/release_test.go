@@ -10,6 +10,7 @@ import (
 
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
+	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory/view"
 	"github.com/couponlink/couponlink/sink"
 	"github.com/couponlink/couponlink/webhook"
@@ -48,16 +49,7 @@ func TestReleasesFollowTheTransitions(t *testing.T) {
 	require.NoError(t, err)
 
 	e.assertTruth(true)
-	released := map[int64]int{}
-	rows, err := e.DB.Query(`SELECT user_coupon_id, COUNT(*) FROM inventory_flow WHERE kind = 'release' GROUP BY 1`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var id int64
-		var n int
-		require.NoError(t, rows.Scan(&id, &n))
-		released[id] = n
-	}
-	require.NoError(t, rows.Close())
+	released := testenv.CountsBy[int64](t, e.DB, `SELECT user_coupon_id, COUNT(*) FROM inventory_flow WHERE kind = 'release' GROUP BY 1`)
 	require.Equal(t, map[int64]int{ids["void"]: 1, ids["recycle"]: 1, ids["legacy"]: 1}, released)
 	var claimed int64
 	require.NoError(t, e.DB.QueryRow(`SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl).Scan(&claimed))

@@ -105,3 +105,27 @@ func QuietLogger() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }
+
+// CountsBy runs a query of two columns, a key and a count (`SELECT k,
+// COUNT(*) … GROUP BY k`), and returns the counts by key.
+func CountsBy[K comparable](t testing.TB, db *sql.DB, query string, args ...any) map[K]int {
+	t.Helper()
+	rows, err := db.Query(query, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	out := map[K]int{}
+	for rows.Next() {
+		var k K
+		var n int
+		if err := rows.Scan(&k, &n); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		out[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return out
+}
