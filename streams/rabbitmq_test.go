@@ -188,17 +188,7 @@ func TestRabbitMQEveryEventOnceAcrossOutages(t *testing.T) {
 // outboxOrder is the outbox's event ids in outbox order.
 func outboxOrder(t testing.TB, db *sql.DB) []string {
 	t.Helper()
-	rows, err := db.Query(`SELECT event_id FROM webhook_outbox ORDER BY id`)
-	require.NoError(t, err)
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		require.NoError(t, rows.Scan(&id))
-		out = append(out, id)
-	}
-	require.NoError(t, rows.Err())
-	return out
+	return testenv.Column[string](t, db, `SELECT event_id FROM webhook_outbox ORDER BY id`)
 }
 
 // A RabbitMQ sink's URL parameters are checked at Open, and a refused
