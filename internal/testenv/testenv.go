@@ -110,44 +110,45 @@ func QuietLogger() *slog.Logger {
 // COUNT(*) … GROUP BY k`), and returns the counts by key.
 func CountsBy[K comparable](t testing.TB, db *sql.DB, query string, args ...any) map[K]int {
 	t.Helper()
-	rows, err := db.Query(query, args...)
-	if err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	defer rows.Close()
 	out := map[K]int{}
-	for rows.Next() {
+	eachRow(t, db, query, args, func(rows *sql.Rows) error {
 		var k K
 		var n int
-		if err := rows.Scan(&k, &n); err != nil {
-			t.Fatalf("%s: %v", query, err)
-		}
+		err := rows.Scan(&k, &n)
 		out[k] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
+		return err
+	})
 	return out
 }
 
 // Column runs a query of one column and returns its values in row order.
 func Column[T any](t testing.TB, db *sql.DB, query string, args ...any) []T {
 	t.Helper()
+	var out []T
+	eachRow(t, db, query, args, func(rows *sql.Rows) error {
+		var v T
+		err := rows.Scan(&v)
+		out = append(out, v)
+		return err
+	})
+	return out
+}
+
+// eachRow runs query and scans each row with scan; any error fails the
+// test, naming the query.
+func eachRow(t testing.TB, db *sql.DB, query string, args []any, scan func(*sql.Rows) error) {
+	t.Helper()
 	rows, err := db.Query(query, args...)
 	if err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 	defer rows.Close()
-	var out []T
 	for rows.Next() {
-		var v T
-		if err := rows.Scan(&v); err != nil {
+		if err := scan(rows); err != nil {
 			t.Fatalf("%s: %v", query, err)
 		}
-		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
-	return out
 }
