@@ -32,17 +32,24 @@ func NewTCPProxy(t testing.TB, to string) *TCPProxy {
 		t.Fatalf("proxy listener: %v", err)
 	}
 	p := &TCPProxy{ln: ln, to: to}
+	t.Cleanup(p.CloseAll) // after the listener's close: nothing new comes in
+	AcceptEach(t, ln, func(c net.Conn) { go p.forward(c) })
+	return p
+}
+
+// AcceptEach gives each connection ln accepts to handle, in the accepting
+// goroutine, until the test ends and closes ln.
+func AcceptEach(t testing.TB, ln net.Listener, handle func(net.Conn)) {
+	t.Cleanup(func() { _ = ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return // closed
 			}
-			go p.forward(c)
+			handle(c)
 		}
 	}()
-	t.Cleanup(func() { _ = ln.Close(); p.CloseAll() })
-	return p
 }
 
 // Addr is the proxy's host:port, to give in the server's place.
