@@ -297,16 +297,23 @@ func TestTailerHeartbeat(t *testing.T) {
 	require.NotZero(t, tl.Stats().Batches)
 }
 
-// newTailerAtEnd is a tailer (testConfig) of a new database and the
-// binlog's current end, where it starts to see what the test writes next.
+// newTailerAtEnd is a tailer of configAtEnd's, and where it starts.
 func newTailerAtEnd(t *testing.T) (*Tailer, Position) {
+	t.Helper()
+	cfg, start := configAtEnd(t)
+	tl, err := New(cfg)
+	require.NoError(t, err)
+	return tl, start
+}
+
+// configAtEnd is testConfig of a new database and the binlog's current
+// end, where a tailer starts to see what the test writes next.
+func configAtEnd(t *testing.T) (Config, Position) {
 	t.Helper()
 	db, dsn := testenv.MySQL(t)
 	start, err := CurrentPosition(context.Background(), db)
 	require.NoError(t, err)
-	tl, err := New(testConfig(t, dsn))
-	require.NoError(t, err)
-	return tl, start
+	return testConfig(t, dsn), start
 }
 
 func startTailerWith(t *testing.T, tl *Tailer, from Position) (*collector, <-chan error, func() error) {
@@ -320,10 +327,7 @@ func startTailerWith(t *testing.T, tl *Tailer, from Position) (*collector, <-cha
 
 func TestTailerPurgedPosition(t *testing.T) {
 	ctx := context.Background()
-	db, dsn := testenv.MySQL(t)
-	cur, err := CurrentPosition(ctx, db)
-	require.NoError(t, err)
-	cfg := testConfig(t, dsn)
+	cfg, cur := configAtEnd(t)
 	for _, from := range []Position{
 		{GTID: "0-1-" + fmt.Sprint(gtidSeq(t, cur.GTID)+1_000_000)}, // a GTID the server never wrote
 		{GTID: "0-77777-5"},
@@ -343,10 +347,7 @@ func TestTailerPurgedPosition(t *testing.T) {
 
 func TestTailerRefusesBadServerOrMapping(t *testing.T) {
 	ctx := context.Background()
-	db, dsn := testenv.MySQL(t)
-	cur, err := CurrentPosition(ctx, db)
-	require.NoError(t, err)
-	cfg := testConfig(t, dsn)
+	cfg, cur := configAtEnd(t)
 	cfg.Mapping = DefaultMapping()
 	cfg.Mapping.UserCoupon.Status = "state"
 	tl, err := New(cfg)
