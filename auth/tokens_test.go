@@ -73,6 +73,18 @@ func TestTokenFileLoadLookupReload(t *testing.T) {
 	assert.ErrorIs(t, err, auth.ErrWeak)
 }
 
+// aliceTokens is a token file (mode 0600) of one token, alice's as an
+// operator, and the tokens loaded from it.
+func aliceTokens(t *testing.T) (file, alice string, toks *auth.Tokens) {
+	t.Helper()
+	file = filepath.Join(t.TempDir(), "tokens")
+	alice = auth.NewToken()
+	require.NoError(t, os.WriteFile(file, []byte("alice operator "+auth.Digest(alice)+"\n"), 0o600))
+	toks, err := auth.Load(file, "")
+	require.NoError(t, err)
+	return file, alice, toks
+}
+
 // reload is what the api does on SIGHUP: Load, then Replace.
 func reload(toks *auth.Tokens, file, envToken string) error {
 	next, err := auth.Load(file, envToken)
@@ -85,11 +97,7 @@ func reload(toks *auth.Tokens, file, envToken string) error {
 // A token file with no token is refused, at start and on reload, even
 // beside COUPONLINK_API_TOKEN: the file was meant to hold the tokens.
 func TestTokenFileWithNoTokenIsRefused(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "tokens")
-	alice := auth.NewToken()
-	require.NoError(t, os.WriteFile(file, []byte("alice operator "+auth.Digest(alice)+"\n"), 0o600))
-	toks, err := auth.Load(file, "")
-	require.NoError(t, err)
+	file, alice, toks := aliceTokens(t)
 	for _, empty := range []string{"", "\n\n", "# nobody yet\n", "  # indented comment\n\n\t\n#alice operator " + auth.Digest(alice) + "\n"} {
 		require.NoError(t, os.WriteFile(file, []byte(empty), 0o600))
 		for _, env := range []string{"", strong} {
@@ -108,11 +116,7 @@ func TestTokenFileWithNoTokenIsRefused(t *testing.T) {
 // A token file its group or everyone may write, or that another user
 // owns, is refused with the command that fixes it; the tokens in use stay.
 func TestTokenFileOthersMayChangeIsRefused(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "tokens")
-	alice := auth.NewToken()
-	require.NoError(t, os.WriteFile(file, []byte("alice operator "+auth.Digest(alice)+"\n"), 0o600))
-	toks, err := auth.Load(file, "")
-	require.NoError(t, err)
+	file, alice, toks := aliceTokens(t)
 	for _, mode := range []os.FileMode{0o666, 0o620, 0o602, 0o660, 0o622} {
 		require.NoError(t, os.Chmod(file, mode))
 		_, err := auth.Load(file, "")
@@ -134,7 +138,7 @@ func TestTokenFileOthersMayChangeIsRefused(t *testing.T) {
 	}
 	require.NoError(t, os.Chmod(file, 0o600))
 	require.NoError(t, os.Chown(file, 12345, 12345))
-	_, err = auth.Load(file, "")
+	_, err := auth.Load(file, "")
 	require.ErrorIs(t, err, auth.ErrUnsafeFile)
 	assert.Contains(t, err.Error(), "uid 12345")
 	assert.Contains(t, err.Error(), "chown ")

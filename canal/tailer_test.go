@@ -285,12 +285,7 @@ func gtidSeq(t *testing.T, g string) uint64 {
 }
 
 func TestTailerHeartbeat(t *testing.T) {
-	ctx := context.Background()
-	db, dsn := testenv.MySQL(t)
-	start, err := CurrentPosition(ctx, db)
-	require.NoError(t, err)
-	tl, err := New(testConfig(t, dsn))
-	require.NoError(t, err)
+	tl, start := newTailerAtEnd(t)
 	c, errc, stop := startTailerWith(t, tl, start)
 	// With nothing to deliver, heartbeats come anyway, at a transaction end.
 	b := c.waitEnd(t, start, errc)
@@ -300,6 +295,25 @@ func TestTailerHeartbeat(t *testing.T) {
 	require.GreaterOrEqual(t, b[0].End.Compare(start), 0)
 	require.NotEmpty(t, b[0].End.GTID)
 	require.NotZero(t, tl.Stats().Batches)
+}
+
+// newTailerAtEnd is a tailer of configAtEnd's, and where it starts.
+func newTailerAtEnd(t *testing.T) (*Tailer, Position) {
+	t.Helper()
+	cfg, start := configAtEnd(t)
+	tl, err := New(cfg)
+	require.NoError(t, err)
+	return tl, start
+}
+
+// configAtEnd is testConfig of a new database and the binlog's current
+// end, where a tailer starts to see what the test writes next.
+func configAtEnd(t *testing.T) (Config, Position) {
+	t.Helper()
+	db, dsn := testenv.MySQL(t)
+	start, err := CurrentPosition(context.Background(), db)
+	require.NoError(t, err)
+	return testConfig(t, dsn), start
 }
 
 func startTailerWith(t *testing.T, tl *Tailer, from Position) (*collector, <-chan error, func() error) {
@@ -313,10 +327,7 @@ func startTailerWith(t *testing.T, tl *Tailer, from Position) (*collector, <-cha
 
 func TestTailerPurgedPosition(t *testing.T) {
 	ctx := context.Background()
-	db, dsn := testenv.MySQL(t)
-	cur, err := CurrentPosition(ctx, db)
-	require.NoError(t, err)
-	cfg := testConfig(t, dsn)
+	cfg, cur := configAtEnd(t)
 	for _, from := range []Position{
 		{GTID: "0-1-" + fmt.Sprint(gtidSeq(t, cur.GTID)+1_000_000)}, // a GTID the server never wrote
 		{GTID: "0-77777-5"},
@@ -336,10 +347,7 @@ func TestTailerPurgedPosition(t *testing.T) {
 
 func TestTailerRefusesBadServerOrMapping(t *testing.T) {
 	ctx := context.Background()
-	db, dsn := testenv.MySQL(t)
-	cur, err := CurrentPosition(ctx, db)
-	require.NoError(t, err)
-	cfg := testConfig(t, dsn)
+	cfg, cur := configAtEnd(t)
 	cfg.Mapping = DefaultMapping()
 	cfg.Mapping.UserCoupon.Status = "state"
 	tl, err := New(cfg)
@@ -358,8 +366,8 @@ func TestTailerResumesBrokenConnection(t *testing.T) {
 	ctx := context.Background()
 	db, dsn := testenv.MySQL(t)
 	cfg := testConfig(t, dsn)
-	proxy := newTCPProxy(t, cfg.Addr)
-	cfg.Addr = proxy.addr()
+	proxy := testenv.NewTCPProxy(t, cfg.Addr)
+	cfg.Addr = proxy.Addr()
 	start, err := CurrentPosition(ctx, db)
 	require.NoError(t, err)
 	tl, err := New(cfg)
@@ -372,7 +380,7 @@ func TestTailerResumesBrokenConnection(t *testing.T) {
 	p1, err := CurrentPosition(ctx, db)
 	require.NoError(t, err)
 	c.waitEnd(t, p1, errc)
-	proxy.cut()
+	proxy.CloseAll()
 	mustExec(t, db, "UPDATE user_coupon SET status = 2 WHERE id = 1")
 	mustExec(t, db, ins+"(3, 'u3', 'app', 1, NOW(), NOW())")
 	p2, err := CurrentPosition(ctx, db)
@@ -402,11 +410,7 @@ func mustExec(t *testing.T, db *sql.DB, q string) {
 // and returns the Handler's error.
 func TestTailerHandlerInFlightAndError(t *testing.T) {
 	ctx := context.Background()
-	db, dsn := testenv.MySQL(t)
-	start, err := CurrentPosition(ctx, db)
-	require.NoError(t, err)
-	tl, err := New(testConfig(t, dsn))
-	require.NoError(t, err)
+	tl, start := newTailerAtEnd(t)
 
 	h := &blockingHandler{entered: make(chan struct{}), release: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -424,7 +428,7 @@ func TestTailerHandlerInFlightAndError(t *testing.T) {
 	require.Equal(t, 1, h.applied)
 
 	boom := errors.New("boom")
-	err = tl.Run(ctx, start, handlerFunc(func(context.Context, *Batch) error { return boom }))
+	err := tl.Run(ctx, start, handlerFunc(func(context.Context, *Batch) error { return boom }))
 	require.ErrorIs(t, err, boom)
 	require.ErrorContains(t, err, "apply batch ending at ")
 }

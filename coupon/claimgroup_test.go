@@ -162,17 +162,7 @@ func TestClaimGroupWritesTheSingleRows(t *testing.T) {
 
 func dumpRows(t *testing.T, db *sql.DB, q string, args ...any) []string {
 	t.Helper()
-	rows, err := db.Query(q, args...)
-	require.NoError(t, err)
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		require.NoError(t, rows.Scan(&s))
-		out = append(out, s)
-	}
-	require.NoError(t, rows.Err())
-	return out
+	return testenv.Column[string](t, db, q, args...)
 }
 
 // A database error on the group rolls it back and every request runs alone

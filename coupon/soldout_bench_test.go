@@ -3,8 +3,9 @@ package coupon
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
+
+	"github.com/couponlink/couponlink/internal/testenv"
 )
 
 // BenchmarkSoldOutRefusals: claims of new users on a sold-out bucket from
@@ -28,20 +29,13 @@ func BenchmarkSoldOutRefusals(b *testing.B) {
 				if _, err := s.Claim(context.Background(), ClaimRequest{TemplateID: tpl, UserID: "u", Channel: "app", RequestID: "r"}); err != nil {
 					b.Fatal(err)
 				}
-				var seq atomic.Int64
-				b.SetParallelism(64)
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						i := seq.Add(1)
-						_, err := s.Claim(context.Background(), ClaimRequest{TemplateID: tpl, UserID: fmt.Sprintf("u%d", i),
-							Channel: "app", RequestID: fmt.Sprintf("b%d", i)})
-						if e, ok := AsError(err); !ok || e.Code != "sold_out" {
-							b.Fatalf("claim %d: %v, want sold_out", i, err)
-						}
+				testenv.RunClients(b, "refusals/s", func(i int64) {
+					_, err := s.Claim(context.Background(), ClaimRequest{TemplateID: tpl, UserID: fmt.Sprintf("u%d", i),
+						Channel: "app", RequestID: fmt.Sprintf("b%d", i)})
+					if e, ok := AsError(err); !ok || e.Code != "sold_out" {
+						b.Fatalf("claim %d: %v, want sold_out", i, err)
 					}
 				})
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "refusals/s")
 			})
 		}
 	}

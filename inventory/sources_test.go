@@ -148,16 +148,7 @@ func TestReadSources(t *testing.T) {
 	// a server that takes the connection and never answers: down once the timeout is over
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = c.Close() })
-		}
-	}()
+	testenv.AcceptEach(t, ln, func(c net.Conn) { t.Cleanup(func() { _ = c.Close() }) })
 	slow := source{name: "slow", dsn: "root@tcp(" + ln.Addr().String() + ")/couponlink"}
 	start := time.Now()
 	a, err = inventory.ReadSources(ctx, sourcesMapping(t, east, slow), openSource, 300*time.Millisecond)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/couponlink/couponlink/internal/defaults"
 	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/webhook"
 )
@@ -92,15 +93,7 @@ func NewRebalancer(cfg RebalancerConfig) (*Rebalancer, error) {
 	if cfg.DB == nil || cfg.Mirror == nil || cfg.Fence == nil || cfg.Enqueue == nil {
 		return nil, errors.New("quota: RebalancerConfig needs DB, Mirror, Fence and Enqueue")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Registerer == nil {
-		cfg.Registerer = prometheus.NewRegistry()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	defaults.LogMetricsClock(&cfg.Logger, &cfg.Registerer, &cfg.Now)
 	f := promauto.With(cfg.Registerer)
 	return &Rebalancer{cfg: cfg, log: cfg.Logger, badPolicy: map[int64]string{}, m: rebalanceMetrics{
 		transfers: f.NewCounterVec(prometheus.CounterOpts{

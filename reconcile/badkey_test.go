@@ -97,10 +97,7 @@ func TestRedisWrongTypeKeyChangedIsNotOverwritten(t *testing.T) {
 // are still fixed.
 func TestLegacyRedisKeyNotAnIntegerNeedsReview(t *testing.T) {
 	t.Parallel()
-	l := newLegacy(t, "lg:stock:{template}")
-	l.newTemplate(1, 100)
-	l.newTemplate(2, 50)
-	l.StartCDC(l.m)
+	l := followedLegacy(t, "lg:stock:{template}", 100, 50)
 	l.claim(1, 8)
 	l.claim(2, 4)
 	l.WaitCheckpoint()
@@ -123,10 +120,7 @@ func TestLegacyRedisKeyNotAnIntegerNeedsReview(t *testing.T) {
 // the error; its corrections stay under its task.
 func TestPassErrorKeepsWhatItDid(t *testing.T) {
 	t.Parallel()
-	e, tpl := driftEnv(t)
-	web := e.Keys.Stock(tpl, "web")
-	e.exec(`UPDATE inventory_counter SET held = held + 2 WHERE template_id = ? AND channel = 'app'`, tpl)
-	require.NoError(t, e.RDB.Set(e.Ctx, web, 1, 0).Err())
+	e, tpl, web := counterAndKeyDrift(t, 2)
 	h := &hook{}
 	failNext := func() { h.failPipelines.Store(true) } // the second read of the drifting keys fails
 	h.afterPipeline.Store(&failNext)

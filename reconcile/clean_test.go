@@ -8,6 +8,7 @@ import (
 
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
+	"github.com/couponlink/couponlink/internal/testenv"
 )
 
 // state is everything a pass might write.
@@ -29,18 +30,8 @@ func (e *env) state(tpls [2]int64) state {
 // quotaRows lists channel_quota as "template/channel quota claimed version".
 func (e *env) quotaRows() []string {
 	e.T.Helper()
-	rows, err := e.DB.QueryContext(e.Ctx, `SELECT CONCAT(template_id, '/', channel, ' ', quota, ' ', claimed, ' ', version)
+	return testenv.Column[string](e.T, e.DB, `SELECT CONCAT(template_id, '/', channel, ' ', quota, ' ', claimed, ' ', version)
 		FROM channel_quota ORDER BY template_id, channel`)
-	require.NoError(e.T, err)
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var r string
-		require.NoError(e.T, rows.Scan(&r))
-		out = append(out, r)
-	}
-	require.NoError(e.T, rows.Err())
-	return out
 }
 
 // On a clean system a pass changes nothing and reports clean; after

@@ -217,10 +217,7 @@ func TestClaimsDuringPassAreNeverLost(t *testing.T) {
 // CatchUpWait fails without a task.
 func TestTwoPassesAtOnceFixOnce(t *testing.T) {
 	t.Parallel()
-	e, tpl := driftEnv(t)
-	web := e.Keys.Stock(tpl, "web")
-	e.exec(`UPDATE inventory_counter SET held = held + 3 WHERE template_id = ? AND channel = 'app'`, tpl)
-	require.NoError(t, e.RDB.Set(e.Ctx, web, 1, 0).Err())
+	e, tpl, web := counterAndKeyDrift(t, 3)
 
 	var reps [2]*reconcile.Report
 	var errs [2]error

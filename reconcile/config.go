@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/defaults"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -108,14 +109,6 @@ func (c *Config) defaults() error {
 	if c.Actor == "" {
 		c.Actor = "reconciler"
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	defaults.LogMetricsClock(&c.Logger, &c.Registerer, &c.Now)
 	return nil
 }

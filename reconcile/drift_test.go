@@ -205,18 +205,36 @@ func TestRedisOffIsFixedByCAS(t *testing.T) {
 	require.Equal(t, "clean", rep2.Status, "%v", diffs(rep2.Differences))
 }
 
+// counterAndKeyDrift is driftEnv with two faults a pass fixes: app's
+// held counter heldBy too high and web's Redis stock key (returned) at 1.
+func counterAndKeyDrift(t *testing.T, heldBy int) (e *env, tpl int64, web string) {
+	e, tpl = driftEnv(t)
+	web = e.Keys.Stock(tpl, "web")
+	e.exec(`UPDATE inventory_counter SET held = held + ? WHERE template_id = ? AND channel = 'app'`, heldBy, tpl)
+	require.NoError(t, e.RDB.Set(e.Ctx, web, 1, 0).Err())
+	return e, tpl, web
+}
+
+// flaggedOnly lets the cdc settle, runs a pass of a default reconciler
+// and requires what a difference no reconciler may fix gives: the pass
+// needs review, flags exactly want (in any order) and corrects nothing.
+func (e *env) flaggedOnly(want ...string) (*reconcile.Reconciler, *reconcile.Report) {
+	e.T.Helper()
+	e.Settle()
+	r, _ := e.reconciler()
+	rep := e.pass(r)
+	require.Equal(e.T, "needs_review", rep.Status)
+	require.ElementsMatch(e.T, want, diffs(rep.Differences))
+	require.Empty(e.T, e.corrections())
+	return r, rep
+}
+
 // channel_quota.claimed (the claim guard) off is flagged, never fixed.
 func TestQuotaClaimedOffNeedsReview(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
 	e.exec(`UPDATE channel_quota SET claimed = claimed + 2 WHERE template_id = ? AND channel = 'app'`, tpl)
-	e.Settle()
-
-	r, _ := e.reconciler()
-	rep := e.pass(r)
-	require.Equal(t, "needs_review", rep.Status)
-	require.Equal(t, []string{"quota " + target(tpl, "app", "claimed") + " 10 12 needs_review"}, diffs(rep.Differences))
-	require.Empty(t, e.corrections())
+	r, _ := e.flaggedOnly("quota " + target(tpl, "app", "claimed") + " 10 12 needs_review")
 	require.Equal(t, int64(12), e.int(`SELECT claimed FROM channel_quota WHERE template_id = ? AND channel = 'app'`, tpl))
 	require.Equal(t, "needs_review", e.pass(r).Status, "still flagged at the next pass")
 }
@@ -234,17 +252,11 @@ func TestOverIssueNeedsReview(t *testing.T) {
 		e.exec(`INSERT INTO user_coupon (template_id, user_id, channel, status, claimed_at, expires_at)
 			VALUES (?, 'raw', 'partner', 1, NOW(6), NOW(6) + INTERVAL 1 HOUR)`, tpl)
 	}
-	e.Settle()
-
-	r, _ := e.reconciler()
-	rep := e.pass(r)
-	require.Equal(t, "needs_review", rep.Status)
-	require.ElementsMatch(t, []string{
-		"quota " + target(tpl, "partner", "claimed") + " 5 3 needs_review",
-		"quota " + target(tpl, "partner", "over_issue") + " 3 5 needs_review",
-	}, diffs(rep.Differences))
+	_, rep := e.flaggedOnly(
+		"quota "+target(tpl, "partner", "claimed")+" 5 3 needs_review",
+		"quota "+target(tpl, "partner", "over_issue")+" 3 5 needs_review",
+	)
 	require.True(t, strings.HasPrefix(find(t, rep.Differences, "quota", target(tpl, "partner", "over_issue")).Reason, "over-issue"))
-	require.Empty(t, e.corrections())
 	require.Equal(t, e.Truth(), e.CounterRows(), "the counters mirror the table, over-issue included")
 }
 
@@ -286,12 +298,6 @@ func TestQuotaTotalOffNeedsReview(t *testing.T) {
 	t.Parallel()
 	e, tpl := driftEnv(t)
 	e.exec(`UPDATE channel_quota SET quota = quota + 5 WHERE template_id = ? AND channel = 'web'`, tpl)
-	e.Settle()
-
-	r, _ := e.reconciler()
-	rep := e.pass(r)
-	require.Equal(t, "needs_review", rep.Status)
-	require.Equal(t, []string{"quota " + strconv.FormatInt(tpl, 10) + "/quota_total 100 105 needs_review"}, diffs(rep.Differences))
-	require.Empty(t, e.corrections())
+	e.flaggedOnly("quota " + strconv.FormatInt(tpl, 10) + "/quota_total 100 105 needs_review")
 	require.EqualValues(t, 55, e.int(`SELECT quota FROM channel_quota WHERE template_id = ? AND channel = 'web'`, tpl), "left as it is")
 }

@@ -55,6 +55,18 @@ func (l *legacy) reconciler(mut ...func(*reconcile.Config)) *reconcile.Reconcile
 	return r
 }
 
+// followedLegacy is newLegacy with a template per budget (ids 1, 2, … in
+// order) and the cdc following the shop.
+func followedLegacy(t *testing.T, redisPattern string, budgets ...int64) *legacy {
+	t.Helper()
+	l := newLegacy(t, redisPattern)
+	for i, budget := range budgets {
+		l.newTemplate(int64(i+1), budget)
+	}
+	l.StartCDC(l.m)
+	return l
+}
+
 func (l *legacy) newTemplate(id, budget int64) {
 	l.exec(`INSERT INTO t_coupon_tpl (id, budget) VALUES (?, ?)`, id, budget)
 }
@@ -112,11 +124,7 @@ func (l *legacy) key(tpl int64) string { return fmt.Sprintf("%slg:stock:%d", l.K
 // never writes the legacy table. Over-issue of a budget is flagged too.
 func TestLegacyCountersOffNeedReview(t *testing.T) {
 	t.Parallel()
-	l := newLegacy(t, "")
-	l.newTemplate(1, 100)
-	l.newTemplate(2, 50)
-	l.newTemplate(3, 2)
-	l.StartCDC(l.m)
+	l := followedLegacy(t, "", 100, 50, 2)
 	for _, id := range l.claim(1, 8)[:3] {
 		l.redeem(1, id)
 	}
@@ -153,10 +161,7 @@ func TestLegacyCountersOffNeedReview(t *testing.T) {
 // budget − (held + used + frozen).
 func TestLegacyRedisKeyOffIsFixedWhenQuiet(t *testing.T) {
 	t.Parallel()
-	l := newLegacy(t, "lg:stock:{template}")
-	l.newTemplate(1, 100)
-	l.newTemplate(2, 50)
-	l.StartCDC(l.m)
+	l := followedLegacy(t, "lg:stock:{template}", 100, 50)
 	for _, id := range l.claim(1, 8)[:3] {
 		l.redeem(1, id)
 	}

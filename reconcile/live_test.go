@@ -21,12 +21,7 @@ import (
 // anything: whatever moves while a pass looks is in flight, not wrong.
 func TestLiveSystemNoFalseCorrections(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.StartCDC(nil)
-	tpl := e.Template(map[string]int64{"app": 100000, "web": 100000}, time.Hour)
-	e.Settle()
-
-	w := startWrites(t, e, tpl, "live")
+	e, _, w := liveEnv(t, "live")
 
 	// Redis is left out while writes flow (owner-mode keys move with every
 	// claim: busy); counters, template caches and quotas are compared.
@@ -58,12 +53,7 @@ func TestLiveSystemNoFalseCorrections(t *testing.T) {
 // exactly the error, while the cdc keeps adding to it.
 func TestBusySystemComparesAtTheCheckpoint(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.StartCDC(nil)
-	tpl := e.Template(map[string]int64{"app": 100000, "web": 100000}, time.Hour)
-	e.Settle()
-
-	w := startWrites(t, e, tpl, "busy")
+	e, tpl, w := liveEnv(t, "busy")
 
 	binlog, err := canal.ConfigFromDSN(e.DSN)
 	require.NoError(t, err)
@@ -98,6 +88,17 @@ type writes struct {
 	wg     sync.WaitGroup
 	ops    atomic.Int64
 	failed atomic.Value
+}
+
+// liveEnv is a system in use: the cdc following a template of two large
+// channels (app, web) while startWrites' clients claim and redeem on it
+// (their users and request ids start with prefix).
+func liveEnv(t *testing.T, prefix string) (*env, int64, *writes) {
+	e := newEnv(t)
+	e.StartCDC(nil)
+	tpl := e.Template(map[string]int64{"app": 100000, "web": 100000}, time.Hour)
+	e.Settle()
+	return e, tpl, startWrites(t, e, tpl, prefix)
 }
 
 func startWrites(t *testing.T, e *env, tpl int64, prefix string) *writes {

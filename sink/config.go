@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/defaults"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
 )
@@ -176,15 +177,7 @@ func (cfg *Config) check() error {
 	if cfg.MaxLabelTemplates <= 0 {
 		cfg.MaxLabelTemplates = 200
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Registerer == nil {
-		cfg.Registerer = prometheus.NewRegistry()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	defaults.LogMetricsClock(&cfg.Logger, &cfg.Registerer, &cfg.Now)
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,9 +152,7 @@ func (a *arrivals) watchRabbitMQ(t *testing.T, url, exchange string) {
 
 // watchKafka consumes topic on the brokers at addrs from its start.
 func (a *arrivals) watchKafka(t *testing.T, addrs, topic string) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addrs, ",")...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(t, err)
+	cl := testenv.KafkaConsumer(t, addrs, topic)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done; cl.Close() })

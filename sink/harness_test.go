@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/internal/cdcenv"
+	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -40,15 +41,5 @@ func (e *env) assertTruth(withRedis bool) {
 
 func (e *env) anomalies() map[string]int {
 	e.T.Helper()
-	out := map[string]int{}
-	rows, err := e.DB.Query(`SELECT kind, COUNT(*) FROM cdc_anomaly GROUP BY kind`)
-	require.NoError(e.T, err)
-	defer rows.Close()
-	for rows.Next() {
-		var k string
-		var n int
-		require.NoError(e.T, rows.Scan(&k, &n))
-		out[k] = n
-	}
-	return out
+	return testenv.CountsBy[string](e.T, e.DB, `SELECT kind, COUNT(*) FROM cdc_anomaly GROUP BY kind`)
 }

@@ -107,24 +107,18 @@ func AcquireLeader(ctx context.Context, db *sql.DB, cfg LeaderConfig) (*Leader, 
 // watch pings the lock's connection; a failure means the lock may be gone.
 func (l *Leader) watch(ctx context.Context, log *slog.Logger) {
 	defer close(l.done)
-	t := time.NewTicker(l.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tickUntil(ctx, l.every, func() bool {
 		err := l.check(ctx)
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		if err != nil {
 			log.Error("leader lock lost", "lock", l.name, "err", err)
 			close(l.lost)
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 var errNotHeld = errors.New("the lock's session no longer holds it")

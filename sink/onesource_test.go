@@ -22,9 +22,7 @@ import (
 // The sharded shop over two servers with its campaign table on east only
 // (a sharding middleware's "single table"): west's cdc reads it on east
 // and follows it through east's cdc; east judges what only the sum shows.
-const oneSourceMappingYAML = `
-user_coupon: {table: "SHARD_{0..1}.user_coupon_{0..3}", id: id, template: tpl_id, channel: source, status: state, order: order_no, user: uid}
-status: {AVAILABLE: [0], USED: [1], EXPIRED: [2], RETURNED: [3]}
+const oneSourceMappingYAML = shardCouponsYAML + `
 redemption_log: {table: "SHARD_{0..1}.redemption_log_{0..3}", id: id, coupon: coupon_id, order: order_no}
 template: {table: SHARD_0.coupon_tpl, id: id, total_quota: budget, per_user_limit: lim, source: east}
 default_channel: legacy
@@ -171,13 +169,7 @@ func TestTemplateOnOneSource(t *testing.T) {
 			s.setBudget(1, 2_000_000+round) // budgets changed on east mid-run
 			victims := [][]int{{0}, {1}, {0, 1}}[round]
 			for _, i := range victims {
-				start := s.batches(i)
-				cdctest.WaitFor(t, 60*time.Second, "the cdc applies batches", func() bool {
-					require.False(t, s.procs[i].exited(), "couponlink cdc -source %s exited by itself: %v", s.names[i], s.procs[i].err)
-					return s.batches(i) > start || left.Load() == 0
-				})
-				time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond) // the random moment of the kill
-				s.kill(i)
+				s.killWhileApplying(rng, i, left)
 				kills++
 			}
 			s.setBudget(2, 3_000_000+round) // while a cdc is down
@@ -291,12 +283,7 @@ func TestCrossSourceAnomaliesLive(t *testing.T) {
 	s.waitRecorded(sink.AnomalyOverIssue, 2, back, "the sum over the new budget, once west's cdc is back")
 
 	// east's cdc (the judge) down: west's write-off waits in its mail
-	c3, err := s.claimOf(2, s.userOn(1, 2), nil)
-	require.NoError(t, err)
-	require.NoError(t, s.redeem(c3, s.userOn(1, 2)))
-	s.waitCheckpoints()
-	s.kill(0)
-	require.NoError(t, s.writeOff(c3, s.userOn(0, 2)))
+	s.writeOffAgainWithJudgeDown(1)
 	dups++
 	start := s.batches(1)
 	cdctest.WaitFor(t, 30*time.Second, "west mails east", func() bool { return s.batches(1) > start+1 })

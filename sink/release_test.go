@@ -10,6 +10,7 @@ import (
 
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
+	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory/view"
 	"github.com/couponlink/couponlink/sink"
 	"github.com/couponlink/couponlink/webhook"
@@ -48,16 +49,7 @@ func TestReleasesFollowTheTransitions(t *testing.T) {
 	require.NoError(t, err)
 
 	e.assertTruth(true)
-	released := map[int64]int{}
-	rows, err := e.DB.Query(`SELECT user_coupon_id, COUNT(*) FROM inventory_flow WHERE kind = 'release' GROUP BY 1`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var id int64
-		var n int
-		require.NoError(t, rows.Scan(&id, &n))
-		released[id] = n
-	}
-	require.NoError(t, rows.Close())
+	released := testenv.CountsBy[int64](t, e.DB, `SELECT user_coupon_id, COUNT(*) FROM inventory_flow WHERE kind = 'release' GROUP BY 1`)
 	require.Equal(t, map[int64]int{ids["void"]: 1, ids["recycle"]: 1, ids["legacy"]: 1}, released)
 	var claimed int64
 	require.NoError(t, e.DB.QueryRow(`SELECT claimed FROM channel_quota WHERE template_id = ?`, tpl).Scan(&claimed))
@@ -68,23 +60,40 @@ func TestReleasesFollowTheTransitions(t *testing.T) {
 	require.EqualValues(t, 8, inv.Claimable())
 }
 
+// releaseTemplate is a store on clock and a template of 10 coupons on
+// app, valid 60 s, under the "release" policy with its cooldown.
+func (e *env) releaseTemplate(clock *fakeClock, cooldown int64) (*coupon.Store, coupon.Template) {
+	e.T.Helper()
+	store, err := coupon.New(coupon.Config{DB: e.DB, Now: clock.Now})
+	require.NoError(e.T, err)
+	tpl, err := store.CreateTemplate(context.Background(), coupon.NewTemplate{Name: "r", TotalQuota: 10, Channels: map[string]int64{"app": 10},
+		ValidSeconds: 60, ExpiryPolicy: coupon.PolicyRelease, ReleaseCooldownSeconds: &cooldown})
+	require.NoError(e.T, err)
+	return store, tpl
+}
+
+// claimEach claims a coupon of tpl on app for each of n users (u0, u1, …)
+// and returns their ids.
+func claimEach(t *testing.T, store *coupon.Store, tpl int64, n int) []int64 {
+	t.Helper()
+	var ids []int64
+	for i := range n {
+		c, err := store.Claim(context.Background(), coupon.ClaimRequest{TemplateID: tpl, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
+		require.NoError(t, err)
+		ids = append(ids, c.UserCouponID)
+	}
+	return ids
+}
+
 // Under the "release" policy an expired coupon's slot goes back once its
 // cooldown after expires_at has passed, not before, and only once.
 func TestExpiryReleaseAfterCooldown(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	clock := newFakeClock()
-	store, err := coupon.New(coupon.Config{DB: e.DB, Now: clock.Now})
-	require.NoError(t, err)
-	cooldown := int64(3600)
-	tpl, err := store.CreateTemplate(ctx, coupon.NewTemplate{Name: "r", TotalQuota: 10, Channels: map[string]int64{"app": 10},
-		ValidSeconds: 60, ExpiryPolicy: coupon.PolicyRelease, ReleaseCooldownSeconds: &cooldown})
-	require.NoError(t, err)
+	store, tpl := e.releaseTemplate(clock, 3600)
 	e.StartCDC(nil, func(c *sink.Config, _ *sink.Daemon) { c.Now = clock.Now; c.ReleaseEvery = time.Millisecond })
-	for i := range 3 {
-		_, err := store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl.ID, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
-		require.NoError(t, err)
-	}
+	claimEach(t, store, tpl.ID, 3)
 	clock.Advance(61 * time.Second)
 	res, err := store.ExpireDue(ctx, 0)
 	require.NoError(t, err)
@@ -122,19 +131,9 @@ func TestBootstrapReleasesWhatCameBefore(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock()
 	clock.Advance(-time.Hour)
-	store, err := coupon.New(coupon.Config{DB: e.DB, Now: clock.Now})
-	require.NoError(t, err)
-	zero := int64(0)
-	tpl, err := store.CreateTemplate(ctx, coupon.NewTemplate{Name: "r", TotalQuota: 10, Channels: map[string]int64{"app": 10},
-		ValidSeconds: 60, ExpiryPolicy: coupon.PolicyRelease, ReleaseCooldownSeconds: &zero})
-	require.NoError(t, err)
-	var ids []int64
-	for i := range 5 {
-		c, err := store.Claim(ctx, coupon.ClaimRequest{TemplateID: tpl.ID, UserID: fmt.Sprint("u", i), Channel: "app", RequestID: fmt.Sprint("r", i)})
-		require.NoError(t, err)
-		ids = append(ids, c.UserCouponID)
-	}
-	_, err = store.Void(ctx, coupon.VoidRequest{UserCouponIDs: ids[2:3], Reason: "test", Operator: "ops", RequestID: "v"})
+	store, tpl := e.releaseTemplate(clock, 0)
+	ids := claimEach(t, store, tpl.ID, 5)
+	_, err := store.Void(ctx, coupon.VoidRequest{UserCouponIDs: ids[2:3], Reason: "test", Operator: "ops", RequestID: "v"})
 	require.NoError(t, err)
 	for i, mode := range []string{coupon.RefundRecycle, coupon.RefundRestore} {
 		id := ids[3+i]

@@ -30,12 +30,18 @@ import (
 // each (16 tables), the user's shard user_id % 8, ids from one global
 // generator, templates in one table. The mapping names the coupons by a
 // range and the redemption log by a pattern.
-const shardedMappingYAML = `
-user_coupon: {table: "SHARD_{0..1}.user_coupon_{0..3}", id: id, template: tpl_id, channel: source, status: state, order: order_no, user: uid}
-status: {AVAILABLE: [0], USED: [1], EXPIRED: [2], RETURNED: [3]}
+const shardedMappingYAML = shardCouponsYAML + `
 redemption_log: {table: "SHARD_*.redemption_log_*", id: id, coupon: coupon_id, order: order_no}
 template: {table: SHARD_0.coupon_tpl, id: id, total_quota: budget}
 default_channel: legacy
+`
+
+// shardCouponsYAML maps the sharded shop's coupon tables (two schemas
+// SHARD_0 and SHARD_1 of four user_coupon_N each) and their states: the
+// start of every sharded mapping.
+const shardCouponsYAML = `
+user_coupon: {table: "SHARD_{0..1}.user_coupon_{0..3}", id: id, template: tpl_id, channel: source, status: state, order: order_no, user: uid}
+status: {AVAILABLE: [0], USED: [1], EXPIRED: [2], RETURNED: [3]}
 `
 
 // shardedShop is the sharded shop's eight shards on the test server.

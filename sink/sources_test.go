@@ -27,9 +27,7 @@ import (
 // template table copied on both. East's DSN is in the file, west's in an
 // environment variable; west names its own tables, its redemption log by
 // a pattern matched on its server.
-const sourcesMappingYAML = `
-user_coupon: {table: "SHARD_{0..1}.user_coupon_{0..3}", id: id, template: tpl_id, channel: source, status: state, order: order_no, user: uid}
-status: {AVAILABLE: [0], USED: [1], EXPIRED: [2], RETURNED: [3]}
+const sourcesMappingYAML = shardCouponsYAML + `
 redemption_log: {table: "SHARD_{0..1}.redemption_log_{0..3}", id: id, coupon: coupon_id, order: order_no}
 template: {table: SHARD_0.coupon_tpl, id: id, total_quota: budget}
 default_channel: legacy
@@ -130,6 +128,21 @@ func (s *twoServerShop) batches(i int) int64 {
 	return cp.Batches
 }
 
+// killWhileApplying SIGKILLs source i's cdc at a random moment (up to 30
+// ms) after it applied another batch, so that the kill lands while it
+// works; it fails if the cdc exited by itself. The wait ends early once
+// the writers are done (left at 0).
+func (s *twoServerShop) killWhileApplying(rng *rand.Rand, i int, left *atomic.Int64) {
+	s.t.Helper()
+	start := s.batches(i)
+	cdctest.WaitFor(s.t, 60*time.Second, "the cdc applies batches", func() bool {
+		require.False(s.t, s.procs[i].exited(), "couponlink cdc -source %s exited by itself: %v", s.names[i], s.procs[i].err)
+		return s.batches(i) > start || left.Load() == 0
+	})
+	time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond) // the random moment of the kill
+	s.kill(i)
+}
+
 // The sharded shop over two servers with one `couponlink cdc -source` per
 // server, each killed -9 at random while the shop writes: after each kill
 // and at the end each server's counters equal its tables' truth (their
@@ -153,13 +166,7 @@ func TestShopOverTwoServers(t *testing.T) {
 			s.faults(rng, 1)
 			victims := [][]int{{0}, {1}, {0, 1}}[rng.IntN(3)]
 			for _, i := range victims {
-				start := s.batches(i)
-				cdctest.WaitFor(t, 60*time.Second, "the cdc applies batches", func() bool {
-					require.False(t, s.procs[i].exited(), "couponlink cdc -source %s exited by itself: %v", s.names[i], s.procs[i].err)
-					return s.batches(i) > start || left.Load() == 0
-				})
-				time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond) // the random moment of the kill
-				_ = s.procs[i].signal(syscall.SIGKILL)
+				s.killWhileApplying(rng, i, left)
 				kills++
 			}
 			if round == 1 {

@@ -12,6 +12,21 @@ import (
 )
 
 // mailRows is the rows of cdc_sources_mail on a source's server.
+// writeOffAgainWithJudgeDown claims and redeems a coupon of template 2 on
+// server on, kills east's cdc (the judge) once every checkpoint has the
+// redemption, and writes the coupon off again on the other server: a
+// duplicate redemption across servers that the judge can only decide once
+// it is back.
+func (s *twoServerShop) writeOffAgainWithJudgeDown(on int) {
+	s.t.Helper()
+	c, err := s.claimOf(2, s.userOn(on, 2), nil)
+	require.NoError(s.t, err)
+	require.NoError(s.t, s.redeem(c, s.userOn(on, 2)))
+	s.waitCheckpoints()
+	s.kill(0)
+	require.NoError(s.t, s.writeOff(c, s.userOn(1-on, 2)))
+}
+
 func (s *twoServerShop) mailRows(i int) int {
 	s.t.Helper()
 	var n int
@@ -76,12 +91,7 @@ func TestSourcesMailPruned(t *testing.T) {
 
 	// the judge decides west's mail while west's cdc is down, then is
 	// SIGKILLed before west prunes it: nothing lost, nothing repeated
-	c3, err := s.claimOf(2, s.userOn(0, 2), nil)
-	require.NoError(t, err)
-	require.NoError(t, s.redeem(c3, s.userOn(0, 2)))
-	s.waitCheckpoints()
-	s.kill(0)
-	require.NoError(t, s.writeOff(c3, s.userOn(1, 2)))
+	s.writeOffAgainWithJudgeDown(0)
 	dups++
 	cdctest.WaitFor(t, 30*time.Second, "west mails the judge while it is down", func() bool { return s.mailRows(1) > 0 })
 	s.kill(1)

@@ -52,14 +52,25 @@ type stallWatch struct {
 
 // run checks every w.every until ctx ends.
 func (w *stallWatch) run(ctx context.Context) {
-	t := time.NewTicker(w.every)
+	tickUntil(ctx, w.every, func() bool {
+		w.check(ctx)
+		return true
+	})
+}
+
+// tickUntil calls f at every tick of d (not at once) until ctx ends or f
+// returns false.
+func tickUntil(ctx context.Context, d time.Duration, f func() bool) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			w.check(ctx)
+		}
+		if !f() {
+			return
 		}
 	}
 }

@@ -64,20 +64,13 @@ type kafkaRecord struct {
 // least want ids and nothing more comes for a second.
 func consumeKafka(t *testing.T, addrs string, want int, topics ...string) []kafkaRecord {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addrs, ",")...), kgo.ConsumeTopics(topics...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(t, err)
+	cl := testenv.KafkaConsumer(t, addrs, topics...)
 	defer cl.Close()
 	var out []kafkaRecord
 	ids := map[string]bool{}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			n++
+		n := testenv.KafkaPollSecond(cl, func(r *kgo.Record) {
 			kr := kafkaRecord{topic: r.Topic, key: string(r.Key), partition: r.Partition, body: string(r.Value), headers: map[string]string{}}
 			for _, h := range r.Headers {
 				kr.headers[h.Key] = string(h.Value)

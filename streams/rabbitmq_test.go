@@ -52,11 +52,8 @@ func rabbitQueue(t *testing.T, url, exchange string) string {
 // rabbitDrain takes every message waiting in queue, in queue order.
 func rabbitDrain(t testing.TB, url, queue string) []amqp.Delivery {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	require.NoError(t, err)
-	defer conn.Close()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
+	ch := testenv.AMQPChannel(t, url)
+	defer ch.Close()
 	var out []amqp.Delivery
 	for {
 		d, ok, err := ch.Get(queue, true)
@@ -163,8 +160,7 @@ func TestRabbitMQEveryEventOnceAcrossOutages(t *testing.T) {
 	v.CloseConnections()
 	enqueue(t, db, 60)
 	wait("the sink reconnects again")
-	_, err = db.Exec(`UPDATE event_sink_position SET last_id = last_id - 50`)
-	require.NoError(t, err)
+	resend(t, db, 50)
 	enqueue(t, db, 30)
 	wait("the sink takes the resent and the new events")
 
@@ -192,17 +188,7 @@ func TestRabbitMQEveryEventOnceAcrossOutages(t *testing.T) {
 // outboxOrder is the outbox's event ids in outbox order.
 func outboxOrder(t testing.TB, db *sql.DB) []string {
 	t.Helper()
-	rows, err := db.Query(`SELECT event_id FROM webhook_outbox ORDER BY id`)
-	require.NoError(t, err)
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		require.NoError(t, rows.Scan(&id))
-		out = append(out, id)
-	}
-	require.NoError(t, rows.Err())
-	return out
+	return testenv.Column[string](t, db, `SELECT event_id FROM webhook_outbox ORDER BY id`)
 }
 
 // A RabbitMQ sink's URL parameters are checked at Open, and a refused
@@ -372,18 +358,8 @@ func TestRabbitMQRefusedEventDropped(t *testing.T) {
 	sinks, err := streams.Open(rs.AMQPURL(), nil)
 	require.NoError(t, err)
 	defer sinks[0].Close()
-	m, err := webhook.NewSinkMetrics(prometheus.NewRegistry())
-	require.NoError(t, err)
-	r, err := webhook.NewRelay(webhook.RelayConfig{DB: db, Sink: sinks[0], Metrics: m, MaxAttempts: 2, MinBackoff: time.Nanosecond,
-		MaxBackoff: time.Nanosecond, Logger: testenv.QuietLogger()})
-	require.NoError(t, err)
-	enqueue(t, db, 1)
-	tx, err := db.Begin()
-	require.NoError(t, err)
+	r := relayOverOversized(t, db, sinks[0])
 	ctx := context.Background()
-	require.NoError(t, webhook.Enqueue(ctx, tx, webhook.Event{Type: webhook.AnomalyDetected, Data: map[string]string{"detail": string(make([]byte, 400))}}))
-	require.NoError(t, tx.Commit())
-	enqueue(t, db, 2)
 	// a round that loses the batch's confirms (the broker closes the
 	// channel at the large message), two that refuse it alone, one for
 	// the rest

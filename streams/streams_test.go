@@ -22,6 +22,35 @@ import (
 	"github.com/couponlink/couponlink/webhook"
 )
 
+// resend sets every sink's position back by n events, as a relay that
+// dies between a send and saving its position leaves it: it sends those
+// events again.
+func resend(t testing.TB, db *sql.DB, n int) {
+	t.Helper()
+	_, err := db.Exec(`UPDATE event_sink_position SET last_id = last_id - ?`, n)
+	require.NoError(t, err)
+}
+
+// relayOverOversized is a relay to sink that gives up an event after two
+// attempts, over an outbox of an event, then one of 400 bytes of detail
+// (more than a broker set to 300 takes), then two more.
+func relayOverOversized(t *testing.T, db *sql.DB, sink webhook.Sink) *webhook.Relay {
+	t.Helper()
+	m, err := webhook.NewSinkMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	r, err := webhook.NewRelay(webhook.RelayConfig{DB: db, Sink: sink, Metrics: m, MaxAttempts: 2, MinBackoff: time.Nanosecond,
+		MaxBackoff: time.Nanosecond, Logger: testenv.QuietLogger()})
+	require.NoError(t, err)
+	enqueue(t, db, 1)
+	tx, err := db.Begin()
+	require.NoError(t, err)
+	require.NoError(t, webhook.Enqueue(context.Background(), tx, webhook.Event{Type: webhook.AnomalyDetected,
+		Data: map[string]string{"detail": string(make([]byte, 400))}}))
+	require.NoError(t, tx.Commit())
+	enqueue(t, db, 2)
+	return r
+}
+
 // enqueue writes n events of every type in transactions of three.
 func enqueue(t testing.TB, db *sql.DB, n int) {
 	t.Helper()
@@ -117,10 +146,7 @@ func TestEverySinkEveryEventOnceAcrossOutages(t *testing.T) {
 	rs.Pause(false)
 	both("Redis catches up once it answers again")
 
-	// a relay that dies between a send and saving its position sends
-	// those events again: set both positions back by 50
-	_, err = db.Exec(`UPDATE event_sink_position SET last_id = last_id - 50`)
-	require.NoError(t, err)
+	resend(t, db, 50)
 	enqueue(t, db, 30)
 	both("both sinks take the resent and the new events")
 
@@ -154,8 +180,7 @@ func TestRedisConsumerGroupSeesEveryEvent(t *testing.T) {
 	enqueue(t, db, 100)
 	// and a replay: the position set back, those events sent again
 	cdctest.WaitFor(t, 30*time.Second, "the sink takes the events", func() bool { return caughtUp(t, db, "redis") })
-	_, err = db.Exec(`UPDATE event_sink_position SET last_id = last_id - 10`)
-	require.NoError(t, err)
+	resend(t, db, 10)
 	enqueue(t, db, 20)
 	cdctest.WaitFor(t, 30*time.Second, "the sink takes the events", func() bool { return caughtUp(t, db, "redis") })
 
@@ -201,17 +226,7 @@ func TestNATSRefusedEventDropped(t *testing.T) {
 	require.NoError(t, err)
 	sinks, err := streams.Open("nats://"+ns.Addr+"?stream=SMALL&subject=small&create=false", nil)
 	require.NoError(t, err)
-	m, err := webhook.NewSinkMetrics(prometheus.NewRegistry())
-	require.NoError(t, err)
-	r, err := webhook.NewRelay(webhook.RelayConfig{DB: db, Sink: sinks[0], Metrics: m, MaxAttempts: 2, MinBackoff: time.Nanosecond,
-		MaxBackoff: time.Nanosecond, Logger: testenv.QuietLogger()})
-	require.NoError(t, err)
-	enqueue(t, db, 1)
-	tx, err := db.Begin()
-	require.NoError(t, err)
-	require.NoError(t, webhook.Enqueue(ctx, tx, webhook.Event{Type: webhook.AnomalyDetected, Data: map[string]string{"detail": string(make([]byte, 400))}}))
-	require.NoError(t, tx.Commit())
-	enqueue(t, db, 2)
+	r := relayOverOversized(t, db, sinks[0])
 	for range 3 {
 		_, err := r.Round(ctx)
 		require.NoError(t, err)

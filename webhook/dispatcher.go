@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/couponlink/couponlink/internal/defaults"
 	"github.com/couponlink/couponlink/internal/redact"
 )
 
@@ -127,15 +128,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Lease <= 0 {
 		c.Lease = 10 * time.Second
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	defaults.LogMetricsClock(&c.Logger, &c.Registerer, &c.Now)
 	return c, nil
 }
 

@@ -173,16 +173,5 @@ func deliveriesAll(d *Dispatcher, result string) float64 {
 // statusCounts counts the outbox rows by status.
 func statusCounts(t *testing.T, db *sql.DB) map[string]int {
 	t.Helper()
-	rows, err := db.Query(`SELECT status, COUNT(*) FROM webhook_outbox GROUP BY status`)
-	require.NoError(t, err)
-	defer rows.Close()
-	out := map[string]int{}
-	for rows.Next() {
-		var s string
-		var n int
-		require.NoError(t, rows.Scan(&s, &n))
-		out[s] = n
-	}
-	require.NoError(t, rows.Err())
-	return out
+	return testenv.CountsBy[string](t, db, `SELECT status, COUNT(*) FROM webhook_outbox GROUP BY status`)
 }

@@ -169,17 +169,7 @@ func TestAlertBudget(t *testing.T) {
 
 	// each correction is a finding with the value found and the value set
 	summaries := func(kind string) string {
-		var out []string
-		rows, err := db.QueryContext(ctx, `SELECT summary FROM finding WHERE kind = ? AND state = 'open'`, kind)
-		require.NoError(t, err)
-		defer rows.Close()
-		for rows.Next() {
-			var s string
-			require.NoError(t, rows.Scan(&s))
-			out = append(out, s)
-		}
-		require.NoError(t, rows.Err())
-		return strings.Join(out, "\n")
+		return strings.Join(testenv.Column[string](t, db, `SELECT summary FROM finding WHERE kind = ? AND state = 'open'`, kind), "\n")
 	}
 	require.Contains(t, summaries("corrected/redis"), keys.Stock(redisTpl, "app")+": was 97, corrected to 90")
 	require.Contains(t, summaries("corrected/counter/held"), fmt.Sprintf("%d/app/held: was 11, corrected to 10", counterTpl))

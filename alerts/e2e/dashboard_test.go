@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -142,66 +140,6 @@ func (c *promClient) labelValues(q string) []string {
 	return r.Data
 }
 
-// tcpProxy forwards connections to a server until cut: then it closes
-// every connection and refuses new ones (the server is unreachable for
-// whoever talks to it through the proxy, and only for them).
-type tcpProxy struct {
-	ln    net.Listener
-	to    string
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-func newTCPProxy(t *testing.T, to string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &tcpProxy{ln: ln, to: to}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return // closed
-			}
-			go p.forward(c)
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close(); p.cutOff() })
-	return p
-}
-
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *tcpProxy) forward(c net.Conn) {
-	up, err := net.DialTimeout("tcp", p.to, time.Second)
-	p.mu.Lock()
-	if err != nil || p.cut {
-		p.mu.Unlock()
-		_ = c.Close()
-		if up != nil {
-			_ = up.Close()
-		}
-		return
-	}
-	p.conns = append(p.conns, c, up)
-	p.mu.Unlock()
-	go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-	_, _ = io.Copy(c, up)
-	_ = c.Close()
-}
-
-// cutOff closes every connection through the proxy and refuses new ones.
-func (p *tcpProxy) cutOff() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
 // dashboardZeroOK are the targets (panel id/refId) that may answer only
 // zeros: 0 is their honest value in the run, and the test runs no fault
 // for them. Every other target must have a series with a value other than
@@ -245,7 +183,7 @@ func TestDashboardPanelsReturnSeries(t *testing.T) {
 	t.Cleanup(receiver.Close)
 	// the cdc reaches Redis through a proxy the test cuts (the test's Redis
 	// is shared: it stays up)
-	redisProxy := newTCPProxy(t, testenv.RedisAddr(t))
+	redisProxy := testenv.NewTCPProxy(t, testenv.RedisAddr(t))
 
 	// The shipped rules (some panels read their recording rules), but for
 	// the groups' own evaluation intervals (the recording group's 1m): the
@@ -260,7 +198,7 @@ func TestDashboardPanelsReturnSeries(t *testing.T) {
 		every:    time.Second,
 		cdcArgs:  []string{"-rebalance-every", "1s", "-webhook-url", receiver.URL, "-webhook-secret", "e2e-dashboard-secret"},
 		recArgs:  []string{"-every", "1s", "-quiet", "300ms", "-catch-up-wait", "3s"},
-		cdcRedis: redisProxy.addr(),
+		cdcRedis: redisProxy.Addr(),
 		api:      true,
 	})
 	db, rdb, prom := st.db, st.rdb, st.prom
@@ -437,7 +375,7 @@ func TestDashboardPanelsReturnSeries(t *testing.T) {
 	// of the trickle fail their Redis writes: behind, errors) and the
 	// webhook receiver failing (the events wait: oldest pending, backlog).
 	waitFor(t, 20*time.Second, "the webhook receiver takes events before its fault", func() bool { return hooks.Load() > 0 })
-	redisProxy.cutOff()
+	redisProxy.Refuse()
 	hooksFail.Store(true)
 
 	// The variables: each query evaluated against Prometheus (in order: a

@@ -334,16 +334,7 @@ func TestAlertsFireAndResolveWithRealPrometheus(t *testing.T) {
 		require.True(t, rec.running(), "couponlink reconcile exited")
 		return lastTask("clean") > before
 	})
-	rows, err := db.QueryContext(ctx, `SELECT id FROM reconcile_task WHERE status = 'needs_review' AND resolved_at IS NULL`)
-	require.NoError(t, err)
-	var open []int64
-	for rows.Next() {
-		var id int64
-		require.NoError(t, rows.Scan(&id))
-		open = append(open, id)
-	}
-	require.NoError(t, rows.Err())
-	require.NoError(t, rows.Close())
+	open := testenv.Column[int64](t, db, `SELECT id FROM reconcile_task WHERE status = 'needs_review' AND resolved_at IS NULL`)
 	require.NotEmpty(t, open, "the drift left no open reconcile item")
 	for _, id := range open {
 		cmd := exec.Command(bin, "reconcile", "-dsn", dsn, "-resolve", strconv.FormatInt(id, 10),

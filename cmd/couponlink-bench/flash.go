@@ -153,41 +153,18 @@ func flashCouponlink(ctx context.Context, cfg config, e *env, hc *http.Client, c
 		return flashBurst{}, err
 	}
 	api := client.New(base, client.WithHTTPClient(hc), client.WithRetries(1, 0, 0))
-	one := int64(1)
-	q := int64(cfg.flashCoupons)
-	t, err := api.CreateTemplate(ctx, client.NewTemplate{Name: name, TotalQuota: q, Channels: map[string]int64{"flash": q},
-		ValidSeconds: 90 * 24 * 3600, PerUserLimit: &one})
+	tpl, key, err := createFlashCampaign(ctx, cfg, e, api, cdc, name)
 	if err != nil {
-		return flashBurst{}, fmt.Errorf("create the flash campaign: %w", err)
-	}
-	key := inventory.Keys{Prefix: "couponlink:"}.Stock(t.ID, "flash")
-	// the cdc has seen the campaign when its stock key is there
-	if err := poll(ctx, 10*time.Millisecond, time.Minute, func() (bool, error) {
-		n, err := e.rdb.Get(ctx, key).Int64()
-		return err == nil && n == q, cdc.exited()
-	}); err != nil {
-		return flashBurst{}, fmt.Errorf("the cdc did not write the campaign's Redis stock key %s = %d: %w", key, q, err)
+		return flashBurst{}, err
 	}
 	stopSampling := func() {}
 	start := time.Now()
 	if memory {
-		stopSampling = sampleFlash(ctx, e, t.ID, key, start, res)
+		stopSampling = sampleFlash(ctx, e, tpl, key, start, res)
 	}
 	st0, _ := e.serverStatus(ctx)
 	db0, api0, me0 := e.mariadbCPU(), procCPU(p.pid()), cpuTime()
-	b := flashRun(ctx, cfg, start, func(ctx context.Context, k int) (flashAnswer, error) {
-		id := fmt.Sprintf("f%s-%d", map[bool]string{true: "m", false: "w"}[memory], k)
-		c, err := api.Claim(ctx, client.ClaimRequest{TemplateID: t.ID, UserID: id, Channel: "flash", RequestID: id})
-		switch {
-		case err == nil && c.Replayed:
-			return 0, fmt.Errorf("claim %s: answered as a replay", id)
-		case err == nil:
-			return flashGranted, nil
-		case client.IsCode(err, client.CodeSoldOut):
-			return flashRefused, nil
-		}
-		return 0, err
-	})
+	b := flashRun(ctx, cfg, start, apiFlashClaim(api, tpl, memory))
 	st1, _ := e.serverStatus(ctx)
 	db1, api1, me1 := e.mariadbCPU(), procCPU(p.pid()), cpuTime()
 	if n := b.answers() + b.errors; n > 0 {
@@ -202,19 +179,13 @@ func flashCouponlink(ctx context.Context, cfg config, e *env, hc *http.Client, c
 	})
 	if memory {
 		stopSampling()
-		res.redisZero = -1
-		for _, s := range res.samples {
-			if s.redis == 0 {
-				res.redisZero = s.at
-				break
-			}
-		}
+		res.redisZero = firstRedisZero(res.samples)
 		res.refusedFromMemory = scrapeCounter(ctx, hc, base+"/metrics", "couponlink_api_claims_refused_from_memory_total")
 	}
 	if err != nil && !errors.Is(err, errTimedOut) {
 		return b, err
 	}
-	check, cerr := flashCheck(ctx, e, t.ID, key, b)
+	check, cerr := flashCheck(ctx, e, tpl, key, b)
 	if cerr != nil {
 		return b, cerr
 	}
@@ -223,6 +194,57 @@ func flashCouponlink(ctx context.Context, cfg config, e *env, hc *http.Client, c
 		"refused", b.refused, "errors", b.errors, "sold_out_after", b.soldOut.Round(time.Millisecond), "granted_p99", b.grantLat.P99,
 		"refused_p99", b.refLat.P99, "check", check)
 	return b, p.exited()
+}
+
+// createFlashCampaign creates the burst's campaign through the api (one
+// channel "flash" of -flash-coupons coupons, per-user limit 1) and waits
+// until the cdc has seen it: its Redis stock key holds the quota. A burst
+// started before would race the cdc, not measure the api.
+func createFlashCampaign(ctx context.Context, cfg config, e *env, api *client.Client, cdc *child, name string) (tpl int64, key string, err error) {
+	one := int64(1)
+	q := int64(cfg.flashCoupons)
+	t, err := api.CreateTemplate(ctx, client.NewTemplate{Name: name, TotalQuota: q, Channels: map[string]int64{"flash": q},
+		ValidSeconds: 90 * 24 * 3600, PerUserLimit: &one})
+	if err != nil {
+		return 0, "", fmt.Errorf("create the flash campaign: %w", err)
+	}
+	key = inventory.Keys{Prefix: "couponlink:"}.Stock(t.ID, "flash")
+	if err := poll(ctx, 10*time.Millisecond, time.Minute, func() (bool, error) {
+		n, err := e.rdb.Get(ctx, key).Int64()
+		return err == nil && n == q, cdc.exited()
+	}); err != nil {
+		return 0, "", fmt.Errorf("the cdc did not write the campaign's Redis stock key %s = %d: %w", key, q, err)
+	}
+	return t.ID, key, nil
+}
+
+// apiFlashClaim is one claim of a new user through couponlink's api; a
+// replayed grant is an error, since every user claims once.
+func apiFlashClaim(api *client.Client, tpl int64, memory bool) func(ctx context.Context, k int) (flashAnswer, error) {
+	return func(ctx context.Context, k int) (flashAnswer, error) {
+		id := fmt.Sprintf("f%s-%d", map[bool]string{true: "m", false: "w"}[memory], k)
+		c, err := api.Claim(ctx, client.ClaimRequest{TemplateID: tpl, UserID: id, Channel: "flash", RequestID: id})
+		switch {
+		case err == nil && c.Replayed:
+			return 0, fmt.Errorf("claim %s: answered as a replay", id)
+		case err == nil:
+			return flashGranted, nil
+		case client.IsCode(err, client.CodeSoldOut):
+			return flashRefused, nil
+		}
+		return 0, err
+	}
+}
+
+// firstRedisZero is how long after the burst's start the samples first saw
+// the Redis stock key at 0 (-1: never).
+func firstRedisZero(samples []flashSample) time.Duration {
+	for _, s := range samples {
+		if s.redis == 0 {
+			return s.at
+		}
+	}
+	return -1
 }
 
 // flashRun sends -flash-claims claims, each of a new user, from
@@ -374,6 +396,42 @@ func flashPeer(ctx context.Context, cfg config, e *env, hc *http.Client, res *fl
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: e.redisAddr, PoolSize: cfg.flashClients})
 	defer rdb.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return flashBurst{}, err
+	}
+	srv := &http.Server{Handler: peerHandler(rdb, stockKey, usersKey), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	url := "http://" + ln.Addr().String() + "/v1/claims"
+	st0 := cpuTime()
+	start := time.Now()
+	b := flashRun(ctx, cfg, start, peerFlashClaim(hc, url))
+	if n := b.answers() + b.errors; n > 0 {
+		b.cost = fmt.Sprintf("per answer: CPU of this process (peer handler, go-redis and the load generator together) %s", us((cpuTime()-st0)/time.Duration(n)))
+	}
+	stock, err := e.rdb.Get(ctx, stockKey).Int64()
+	if err != nil {
+		return b, err
+	}
+	users, err := e.rdb.SCard(ctx, usersKey).Result()
+	if err != nil {
+		return b, err
+	}
+	check := fmt.Sprintf("stock %d, %d users granted, %d grants answered", stock, users, b.granted)
+	if stock != 0 || users != int64(cfg.flashCoupons) || b.granted != cfg.flashCoupons || b.errors > 0 {
+		check = "MISMATCH: " + check + fmt.Sprintf(", %d errors (first: %s)", b.errors, b.firstErr)
+	}
+	res.checks = append(res.checks, [2]string{"peer (Redis Lua pre-deduct)", check})
+	log.Info("flash burst through the peer (Redis Lua pre-deduct)", "answers_per_s", int(b.answerRate()), "granted", b.granted, "refused", b.refused,
+		"errors", b.errors, "sold_out_after", b.soldOut.Round(time.Millisecond), "granted_p99", b.grantLat.P99, "refused_p99", b.refLat.P99)
+	return b, nil
+}
+
+// peerHandler is the peer's claim endpoint: POST /v1/claims runs
+// peerScript on the stock and users keys and answers as couponlink's api
+// would (201 granted, 409 sold_out or limit_reached, 503 on a Redis error).
+func peerHandler(rdb *redis.Client, stockKey, usersKey string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/claims", func(w http.ResponseWriter, r *http.Request) {
 		var req client.ClaimRequest
@@ -398,17 +456,13 @@ func flashPeer(ctx context.Context, cfg config, e *env, hc *http.Client, res *fl
 			io.WriteString(w, `{"error":{"code":"sold_out","message":"sold out"}}`)
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return flashBurst{}, err
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	defer srv.Close()
-	url := "http://" + ln.Addr().String() + "/v1/claims"
-	st0 := cpuTime()
-	start := time.Now()
-	b := flashRun(ctx, cfg, start, func(ctx context.Context, k int) (flashAnswer, error) {
+	return mux
+}
+
+// peerFlashClaim is one claim of a new user through the peer's endpoint
+// at url.
+func peerFlashClaim(hc *http.Client, url string) func(ctx context.Context, k int) (flashAnswer, error) {
+	return func(ctx context.Context, k int) (flashAnswer, error) {
 		id := fmt.Sprintf("fp-%d", k)
 		body, _ := json.Marshal(client.ClaimRequest{TemplateID: 1, UserID: id, Channel: "flash", RequestID: id})
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
@@ -426,26 +480,7 @@ func flashPeer(ctx context.Context, cfg config, e *env, hc *http.Client, res *fl
 			return flashRefused, nil
 		}
 		return 0, fmt.Errorf("peer claim %s: HTTP %d %s", id, resp.StatusCode, out)
-	})
-	if n := b.answers() + b.errors; n > 0 {
-		b.cost = fmt.Sprintf("per answer: CPU of this process (peer handler, go-redis and the load generator together) %s", us((cpuTime()-st0)/time.Duration(n)))
 	}
-	stock, err := e.rdb.Get(ctx, stockKey).Int64()
-	if err != nil {
-		return b, err
-	}
-	users, err := e.rdb.SCard(ctx, usersKey).Result()
-	if err != nil {
-		return b, err
-	}
-	check := fmt.Sprintf("stock %d, %d users granted, %d grants answered", stock, users, b.granted)
-	if stock != 0 || users != int64(cfg.flashCoupons) || b.granted != cfg.flashCoupons || b.errors > 0 {
-		check = "MISMATCH: " + check + fmt.Sprintf(", %d errors (first: %s)", b.errors, b.firstErr)
-	}
-	res.checks = append(res.checks, [2]string{"peer (Redis Lua pre-deduct)", check})
-	log.Info("flash burst through the peer (Redis Lua pre-deduct)", "answers_per_s", int(b.answerRate()), "granted", b.granted, "refused", b.refused,
-		"errors", b.errors, "sold_out_after", b.soldOut.Round(time.Millisecond), "granted_p99", b.grantLat.P99, "refused_p99", b.refLat.P99)
-	return b, nil
 }
 
 // flash adds the flash phase's rows and checks.

@@ -62,30 +62,33 @@ func serveOps(t *testing.T, ops *opsServer) {
 
 // A malformed -allowed-origins stops the api before it opens anything.
 func TestAPIAllowedOriginsFlag(t *testing.T) {
-	for _, bad := range []string{"console.example", "https://console.example/app"} {
-		code, _, errs := cli(t, "api", "-dsn", "nobody@tcp(127.0.0.1:1)/x", "-allowed-origins", "https://ok.example,"+bad)
-		assert.NotEqual(t, 0, code)
-		assert.Contains(t, errs, "-allowed-origins")
-		assert.Contains(t, errs, bad)
-	}
-	t.Setenv("COUPONLINK_API_ALLOWED_ORIGINS", "console.example")
-	code, _, errs := cli(t, "api", "-dsn", "nobody@tcp(127.0.0.1:1)/x")
-	assert.NotEqual(t, 0, code)
-	assert.Contains(t, errs, "-allowed-origins")
+	requireAPIFlagRefused(t, "-allowed-origins", "https://ok.example,", "COUPONLINK_API_ALLOWED_ORIGINS=console.example",
+		"console.example", "https://console.example/app")
 }
 
 // A malformed -allowed-hosts stops the api before it opens anything.
 func TestAPIAllowedHostsFlag(t *testing.T) {
-	for _, bad := range []string{"http://api.example", "api.example:8080", "api.example/x"} {
-		code, _, errs := cli(t, "api", "-dsn", "nobody@tcp(127.0.0.1:1)/x", "-allowed-hosts", "ok.example,"+bad)
+	requireAPIFlagRefused(t, "-allowed-hosts", "ok.example,", "COUPONLINK_API_ALLOWED_HOSTS=api.example:8080",
+		"http://api.example", "api.example:8080", "api.example/x")
+}
+
+// requireAPIFlagRefused requires that each bad value of flag (after a good
+// one in the list) stops the api with an error naming the flag and the
+// value, and so does the flag's environment variable set as env
+// (NAME=value).
+func requireAPIFlagRefused(t *testing.T, flag, good, env string, bad ...string) {
+	t.Helper()
+	for _, b := range bad {
+		code, _, errs := cli(t, "api", "-dsn", "nobody@tcp(127.0.0.1:1)/x", flag, good+b)
 		assert.NotEqual(t, 0, code)
-		assert.Contains(t, errs, "-allowed-hosts")
-		assert.Contains(t, errs, bad)
+		assert.Contains(t, errs, flag)
+		assert.Contains(t, errs, b)
 	}
-	t.Setenv("COUPONLINK_API_ALLOWED_HOSTS", "api.example:8080")
+	name, value, _ := strings.Cut(env, "=")
+	t.Setenv(name, value)
 	code, _, errs := cli(t, "api", "-dsn", "nobody@tcp(127.0.0.1:1)/x")
 	assert.NotEqual(t, 0, code)
-	assert.Contains(t, errs, "-allowed-hosts")
+	assert.Contains(t, errs, flag)
 }
 
 // The ops server runs as a part of its command's group: a failure to

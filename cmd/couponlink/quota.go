@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -119,6 +120,15 @@ func (o *policySettings) parse(f *settings.Flags, args []string) error {
 	return nil
 }
 
+// open parses args and opens the database, for a command that has
+// nothing to check before it reads or writes.
+func (o *policySettings) open(f *settings.Flags, args []string) (*sql.DB, error) {
+	if err := o.parse(f, args); err != nil {
+		return nil, err
+	}
+	return openMySQL(*o.db.DSN, 2)
+}
+
 // policyShowSettings are couponlink quota policy show's flags.
 type policyShowSettings struct {
 	policySettings
@@ -135,10 +145,7 @@ func policyShowFlags(name string, stderr io.Writer) (*settings.Flags, *policySho
 
 func runPolicyShow(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
 	f, o := policyShowFlags(name, stderr)
-	if err := o.parse(f, args); err != nil {
-		return err
-	}
-	db, err := openMySQL(*o.db.DSN, 2)
+	db, err := o.open(f, args)
 	if err != nil {
 		return err
 	}
@@ -307,10 +314,7 @@ func policyResetFlags(name string, stderr io.Writer) (*settings.Flags, *policyRe
 
 func runPolicyReset(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
 	f, o := policyResetFlags(name, stderr)
-	if err := o.parse(f, args); err != nil {
-		return err
-	}
-	db, err := openMySQL(*o.db.DSN, 2)
+	db, err := o.open(f, args)
 	if err != nil {
 		return err
 	}

@@ -151,6 +151,18 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// passwords gives each name a random password of its own ("Pw" and 12 hex
+// digits) and token a random API token (64 hex digits: a token must be
+// strong to be taken): values that can only be found in what a command
+// printed if it leaked them.
+func passwords(token string, names ...string) map[string]string {
+	pw := map[string]string{token: randomHex(32)}
+	for _, s := range names {
+		pw[s] = "Pw" + randomHex(6)
+	}
+	return pw
+}
+
 // No command prints a secret of any setting that can hold one: the
 // binlog DSN, the webhook URL and secret, the event sinks' URLs, the API
 // token, a Redis URL, the Redis password (a Redis that refuses it, or a
@@ -162,11 +174,7 @@ func randomHex(n int) string {
 func TestNoCommandPrintsAnySecret(t *testing.T) {
 	_, dsn := testenv.MySQL(t)
 	closed := testenv.FreeAddr(t)
-	pw := map[string]string{}
-	for _, s := range []string{"binlog", "hook", "hooksecret", "sink", "token", "redis", "redispw"} {
-		pw[s] = "Pw" + randomHex(6)
-	}
-	pw["token"] = randomHex(32)
+	pw := passwords("token", "binlog", "hook", "hooksecret", "sink", "redis", "redispw")
 	secretEnv := []string{
 		"COUPONLINK_MYSQL_DSN=" + dsn, "COUPONLINK_LOG_LEVEL=debug",
 		"COUPONLINK_BINLOG_DSN=repl:" + pw["binlog"] + "@tcp(" + closed + ")/couponlink",

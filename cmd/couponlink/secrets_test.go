@@ -25,11 +25,7 @@ import (
 func TestNoSecretInAnyErrorLeftBehind(t *testing.T) {
 	db, dsn := testenv.MySQL(t)
 	closed := testenv.FreeAddr(t)
-	pw := map[string]string{}
-	for _, s := range []string{"hook user", "hook token", "hook secret", "sink", "metrics", "api token", "redis"} {
-		pw[s] = "Pw" + randomHex(6)
-	}
-	pw["api token"] = randomHex(32)
+	pw := passwords("api token", "hook user", "hook token", "hook secret", "sink", "metrics", "redis")
 	t.Setenv("COUPONLINK_WEBHOOK_SECRET", pw["hook secret"])
 	t.Setenv("COUPONLINK_EVENT_SINKS", "redis://:"+pw["sink"]+"@"+closed+"/0?stream=couponlink-events&name=events")
 	t.Setenv("COUPONLINK_API_TOKEN", pw["api token"])

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
@@ -78,10 +77,7 @@ func (s *spreadShop) server(name string, a, b int) *spreadServer {
 	db, err := mysqlconn.Open(m.ServerDSN, 4)
 	require.NoError(s.t, err)
 	s.t.Cleanup(func() { _ = db.Close() })
-	cfg, err := mysql.ParseDSN(m.ServerDSN)
-	require.NoError(s.t, err)
-	cfg.DBName = "couponlink"
-	srv := &spreadServer{t: s.t, name: name, maria: m, db: db, dsn: cfg.FormatDSN(), shards: [2]int{a, b}}
+	srv := &spreadServer{t: s.t, name: name, maria: m, db: db, dsn: m.DatabaseDSN("couponlink"), shards: [2]int{a, b}}
 	for _, n := range srv.shards {
 		srv.exec(fmt.Sprintf("CREATE DATABASE shard_%d", n))
 		for i := range 2 {

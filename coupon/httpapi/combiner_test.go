@@ -3,11 +3,12 @@ package httpapi_test
 import (
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/internal/testenv"
 )
 
 // The claim combiner under HTTP load: the invariants of the single path
@@ -152,20 +153,13 @@ func benchClaims(b *testing.B, e *env, buckets int) {
 	require.NoError(b, err)
 	var tpl struct{ ID int64 }
 	require.NoError(b, r.decode(&tpl))
-	var seq atomic.Int64
-	b.SetParallelism(64)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			i := seq.Add(1)
-			r, err := e.api.do("POST", "/v1/claims", map[string]any{"template_id": tpl.ID, "user_id": fmt.Sprintf("u%d", i),
-				"channel": fmt.Sprintf("c%02d", int(i)%buckets), "request_id": fmt.Sprintf("b%d", i)})
-			if err != nil || r.Status != http.StatusCreated {
-				b.Fatalf("claim: %v %s", err, r)
-			}
+	testenv.RunClients(b, "claims/s", func(i int64) {
+		r, err := e.api.do("POST", "/v1/claims", map[string]any{"template_id": tpl.ID, "user_id": fmt.Sprintf("u%d", i),
+			"channel": fmt.Sprintf("c%02d", int(i)%buckets), "request_id": fmt.Sprintf("b%d", i)})
+		if err != nil || r.Status != http.StatusCreated {
+			b.Fatalf("claim: %v %s", err, r)
 		}
 	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
 	if groups, _ := e.groupSizes(b); groups > 0 {
 		b.ReportMetric(float64(b.N)/float64(groups), "claims/group")
 	}

@@ -192,9 +192,7 @@ func TestConcurrentRefundReplays(t *testing.T) {
 	for _, mode := range []string{"restore", "recycle"} {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnv(t)
-			tpl := e.template(t, nil)
-			c := e.claim(t, tpl, "u1", "app")
-			e.redeem(t, c.UserCouponID, "o1")
+			_, c := e.usedCoupon(t)
 			replies := parallel(t, 50, 50, func(int) (reply, error) {
 				return e.api.do("POST", "/v1/refunds", map[string]any{"user_coupon_id": c.UserCouponID, "order_id": "o1", "mode": mode})
 			})

@@ -320,6 +320,16 @@ func (e *env) redeem(t *testing.T, id int64, order string) redeemReply {
 	return out
 }
 
+// usedCoupon is a coupon of a new default template claimed by u1 on app
+// and redeemed by order o1: where every refund case starts.
+func (e *env) usedCoupon(t *testing.T) (tpl int64, c claimReply) {
+	t.Helper()
+	tpl = e.template(t, nil)
+	c = e.claim(t, tpl, "u1", "app")
+	e.redeem(t, c.UserCouponID, "o1")
+	return tpl, c
+}
+
 func (e *env) refund(t *testing.T, id int64, order, mode string) refundReply {
 	t.Helper()
 	var out refundReply
@@ -388,31 +398,42 @@ func (e *env) strings(t *testing.T, q string, args ...any) []string {
 // dump is every row of a query, each as a string, for before/after comparisons.
 func (e *env) dump(t *testing.T, q string, args ...any) []string {
 	t.Helper()
-	rows, err := e.db.Query(q, args...)
+	cols, rows := queryRows(t, e.db, q, args...)
+	var out []string
+	for _, vals := range rows {
+		var b strings.Builder
+		for i, v := range vals {
+			if !v.Valid {
+				fmt.Fprintf(&b, "%s=NULL ", cols[i])
+			} else {
+				fmt.Fprintf(&b, "%s=%s ", cols[i], v.String)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// queryRows is a query's column names and every row, each column a
+// sql.NullString (not Valid: NULL).
+func queryRows(t *testing.T, db *sql.DB, q string, args ...any) (cols []string, out [][]sql.NullString) {
+	t.Helper()
+	rows, err := db.Query(q, args...)
 	require.NoError(t, err, q)
 	defer rows.Close()
-	cols, err := rows.Columns()
+	cols, err = rows.Columns()
 	require.NoError(t, err)
-	var out []string
 	for rows.Next() {
-		vals := make([]sql.RawBytes, len(cols))
+		vals := make([]sql.NullString, len(cols))
 		ptrs := make([]any, len(cols))
 		for i := range vals {
 			ptrs[i] = &vals[i]
 		}
 		require.NoError(t, rows.Scan(ptrs...))
-		var b strings.Builder
-		for i, v := range vals {
-			if v == nil {
-				fmt.Fprintf(&b, "%s=NULL ", cols[i])
-			} else {
-				fmt.Fprintf(&b, "%s=%s ", cols[i], v)
-			}
-		}
-		out = append(out, b.String())
+		out = append(out, vals)
 	}
 	require.NoError(t, rows.Err())
-	return out
+	return cols, out
 }
 
 // ledgers is the whole write-path state: every table the API writes except

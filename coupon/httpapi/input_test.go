@@ -37,26 +37,10 @@ func TestBadInput(t *testing.T) {
 	e.redeem(t, c.UserCouponID, "o1")
 
 	tmpl := func(kv ...any) rawBody {
-		b := map[string]any{"name": "x", "total_quota": 10, "channels": map[string]int{"app": 6, "sms": 4}, "valid_seconds": 60}
-		for i := 0; i < len(kv); i += 2 {
-			if kv[i+1] == nil {
-				delete(b, kv[i].(string))
-			} else {
-				b[kv[i].(string)] = kv[i+1]
-			}
-		}
-		return rawBody(mustJSON(t, b))
+		return overridden(t, map[string]any{"name": "x", "total_quota": 10, "channels": map[string]int{"app": 6, "sms": 4}, "valid_seconds": 60}, kv...)
 	}
 	claim := func(kv ...any) rawBody {
-		b := map[string]any{"template_id": tpl, "user_id": "u1", "channel": "app", "request_id": "r1"}
-		for i := 0; i < len(kv); i += 2 {
-			if kv[i+1] == nil {
-				delete(b, kv[i].(string))
-			} else {
-				b[kv[i].(string)] = kv[i+1]
-			}
-		}
-		return rawBody(mustJSON(t, b))
+		return overridden(t, map[string]any{"template_id": tpl, "user_id": "u1", "channel": "app", "request_id": "r1"}, kv...)
 	}
 	id := c.UserCouponID
 	tooMany := make([]int64, 1001)
@@ -177,6 +161,19 @@ func (e *env) refuseAll(t *testing.T, cases []badCase) {
 		})
 	}
 	assert.Equal(t, before, e.writeState(t), "a refused request writes nothing")
+}
+
+// overridden is body as JSON with each key of kv (key, value pairs) set
+// to its value, or removed where the value is nil.
+func overridden(t *testing.T, body map[string]any, kv ...any) rawBody {
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i+1] == nil {
+			delete(body, kv[i].(string))
+		} else {
+			body[kv[i].(string)] = kv[i+1]
+		}
+	}
+	return rawBody(mustJSON(t, body))
 }
 
 func mustJSON(t *testing.T, v any) string {

@@ -77,9 +77,7 @@ func TestRefundRestoreRedeemAgainThenRecycle(t *testing.T) {
 // A refund is only for the order that redeemed the coupon now.
 func TestRefundByAnotherOrder(t *testing.T) {
 	e := newEnv(t)
-	tpl := e.template(t, nil)
-	c := e.claim(t, tpl, "u1", "app")
-	e.redeem(t, c.UserCouponID, "o1")
+	_, c := e.usedCoupon(t)
 	before := e.ledgers(t)
 	for _, mode := range []string{"restore", "recycle"} {
 		r := e.must(t, "POST", "/v1/refunds", map[string]any{"user_coupon_id": c.UserCouponID, "order_id": "o2", "mode": mode})
@@ -95,9 +93,7 @@ func TestRefundByAnotherOrder(t *testing.T) {
 // and nothing written.
 func TestRefundOfACouponMovedUnderneath(t *testing.T) {
 	e := newEnv(t)
-	tpl := e.template(t, nil)
-	c := e.claim(t, tpl, "u1", "app")
-	e.redeem(t, c.UserCouponID, "o1")
+	_, c := e.usedCoupon(t)
 	_, err := e.db.Exec(`UPDATE user_coupon SET status = 3 WHERE id = ?`, c.UserCouponID)
 	require.NoError(t, err)
 	before := e.ledgers(t)

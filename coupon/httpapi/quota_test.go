@@ -119,9 +119,7 @@ func TestQuotaRoutesMethodNotAllowed(t *testing.T) {
 
 func TestChannelsRoute(t *testing.T) {
 	e := newEnv(t)
-	tpl := e.template(t, nil) // app 60, sms 40
-	c := e.claim(t, tpl, "u1", "app")
-	e.redeem(t, c.UserCouponID, "o1")
+	tpl, _ := e.usedCoupon(t) // app 60, sms 40
 	_, err := e.db.Exec(`INSERT INTO inventory_counter (template_id, channel, held, used) VALUES (?, 'app', 3, 1)`, tpl)
 	require.NoError(t, err)
 	at := time.Date(2026, 11, 29, 14, 0, 0, 0, time.UTC)

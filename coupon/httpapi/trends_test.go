@@ -145,25 +145,14 @@ func TestTrendsUseAnIndex(t *testing.T) {
 // explain is EXPLAIN's rows, column by name.
 func explain(t *testing.T, db *sql.DB, query string, args ...any) []map[string]string {
 	t.Helper()
-	rows, err := db.Query("EXPLAIN "+query, args...)
-	require.NoError(t, err)
-	defer rows.Close()
-	cols, err := rows.Columns()
-	require.NoError(t, err)
+	cols, rows := queryRows(t, db, "EXPLAIN "+query, args...)
 	var out []map[string]string
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		require.NoError(t, rows.Scan(ptrs...))
+	for _, vals := range rows {
 		row := map[string]string{}
 		for i, c := range cols {
 			row[c] = strings.TrimSpace(vals[i].String)
 		}
 		out = append(out, row)
 	}
-	require.NoError(t, rows.Err())
 	return out
 }

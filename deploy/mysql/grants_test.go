@@ -1,14 +1,12 @@
 package mysql_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -264,26 +262,19 @@ func TestGrantsAreEnoughAndNoMore(t *testing.T) {
 
 // logs keeps what the cdc and the reconciler log, so that a missing grant
 // (the cdc retries forever) shows up in the failure message.
-type logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type logs struct{ testenv.Output }
 
 func (l *logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if os.Getenv("COUPONLINK_TEST_VERBOSE") != "" {
 		_, _ = os.Stderr.Write(p)
 	}
-	return l.buf.Write(p)
+	return l.Output.Write(p)
 }
 
 // errors returns the last few ERROR lines.
 func (l *logs) errors() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []string
-	for _, line := range strings.Split(l.buf.String(), "\n") {
+	for _, line := range strings.Split(l.String(), "\n") {
 		if strings.Contains(line, "level=ERROR") {
 			out = append(out, line)
 		}

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -23,7 +22,6 @@ import (
 	"github.com/couponlink/couponlink/internal/redisconn"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
-	"github.com/couponlink/couponlink/migrations"
 )
 
 // Env is one test's database, Redis key prefix and write path.
@@ -229,12 +227,7 @@ func prefixKeys(rdb redis.UniversalClient, prefix string) []string {
 func OwnServer(t *testing.T) (*Env, *testenv.MariaDB) {
 	t.Helper()
 	server := testenv.OwnMariaDB(t)
-	cfg, err := mysql.ParseDSN(server.ServerDSN)
-	require.NoError(t, err)
-	cfg.DBName = "couponlink"
-	dsn := cfg.FormatDSN()
-	_, err = migrations.Up(dsn)
-	require.NoError(t, err)
+	dsn := server.Couponlink()
 	db, err := mysqlconn.Open(dsn, 16)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })

@@ -95,18 +95,38 @@ func OutboxEvents(t testing.TB, db *sql.DB, event string) []map[string]any {
 	return out
 }
 
+// AMQPChannel is a channel on its own connection to the broker at url;
+// closing the channel closes the connection too.
+func AMQPChannel(t testing.TB, url string) *AMQPConnChannel {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	require.NoError(t, err)
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+	}
+	require.NoError(t, err)
+	return &AMQPConnChannel{Channel: ch, conn: conn}
+}
+
+// AMQPConnChannel is an AMQP channel with the connection it alone uses.
+type AMQPConnChannel struct {
+	*amqp.Channel
+	conn *amqp.Connection
+}
+
+// Close closes the connection, and with it the channel.
+func (c *AMQPConnChannel) Close() error { return c.conn.Close() }
+
 // AMQPQueue declares exchange as the RabbitMQ sink does (durable, topic)
 // and a durable queue bound to all its routing keys, on the broker at url,
 // before the sink sends: an exchange keeps nothing by itself.
 func AMQPQueue(t testing.TB, url, exchange, queue string) {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	require.NoError(t, err)
-	defer conn.Close()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
+	ch := AMQPChannel(t, url)
+	defer ch.Close()
 	require.NoError(t, ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, nil))
-	_, err = ch.QueueDeclare(queue, true, false, false, false, nil)
+	_, err := ch.QueueDeclare(queue, true, false, false, false, nil)
 	require.NoError(t, err)
 	require.NoError(t, ch.QueueBind(queue, "#", exchange, false, nil))
 }
@@ -116,11 +136,8 @@ func AMQPQueue(t testing.TB, url, exchange, queue string) {
 // many messages, and each one's body.
 func AMQPMessages(t testing.TB, url, queue string) (count map[string]int, bodies map[string]string) {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	require.NoError(t, err)
-	defer conn.Close()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
+	ch := AMQPChannel(t, url)
+	defer ch.Close()
 	count, bodies = map[string]int{}, map[string]string{}
 	for {
 		d, ok, err := ch.Get(queue, false)

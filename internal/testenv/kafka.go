@@ -30,20 +30,11 @@ func OwnKafka(t testing.TB, topics ...string) string {
 // many records, and each one's value.
 func KafkaRecords(t testing.TB, addrs, topic string) (count map[string]int, bodies map[string]string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addrs, ",")...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatalf("kafka consumer: %v", err)
-	}
+	cl := KafkaConsumer(t, addrs, topic)
 	defer cl.Close()
 	count, bodies = map[string]int{}, map[string]string{}
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			n++
+		n := KafkaPollSecond(cl, func(r *kgo.Record) {
 			for _, h := range r.Headers {
 				if h.Key == "id" { // streams.KafkaHeaderID
 					count[string(h.Value)]++
@@ -55,4 +46,29 @@ func KafkaRecords(t testing.TB, addrs, topic string) (count map[string]int, bodi
 			return count, bodies
 		}
 	}
+}
+
+// KafkaConsumer is a client of the brokers at addrs that reads topics
+// from their start; the caller closes it.
+func KafkaConsumer(t testing.TB, addrs string, topics ...string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(addrs, ",")...), kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatalf("kafka consumer: %v", err)
+	}
+	return cl
+}
+
+// KafkaPollSecond polls cl for up to a second, gives each record fetched
+// to each, and returns how many there were: 0 once nothing more comes.
+func KafkaPollSecond(cl *kgo.Client, each func(*kgo.Record)) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	n := 0
+	cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+		n++
+		each(r)
+	})
+	return n
 }

@@ -12,6 +12,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/couponlink/couponlink/migrations"
 )
 
 // MariaDB is a MariaDB server of the test's own, in a temporary directory,
@@ -143,4 +147,28 @@ func (m *MariaDB) Stop(sig syscall.Signal) {
 	}
 	stopCmd(m.t, "mariadbd", m.cmd, m.done, sig)
 	m.cmd = nil
+}
+
+// DatabaseDSN is root's DSN on this server's database name (which it does
+// not create).
+func (m *MariaDB) DatabaseDSN(name string) string {
+	m.t.Helper()
+	cfg, err := mysql.ParseDSN(m.ServerDSN)
+	if err != nil {
+		m.t.Fatalf("own MariaDB's DSN: %v", err)
+	}
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
+
+// Couponlink applies the migrations to a database couponlink on this
+// server (creating it) and returns its DSN: couponlink's own schema on a
+// server of the test's own.
+func (m *MariaDB) Couponlink() string {
+	m.t.Helper()
+	dsn := m.DatabaseDSN("couponlink")
+	if _, err := migrations.Up(dsn); err != nil {
+		m.t.Fatalf("migrate couponlink on the own MariaDB: %v", err)
+	}
+	return dsn
 }

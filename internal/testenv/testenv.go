@@ -105,3 +105,50 @@ func QuietLogger() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }
+
+// CountsBy runs a query of two columns, a key and a count (`SELECT k,
+// COUNT(*) … GROUP BY k`), and returns the counts by key.
+func CountsBy[K comparable](t testing.TB, db *sql.DB, query string, args ...any) map[K]int {
+	t.Helper()
+	out := map[K]int{}
+	eachRow(t, db, query, args, func(rows *sql.Rows) error {
+		var k K
+		var n int
+		err := rows.Scan(&k, &n)
+		out[k] = n
+		return err
+	})
+	return out
+}
+
+// Column runs a query of one column and returns its values in row order.
+func Column[T any](t testing.TB, db *sql.DB, query string, args ...any) []T {
+	t.Helper()
+	var out []T
+	eachRow(t, db, query, args, func(rows *sql.Rows) error {
+		var v T
+		err := rows.Scan(&v)
+		out = append(out, v)
+		return err
+	})
+	return out
+}
+
+// eachRow runs query and scans each row with scan; any error fails the
+// test, naming the query.
+func eachRow(t testing.TB, db *sql.DB, query string, args []any, scan func(*sql.Rows) error) {
+	t.Helper()
+	rows, err := db.Query(query, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}

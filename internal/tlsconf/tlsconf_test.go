@@ -3,6 +3,7 @@ package tlsconf_test
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"os"
 	"testing"
 
@@ -30,17 +31,10 @@ func server(t *testing.T, ca *testenv.CA, clientCA bool, hosts ...string) string
 	}
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*tls.Conn).Handshake()
-			_ = c.Close()
-		}
-	}()
+	testenv.AcceptEach(t, ln, func(c net.Conn) {
+		_ = c.(*tls.Conn).Handshake()
+		_ = c.Close()
+	})
 	return ln.Addr().String()
 }
 

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
@@ -25,7 +24,6 @@ import (
 	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory/view"
-	"github.com/couponlink/couponlink/migrations"
 )
 
 const token = "s3cret-token"
@@ -49,13 +47,7 @@ func newNative(t *testing.T, n int) *native {
 	e := &native{t: t, ctx: context.Background()}
 	var list []primaries.Primary
 	for k := range n {
-		m := testenv.OwnMariaDB(t)
-		cfg, err := mysql.ParseDSN(m.ServerDSN)
-		require.NoError(t, err)
-		cfg.DBName = "couponlink"
-		dsn := cfg.FormatDSN()
-		_, err = migrations.Up(dsn)
-		require.NoError(t, err)
+		dsn := testenv.OwnMariaDB(t).Couponlink()
 		list = append(list, primaries.Primary{Name: fmt.Sprintf("p%d", k), DSN: dsn})
 		plain, err := mysqlconn.Open(dsn, 16)
 		require.NoError(t, err)
