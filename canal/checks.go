@@ -125,6 +125,11 @@ func (m *Mapping) evidenceChecks() []CheckState {
 			m.qualified(m.RedemptionLog.Table))
 		dup.On, dup.Detail = true, fmt.Sprintf("two rows of one (coupon, order) in %s", m.qualified(m.RedemptionLog.Table))
 		double.Detail = "redemption_evidence is table: duplicate_redemption instead"
+		if live := m.liveEvidence(); live != "" {
+			missing.Detail += live
+			dup.Detail += live
+			double.On, double.Detail = true, fmt.Sprintf("live rows of two orders in %s on one coupon%s", m.qualified(m.RedemptionLog.Table), live)
+		}
 	case EvidenceCouponOrder:
 		missing.On, missing.Detail = true, fmt.Sprintf("a coupon becoming USED with a NULL %s, or with the order it kept when given back%s",
 			m.col(uc.Table, uc.Order), m.openOrders())
@@ -174,6 +179,16 @@ func (m *Mapping) openOrders() string {
 		return fmt.Sprintf(", unless that order is open in %s (not %s)", m.qualified(o.Table), strings.Join(not, ", "))
 	}
 	return fmt.Sprintf(" (open orders only; not %s)", strings.Join(not, ", "))
+}
+
+// liveEvidence says which write-off rows count (evidence states: closed
+// and soft-deleted ones do not); "" when the table has no states.
+func (m *Mapping) liveEvidence() string {
+	ended := m.EvidenceEnded()
+	if len(ended) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (live rows only; not %s)", ended.Text(func(c string) string { return m.col(m.RedemptionLog.Table, c) }))
 }
 
 // col is schema.table.column of a mapped column.

@@ -185,6 +185,8 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		r := d.m.RedemptionLog
 		l.id, l.coupon, l.order = find("id", r.ID), find("coupon", r.Coupon), find("order", r.Order)
 		l.template, l.channel = find("template", r.Template), find("channel", r.Channel)
+		_, states := d.m.evidenceStates()
+		l.closed = findAll(states)
 	case kindQuota:
 		q := d.m.ChannelQuota
 		l.template, l.channel = find("template", q.Template), find("channel", q.Channel)
@@ -277,31 +279,58 @@ func (d *decoder) undecodable(l *layout, row []any, col, value string, b *Batch)
 	}
 }
 
+// redemption decodes the rows of the write-off table. A row is inserted or
+// deleted; an UPDATE matters only with evidence states (evidencestates.go):
+// a row moving into an ended state is deleted, back out of it inserted,
+// and one moved to another coupon or order is the before image deleted and
+// the after image inserted. A row inserted ended is not seen.
 func (d *decoder) redemption(l *layout, action string, rows [][]any, at time.Time, b *Batch) error {
-	if action == gocanal.UpdateAction {
-		return nil // a redemption is inserted or deleted; updates change nothing it counts
+	ended := d.m.EvidenceEnded()
+	if action == gocanal.UpdateAction && len(ended) == 0 {
+		return nil // updates change nothing a stateless write-off table counts
 	}
-	for _, row := range rows {
+	type image struct {
+		Redemption
+		ok    bool // the coupon is not NULL
+		ended bool
+	}
+	decode := func(row []any) (image, error) {
 		id, err := intCol(l, row, l.id, "id")
 		if err != nil {
-			return err
+			return image{}, err
 		}
 		cp, ok, err := requiredInt(l, row, l.coupon, "coupon")
 		if err != nil {
-			return err
+			return image{}, err
 		}
 		if !ok {
 			d.undecodable(l, row, d.m.RedemptionLog.Coupon, "NULL", b)
-			continue
+			return image{}, nil
 		}
 		tpl, err := intCol(l, row, l.template, "template")
 		if err != nil {
-			return err
+			return image{}, err
 		}
-		b.Redemptions = append(b.Redemptions, Redemption{ID: id, Coupon: cp, Template: tpl, Channel: d.channel(row, l.channel),
-			Order: strCol(row, l.order), At: at, Deleted: action == gocanal.DeleteAction})
+		img := image{Redemption: Redemption{ID: id, Coupon: cp, Template: tpl, Channel: d.channel(row, l.channel), Order: strCol(row, l.order), At: at}, ok: true}
+		if img.ended, err = ended.matchRow(row, l.closed); err != nil {
+			return image{}, fmt.Errorf("decode %s (evidence states): %w", l.name, err)
+		}
+		return img, nil
 	}
-	return nil
+	add := func(img image, deleted bool) {
+		if img.ok && !img.ended {
+			img.Deleted = deleted
+			b.Redemptions = append(b.Redemptions, img.Redemption)
+		}
+	}
+	return images(action, rows, decode, func(img image) {
+		add(img, action == gocanal.DeleteAction)
+	}, func(before, after image) {
+		if before.Coupon != after.Coupon || before.Order != after.Order || before.ended != after.ended {
+			add(before, true)
+			add(after, false)
+		}
+	})
 }
 
 func (d *decoder) quota(l *layout, action string, rows [][]any, b *Batch) error {

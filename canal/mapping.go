@@ -124,6 +124,11 @@ type RedemptionLogTable struct {
 	Order    string `yaml:"order"`
 	Template string `yaml:"template"`
 	Channel  string `yaml:"channel"`
+	// Closed and Deleted optionally say when a row no longer proves a use
+	// (an order cancelled or refunded, a soft delete), each one column and
+	// its values or several (evidencestates.go).
+	Closed  AnyOf `yaml:"closed,omitempty"`
+	Deleted AnyOf `yaml:"deleted,omitempty"`
 }
 
 // TemplateTable maps the campaign table. A legacy mapping without channel
@@ -289,9 +294,10 @@ func (m *Mapping) specs() []tableSpec {
 	}
 	switch m.RedemptionEvidence() {
 	case EvidenceTable:
-		s = append(s, tableSpec{key: "redemption_log", kind: kindRedemption, table: r.Table, source: true, cols: []colRef{
+		_, states := m.evidenceStates()
+		s = append(s, tableSpec{key: "redemption_log", kind: kindRedemption, table: r.Table, source: true, cols: append([]colRef{
 			{"id", r.ID, true}, {"coupon", r.Coupon, true}, {"order", r.Order, false},
-			{"template", r.Template, false}, {"channel", r.Channel, false}}})
+			{"template", r.Template, false}, {"channel", r.Channel, false}}, states...)})
 	case EvidenceOrderTable, EvidenceCouponOrder:
 		if o := m.Orders; o != nil {
 			s = append(s, m.orderSpec(o))
@@ -364,6 +370,7 @@ func (m *Mapping) Validate() error {
 		}
 	}
 	errs = append(errs, m.validateEvidence()...)
+	errs = append(errs, m.validateEvidenceStates()...)
 	errs = append(errs, m.validateStates()...)
 	errs = append(errs, m.validateShelf()...)
 	errs = append(errs, m.validateTimeZone()...)
@@ -400,12 +407,10 @@ func (m *Mapping) validateEvidence() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("mapping: "+format, args...)) }
 	ev := m.RedemptionEvidence()
-	hasLog := m.RedemptionLog != (RedemptionLogTable{})
+	rl := m.RedemptionLog
+	hasLog := rl.Table != "" || rl.ID != "" || rl.Coupon != "" || rl.Order != "" || rl.Template != "" || rl.Channel != ""
 	switch ev {
-	case EvidenceTable:
-		if m.Orders != nil {
-			bad("orders is mapped but redemption_evidence is table; set redemption_evidence: order_table to use it")
-		}
+	case EvidenceTable: // orders: validateEvidenceStates
 	case EvidenceCouponOrder, EvidenceOrderTable, EvidenceNone:
 		if hasLog {
 			bad("redemption_log is mapped but redemption_evidence is %s; leave redemption_log out, or set redemption_evidence: table", ev)

@@ -22,6 +22,13 @@ func (s *Queries) openOrder() string {
 	return and(o.ClosedWhen().NotSQL(quoteIdent), o.Deleted.NotSQL(quoteIdent))
 }
 
+// liveEvidence is the condition that leaves out the evidence rows that
+// prove nothing any more, closed or soft-deleted ("": the evidence table
+// has no states).
+func (s *Queries) liveEvidence() string {
+	return s.m.EvidenceEnded().NotSQL(quoteIdent)
+}
+
 // offShelf is the SELECT expression 1 for a campaign off the shelf, else
 // 0 (always 0 when the mapping names no such state).
 func (s *Queries) offShelf() string {
