@@ -94,6 +94,10 @@ type Redemption struct {
 	Order    string
 	At       time.Time // binlog event timestamp
 	Deleted  bool
+	// After is how many of the batch's Transitions precede the row in the
+	// binlog: with evidence states a row may be closed between two uses
+	// of its coupon in one batch, so its uses are judged in binlog order.
+	After int
 }
 
 // OrderRow is one row of a shop's order table (evidence order_table)
@@ -246,10 +250,13 @@ func (b *Batch) reset() {
 // appendTx appends the rows of one committed transaction.
 func (b *Batch) appendTx(tx *Batch) {
 	b.Transitions = append(b.Transitions, tx.Transitions...)
-	b.Redemptions = append(b.Redemptions, tx.Redemptions...)
 	b.Flows = append(b.Flows, tx.Flows...)
 	b.Quotas = append(b.Quotas, tx.Quotas...)
 	before := len(b.Transitions) - len(tx.Transitions) // the tx's Transitions are appended already
+	for _, r := range tx.Redemptions {
+		r.After += before
+		b.Redemptions = append(b.Redemptions, r)
+	}
 	for _, t := range tx.Templates {
 		t.After += before
 		b.Templates = append(b.Templates, t)

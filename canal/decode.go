@@ -311,7 +311,8 @@ func (d *decoder) redemption(l *layout, action string, rows [][]any, at time.Tim
 		if err != nil {
 			return image{}, err
 		}
-		img := image{Redemption: Redemption{ID: id, Coupon: cp, Template: tpl, Channel: d.channel(row, l.channel), Order: strCol(row, l.order), At: at}, ok: true}
+		img := image{Redemption: Redemption{ID: id, Coupon: cp, Template: tpl, Channel: d.channel(row, l.channel), Order: strCol(row, l.order), At: at,
+			After: len(b.Transitions)}, ok: true}
 		if img.ended, err = ended.matchRow(row, l.closed); err != nil {
 			return image{}, fmt.Errorf("decode %s (evidence states): %w", l.name, err)
 		}

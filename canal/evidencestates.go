@@ -69,6 +69,9 @@ func (m *Mapping) validateEvidenceStates() []error {
 		}
 		return errs
 	}
+	if m.EvidenceStates() && r.Order == "" {
+		errs = append(errs, fmt.Errorf("mapping: evidence states need redemption_log.order: a use is judged by the live rows of its coupon per order, and two live orders on one coupon are a double_spend"))
+	}
 	if m.Orders != nil && !m.ordersAreEvidence() {
 		errs = append(errs, fmt.Errorf("mapping: orders is mapped but redemption_evidence is table; with table evidence orders may only name the evidence table itself (orders.table %q, redemption_log.table %q), to give its closed and deleted states; else set redemption_evidence: order_table",
 			m.Orders.Table, m.RedemptionLog.Table))

@@ -91,9 +91,24 @@ func (w *redemptionWait) judgeRedemptions(ctx context.Context, b *batch) ([]Anom
 	}
 	var check []int64
 	uses := map[int64][]Anomaly{}
+	states := s.cfg.Mapping.EvidenceStates()
+	var proven map[int]bool
+	if states {
+		var err error
+		if proven, err = w.provenAtUse(ctx, b); err != nil {
+			return nil, err
+		}
+	}
+	deadline := s.cfg.Now().Add(s.cfg.RedemptionGrace)
 	for i := range b.Transitions {
 		t := &b.Transitions[i]
-		if t.To != coupon.Used || t.From == coupon.Used || t.Undecodable || hasOrder(redeemedHere[t.Coupon], t.Order) {
+		if !isUse(t.To, t.From, t.Undecodable) || (!states && hasOrder(redeemedHere[t.Coupon], t.Order)) || proven[i] {
+			continue
+		}
+		if states { // judged at its position (evidencestates.go): no lookup
+			a := anomalyAt(t)
+			a.Kind = AnomalyUsedWithoutRedemption
+			w.addPending(b, a, deadline)
 			continue
 		}
 		if _, seen := uses[t.Coupon]; !seen {
@@ -110,7 +125,6 @@ func (w *redemptionWait) judgeRedemptions(ctx context.Context, b *batch) ([]Anom
 		if err != nil {
 			return nil, err
 		}
-		deadline := s.cfg.Now().Add(s.cfg.RedemptionGrace)
 		for _, c := range check {
 			for _, a := range uses[c] {
 				if !hasOrder(found[c], a.Order) {
