@@ -128,17 +128,11 @@ func liveOrderBesides(counts map[redemptionKey]int64, k redemptionKey) (string, 
 
 // redemptionCounts reads the stored counts of the coupons' keys, locked.
 func (s *Sink) redemptionCounts(ctx context.Context, tx *sql.Tx, coupons []int64) (map[redemptionKey]int64, error) {
-	return s.readRedemptionCounts(ctx, tx, coupons, " FOR UPDATE")
-}
-
-// readRedemptionCounts reads the stored counts of the coupons' keys in q,
-// lock being " FOR UPDATE" or "".
-func (s *Sink) readRedemptionCounts(ctx context.Context, q inventory.Querier, coupons []int64, lock string) (map[redemptionKey]int64, error) {
 	out := map[redemptionKey]int64{}
 	for start := 0; start < len(coupons); start += 1000 {
 		chunk := coupons[start:min(start+1000, len(coupons))]
-		err := addCounts(ctx, q, "read redemption keys", `SELECT user_coupon_id, order_id, row_count FROM cdc_redemption_key
-			WHERE name = ? AND user_coupon_id IN (`+sqltx.Placeholders(len(chunk))+`)`+lock, append([]any{s.cfg.Name}, sqltx.Int64Args(chunk)...),
+		err := addCounts(ctx, tx, "read redemption keys", `SELECT user_coupon_id, order_id, row_count FROM cdc_redemption_key
+			WHERE name = ? AND user_coupon_id IN (`+sqltx.Placeholders(len(chunk))+`) FOR UPDATE`, append([]any{s.cfg.Name}, sqltx.Int64Args(chunk)...),
 			func(c int64, order string) redemptionKey { return redemptionKey{c, order} }, out)
 		if err != nil {
 			return nil, err

@@ -38,7 +38,9 @@ func newEvidenceStatesEnv(t *testing.T, states string) *legacyEnv {
 // the evidence table itself with two closed conditions, and one
 // soft-delete column on redemption_log. A coupon given back (set unused,
 // its order closed) and used again at the counter with no new order is
-// used_without_redemption once; used again with a fresh order, nothing;
+// used_without_redemption once, and so is one given back with its order
+// left open (the order proved the first use only); used again with a
+// fresh order, or with the order written after the use, nothing;
 // one coupon behind two live orders is double_spend once; a closed order
 // touched again, closed again, or closed in a backlog applied after a
 // restart reports nothing more, and the second start reports nothing
@@ -73,7 +75,7 @@ orders: {table: LEGACY.t_order, id: id, closed: [{column: is_del, values: [1]}, 
 			l.WaitCheckpoint()
 
 			id := map[string]int64{}
-			for _, name := range []string{"counter", "counter2", "fresh", "double", "touched"} {
+			for _, name := range []string{"counter", "counter2", "fresh", "double", "touched", "kept", "late"} {
 				id[name] = l.claim(1, name)
 			}
 			for i, name := range []string{"counter", "counter2"} { // given back, used again at the counter
@@ -90,8 +92,13 @@ orders: {table: LEGACY.t_order, id: id, closed: [{column: is_del, values: [1]}, 
 			giveBack(0, id["touched"], "touched-1")
 			l.exec(`UPDATE `+ord+` SET refund_status = 2, is_del = 1 WHERE order_sn = ?`, "touched-1")
 			checkout(id["touched"], "touched-2")
+			checkout(id["kept"], "kept-1") // given back, its order left open: it proved the first use only
+			l.exec(`UPDATE `+uc+` SET state = 0 WHERE id = ?`, id["kept"])
+			l.exec(use, id["kept"])
+			l.tx([]any{use, id["late"]}, []any{order, "late-1", id["late"]}) // the order written after the use
 
 			want := []anomalyRow{
+				{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["kept"], Template: 1},
 				{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["counter"], Template: 1},
 				{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["counter2"], Template: 1},
 				{Kind: sink.AnomalyDoubleSpend, Coupon: id["double"], Template: 1, Order: "double-2"},

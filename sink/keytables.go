@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/couponlink/couponlink/internal/sqltx"
-	"github.com/couponlink/couponlink/inventory"
 )
 
 // The cdc's check tables (cdc_redemption_key, cdc_pending_redemption,
@@ -83,7 +82,7 @@ func (w *rowInserter) flush(ctx context.Context) error {
 
 // addCounts adds to out the rows of query, each an id, a string and a
 // count, by the key they make; what names the read in its errors.
-func addCounts[K comparable](ctx context.Context, tx inventory.Querier, what, query string, args []any, key func(int64, string) K, out map[K]int64) error {
+func addCounts[K comparable](ctx context.Context, tx *sql.Tx, what, query string, args []any, key func(int64, string) K, out map[K]int64) error {
 	err := sqltx.EachRow(ctx, tx, query, args, func(rows *sql.Rows) error {
 		var id, n int64
 		var str string

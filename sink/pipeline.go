@@ -259,6 +259,7 @@ type batch struct {
 	decide       bool                   // a heartbeat must commit: a check decides in the transaction
 	released     []release              // the releases the batch applied
 	openOrders   map[string]bool        // evidence coupon_order: the kept orders that are open (evidence.go)
+	proved       map[redemptionKey]evidenceKey // evidence states: the keys whose proved uses the batch changed (evidencestates.go)
 }
 
 // newBatch is b's state before the pipeline's first step.
