@@ -171,6 +171,9 @@ type TemplateChange struct {
 	// is off the shelf (template.status or template.deleted, shelf.go).
 	Unlimited, PrevUnlimited bool
 	OffShelf, PrevOffShelf   bool
+	// Window: the campaign's coupons follow its current window
+	// (template.fixed_window, window.go), not their own expiry.
+	Window, PrevWindow bool
 	Inserted, Deleted        bool
 	// After is how many of the batch's Transitions precede the change in
 	// the binlog: it is in force from Transitions[After] on.

@@ -70,7 +70,11 @@ func (m *Mapping) Checks() []CheckState {
 		ends = append(ends, m.col(t.Table, t.EndTime.Column))
 	}
 	if uc.ExpiresAt.Column != "" {
-		ends = append(ends, m.col(uc.Table, uc.ExpiresAt.Column))
+		own := m.col(uc.Table, uc.ExpiresAt.Column)
+		if len(t.FixedWindow) > 0 {
+			own += fmt.Sprintf(" (not for a fixed-window campaign: %s)", t.FixedWindow.Text(func(c string) string { return m.col(t.Table, c) }))
+		}
+		ends = append(ends, own)
 	}
 	if len(ends) == 0 {
 		cs = append(cs, off("used_after_expiry", "no template.end_time, no user_coupon.expires_at"))

@@ -48,6 +48,7 @@ type layout struct {
 	quota, claimed                       int
 	limit, end                           int
 	gone, closed, shelf                  []int // the columns of a soft delete, an order's closed state, a campaign's off-shelf state (AnyOf)
+	window                               []int // the columns of template.fixed_window
 	expires                              int   // a coupon's expires_at
 	endWall, expiresWall                 bool  // the time column is a DATETIME: a wall clock in the mapping's zone
 	statusCol, fromCol, toCol            string
@@ -201,6 +202,7 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		l.id, l.quota = find("id", t.ID), find("total_quota", t.TotalQuota)
 		l.limit, l.end = find("per_user_limit", t.PerUserLimit), find("end_time", t.EndTime.Column)
 		l.shelf, l.endWall = findAll(append(t.Status.anyOf().colRefs("status"), t.Deleted.colRefs("deleted")...)), isDatetime(tbl, l.end)
+		l.window = findAll(t.FixedWindow.colRefs("fixed_window"))
 	case kindOrder:
 		o := d.m.Orders
 		l.id, l.template, l.user, l.order = find("id", o.ID), find("template", o.Template), find("user", o.User), find("order", o.Order)

@@ -167,6 +167,10 @@ type TemplateTable struct {
 	Unlimited []int64     `yaml:"unlimited,omitempty"`
 	Status    ShelfStates `yaml:"status,omitempty"`
 	Deleted   AnyOf       `yaml:"deleted,omitempty"`
+	// FixedWindow says which campaigns' coupons follow the campaign's
+	// current window rather than their own expires_at (e.g. {column: type,
+	// values: [1]}: fixed-window coupons), window.go.
+	FixedWindow AnyOf `yaml:"fixed_window,omitempty"`
 	// Source names the one source that holds the table, in a mapping with
 	// sources (onesource.go); empty: every source holds a copy.
 	Source string `yaml:"source"`
@@ -323,6 +327,7 @@ func (m *Mapping) specs() []tableSpec {
 		{"name", t.Name, false}, {"remaining", t.Remaining, false}, {"per_user_limit", t.PerUserLimit, false},
 		{"end_time", t.EndTime.Column, false}}
 	cols = append(append(cols, t.Status.anyOf().colRefs("status")...), t.Deleted.colRefs("deleted")...)
+	cols = append(cols, t.FixedWindow.colRefs("fixed_window")...)
 	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, source: m.followsTemplates(), cols: cols})
 	return s
 }
@@ -373,6 +378,7 @@ func (m *Mapping) Validate() error {
 	errs = append(errs, m.validateEvidenceStates()...)
 	errs = append(errs, m.validateStates()...)
 	errs = append(errs, m.validateShelf()...)
+	errs = append(errs, m.validateWindow()...)
 	errs = append(errs, m.validateTimeZone()...)
 	for role, c := range map[string]TimeColumn{"user_coupon.expires_at": m.UserCoupon.ExpiresAt, "template.end_time": m.Template.EndTime} {
 		if p := c.validUnit(); p != "" {
@@ -468,7 +474,8 @@ func (m *Mapping) followsBudgets() bool { return !m.reference && m.ChannelQuota 
 // shelf states.
 func (m *Mapping) followsTemplates() bool {
 	t := m.Template
-	return m.followsBudgets() || (!m.reference && (t.PerUserLimit != "" || t.EndTime.Column != "" || len(t.Status) > 0 || len(t.Deleted) > 0))
+	return m.followsBudgets() || (!m.reference && (t.PerUserLimit != "" || t.EndTime.Column != "" || len(t.Status) > 0 || len(t.Deleted) > 0 ||
+		len(t.FixedWindow) > 0))
 }
 
 // SourceTables lists the subscribed tables as schema.table: user_coupon,

@@ -29,14 +29,25 @@ func (s *Queries) liveEvidence() string {
 	return s.m.EvidenceEnded().NotSQL(quoteIdent)
 }
 
-// offShelf is the SELECT expression 1 for a campaign off the shelf, else
-// 0 (always 0 when the mapping names no such state).
-func (s *Queries) offShelf() string {
-	cond := s.m.Template.OffShelfWhen().SQL(quoteIdent)
+// fixedWindow is the SELECT expression 1 for a campaign whose coupons
+// follow its current window, else 0 (template.fixed_window).
+func (s *Queries) fixedWindow() string {
+	return caseWhen(s.m.Template.FixedWindow.SQL(quoteIdent))
+}
+
+// caseWhen is the SELECT expression 1 when cond holds, else 0 (0 when
+// cond is "").
+func caseWhen(cond string) string {
 	if cond == "" {
 		return "0"
 	}
 	return "CASE WHEN " + cond + " THEN 1 ELSE 0 END"
+}
+
+// offShelf is the SELECT expression 1 for a campaign off the shelf, else
+// 0 (always 0 when the mapping names no such state).
+func (s *Queries) offShelf() string {
+	return caseWhen(s.m.Template.OffShelfWhen().SQL(quoteIdent))
 }
 
 // and joins the conditions that are not "" with AND.

@@ -30,6 +30,9 @@ type TemplateInfo struct {
 	// then false). OffShelf: the campaign is off the shelf (its status or
 	// soft delete): nothing is claimable.
 	Unlimited, OffShelf bool
+	// Window: the campaign's coupons follow its current window, not their
+	// own expiry (template.fixed_window).
+	Window bool
 }
 
 // Ended reports whether the template's campaign had ended at t.
@@ -41,7 +44,7 @@ func (t TemplateInfo) Ended(at time.Time) bool { return !t.EndTime.IsZero() && a
 // TemplateInfo belongs here, next to its field.
 func (t TemplateInfo) SameRules(o TemplateInfo) bool {
 	return t.HasBudget == o.HasBudget && t.Budget == o.Budget && t.Unlimited == o.Unlimited &&
-		t.PerUserLimit == o.PerUserLimit && t.EndTime.Equal(o.EndTime) && t.OffShelf == o.OffShelf
+		t.PerUserLimit == o.PerUserLimit && t.EndTime.Equal(o.EndTime) && t.OffShelf == o.OffShelf && t.Window == o.Window
 }
 
 // Templates reads the template rows of ids (all of them when ids is nil)
@@ -52,23 +55,23 @@ func (s *Queries) Templates(ctx context.Context, q Querier, ids []int64) (map[in
 	if s.m.TemplateElsewhere() {
 		return map[int64]TemplateInfo{}, nil // on another source: this server has no row (the sums take that source's)
 	}
-	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), optionalColumn(t.Name),
-		optionalColumn(t.Remaining), optionalColumn(t.PerUserLimit), optionalColumn(t.EndTime.Column), s.offShelf(),
+	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), optionalColumn(t.Name),
+		optionalColumn(t.Remaining), optionalColumn(t.PerUserLimit), optionalColumn(t.EndTime.Column), s.offShelf(), s.fixedWindow(),
 		s.table(t.Table))
 	out := make(map[int64]TemplateInfo, len(ids))
 	scan := func(rows *sql.Rows) error {
 		var v TemplateInfo
 		var budget, remaining, limit sql.NullInt64
-		var offShelf int64
+		var offShelf, window int64
 		var name sql.NullString
 		var end any
-		if err := rows.Scan(&v.ID, &budget, &name, &remaining, &limit, &end, &offShelf); err != nil {
+		if err := rows.Scan(&v.ID, &budget, &name, &remaining, &limit, &end, &offShelf, &window); err != nil {
 			return err
 		}
 		v.Name, v.Budget, v.HasBudget, v.PerUserLimit = name.String, budget.Int64, budget.Valid, max(limit.Int64, 0)
 		v.Unlimited = budget.Valid && t.IsUnlimited(budget.Int64)
 		v.HasBudget = v.HasBudget && !v.Unlimited
-		v.OffShelf = offShelf == 1
+		v.OffShelf, v.Window = offShelf == 1, window == 1
 		if remaining.Valid {
 			v.Remaining = &remaining.Int64
 		}
