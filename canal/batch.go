@@ -174,7 +174,7 @@ type TemplateChange struct {
 	// Window: the campaign's coupons follow its current window
 	// (template.fixed_window, window.go), not their own expiry.
 	Window, PrevWindow bool
-	Inserted, Deleted        bool
+	Inserted, Deleted  bool
 	// After is how many of the batch's Transitions precede the change in
 	// the binlog: it is in force from Transitions[After] on.
 	After int
