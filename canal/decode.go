@@ -320,20 +320,12 @@ func (d *decoder) redemption(l *layout, action string, rows [][]any, at time.Tim
 		}
 		return img, nil
 	}
-	add := func(img image, deleted bool) {
-		if img.ok && !img.ended {
+	return endedImages(action, rows, decode, func(img image) bool { return img.ok && !img.ended },
+		func(before, after image) bool { return before.Coupon != after.Coupon || before.Order != after.Order },
+		func(img image, deleted bool) {
 			img.Deleted = deleted
 			b.Redemptions = append(b.Redemptions, img.Redemption)
-		}
-	}
-	return images(action, rows, decode, func(img image) {
-		add(img, action == gocanal.DeleteAction)
-	}, func(before, after image) {
-		if before.Coupon != after.Coupon || before.Order != after.Order || before.ended != after.ended {
-			add(before, true)
-			add(after, false)
-		}
-	})
+		})
 }
 
 func (d *decoder) quota(l *layout, action string, rows [][]any, b *Batch) error {
