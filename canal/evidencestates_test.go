@@ -4,7 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	gocanal "github.com/go-mysql-org/go-mysql/canal"
 	"github.com/stretchr/testify/require"
+
+	"github.com/couponlink/couponlink/coupon"
 )
 
 // The states of an evidence table: on redemption_log, or by an orders
@@ -48,4 +51,41 @@ func TestEvidenceStatesMapping(t *testing.T) {
 			require.ErrorContains(t, err, c.want)
 		})
 	}
+}
+
+// The decode of an evidence table with states: a row closed by an UPDATE
+// is deleted, reopened is inserted, one inserted closed is not seen, an
+// UPDATE that touches neither the state nor the (coupon, order) is
+// nothing, and each row is placed among the batch's uses (After).
+func TestDecodeEvidenceStates(t *testing.T) {
+	y := strings.Replace(legacyYAML, "order: order_no}", "order: order_no, closed: [{column: is_del, values: [1]}, {column: refund, values: [2]}]}", 1)
+	m, err := LoadMapping([]byte(y))
+	require.NoError(t, err)
+	d := newDecoder(m)
+	uct := table("legacydb", "t_user_coupon", "id", "uid", "tpl_id", "state", "order_no", "expire_time")
+	wo := table("legacydb", "t_writeoff", "id", "coupon_id", "order_no", "is_del", "refund", "amount")
+	row := func(id int64, del, refund any, amount int64) []any {
+		return []any{id, int64(5), "o1", del, refund, amount}
+	}
+	var b Batch
+	for _, e := range []*gocanal.RowsEvent{
+		ev(wo, gocanal.InsertAction, row(1, int8(0), nil, 10)),
+		ev(uct, gocanal.UpdateAction, []any{int64(5), "u", int32(9), int8(0), nil, nil}, []any{int64(5), "u", int32(9), int8(1), nil, nil}),
+		ev(wo, gocanal.UpdateAction, row(1, int8(0), nil, 10), row(1, int8(0), nil, 20)),         // the amount only: nothing
+		ev(wo, gocanal.UpdateAction, row(1, int8(0), nil, 20), row(1, int8(0), int8(2), 20)),     // refunded: deleted
+		ev(wo, gocanal.UpdateAction, row(1, int8(0), int8(2), 20), row(1, int8(1), int8(2), 20)), // closed again: nothing
+		ev(wo, gocanal.InsertAction, row(2, int8(1), nil, 10)),                                   // inserted closed: not seen
+		ev(wo, gocanal.UpdateAction, row(2, int8(1), nil, 10), row(2, int8(0), nil, 10)),         // reopened: inserted
+		ev(wo, gocanal.DeleteAction, row(2, int8(0), nil, 10)),                                   // deleted
+		ev(wo, gocanal.DeleteAction, row(1, int8(1), int8(2), 20)),                               // a closed row deleted: nothing
+	} {
+		_, err := d.decode(e, &b)
+		require.NoError(t, err)
+	}
+	require.Len(t, b.Transitions, 1)
+	require.Equal(t, coupon.Used, b.Transitions[0].To)
+	r := func(id int64, after int, deleted bool) Redemption {
+		return Redemption{ID: id, Coupon: 5, Channel: "legacy", Order: "o1", At: testAt, After: after, Deleted: deleted}
+	}
+	require.Equal(t, []Redemption{r(1, 0, false), r(1, 1, true), r(2, 1, false), r(2, 1, true)}, b.Redemptions)
 }
