@@ -1,13 +1,18 @@
 package sink_test
 
 import (
+	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/internal/cdcenv"
+	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -43,8 +48,8 @@ func newEvidenceStatesEnv(t *testing.T, states string) *legacyEnv {
 // fresh order, or with the order written after the use, nothing;
 // one coupon behind two live orders is double_spend once; a closed order
 // touched again, closed again, or closed in a backlog applied after a
-// restart reports nothing more, and the second start reports nothing
-// again.
+// restart reports nothing more, nor does a batch that fails after its
+// writes and is replayed, and the second start reports nothing again.
 func TestEvidenceStates(t *testing.T) {
 	for _, tc := range []struct {
 		name, states string
@@ -68,14 +73,33 @@ orders: {table: LEGACY.t_order, id: id, closed: [{column: is_del, values: [1]}, 
 			giveBack := func(i int, id int64, sn string) {
 				l.tx([]any{`UPDATE ` + uc + ` SET state = 0 WHERE id = ?`, id}, []any{closeOrder(i), sn})
 			}
+			// armed, the batch that closes order replayed-1 fails after its
+			// writes (its count of the order's live rows is gone): the cdc
+			// replays it
+			var fail atomic.Bool
 			start := func() *cdcenv.CDC {
-				return l.StartCDC(l.mapping(), func(cfg *sink.Config, _ *sink.Daemon) { cfg.RedemptionGrace = time.Millisecond })
+				return l.StartCDC(l.mapping(), func(cfg *sink.Config, _ *sink.Daemon) {
+					cfg.RedemptionGrace = time.Millisecond
+					sink.InBatchTx(cfg, func(ctx context.Context, tx *sql.Tx) error {
+						if !fail.Load() {
+							return nil
+						}
+						var live int
+						if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM cdc_redemption_key WHERE order_id = 'replayed-1'`).Scan(&live); err != nil {
+							return err
+						}
+						if live == 0 && fail.CompareAndSwap(true, false) {
+							return errors.New("a batch failure (test)")
+						}
+						return nil
+					})
+				})
 			}
 			c := start()
 			l.WaitCheckpoint()
 
 			id := map[string]int64{}
-			for _, name := range []string{"counter", "counter2", "fresh", "double", "touched", "kept", "late"} {
+			for _, name := range []string{"counter", "counter2", "fresh", "double", "touched", "kept", "late", "replayed"} {
 				id[name] = l.claim(1, name)
 			}
 			for i, name := range []string{"counter", "counter2"} { // given back, used again at the counter
@@ -105,6 +129,22 @@ orders: {table: LEGACY.t_order, id: id, closed: [{column: is_del, values: [1]}, 
 			}
 			l.waitSettled(c, 30*time.Second)
 			l.requireAnomalies(want, "at the binlog end")
+
+			// a batch that closes an order and uses its coupon again fails
+			// after its writes and is replayed
+			checkout(id["replayed"], "replayed-1")
+			l.WaitCheckpoint()
+			fail.Store(true)
+			l.tx([]any{`UPDATE ` + uc + ` SET state = 0 WHERE id = ?`, id["replayed"]}, []any{closeOrder(0), "replayed-1"}, []any{use, id["replayed"]},
+				[]any{order, "replayed-2", id["double"]})
+			cdctest.WaitFor(t, 30*time.Second, "the failed batch replayed", func() bool {
+				v, _ := cdctest.Metric(t, c.Reg, "couponlink_cdc_restarts_total", map[string]string{"reason": "error"})
+				return v == 1 && !fail.Load()
+			})
+			want = append(want, anomalyRow{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["replayed"], Template: 1},
+				anomalyRow{Kind: sink.AnomalyDoubleSpend, Coupon: id["double"], Template: 1, Order: "replayed-2"})
+			l.waitSettled(c, 30*time.Second)
+			l.requireAnomalies(want, "after a replayed batch")
 
 			// a backlog while the cdc is down: a give-back closed, the
 			// closed order closed again, a fresh order, a counter use
