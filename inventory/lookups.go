@@ -154,6 +154,30 @@ func (s *Queries) LastUsedCoupon(ctx context.Context, q Querier, template int64,
 	return id, nil
 }
 
+// UsedAmong returns which of the coupons are live and USED, looked up in
+// every shard of a sharded coupon table.
+func (s *Queries) UsedAmong(ctx context.Context, q Querier, coupons []int64) (map[int64]bool, error) {
+	uc := s.m.UserCoupon
+	codes := s.m.Codes(coupon.Used)
+	out := map[int64]bool{}
+	err := inChunks(coupons, 1000, func(chunk []int64) error {
+		return s.each(uc.Table, func(table string) error {
+			query := fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s) AND %s IN (%s)%s", quoteIdent(uc.ID), table, quoteIdent(uc.ID),
+				sqltx.Placeholders(len(chunk)), quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), andAlso(s.liveCoupon()))
+			return sqltx.EachRow(ctx, q, query, append(sqltx.Int64Args(chunk), sqltx.Int64Args(codes)...), func(rows *sql.Rows) error {
+				var c int64
+				err := rows.Scan(&c)
+				out[c] = true
+				return err
+			})
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("look up USED coupons in %s: %w", s.named(uc.Table), err)
+	}
+	return out, nil
+}
+
 // UserCoupons returns the ids of the live coupons of template whose user
 // column is user (as UserClaims keys it), every decodable state, in id
 // order: the coupons an excess found at a bootstrap names.

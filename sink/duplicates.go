@@ -220,13 +220,61 @@ func (s *Sink) seedRedemptionKeys(ctx context.Context, stx, tx *sql.Tx) ([]Anoma
 	if _, err := tx.ExecContext(ctx, "DELETE FROM cdc_redemption_key WHERE name = ?", s.cfg.Name); err != nil {
 		return nil, fmt.Errorf("clear redemption keys: %w", err)
 	}
-	ins := &rowInserter{tx: tx, what: "write redemption keys", cols: 4,
-		head: "INSERT INTO cdc_redemption_key (name, user_coupon_id, order_id, row_count) VALUES "}
+	ins := &rowInserter{tx: tx, what: "write redemption keys", cols: 5,
+		head: "INSERT INTO cdc_redemption_key (name, user_coupon_id, order_id, row_count, proved) VALUES "}
+	var chunk []seededKey
+	write := func() error {
+		err := s.seedProved(ctx, stx, chunk)
+		for _, k := range chunk {
+			if err == nil {
+				err = ins.add(ctx, s.cfg.Name, k.coupon, k.order, k.live, k.proved)
+			}
+		}
+		chunk = chunk[:0]
+		return err
+	}
 	err = s.src.RedemptionKeys(ctx, stx, false, func(c int64, order string, n int64) error {
-		return ins.add(ctx, s.cfg.Name, c, order, n)
+		if chunk = append(chunk, seededKey{redemptionKey{c, order}, evidenceKey{live: n}}); len(chunk) == 1000 {
+			return write()
+		}
+		return nil
 	})
+	if err == nil {
+		err = write()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("count redemption rows of %s: %w", rl.Table, err)
 	}
 	return out, ins.flush(ctx)
+}
+
+// seededKey is a (coupon, order) a bootstrap counts.
+type seededKey struct {
+	redemptionKey
+	evidenceKey
+}
+
+// seedProved gives, with evidence states, one live row of each coupon
+// USED at the snapshot (stx) the use it proved: its use happened before
+// the snapshot, by one of its live rows (evidencestates.go). A coupon
+// not USED there proves nothing yet: its next use may be the one its row
+// was written for.
+func (s *Sink) seedProved(ctx context.Context, stx *sql.Tx, keys []seededKey) error {
+	if !s.cfg.Mapping.EvidenceStates() || len(keys) == 0 {
+		return nil
+	}
+	coupons := make([]int64, len(keys))
+	for i, k := range keys {
+		coupons[i] = k.coupon
+	}
+	used, err := s.src.UsedAmong(ctx, stx, coupons)
+	if err != nil {
+		return err
+	}
+	for i := range keys {
+		if c := keys[i].coupon; used[c] {
+			keys[i].proved, used[c] = 1, false
+		}
+	}
+	return nil
 }

@@ -49,7 +49,10 @@ func newEvidenceStatesEnv(t *testing.T, states string) *legacyEnv {
 // one coupon behind two live orders is double_spend once; a closed order
 // touched again, closed again, or closed in a backlog applied after a
 // restart reports nothing more, nor does a batch that fails after its
-// writes and is replayed, and the second start reports nothing again.
+// writes and is replayed, and the second start reports nothing again. The
+// first start takes a coupon USED then as proved by its order (used again
+// after a give-back that left the order open, it is reported), and an
+// order of a coupon not yet used as proving its next use.
 func TestEvidenceStates(t *testing.T) {
 	for _, tc := range []struct {
 		name, states string
@@ -95,8 +98,16 @@ orders: {table: LEGACY.t_order, id: id, closed: [{column: is_del, values: [1]}, 
 					})
 				})
 			}
+			// before the first start: a coupon used with its order, and an
+			// order written before its coupon's use
+			pre, ordered := l.claim(1, "pre"), l.claim(1, "ordered")
+			checkout(pre, "pre-1")
+			l.exec(order, "ordered-1", ordered)
 			c := start()
 			l.WaitCheckpoint()
+			l.exec(`UPDATE `+uc+` SET state = 0 WHERE id = ?`, pre) // given back, its order left open
+			l.exec(use, pre)                                        // the order proved the use before the start
+			l.exec(use, ordered)                                    // the order written for this use
 
 			id := map[string]int64{}
 			for _, name := range []string{"counter", "counter2", "fresh", "double", "touched", "kept", "late", "replayed"} {
@@ -122,6 +133,7 @@ orders: {table: LEGACY.t_order, id: id, closed: [{column: is_del, values: [1]}, 
 			l.tx([]any{use, id["late"]}, []any{order, "late-1", id["late"]}) // the order written after the use
 
 			want := []anomalyRow{
+				{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: pre, Template: 1},
 				{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["kept"], Template: 1},
 				{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["counter"], Template: 1},
 				{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["counter2"], Template: 1},
