@@ -166,6 +166,7 @@ type TemplateChange struct {
 	PrevKnown        bool
 	Limit, PrevLimit int64     // per-user limit; 0: none (NULL, 0, negative or unmapped)
 	End, PrevEnd     time.Time // end time (UTC); zero: none (NULL, a zero date or unmapped)
+	Start, PrevStart time.Time // start time (template.start_time), as End
 	// Unlimited: the budget is one of template.unlimited (Known is then
 	// false: nothing to judge over-issue against). OffShelf: the campaign
 	// is off the shelf (template.status or template.deleted, shelf.go).

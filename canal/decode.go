@@ -46,11 +46,11 @@ type layout struct {
 	user                                 int
 	coupon, kind, seq, from, to          int
 	quota, claimed                       int
-	limit, end                           int
+	limit, end, start                    int
 	gone, closed, shelf                  []int // the columns of a soft delete, an order's closed state, a campaign's off-shelf state (AnyOf)
 	window                               []int // the columns of template.fixed_window
 	expires                              int   // a coupon's expires_at
-	endWall, expiresWall                 bool  // the time column is a DATETIME: a wall clock in the mapping's zone
+	endWall, expiresWall, startWall      bool  // the time column is a DATETIME: a wall clock in the mapping's zone
 	statusCol, fromCol, toCol            string
 }
 
@@ -203,6 +203,8 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		l.limit, l.end = find("per_user_limit", t.PerUserLimit), find("end_time", t.EndTime.Column)
 		l.shelf, l.endWall = findAll(append(t.Status.anyOf().colRefs("status"), t.Deleted.colRefs("deleted")...)), isDatetime(tbl, l.end)
 		l.window = findAll(t.FixedWindow.colRefs("fixed_window"))
+		l.start = find("start_time", t.StartTime.Column)
+		l.startWall = isDatetime(tbl, l.start)
 	case kindOrder:
 		o := d.m.Orders
 		l.id, l.template, l.user, l.order = find("id", o.ID), find("template", o.Template), find("user", o.User), find("order", o.Order)

@@ -171,6 +171,9 @@ type TemplateTable struct {
 	// current window rather than their own expires_at (e.g. {column: type,
 	// values: [1]}: fixed-window coupons), window.go.
 	FixedWindow AnyOf `yaml:"fixed_window,omitempty"`
+	// StartTime is the campaign's start: a fixed-window coupon used before
+	// it is used_after_expiry too (outside its window).
+	StartTime TimeColumn `yaml:"start_time"`
 	// Source names the one source that holds the table, in a mapping with
 	// sources (onesource.go); empty: every source holds a copy.
 	Source string `yaml:"source"`
@@ -325,7 +328,7 @@ func (m *Mapping) specs() []tableSpec {
 	cols := []colRef{
 		{"id", t.ID, true}, {"total_quota", t.TotalQuota, true}, {"issued", t.Issued, false}, {"used", t.Used, false},
 		{"name", t.Name, false}, {"remaining", t.Remaining, false}, {"per_user_limit", t.PerUserLimit, false},
-		{"end_time", t.EndTime.Column, false}}
+		{"end_time", t.EndTime.Column, false}, {"start_time", t.StartTime.Column, false}}
 	cols = append(append(cols, t.Status.anyOf().colRefs("status")...), t.Deleted.colRefs("deleted")...)
 	cols = append(cols, t.FixedWindow.colRefs("fixed_window")...)
 	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, source: m.followsTemplates(), cols: cols})
@@ -380,7 +383,8 @@ func (m *Mapping) Validate() error {
 	errs = append(errs, m.validateShelf()...)
 	errs = append(errs, m.validateWindow()...)
 	errs = append(errs, m.validateTimeZone()...)
-	for role, c := range map[string]TimeColumn{"user_coupon.expires_at": m.UserCoupon.ExpiresAt, "template.end_time": m.Template.EndTime} {
+	for role, c := range map[string]TimeColumn{"user_coupon.expires_at": m.UserCoupon.ExpiresAt, "template.end_time": m.Template.EndTime,
+		"template.start_time": m.Template.StartTime} {
 		if p := c.validUnit(); p != "" {
 			bad("%s: %s", role, p)
 		}

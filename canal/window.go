@@ -9,7 +9,8 @@ import "fmt"
 // AnyOf on the campaign's columns, e.g. {column: type, values: [1]}) names
 // those campaigns: their coupons' own expires_at does not bind, their
 // campaign's end (template.end_time) in force at the use's binlog position
-// does. Other campaigns' coupons (a relative validity: N days from the
+// does, and so does its start (template.start_time: a use before it is
+// outside the window too). Other campaigns' coupons (a relative validity: N days from the
 // claim) keep their own end. The state is followed from the binlog like
 // the campaign's other rules.
 
@@ -19,6 +20,9 @@ func (m *Mapping) validateWindow() []error {
 	errs := t.FixedWindow.validate("template", "fixed_window", "value", "{column: type, values: [1]}")
 	if len(t.FixedWindow) > 0 && (m.reference || t.EndTime.Column == "" || m.UserCoupon.ExpiresAt.Column == "") {
 		errs = append(errs, fmt.Errorf("mapping: template.fixed_window says which coupons follow their campaign's end rather than their own: it needs template.end_time and user_coupon.expires_at"))
+	}
+	if t.StartTime.Column != "" && len(t.FixedWindow) == 0 {
+		errs = append(errs, fmt.Errorf("mapping: template.start_time judges the uses of fixed-window coupons: it needs template.fixed_window"))
 	}
 	return errs
 }

@@ -45,6 +45,8 @@ func (c endTimes) judge(_ context.Context, b *batch) ([]Anomaly, error) {
 		switch {
 		case info.Ended(t.At):
 			after = fmt.Sprintf("its template %d ended at %s", t.Template, info.EndTime.UTC().Format(time.DateTime))
+		case used && info.Outside(t.At):
+			after = fmt.Sprintf("before its template %d's window opened at %s", t.Template, info.StartTime.UTC().Format(time.DateTime))
 		case !info.Window && !t.Expires.IsZero() && t.At.After(t.Expires): // a fixed window's coupons follow its end (canal/window.go)
 			after = fmt.Sprintf("its own expiry at %s", t.Expires.UTC().Format(time.DateTime))
 		default:
