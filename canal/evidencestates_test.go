@@ -1,6 +1,7 @@
 package canal
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -88,4 +89,43 @@ func TestDecodeEvidenceStates(t *testing.T) {
 		return Redemption{ID: id, Coupon: 5, Channel: "legacy", Order: "o1", At: testAt, After: after, Deleted: deleted}
 	}
 	require.Equal(t, []Redemption{r(1, 0, false), r(1, 1, true), r(2, 1, false), r(2, 1, true)}, b.Redemptions)
+}
+
+// mapping check finds each state column of the evidence table (on
+// redemption_log and through an orders role naming it), and each column of
+// a fixed window, and wants integers (a time for start_time).
+func TestMappingCheckEvidenceStatesAndWindow(t *testing.T) {
+	ctx := context.Background()
+	db, _, dbName, exec := testDatabase(t)
+	createLegacyTables(t, ctx, exec)
+	exec("ALTER TABLE t_writeoff ADD COLUMN is_del TINYINT NOT NULL DEFAULT 0, ADD COLUMN refund VARCHAR(8) NULL")
+	exec("ALTER TABLE t_coupon_tpl ADD COLUMN kind TINYINT NOT NULL DEFAULT 1, ADD COLUMN ends DATETIME NULL, ADD COLUMN starts INT NULL")
+	legacy := strings.Replace(legacyYAML, "schema: legacydb", "schema: "+dbName, 1)
+	y := strings.Replace(legacy, "order: order_no}", "order: order_no, deleted: {column: is_del, values: [1]}}", 1) +
+		"orders: {table: t_writeoff, id: id, closed: [{column: refund, values: [2]}, {column: gone, values: [1]}]}\n"
+	y = strings.Replace(y, "total_quota: budget}", "total_quota: budget, end_time: ends, start_time: starts, fixed_window: {column: kind, values: [1]}}", 1)
+	m, err := LoadMapping([]byte(y))
+	require.NoError(t, err)
+	err = m.Check(ctx, db)
+	require.ErrorContains(t, err, `redemption_log.orders.closed[1] names column "gone" but `+dbName+`.t_writeoff has no such column`)
+
+	exec("ALTER TABLE t_writeoff ADD COLUMN gone TINYINT NULL")
+	require.NoError(t, m.Check(ctx, db))
+	r, err := m.Inspect(ctx, db)
+	require.NoError(t, err)
+	errs := strings.Join(r.Errors, "\n")
+	require.Len(t, r.Errors, 2, errs)
+	require.Contains(t, errs, "redemption_log.orders.closed[0] names "+dbName+".t_writeoff.refund, a varchar(8) column; it must be an integer")
+	require.Contains(t, errs, "template.start_time names "+dbName+".t_coupon_tpl.starts, a int(11) column; it must be a DATETIME or TIMESTAMP")
+	var roles []string
+	for _, role := range r.Roles {
+		roles = append(roles, role.Role)
+	}
+	require.Subset(t, roles, []string{"redemption_log.deleted", "redemption_log.orders.closed[1]", "template.fixed_window", "template.start_time"})
+
+	exec("ALTER TABLE t_writeoff MODIFY refund TINYINT NULL")
+	exec("ALTER TABLE t_coupon_tpl MODIFY starts DATETIME NULL")
+	r, err = m.Inspect(ctx, db)
+	require.NoError(t, err)
+	require.Empty(t, r.Errors)
 }
