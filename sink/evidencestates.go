@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
@@ -147,18 +148,8 @@ func unproved(keys map[redemptionKey]*evidenceKey, c int64, order string) (redem
 		return redemptionKey{}, false
 	}
 	// the same one whatever the map's order, so that a replay decides alike
-	slices.SortFunc(found, func(a, b redemptionKey) int { return cmpStrings(a.order, b.order) })
+	slices.SortFunc(found, func(a, b redemptionKey) int { return strings.Compare(a.order, b.order) })
 	return found[0], true
-}
-
-func cmpStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // settleOne answers one pending move into USED of the coupon by a new row
