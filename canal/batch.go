@@ -94,6 +94,10 @@ type Redemption struct {
 	Order    string
 	At       time.Time // binlog event timestamp
 	Deleted  bool
+	// After is how many of the batch's Transitions precede the row in the
+	// binlog: with evidence states a row may be closed between two uses
+	// of its coupon in one batch, so its uses are judged in binlog order.
+	After int
 }
 
 // OrderRow is one row of a shop's order table (evidence order_table)
@@ -162,12 +166,16 @@ type TemplateChange struct {
 	PrevKnown        bool
 	Limit, PrevLimit int64     // per-user limit; 0: none (NULL, 0, negative or unmapped)
 	End, PrevEnd     time.Time // end time (UTC); zero: none (NULL, a zero date or unmapped)
+	Start, PrevStart time.Time // start time (template.start_time), as End
 	// Unlimited: the budget is one of template.unlimited (Known is then
 	// false: nothing to judge over-issue against). OffShelf: the campaign
 	// is off the shelf (template.status or template.deleted, shelf.go).
 	Unlimited, PrevUnlimited bool
 	OffShelf, PrevOffShelf   bool
-	Inserted, Deleted        bool
+	// Window: the campaign's coupons follow its current window
+	// (template.fixed_window, window.go), not their own expiry.
+	Window, PrevWindow bool
+	Inserted, Deleted  bool
 	// After is how many of the batch's Transitions precede the change in
 	// the binlog: it is in force from Transitions[After] on.
 	After int
@@ -246,10 +254,13 @@ func (b *Batch) reset() {
 // appendTx appends the rows of one committed transaction.
 func (b *Batch) appendTx(tx *Batch) {
 	b.Transitions = append(b.Transitions, tx.Transitions...)
-	b.Redemptions = append(b.Redemptions, tx.Redemptions...)
 	b.Flows = append(b.Flows, tx.Flows...)
 	b.Quotas = append(b.Quotas, tx.Quotas...)
 	before := len(b.Transitions) - len(tx.Transitions) // the tx's Transitions are appended already
+	for _, r := range tx.Redemptions {
+		r.After += before
+		b.Redemptions = append(b.Redemptions, r)
+	}
 	for _, t := range tx.Templates {
 		t.After += before
 		b.Templates = append(b.Templates, t)

@@ -70,7 +70,11 @@ func (m *Mapping) Checks() []CheckState {
 		ends = append(ends, m.col(t.Table, t.EndTime.Column))
 	}
 	if uc.ExpiresAt.Column != "" {
-		ends = append(ends, m.col(uc.Table, uc.ExpiresAt.Column))
+		own := m.col(uc.Table, uc.ExpiresAt.Column)
+		if len(t.FixedWindow) > 0 {
+			own += fmt.Sprintf(" (not for a fixed-window campaign: %s)", t.FixedWindow.Text(func(c string) string { return m.col(t.Table, c) }))
+		}
+		ends = append(ends, own)
 	}
 	if len(ends) == 0 {
 		cs = append(cs, off("used_after_expiry", "no template.end_time, no user_coupon.expires_at"))
@@ -131,6 +135,11 @@ func (m *Mapping) evidenceChecks() []CheckState {
 			m.qualified(m.RedemptionLog.Table))
 		dup.On, dup.Detail = true, fmt.Sprintf("two rows of one (coupon, order) in %s", m.qualified(m.RedemptionLog.Table))
 		double.Detail = "redemption_evidence is table: duplicate_redemption instead"
+		if live := m.liveEvidence(); live != "" {
+			missing.Detail += live
+			dup.Detail += live
+			double.On, double.Detail = true, fmt.Sprintf("live rows of two orders in %s on one coupon%s", m.qualified(m.RedemptionLog.Table), live)
+		}
 	case EvidenceCouponOrder:
 		missing.On, missing.Detail = true, fmt.Sprintf("a coupon becoming USED with a NULL %s, or with the order it kept when given back%s",
 			m.col(uc.Table, uc.Order), m.openOrders())
@@ -180,6 +189,16 @@ func (m *Mapping) openOrders() string {
 		return fmt.Sprintf(", unless that order is open in %s (not %s)", m.qualified(o.Table), strings.Join(not, ", "))
 	}
 	return fmt.Sprintf(" (open orders only; not %s)", strings.Join(not, ", "))
+}
+
+// liveEvidence says which write-off rows count (evidence states: closed
+// and soft-deleted ones do not); "" when the table has no states.
+func (m *Mapping) liveEvidence() string {
+	ended := m.EvidenceEnded()
+	if len(ended) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (live rows only; not %s)", ended.Text(func(c string) string { return m.col(m.RedemptionLog.Table, c) }))
 }
 
 // col is schema.table.column of a mapped column.

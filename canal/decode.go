@@ -46,10 +46,11 @@ type layout struct {
 	user                                 int
 	coupon, kind, seq, from, to          int
 	quota, claimed                       int
-	limit, end                           int
+	limit, end, start                    int
 	gone, closed, shelf                  []int // the columns of a soft delete, an order's closed state, a campaign's off-shelf state (AnyOf)
+	window                               []int // the columns of template.fixed_window
 	expires                              int   // a coupon's expires_at
-	endWall, expiresWall                 bool  // the time column is a DATETIME: a wall clock in the mapping's zone
+	endWall, expiresWall, startWall      bool  // the time column is a DATETIME: a wall clock in the mapping's zone
 	statusCol, fromCol, toCol            string
 }
 
@@ -185,6 +186,8 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		r := d.m.RedemptionLog
 		l.id, l.coupon, l.order = find("id", r.ID), find("coupon", r.Coupon), find("order", r.Order)
 		l.template, l.channel = find("template", r.Template), find("channel", r.Channel)
+		_, states := d.m.evidenceStates()
+		l.closed = findAll(states)
 	case kindQuota:
 		q := d.m.ChannelQuota
 		l.template, l.channel = find("template", q.Template), find("channel", q.Channel)
@@ -199,6 +202,9 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		l.id, l.quota = find("id", t.ID), find("total_quota", t.TotalQuota)
 		l.limit, l.end = find("per_user_limit", t.PerUserLimit), find("end_time", t.EndTime.Column)
 		l.shelf, l.endWall = findAll(append(t.Status.anyOf().colRefs("status"), t.Deleted.colRefs("deleted")...)), isDatetime(tbl, l.end)
+		l.window = findAll(t.FixedWindow.colRefs("fixed_window"))
+		l.start = find("start_time", t.StartTime.Column)
+		l.startWall = isDatetime(tbl, l.start)
 	case kindOrder:
 		o := d.m.Orders
 		l.id, l.template, l.user, l.order = find("id", o.ID), find("template", o.Template), find("user", o.User), find("order", o.Order)
@@ -277,31 +283,51 @@ func (d *decoder) undecodable(l *layout, row []any, col, value string, b *Batch)
 	}
 }
 
+// redemption decodes the rows of the write-off table. A row is inserted or
+// deleted; an UPDATE matters only with evidence states (evidencestates.go):
+// a row moving into an ended state is deleted, back out of it inserted,
+// and one moved to another coupon or order is the before image deleted and
+// the after image inserted. A row inserted ended is not seen.
 func (d *decoder) redemption(l *layout, action string, rows [][]any, at time.Time, b *Batch) error {
-	if action == gocanal.UpdateAction {
-		return nil // a redemption is inserted or deleted; updates change nothing it counts
+	ended := d.m.EvidenceEnded()
+	if action == gocanal.UpdateAction && len(ended) == 0 {
+		return nil // updates change nothing a stateless write-off table counts
 	}
-	for _, row := range rows {
+	type image struct {
+		Redemption
+		ok    bool // the coupon is not NULL
+		ended bool
+	}
+	decode := func(row []any) (image, error) {
 		id, err := intCol(l, row, l.id, "id")
 		if err != nil {
-			return err
+			return image{}, err
 		}
 		cp, ok, err := requiredInt(l, row, l.coupon, "coupon")
 		if err != nil {
-			return err
+			return image{}, err
 		}
 		if !ok {
 			d.undecodable(l, row, d.m.RedemptionLog.Coupon, "NULL", b)
-			continue
+			return image{}, nil
 		}
 		tpl, err := intCol(l, row, l.template, "template")
 		if err != nil {
-			return err
+			return image{}, err
 		}
-		b.Redemptions = append(b.Redemptions, Redemption{ID: id, Coupon: cp, Template: tpl, Channel: d.channel(row, l.channel),
-			Order: strCol(row, l.order), At: at, Deleted: action == gocanal.DeleteAction})
+		img := image{Redemption: Redemption{ID: id, Coupon: cp, Template: tpl, Channel: d.channel(row, l.channel), Order: strCol(row, l.order), At: at,
+			After: len(b.Transitions)}, ok: true}
+		if img.ended, err = ended.matchRow(row, l.closed); err != nil {
+			return image{}, fmt.Errorf("decode %s (evidence states): %w", l.name, err)
+		}
+		return img, nil
 	}
-	return nil
+	return endedImages(action, rows, decode, func(img image) bool { return img.ok && !img.ended },
+		func(before, after image) bool { return before.Coupon != after.Coupon || before.Order != after.Order },
+		func(img image, deleted bool) {
+			img.Deleted = deleted
+			b.Redemptions = append(b.Redemptions, img.Redemption)
+		})
 }
 
 func (d *decoder) quota(l *layout, action string, rows [][]any, b *Batch) error {

@@ -89,7 +89,7 @@ func TestTailerLegacySchema(t *testing.T) {
 		tr(4, coupon.None, coupon.Available, ""),
 	}, strip(ts))
 	require.Len(t, rs, 1)
-	require.Equal(t, Redemption{ID: 1, Coupon: 1, Channel: "legacy", Order: "o1", At: rs[0].At}, rs[0])
+	require.Equal(t, Redemption{ID: 1, Coupon: 1, Channel: "legacy", Order: "o1", At: rs[0].At, After: rs[0].After}, rs[0]) // After: batch-relative
 	require.Empty(t, qs)
 	var tpls []TemplateChange
 	for _, b := range batches {

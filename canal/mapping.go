@@ -124,6 +124,11 @@ type RedemptionLogTable struct {
 	Order    string `yaml:"order"`
 	Template string `yaml:"template"`
 	Channel  string `yaml:"channel"`
+	// Closed and Deleted optionally say when a row no longer proves a use
+	// (an order cancelled or refunded, a soft delete), each one column and
+	// its values or several (evidencestates.go).
+	Closed  AnyOf `yaml:"closed,omitempty"`
+	Deleted AnyOf `yaml:"deleted,omitempty"`
 }
 
 // TemplateTable maps the campaign table. A legacy mapping without channel
@@ -162,6 +167,13 @@ type TemplateTable struct {
 	Unlimited []int64     `yaml:"unlimited,omitempty"`
 	Status    ShelfStates `yaml:"status,omitempty"`
 	Deleted   AnyOf       `yaml:"deleted,omitempty"`
+	// FixedWindow says which campaigns' coupons follow the campaign's
+	// current window rather than their own expires_at (e.g. {column: type,
+	// values: [1]}: fixed-window coupons), window.go.
+	FixedWindow AnyOf `yaml:"fixed_window,omitempty"`
+	// StartTime is the campaign's start: a fixed-window coupon used before
+	// it is used_after_expiry too (outside its window).
+	StartTime TimeColumn `yaml:"start_time"`
 	// Source names the one source that holds the table, in a mapping with
 	// sources (onesource.go); empty: every source holds a copy.
 	Source string `yaml:"source"`
@@ -293,9 +305,10 @@ func (m *Mapping) specs() []tableSpec {
 	}
 	switch m.RedemptionEvidence() {
 	case EvidenceTable:
-		s = append(s, tableSpec{key: "redemption_log", kind: kindRedemption, table: r.Table, source: true, cols: []colRef{
+		_, states := m.evidenceStates()
+		s = append(s, tableSpec{key: "redemption_log", kind: kindRedemption, table: r.Table, source: true, cols: append([]colRef{
 			{"id", r.ID, true}, {"coupon", r.Coupon, true}, {"order", r.Order, false},
-			{"template", r.Template, false}, {"channel", r.Channel, false}}})
+			{"template", r.Template, false}, {"channel", r.Channel, false}}, states...)})
 	case EvidenceOrderTable, EvidenceCouponOrder:
 		if o := m.Orders; o != nil {
 			s = append(s, m.orderSpec(o))
@@ -319,8 +332,9 @@ func (m *Mapping) specs() []tableSpec {
 	cols := []colRef{
 		{"id", t.ID, true}, {"total_quota", t.TotalQuota, true}, {"issued", t.Issued, false}, {"used", t.Used, false},
 		{"name", t.Name, false}, {"remaining", t.Remaining, false}, {"per_user_limit", t.PerUserLimit, false},
-		{"end_time", t.EndTime.Column, false}}
+		{"end_time", t.EndTime.Column, false}, {"start_time", t.StartTime.Column, false}}
 	cols = append(append(cols, t.Status.anyOf().colRefs("status")...), t.Deleted.colRefs("deleted")...)
+	cols = append(cols, t.FixedWindow.colRefs("fixed_window")...)
 	s = append(s, tableSpec{key: "template", kind: kindTemplate, table: t.Table, source: m.followsTemplates(), cols: cols})
 	return s
 }
@@ -368,10 +382,13 @@ func (m *Mapping) Validate() error {
 		}
 	}
 	errs = append(errs, m.validateEvidence()...)
+	errs = append(errs, m.validateEvidenceStates()...)
 	errs = append(errs, m.validateStates()...)
 	errs = append(errs, m.validateShelf()...)
+	errs = append(errs, m.validateWindow()...)
 	errs = append(errs, m.validateTimeZone()...)
-	for role, c := range map[string]TimeColumn{"user_coupon.expires_at": m.UserCoupon.ExpiresAt, "template.end_time": m.Template.EndTime} {
+	for role, c := range map[string]TimeColumn{"user_coupon.expires_at": m.UserCoupon.ExpiresAt, "template.end_time": m.Template.EndTime,
+		"template.start_time": m.Template.StartTime} {
 		if p := c.validUnit(); p != "" {
 			bad("%s: %s", role, p)
 		}
@@ -431,12 +448,10 @@ func (m *Mapping) validateEvidence() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("mapping: "+format, args...)) }
 	ev := m.RedemptionEvidence()
-	hasLog := m.RedemptionLog != (RedemptionLogTable{})
+	rl := m.RedemptionLog
+	hasLog := rl.Table != "" || rl.ID != "" || rl.Coupon != "" || rl.Order != "" || rl.Template != "" || rl.Channel != ""
 	switch ev {
-	case EvidenceTable:
-		if m.Orders != nil {
-			bad("orders is mapped but redemption_evidence is table; set redemption_evidence: order_table to use it")
-		}
+	case EvidenceTable: // orders: validateEvidenceStates
 	case EvidenceCouponOrder, EvidenceOrderTable, EvidenceNone:
 		if hasLog {
 			bad("redemption_log is mapped but redemption_evidence is %s; leave redemption_log out, or set redemption_evidence: table", ev)
@@ -494,7 +509,8 @@ func (m *Mapping) followsBudgets() bool { return !m.reference && m.ChannelQuota 
 // shelf states.
 func (m *Mapping) followsTemplates() bool {
 	t := m.Template
-	return m.followsBudgets() || (!m.reference && (t.PerUserLimit != "" || t.EndTime.Column != "" || len(t.Status) > 0 || len(t.Deleted) > 0))
+	return m.followsBudgets() || (!m.reference && (t.PerUserLimit != "" || t.EndTime.Column != "" || len(t.Status) > 0 || len(t.Deleted) > 0 ||
+		len(t.FixedWindow) > 0))
 }
 
 // SourceTables lists the subscribed tables as schema.table: user_coupon,

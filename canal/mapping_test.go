@@ -156,7 +156,7 @@ func TestLoadMappingEvidence(t *testing.T) {
 		{"order_table without orders", noLog + "redemption_evidence: order_table\n", "redemption_evidence order_table needs orders"},
 		{"order_table without a user", strings.Replace(noLog, "user: uid, ", "", 1) + "redemption_evidence: order_table\n" + orders,
 			"redemption_evidence order_table needs user_coupon.user"},
-		{"orders without order_table", legacyYAML + orders, "orders is mapped but redemption_evidence is table"},
+		{"orders without order_table", legacyYAML + orders, "orders is mapped but redemption_evidence is table; with table evidence orders may only name the evidence table itself"},
 		{"orders missing a column", noLog + "redemption_evidence: order_table\norders: {table: t_order, id: id, template: tpl_id}\n",
 			"orders.user is required"},
 		{"per-user limit without a user", strings.NewReplacer("user: uid, ", "", "total_quota: budget", "total_quota: budget, per_user_limit: per_limit").Replace(legacyYAML),

@@ -3,8 +3,6 @@ package canal
 import (
 	"fmt"
 	"time"
-
-	gocanal "github.com/go-mysql-org/go-mysql/canal"
 )
 
 // orders decodes the rows of a shop's order table (evidence order_table)
@@ -33,18 +31,10 @@ func (d *decoder) orders(l *layout, action string, rows [][]any, at time.Time, b
 		img.ended = img.ended || gone(o.Deleted, row, l.gone)
 		return img, nil
 	}
-	add := func(img image, deleted bool) {
-		if img.Template != 0 && !img.ended {
+	return endedImages(action, rows, decode, func(img image) bool { return img.Template != 0 && !img.ended },
+		func(before, after image) bool { return before.Template != after.Template || before.User != after.User },
+		func(img image, deleted bool) {
 			img.Deleted = deleted
 			b.Orders = append(b.Orders, img.OrderRow)
-		}
-	}
-	return images(action, rows, decode, func(img image) {
-		add(img, action == gocanal.DeleteAction)
-	}, func(before, after image) {
-		if before.Template != after.Template || before.User != after.User || before.ended != after.ended {
-			add(before, true)
-			add(after, false)
-		}
-	})
+		})
 }

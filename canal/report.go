@@ -192,7 +192,7 @@ func classOf(key, unit string) string {
 	switch {
 	case key == "channel" || key == "order" || key == "user" || key == "name" || key == "kind":
 		return classScalar
-	case (key == "end_time" || key == "expires_at") && unit == "":
+	case (key == "end_time" || key == "start_time" || key == "expires_at") && unit == "":
 		return classTime
 	}
 	return classInt // ids, template, coupon, status codes, budgets, limits, counts, seq

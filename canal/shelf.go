@@ -94,6 +94,9 @@ func (d *decoder) decodeShelf(l *layout, row []any, tc *TemplateChange) error {
 	if tc.OffShelf, err = t.OffShelfWhen().matchRow(row, l.shelf); err != nil {
 		return fmt.Errorf("decode %s (status or deleted): %w", l.name, err)
 	}
+	if tc.Window, err = t.FixedWindow.matchRow(row, l.window); err != nil {
+		return fmt.Errorf("decode %s (fixed_window): %w", l.name, err)
+	}
 	return nil
 }
 

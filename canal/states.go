@@ -3,6 +3,7 @@ package canal
 import (
 	"fmt"
 
+	gocanal "github.com/go-mysql-org/go-mysql/canal"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -129,6 +130,28 @@ func (m *Mapping) validateStates() []error {
 		bad("with redemption_evidence coupon_order, orders says which orders are open: it needs order (the number the coupon row keeps), and status and closed (or closed conditions on other columns)")
 	}
 	return errs
+}
+
+// endedImages hands emit the images of a table whose rows may end without
+// a DELETE (an order closed, a row soft-deleted): only those that count. An
+// INSERT or a DELETE is emitted as such; an UPDATE that moves the row
+// (moved) or takes it into or out of counting is the before image deleted
+// and the after image inserted, other UPDATEs are not emitted.
+func endedImages[T any](action string, rows [][]any, decode func([]any) (T, error), counts func(T) bool, moved func(before, after T) bool,
+	emit func(img T, deleted bool)) error {
+	add := func(img T, deleted bool) {
+		if counts(img) {
+			emit(img, deleted)
+		}
+	}
+	return images(action, rows, decode, func(img T) {
+		add(img, action == gocanal.DeleteAction)
+	}, func(before, after T) {
+		if counts(before) != counts(after) || moved(before, after) {
+			add(before, true)
+			add(after, false)
+		}
+	})
 }
 
 // gone says whether row is soft-deleted: a column of d (at idx) holds one

@@ -209,7 +209,7 @@ func TestTailerEndToEnd(t *testing.T) {
 	ts, rs, qs := allOf(batches)
 	require.Equal(t, want, strip(ts))
 	require.Len(t, rs, 1)
-	require.Equal(t, Redemption{ID: 1, Coupon: 1, Template: 3, Channel: "app", Order: "o1", At: rs[0].At}, rs[0])
+	require.Equal(t, Redemption{ID: 1, Coupon: 1, Template: 3, Channel: "app", Order: "o1", At: rs[0].At, After: rs[0].After}, rs[0]) // After: batch-relative
 	require.WithinDuration(t, time.Now(), rs[0].At, time.Minute)
 	require.Equal(t, []QuotaChange{{Template: 3, Channel: "app", Quota: 1000, Inserted: true}, {Template: 3, Channel: "app", Quota: 1000, Claimed: 103, Updated: true, PrevQuota: 1000}}, qs)
 

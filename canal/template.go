@@ -14,7 +14,7 @@ func (m *Mapping) FollowsTemplates() bool { return m.followsTemplates() }
 
 // template decodes the rows of a subscribed template table into template
 // changes. An UPDATE that changes none of the id, the budget, the per-user
-// limit, the end time and the shelf state (a shop's remaining-stock column moving on each
+// limit, the end time, the shelf state and the window rule (a shop's remaining-stock column moving on each
 // claim) is not emitted.
 func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) error {
 	image := func(row []any) (TemplateChange, error) {
@@ -37,6 +37,11 @@ func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) err
 				return t, fmt.Errorf("decode %s (end_time column): %w", l.name, err)
 			}
 		}
+		if l.start >= 0 {
+			if t.Start, err = d.timeCol(row[l.start], l.startWall, d.m.Template.StartTime); err != nil {
+				return t, fmt.Errorf("decode %s (start_time column): %w", l.name, err)
+			}
+		}
 		return t, d.decodeShelf(l, row, &t)
 	}
 	return images(action, rows, image, func(t TemplateChange) {
@@ -55,9 +60,10 @@ func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) err
 			after.Inserted = true
 			b.Templates = append(b.Templates, before, after)
 		case before.Quota != after.Quota || before.Known != after.Known || before.Limit != after.Limit || !before.End.Equal(after.End) ||
-			before.Unlimited != after.Unlimited || before.OffShelf != after.OffShelf:
+			before.Unlimited != after.Unlimited || before.OffShelf != after.OffShelf || before.Window != after.Window || !before.Start.Equal(after.Start):
 			after.PrevQuota, after.PrevKnown, after.PrevLimit, after.PrevEnd = before.Quota, before.Known, before.Limit, before.End
-			after.PrevUnlimited, after.PrevOffShelf = before.Unlimited, before.OffShelf
+			after.PrevStart = before.Start
+			after.PrevUnlimited, after.PrevOffShelf, after.PrevWindow = before.Unlimited, before.OffShelf, before.Window
 			b.Templates = append(b.Templates, after)
 		}
 	})
@@ -67,5 +73,5 @@ func (d *decoder) template(l *layout, action string, rows [][]any, b *Batch) err
 // before image is what the template held until then.
 func (t *TemplateChange) keepAsPrev() {
 	t.PrevQuota, t.PrevKnown, t.PrevLimit, t.PrevEnd = t.Quota, t.Known, t.Limit, t.End
-	t.PrevUnlimited, t.PrevOffShelf = t.Unlimited, t.OffShelf
+	t.PrevUnlimited, t.PrevOffShelf, t.PrevWindow, t.PrevStart = t.Unlimited, t.OffShelf, t.Window, t.Start
 }

@@ -57,13 +57,15 @@ func (c TimeColumn) FromUnix(n int64) time.Time {
 }
 
 // timeColumn is the time column of a table's role (its YAML keys), or
-// none: user_coupon.expires_at and template.end_time.
+// none: user_coupon.expires_at, template.end_time and template.start_time.
 func (m *Mapping) timeColumn(table, key string) TimeColumn {
 	switch {
 	case table == "user_coupon" && key == "expires_at":
 		return m.UserCoupon.ExpiresAt
 	case table == "template" && key == "end_time":
 		return m.Template.EndTime
+	case table == "template" && key == "start_time":
+		return m.Template.StartTime
 	}
 	return TimeColumn{}
 }

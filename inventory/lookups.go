@@ -13,8 +13,8 @@ import (
 
 // The lookups of the cdc's anomaly checks, on the source tables.
 
-// Redeemed returns, for the given coupons, the orders of their redemption
-// rows ("" when the mapping names no order column), looked up in every
+// Redeemed returns, for the given coupons, the orders of their live
+// redemption rows ("" when the mapping names no order column), looked up in every
 // shard of a sharded redemption table: a row may be in another shard than
 // its coupon.
 func (s *Queries) Redeemed(ctx context.Context, q Querier, coupons []int64) (map[int64][]string, error) {
@@ -29,8 +29,8 @@ func (s *Queries) Redeemed(ctx context.Context, q Querier, coupons []int64) (map
 	out := map[int64][]string{}
 	err := inChunks(coupons, 1000, func(chunk []int64) error {
 		return s.each(rl.Table, func(table string) error {
-			query := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(rl.Coupon), order,
-				table, quoteIdent(rl.Coupon), sqltx.Placeholders(len(chunk)))
+			query := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s IN (%s)%s", quoteIdent(rl.Coupon), order,
+				table, quoteIdent(rl.Coupon), sqltx.Placeholders(len(chunk)), andAlso(s.liveEvidence()))
 			return sqltx.EachRow(ctx, q, query, sqltx.Int64Args(chunk), func(rows *sql.Rows) error {
 				var c int64
 				var o string
@@ -80,7 +80,7 @@ func (s *Queries) PairsOf(ctx context.Context, q Querier, coupons []int64) (map[
 	return out, nil
 }
 
-// RedemptionKeys counts the redemption rows per (coupon, order) — the
+// RedemptionKeys counts the live redemption rows per (coupon, order) — the
 // order as bytes, "" when it is NULL or not mapped — over every shard of a
 // sharded redemption table, and hands each to fn; with duplicatesOnly,
 // only those with more than one row (in one shard or in several).
@@ -97,7 +97,7 @@ func (s *Queries) RedemptionKeys(ctx context.Context, q Querier, duplicatesOnly 
 	if duplicatesOnly {
 		having = "> 1"
 	}
-	query, args, err := s.groupCount(rl.Table, []string{quoteIdent(rl.Coupon), order}, "", nil, having)
+	query, args, err := s.groupCount(rl.Table, []string{quoteIdent(rl.Coupon), order}, s.liveEvidence(), nil, having)
 	if err != nil {
 		return err
 	}
@@ -152,6 +152,30 @@ func (s *Queries) LastUsedCoupon(ctx context.Context, q Querier, template int64,
 		return 0, fmt.Errorf("look up the last USED coupon in %s: %w", s.named(uc.Table), err)
 	}
 	return id, nil
+}
+
+// UsedAmong returns which of the coupons are live and USED, looked up in
+// every shard of a sharded coupon table.
+func (s *Queries) UsedAmong(ctx context.Context, q Querier, coupons []int64) (map[int64]bool, error) {
+	uc := s.m.UserCoupon
+	codes := s.m.Codes(coupon.Used)
+	out := map[int64]bool{}
+	err := inChunks(coupons, 1000, func(chunk []int64) error {
+		return s.each(uc.Table, func(table string) error {
+			query := fmt.Sprintf("SELECT %s FROM %s WHERE %s IN (%s) AND %s IN (%s)%s", quoteIdent(uc.ID), table, quoteIdent(uc.ID),
+				sqltx.Placeholders(len(chunk)), quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), andAlso(s.liveCoupon()))
+			return sqltx.EachRow(ctx, q, query, append(sqltx.Int64Args(chunk), sqltx.Int64Args(codes)...), func(rows *sql.Rows) error {
+				var c int64
+				err := rows.Scan(&c)
+				out[c] = true
+				return err
+			})
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("look up USED coupons in %s: %w", s.named(uc.Table), err)
+	}
+	return out, nil
 }
 
 // UserCoupons returns the ids of the live coupons of template whose user

@@ -22,14 +22,32 @@ func (s *Queries) openOrder() string {
 	return and(o.ClosedWhen().NotSQL(quoteIdent), o.Deleted.NotSQL(quoteIdent))
 }
 
-// offShelf is the SELECT expression 1 for a campaign off the shelf, else
-// 0 (always 0 when the mapping names no such state).
-func (s *Queries) offShelf() string {
-	cond := s.m.Template.OffShelfWhen().SQL(quoteIdent)
+// liveEvidence is the condition that leaves out the evidence rows that
+// prove nothing any more, closed or soft-deleted ("": the evidence table
+// has no states).
+func (s *Queries) liveEvidence() string {
+	return s.m.EvidenceEnded().NotSQL(quoteIdent)
+}
+
+// fixedWindow is the SELECT expression 1 for a campaign whose coupons
+// follow its current window, else 0 (template.fixed_window).
+func (s *Queries) fixedWindow() string {
+	return caseWhen(s.m.Template.FixedWindow.SQL(quoteIdent))
+}
+
+// caseWhen is the SELECT expression 1 when cond holds, else 0 (0 when
+// cond is "").
+func caseWhen(cond string) string {
 	if cond == "" {
 		return "0"
 	}
 	return "CASE WHEN " + cond + " THEN 1 ELSE 0 END"
+}
+
+// offShelf is the SELECT expression 1 for a campaign off the shelf, else
+// 0 (always 0 when the mapping names no such state).
+func (s *Queries) offShelf() string {
+	return caseWhen(s.m.Template.OffShelfWhen().SQL(quoteIdent))
 }
 
 // and joins the conditions that are not "" with AND.

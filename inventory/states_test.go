@@ -93,3 +93,40 @@ func testLeaveOutEndedRows(t *testing.T, yaml, coupons, orders string) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{"o1": true, "o4": true, "o6": true}, open)
 }
+
+// An evidence table with states (the orders table as the write-off
+// record): the look-ups of a use and the counts of a bootstrap read its
+// live rows only, closed by either column.
+func TestQueriesLiveEvidenceOnly(t *testing.T) {
+	ctx := context.Background()
+	db, _ := testenv.MySQL(t)
+	var dbName string
+	require.NoError(t, db.QueryRow("SELECT DATABASE()").Scan(&dbName))
+	for _, q := range []string{
+		"CREATE TABLE e_order (id BIGINT NOT NULL PRIMARY KEY, coupon_id BIGINT NOT NULL, sn VARCHAR(16) NOT NULL, is_del TINYINT NULL, refund TINYINT NULL)",
+		`INSERT INTO e_order VALUES (1, 1, 'o1', 0, NULL), (2, 1, 'o2', 0, 2), (3, 2, 'o3', 1, NULL), (4, 2, 'o3', 0, 0), (5, 2, 'o3', NULL, NULL),
+			(6, 3, 'o6', 1, 2)`,
+	} {
+		_, err := db.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+	m, err := canal.LoadMapping([]byte(fmt.Sprintf(`
+schema: %s
+user_coupon: {table: s_coupon, id: id, template: tpl, status: st}
+status: {AVAILABLE: [0], USED: [1], EXPIRED: [2]}
+template: {table: s_tpl, id: id, total_quota: budget}
+redemption_log: {table: e_order, id: id, coupon: coupon_id, order: sn}
+orders: {table: e_order, id: id, closed: [{column: is_del, values: [1]}, {column: refund, values: [2]}]}
+`, dbName)))
+	require.NoError(t, err)
+	src := inventory.NewQueries(m)
+	found, err := src.Redeemed(ctx, db, []int64{1, 2, 3})
+	require.NoError(t, err)
+	require.Equal(t, map[int64][]string{1: {"o1"}, 2: {"o3", "o3"}}, found)
+	keys := map[string]int64{}
+	require.NoError(t, src.RedemptionKeys(ctx, db, false, func(c int64, order string, n int64) error {
+		keys[fmt.Sprint(c, "/", order)] = n
+		return nil
+	}))
+	require.Equal(t, map[string]int64{"1/o1": 1, "2/o3": 2}, keys)
+}

@@ -30,6 +30,17 @@ type TemplateInfo struct {
 	// then false). OffShelf: the campaign is off the shelf (its status or
 	// soft delete): nothing is claimable.
 	Unlimited, OffShelf bool
+	// Window: the campaign's coupons follow its current window, not their
+	// own expiry (template.fixed_window), which opens at StartTime (zero:
+	// none).
+	Window    bool
+	StartTime time.Time
+}
+
+// Outside reports whether a use at t is outside a fixed-window campaign's
+// window: before its start (its end is Ended's).
+func (t TemplateInfo) Outside(at time.Time) bool {
+	return t.Window && !t.StartTime.IsZero() && at.Before(t.StartTime)
 }
 
 // Ended reports whether the template's campaign had ended at t.
@@ -41,7 +52,8 @@ func (t TemplateInfo) Ended(at time.Time) bool { return !t.EndTime.IsZero() && a
 // TemplateInfo belongs here, next to its field.
 func (t TemplateInfo) SameRules(o TemplateInfo) bool {
 	return t.HasBudget == o.HasBudget && t.Budget == o.Budget && t.Unlimited == o.Unlimited &&
-		t.PerUserLimit == o.PerUserLimit && t.EndTime.Equal(o.EndTime) && t.OffShelf == o.OffShelf
+		t.PerUserLimit == o.PerUserLimit && t.EndTime.Equal(o.EndTime) && t.OffShelf == o.OffShelf && t.Window == o.Window &&
+		t.StartTime.Equal(o.StartTime)
 }
 
 // Templates reads the template rows of ids (all of them when ids is nil)
@@ -52,29 +64,32 @@ func (s *Queries) Templates(ctx context.Context, q Querier, ids []int64) (map[in
 	if s.m.TemplateElsewhere() {
 		return map[int64]TemplateInfo{}, nil // on another source: this server has no row (the sums take that source's)
 	}
-	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), optionalColumn(t.Name),
-		optionalColumn(t.Remaining), optionalColumn(t.PerUserLimit), optionalColumn(t.EndTime.Column), s.offShelf(),
-		s.table(t.Table))
+	base := fmt.Sprintf("SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s FROM %s", quoteIdent(t.ID), quoteIdent(t.TotalQuota), optionalColumn(t.Name),
+		optionalColumn(t.Remaining), optionalColumn(t.PerUserLimit), optionalColumn(t.EndTime.Column), s.offShelf(), s.fixedWindow(),
+		optionalColumn(t.StartTime.Column), s.table(t.Table))
 	out := make(map[int64]TemplateInfo, len(ids))
 	scan := func(rows *sql.Rows) error {
 		var v TemplateInfo
 		var budget, remaining, limit sql.NullInt64
-		var offShelf int64
+		var offShelf, window int64
 		var name sql.NullString
-		var end any
-		if err := rows.Scan(&v.ID, &budget, &name, &remaining, &limit, &end, &offShelf); err != nil {
+		var end, start any
+		if err := rows.Scan(&v.ID, &budget, &name, &remaining, &limit, &end, &offShelf, &window, &start); err != nil {
 			return err
 		}
 		v.Name, v.Budget, v.HasBudget, v.PerUserLimit = name.String, budget.Int64, budget.Valid, max(limit.Int64, 0)
 		v.Unlimited = budget.Valid && t.IsUnlimited(budget.Int64)
 		v.HasBudget = v.HasBudget && !v.Unlimited
-		v.OffShelf = offShelf == 1
+		v.OffShelf, v.Window = offShelf == 1, window == 1
 		if remaining.Valid {
 			v.Remaining = &remaining.Int64
 		}
 		var err error
 		if v.EndTime, err = s.m.ReadTime(t.EndTime, end); err != nil {
 			return fmt.Errorf("template %d: %s: %w", v.ID, t.EndTime.Column, err)
+		}
+		if v.StartTime, err = s.m.ReadTime(t.StartTime, start); err != nil {
+			return fmt.Errorf("template %d: %s: %w", v.ID, t.StartTime.Column, err)
 		}
 		out[v.ID] = v
 		return nil

@@ -15,7 +15,8 @@ import (
 // TemplateViews reads the templates of ids as people see a legacy
 // template (view.Template): its row in the template table (Templates),
 // judged ended by the server's clock (serverNow), its AVAILABLE coupons
-// past their own expires_at shown as expired (ExpiredByTime), beside counts (the counters per pair) and quotas (the channel
+// past their own expires_at shown as expired (ExpiredByTime; not those of
+// a fixed-window campaign, which follow its end), beside counts (the counters per pair) and quotas (the channel
 // buckets; nil without), with the mapping's channel labels. A template
 // with neither a row nor counters is absent; the rest are in ids' order.
 func (s *Queries) TemplateViews(ctx context.Context, q Querier, ids []int64, counts map[Pair]*Counts, quotas map[Pair]Quota) ([]view.Template, error) {
@@ -70,7 +71,7 @@ func (s *Queries) TemplateViews(ctx context.Context, q Querier, ids []int64, cou
 			}
 			if t.Ended {
 				ch.Counts, ch.PastEnd = view.PastEnd(ch.Counts)
-			} else if n := byTime[p]; n > 0 {
+			} else if n := byTime[p]; n > 0 && !ti.Window { // a fixed window's coupons follow its end
 				ch.Counts, ch.PastEnd = view.PastOwnExpiry(ch.Counts, n)
 			}
 			t.Counts.Add(ch.Counts)

@@ -14,7 +14,10 @@ import (
 
 // The duplicate_redemption check: cdc_redemption_key counts the
 // redemption rows per (coupon, order) as the binlog shows them, in the
-// batch's transaction with the checkpoint (see redemption.go).
+// batch's transaction with the checkpoint (see redemption.go). With
+// evidence states (canal/evidencestates.go) it counts the live rows only
+// (a row closed is counted down like a deleted one), and a live row of
+// a coupon that already has a live row of another order is a double_spend.
 
 // duplicateRedemptions is the duplicate_redemption check.
 type duplicateRedemptions struct {
@@ -64,6 +67,7 @@ func (s *Sink) countRedemptions(ctx context.Context, tx *sql.Tx, b *canal.Batch)
 		stored[k] = true
 	}
 	var out []Anomaly
+	states := s.cfg.Mapping.EvidenceStates()
 	for i := range b.Redemptions {
 		r := &b.Redemptions[i]
 		k := redemptionKey{r.Coupon, r.Order}
@@ -74,6 +78,9 @@ func (s *Sink) countRedemptions(ctx context.Context, tx *sql.Tx, b *canal.Batch)
 		if counts[k] > 0 {
 			out = append(out, Anomaly{Kind: AnomalyDuplicateRedemption, Coupon: r.Coupon, Order: r.Order,
 				Detail: fmt.Sprintf("redemption %d is row %d of order %q on coupon %d", r.ID, counts[k]+1, r.Order, r.Coupon)})
+		} else if other, ok := liveOrderBesides(counts, k); ok && states {
+			out = append(out, Anomaly{Kind: AnomalyDoubleSpend, Coupon: r.Coupon, Order: r.Order,
+				Detail: fmt.Sprintf("order %q (row %d) uses coupon %d while order %q still holds it: two live evidence rows", r.Order, r.ID, r.Coupon, other)})
 		}
 		counts[k]++
 	}
@@ -102,6 +109,21 @@ func (s *Sink) countRedemptions(ctx context.Context, tx *sql.Tx, b *canal.Batch)
 		return nil, err
 	}
 	return out, s.placeCoupons(ctx, tx, b, out)
+}
+
+// liveOrderBesides returns another order than k's that has a row of k's
+// coupon in counts: with evidence states, only live rows are counted, so
+// the coupon is behind two orders at once. An empty order (NULL) is none.
+func liveOrderBesides(counts map[redemptionKey]int64, k redemptionKey) (string, bool) {
+	if k.order == "" {
+		return "", false
+	}
+	for o, n := range counts {
+		if o.coupon == k.coupon && o.order != k.order && o.order != "" && n > 0 {
+			return o.order, true
+		}
+	}
+	return "", false
 }
 
 // redemptionCounts reads the stored counts of the coupons' keys, locked.
@@ -198,13 +220,61 @@ func (s *Sink) seedRedemptionKeys(ctx context.Context, stx, tx *sql.Tx) ([]Anoma
 	if _, err := tx.ExecContext(ctx, "DELETE FROM cdc_redemption_key WHERE name = ?", s.cfg.Name); err != nil {
 		return nil, fmt.Errorf("clear redemption keys: %w", err)
 	}
-	ins := &rowInserter{tx: tx, what: "write redemption keys", cols: 4,
-		head: "INSERT INTO cdc_redemption_key (name, user_coupon_id, order_id, row_count) VALUES "}
+	ins := &rowInserter{tx: tx, what: "write redemption keys", cols: 5,
+		head: "INSERT INTO cdc_redemption_key (name, user_coupon_id, order_id, row_count, proved) VALUES "}
+	var chunk []seededKey
+	write := func() error {
+		err := s.seedProved(ctx, stx, chunk)
+		for _, k := range chunk {
+			if err == nil {
+				err = ins.add(ctx, s.cfg.Name, k.coupon, k.order, k.live, k.proved)
+			}
+		}
+		chunk = chunk[:0]
+		return err
+	}
 	err = s.src.RedemptionKeys(ctx, stx, false, func(c int64, order string, n int64) error {
-		return ins.add(ctx, s.cfg.Name, c, order, n)
+		if chunk = append(chunk, seededKey{redemptionKey{c, order}, evidenceKey{live: n}}); len(chunk) == 1000 {
+			return write()
+		}
+		return nil
 	})
+	if err == nil {
+		err = write()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("count redemption rows of %s: %w", rl.Table, err)
 	}
 	return out, ins.flush(ctx)
+}
+
+// seededKey is a (coupon, order) a bootstrap counts.
+type seededKey struct {
+	redemptionKey
+	evidenceKey
+}
+
+// seedProved gives, with evidence states, one live row of each coupon
+// USED at the snapshot (stx) the use it proved: its use happened before
+// the snapshot, by one of its live rows (evidencestates.go). A coupon
+// not USED there proves nothing yet: its next use may be the one its row
+// was written for.
+func (s *Sink) seedProved(ctx context.Context, stx *sql.Tx, keys []seededKey) error {
+	if !s.cfg.Mapping.EvidenceStates() || len(keys) == 0 {
+		return nil
+	}
+	coupons := make([]int64, len(keys))
+	for i, k := range keys {
+		coupons[i] = k.coupon
+	}
+	used, err := s.src.UsedAmong(ctx, stx, coupons)
+	if err != nil {
+		return err
+	}
+	for i := range keys {
+		if c := keys[i].coupon; used[c] {
+			keys[i].proved, used[c] = 1, false
+		}
+	}
+	return nil
 }

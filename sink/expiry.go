@@ -27,7 +27,9 @@ func (c endTimes) on() bool {
 // template's end time in force at that point of the binlog (judged by
 // TemplateInfo.Ended at the event's time), or after the coupon's own
 // expiry (its row's expires_at, Transition.Expires): a shop that never
-// writes an expired status still must not take an expired coupon.
+// writes an expired status still must not take an expired coupon. A
+// coupon of a fixed-window campaign (template.fixed_window, in force at
+// that point) is judged by its campaign's end alone.
 func (c endTimes) judge(_ context.Context, b *batch) ([]Anomaly, error) {
 	var out []Anomaly
 	cur := c.s.tplCursor(b)
@@ -43,7 +45,9 @@ func (c endTimes) judge(_ context.Context, b *batch) ([]Anomaly, error) {
 		switch {
 		case info.Ended(t.At):
 			after = fmt.Sprintf("its template %d ended at %s", t.Template, info.EndTime.UTC().Format(time.DateTime))
-		case !t.Expires.IsZero() && t.At.After(t.Expires):
+		case used && info.Outside(t.At):
+			after = fmt.Sprintf("before its template %d's window opened at %s", t.Template, info.StartTime.UTC().Format(time.DateTime))
+		case !info.Window && !t.Expires.IsZero() && t.At.After(t.Expires): // a fixed window's coupons follow its end (canal/window.go)
 			after = fmt.Sprintf("its own expiry at %s", t.Expires.UTC().Format(time.DateTime))
 		default:
 			continue

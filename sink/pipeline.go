@@ -252,13 +252,14 @@ type batch struct {
 	templates map[int64]tplChange                  // its template changes (a mapping that follows templates)
 	rulesRead map[int64]bool                       // template rules read from the template table, saved with this batch
 
-	tx           *sql.Tx                // the batch's transaction, during the commit stages
-	tail         []statement            // the statements sent with the checkpoint (groupcommit.go)
-	anomalies    []Anomaly              // found so far, in the order of the checks
-	pendingDirty map[redemptionKey]bool // pending redemption checks the batch changed (saved with it)
-	decide       bool                   // a heartbeat must commit: a check decides in the transaction
-	released     []release              // the releases the batch applied
-	openOrders   map[string]bool        // evidence coupon_order: the kept orders that are open (evidence.go)
+	tx           *sql.Tx                       // the batch's transaction, during the commit stages
+	tail         []statement                   // the statements sent with the checkpoint (groupcommit.go)
+	anomalies    []Anomaly                     // found so far, in the order of the checks
+	pendingDirty map[redemptionKey]bool        // pending redemption checks the batch changed (saved with it)
+	decide       bool                          // a heartbeat must commit: a check decides in the transaction
+	released     []release                     // the releases the batch applied
+	openOrders   map[string]bool               // evidence coupon_order: the kept orders that are open (evidence.go)
+	proved       map[redemptionKey]evidenceKey // evidence states: the keys whose proved uses the batch changed (evidencestates.go)
 }
 
 // newBatch is b's state before the pipeline's first step.

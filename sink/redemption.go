@@ -71,7 +71,14 @@ func (w *redemptionWait) judge(ctx context.Context, b *batch) ([]Anomaly, error)
 	return w.judgeRedemptions(ctx, b)
 }
 
-func (w *redemptionWait) save(ctx context.Context, b *batch) error { return w.savePending(ctx, b) }
+// save writes the pending checks the batch changed and, with evidence
+// states, the uses its rows proved (after the write stage counted them).
+func (w *redemptionWait) save(ctx context.Context, b *batch) error {
+	if err := w.savePending(ctx, b); err != nil {
+		return err
+	}
+	return w.saveProved(ctx, b)
+}
 
 func (w *redemptionWait) waiting() (int, bool) { return w.npending, len(w.pending) > 0 }
 
@@ -81,6 +88,12 @@ func (w *redemptionWait) waiting() (int, bool) { return w.npending, len(w.pendin
 // decided.
 func (w *redemptionWait) judgeRedemptions(ctx context.Context, b *batch) ([]Anomaly, error) {
 	s := w.s
+	if s.cfg.Mapping.EvidenceStates() { // judged in binlog order, from the binlog alone (evidencestates.go)
+		if err := w.judgeAtPositions(ctx, b); err != nil {
+			return nil, err
+		}
+		return w.duePending(ctx, b)
+	}
 	redeemedHere := map[int64][]string{}
 	for i := range b.Redemptions {
 		r := &b.Redemptions[i]
@@ -93,7 +106,7 @@ func (w *redemptionWait) judgeRedemptions(ctx context.Context, b *batch) ([]Anom
 	uses := map[int64][]Anomaly{}
 	for i := range b.Transitions {
 		t := &b.Transitions[i]
-		if t.To != coupon.Used || t.From == coupon.Used || t.Undecodable || hasOrder(redeemedHere[t.Coupon], t.Order) {
+		if !isUse(t) || hasOrder(redeemedHere[t.Coupon], t.Order) {
 			continue
 		}
 		if _, seen := uses[t.Coupon]; !seen {
@@ -183,9 +196,12 @@ func (w *redemptionWait) duePending(ctx context.Context, b *batch) ([]Anomaly, e
 	if len(due) == 0 {
 		return nil, nil
 	}
-	found, complete, err := s.redeemed(ctx, due)
-	if err != nil {
-		return nil, err
+	found, complete := map[int64][]string{}, true
+	if !s.cfg.Mapping.EvidenceStates() { // with states only a row in the binlog answers a use (evidencestates.go)
+		var err error
+		if found, complete, err = s.redeemed(ctx, due); err != nil {
+			return nil, err
+		}
 	}
 	if !complete {
 		return nil, nil // decided when every peer answers: a row there may settle them

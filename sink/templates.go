@@ -83,7 +83,8 @@ func templateChanges(b *canal.Batch) map[int64]tplChange {
 		c, ok := out[tc.Template]
 		if !ok {
 			c.before = inventory.TemplateInfo{ID: tc.Template, Budget: tc.PrevQuota, HasBudget: tc.PrevKnown,
-				PerUserLimit: tc.PrevLimit, EndTime: tc.PrevEnd, Unlimited: tc.PrevUnlimited, OffShelf: tc.PrevOffShelf}
+				PerUserLimit: tc.PrevLimit, EndTime: tc.PrevEnd, Unlimited: tc.PrevUnlimited, OffShelf: tc.PrevOffShelf, Window: tc.PrevWindow,
+				StartTime: tc.PrevStart}
 		}
 		c.after = infoAfter(tc)
 		out[tc.Template] = c
@@ -97,7 +98,7 @@ func infoAfter(tc *canal.TemplateChange) inventory.TemplateInfo {
 		return inventory.TemplateInfo{ID: tc.Template}
 	}
 	return inventory.TemplateInfo{ID: tc.Template, Budget: tc.Quota, HasBudget: tc.Known, PerUserLimit: tc.Limit, EndTime: tc.End,
-		Unlimited: tc.Unlimited, OffShelf: tc.OffShelf}
+		Unlimited: tc.Unlimited, OffShelf: tc.OffShelf, Window: tc.Window, StartTime: tc.Start}
 }
 
 // tplAt is a template's rules at the start of the batch: the before image
@@ -223,14 +224,15 @@ func (c *templateRules) saveTemplates(ctx context.Context, b *batch) error {
 
 // writeTemplateState upserts rows of cdc_template_state, in tx.
 func (c *templateRules) writeTemplateState(ctx context.Context, tx *sql.Tx, rows []inventory.TemplateInfo) error {
-	ins := &rowInserter{tx: tx, what: "save template state", cols: 7,
-		head: "INSERT INTO cdc_template_state (name, template_id, budget, per_user_limit, end_time, unlimited, off_shelf) VALUES ",
+	ins := &rowInserter{tx: tx, what: "save template state", cols: 9,
+		head: "INSERT INTO cdc_template_state (name, template_id, budget, per_user_limit, end_time, unlimited, off_shelf, fixed_window, start_time) VALUES ",
 		tail: " ON DUPLICATE KEY UPDATE budget = VALUES(budget), per_user_limit = VALUES(per_user_limit), end_time = VALUES(end_time)," +
-			" unlimited = VALUES(unlimited), off_shelf = VALUES(off_shelf)"}
+			" unlimited = VALUES(unlimited), off_shelf = VALUES(off_shelf), fixed_window = VALUES(fixed_window), start_time = VALUES(start_time)"}
 	for _, v := range rows {
 		budget := sql.NullInt64{Int64: v.Budget, Valid: v.HasBudget}
 		end := sql.NullTime{Time: v.EndTime.UTC(), Valid: !v.EndTime.IsZero()}
-		if err := ins.add(ctx, c.s.cfg.Name, v.ID, budget, v.PerUserLimit, end, v.Unlimited, v.OffShelf); err != nil {
+		start := sql.NullTime{Time: v.StartTime.UTC(), Valid: !v.StartTime.IsZero()}
+		if err := ins.add(ctx, c.s.cfg.Name, v.ID, budget, v.PerUserLimit, end, v.Unlimited, v.OffShelf, v.Window, start); err != nil {
 			return err
 		}
 	}

@@ -130,7 +130,7 @@ func (c *templateFeed) save(_ context.Context, b *batch) error {
 // readTemplateState reads the template rules saved with a checkpoint
 // (name) in db's cdc_template_state.
 func readTemplateState(ctx context.Context, db *sql.DB, name string) (map[int64]inventory.TemplateInfo, error) {
-	rows, err := db.QueryContext(ctx, `SELECT template_id, budget, per_user_limit, end_time, unlimited, off_shelf FROM cdc_template_state WHERE name = ?`, name)
+	rows, err := db.QueryContext(ctx, `SELECT template_id, budget, per_user_limit, end_time, unlimited, off_shelf, fixed_window, start_time FROM cdc_template_state WHERE name = ?`, name)
 	if err != nil {
 		return nil, fmt.Errorf("read template state: %w", err)
 	}
@@ -140,12 +140,16 @@ func readTemplateState(ctx context.Context, db *sql.DB, name string) (map[int64]
 		var v inventory.TemplateInfo
 		var budget sql.NullInt64
 		var end sql.NullTime
-		if err := rows.Scan(&v.ID, &budget, &v.PerUserLimit, &end, &v.Unlimited, &v.OffShelf); err != nil {
+		var start sql.NullTime
+		if err := rows.Scan(&v.ID, &budget, &v.PerUserLimit, &end, &v.Unlimited, &v.OffShelf, &v.Window, &start); err != nil {
 			return nil, fmt.Errorf("read template state: %w", err)
 		}
 		v.Budget, v.HasBudget = budget.Int64, budget.Valid
 		if end.Valid {
 			v.EndTime = end.Time.UTC()
+		}
+		if start.Valid {
+			v.StartTime = start.Time.UTC()
 		}
 		out[v.ID] = v
 	}
