@@ -31,6 +31,8 @@ type shop struct {
 	ctx context.Context
 	db  *sql.DB
 	m   *canal.Mapping
+	// yaml is the layout's mapping.yaml on the test's schema (remap)
+	yaml string
 }
 
 func newShop(t *testing.T, layout string) *shop {
@@ -49,11 +51,18 @@ func newShop(t *testing.T, layout string) *shop {
 	require.NoError(t, err)
 	y, err := os.ReadFile(filepath.Join(dir, "mapping.yaml"))
 	require.NoError(t, err)
-	m, err := canal.LoadMapping([]byte(strings.Replace(string(y), "schema: shop", "schema: "+cfg.DBName, 1)))
-	require.NoError(t, err)
-	m, err = m.Resolve(ctx, db)
-	require.NoError(t, err)
-	return &shop{t: t, ctx: ctx, db: db, m: m}
+	s := &shop{t: t, ctx: ctx, db: db, yaml: strings.Replace(string(y), "schema: shop", "schema: "+cfg.DBName, 1)}
+	s.remap(s.yaml)
+	return s
+}
+
+// remap makes y the shop's mapping.
+func (s *shop) remap(y string) {
+	s.t.Helper()
+	m, err := canal.LoadMapping([]byte(y))
+	require.NoError(s.t, err)
+	s.m, err = m.Resolve(s.ctx, s.db)
+	require.NoError(s.t, err)
 }
 
 func (s *shop) exec(q string, args ...any) {
@@ -262,6 +271,31 @@ func TestAuditOrderTable(t *testing.T) {
 	assert.Equal(t, int64(3), *rep.Totals.UsedWithEvidence+*rep.Totals.UsedWithoutEvidence)
 	assert.Equal(t, int64(1), *rep.Totals.UsedWithoutEvidence)
 	assert.Equal(t, int64(4), *rep.Totals.WriteOffs, "the open orders that used a coupon")
+}
+
+// TestAuditEvidenceStates: with write-off rows that a soft delete ends
+// (redemption_log.deleted), only live rows prove a use, as the cdc reads
+// them: a used coupon whose only write-off is deleted is a use without
+// evidence, a deleted write-off of an unused coupon or beside a live one
+// is nothing, and two live orders of one coupon are a double spend.
+func TestAuditEvidenceStates(t *testing.T) {
+	s := newShop(t, "writeoff-table")
+	s.exec(`ALTER TABLE coupon_writeoff ADD COLUMN is_del TINYINT NOT NULL DEFAULT 0`)
+	y := strings.Replace(s.yaml, "order: order_no}", "order: order_no, deleted: {column: is_del, values: [1]}}", 1)
+	require.NotEqual(t, s.yaml, y)
+	s.remap(y)
+	s.exec(`INSERT INTO campaign (id, title, stock_total, stock_left) VALUES (1, 'spring', 100, 96)`)
+	s.coupon(1, 1, 101, 20, "A-1")
+	s.coupon(2, 1, 102, 10, "A-2")
+	s.coupon(3, 1, 103, 20, "B-1", "B-2")
+	s.coupon(4, 1, 104, 20, "C-1", "C-2")
+	s.exec(`UPDATE coupon_writeoff SET is_del = 1 WHERE order_no IN ('A-1', 'A-2', 'B-2')`)
+	rep, found := s.run()
+	assert.Equal(t, map[audit.Kind][]string{
+		audit.UsedWithoutRedemption: {"coupon 1"},
+		audit.DoubleSpend:           {"coupon 4"},
+	}, found)
+	assert.Equal(t, int64(3), *rep.Totals.WriteOffs, "the live write-offs: B-1, C-1, C-2")
 }
 
 // TestAuditExamplesAreCapped: past -examples a kind names no more, and

@@ -108,6 +108,16 @@ func (s *Queries) liveAs() string {
 	return "TRUE"
 }
 
+// liveEvidenceAs is the condition that the write-off row aliased r still
+// proves a use: neither closed nor soft-deleted (TRUE when the table has
+// no states), as the cdc reads it.
+func (s *Queries) liveEvidenceAs() string {
+	if c := s.m.EvidenceEnded().NotSQL(alias("r")); c != "" {
+		return "(" + c + ")"
+	}
+	return "TRUE"
+}
+
 // openAs is the condition that the order aliased o is open: neither
 // closed nor soft-deleted (TRUE when the table has neither state).
 func (s *Queries) openAs() string {
@@ -129,7 +139,8 @@ func (s *Queries) UsedWithoutEvidence(ctx context.Context, q Querier, fn func(Au
 	switch s.m.RedemptionEvidence() {
 	case canal.EvidenceTable:
 		r := s.m.RedemptionLog
-		missing = fmt.Sprintf("NOT EXISTS (SELECT 1 FROM %s r WHERE r.%s = c.%s)", s.table(r.Table), quoteIdent(r.Coupon), quoteIdent(uc.ID))
+		missing = fmt.Sprintf("NOT EXISTS (SELECT 1 FROM %s r WHERE r.%s = c.%s AND %s)", s.table(r.Table), quoteIdent(r.Coupon), quoteIdent(uc.ID),
+			s.liveEvidenceAs())
 		orders = "NULL"
 	case canal.EvidenceCouponOrder:
 		ord := alias("c")(uc.Order)
@@ -168,9 +179,9 @@ func (s *Queries) EvidenceOnUnused(ctx context.Context, q Querier, fn func(Audit
 			refunded = fmt.Sprintf(" AND NOT EXISTS (SELECT 1 FROM %s f WHERE f.%s = c.%s AND f.%s = '%s')", s.table(f.Table),
 				quoteIdent(f.Coupon), quoteIdent(uc.ID), quoteIdent(f.Kind), coupon.FlowRefund)
 		}
-		query = fmt.Sprintf("SELECT r.%s, c.%s, %s, %s FROM %s r LEFT JOIN %s c ON c.%s = r.%s AND %s WHERE c.%s IS NULL OR (%s%s) ORDER BY r.%s, r.%s",
+		query = fmt.Sprintf("SELECT r.%s, c.%s, %s, %s FROM %s r LEFT JOIN %s c ON c.%s = r.%s AND %s WHERE %s AND (c.%s IS NULL OR (%s%s)) ORDER BY r.%s, r.%s",
 			quoteIdent(r.Coupon), quoteIdent(uc.Template), aliasOptional("c", uc.User), aliasOptional("r", r.Order), s.table(r.Table),
-			s.table(uc.Table), quoteIdent(uc.ID), quoteIdent(r.Coupon), s.liveAs(), quoteIdent(uc.ID), unused, refunded,
+			s.table(uc.Table), quoteIdent(uc.ID), quoteIdent(r.Coupon), s.liveAs(), s.liveEvidenceAs(), quoteIdent(uc.ID), unused, refunded,
 			quoteIdent(r.Coupon), quoteIdent(r.ID))
 	case canal.EvidenceCouponOrder:
 		ord := alias("c")(uc.Order)
@@ -200,11 +211,11 @@ func (s *Queries) DoubleSpends(ctx context.Context, q Querier, fn func(AuditRow)
 	uc := s.m.UserCoupon
 	query := fmt.Sprintf(`SELECT g.coupon, c.%s, %s, g.orders, g.n FROM (
 		SELECT r.%s AS coupon, COUNT(DISTINCT r.%s) AS n, GROUP_CONCAT(DISTINCT r.%s ORDER BY r.%s SEPARATOR ', ') AS orders
-		FROM %s r GROUP BY r.%s HAVING COUNT(DISTINCT r.%s) > 1) g
+		FROM %s r WHERE %s GROUP BY r.%s HAVING COUNT(DISTINCT r.%s) > 1) g
 		LEFT JOIN %s c ON c.%s = g.coupon ORDER BY g.coupon`,
 		quoteIdent(uc.Template), aliasOptional("c", uc.User),
 		quoteIdent(r.Coupon), quoteIdent(r.Order), quoteIdent(r.Order), quoteIdent(r.Order),
-		s.table(r.Table), quoteIdent(r.Coupon), quoteIdent(r.Order), s.table(uc.Table), quoteIdent(uc.ID))
+		s.table(r.Table), s.liveEvidenceAs(), quoteIdent(r.Coupon), quoteIdent(r.Order), s.table(uc.Table), quoteIdent(uc.ID))
 	err := sqltx.EachRow(ctx, q, query, nil, func(rows *sql.Rows) error {
 		var a AuditRow
 		var tpl sql.NullInt64
@@ -286,7 +297,7 @@ func (s *Queries) EvidenceRows(ctx context.Context, q Querier) (n int64, ok bool
 	var query string
 	switch s.m.RedemptionEvidence() {
 	case canal.EvidenceTable:
-		query = "SELECT COUNT(*) FROM " + s.table(s.m.RedemptionLog.Table)
+		query = "SELECT COUNT(*) FROM " + s.table(s.m.RedemptionLog.Table) + " r WHERE " + s.liveEvidenceAs()
 	case canal.EvidenceOrderTable:
 		o := s.m.Orders
 		query = fmt.Sprintf("SELECT COUNT(*) FROM %s o WHERE o.%s IS NOT NULL AND o.%s <> 0 AND %s", s.table(o.Table),
