@@ -67,6 +67,12 @@ func (r *Reconciler) claimedUsers(ctx context.Context, rep *Report) error {
 				continue
 			}
 			s := &claimedSet{key: key(id), template: id, limit: limits[id]}
+			if kept, err := r.keptByCDC(ctx, s); err != nil || !kept {
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			if ok, err := r.isSet(ctx, rep, s); err != nil || !ok {
 				if err != nil {
 					return err
@@ -104,8 +110,9 @@ func (r *Reconciler) claimedUsers(ctx context.Context, rep *Report) error {
 
 // claimedKey names a template's claimed set: a legacy front end's own
 // (corrector mode, redis.claimed_users), or the one the cdc keeps (owner
-// mode, for the reference schema and a mapping with per-user limits); nil
-// when there are none to compare.
+// mode with couponlink cdc -claimed-sets, for the reference schema and a
+// mapping with per-user limits: keptByCDC); nil when there are none to
+// compare.
 func (r *Reconciler) claimedKey() func(template int64) string {
 	m := r.mapping()
 	switch {
@@ -117,6 +124,20 @@ func (r *Reconciler) claimedKey() func(template int64) string {
 		return r.cfg.Keys.Claimed
 	}
 	return nil
+}
+
+// keptByCDC says, in owner mode, whether the cdc keeps the set (couponlink
+// cdc -claimed-sets stamps each set it writes in the template's stamp
+// hash): a set no one keeps is not compared. Corrector mode: always.
+func (r *Reconciler) keptByCDC(ctx context.Context, s *claimedSet) (bool, error) {
+	if r.cfg.RedisMode != inventory.RedisOwner {
+		return true, nil
+	}
+	kept, err := r.cfg.Redis.HExists(ctx, r.cfg.Keys.Stamps(s.template), s.key).Result()
+	if err != nil {
+		return false, fmt.Errorf("read the stamp of %s: %w", s.key, err)
+	}
+	return kept, nil
 }
 
 // isSet says whether a claimed set's key is a set (or missing: an empty

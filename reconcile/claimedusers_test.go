@@ -22,6 +22,7 @@ import (
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
+	"github.com/couponlink/couponlink/sink"
 	"github.com/couponlink/couponlink/webhook"
 )
 
@@ -460,14 +461,15 @@ func TestClaimedUsersSecondLook(t *testing.T) {
 	require.Equal(t, []string{"late"}, s.members(1))
 }
 
-// Owner mode: the set the cdc keeps for couponlink's own schema is
-// compared as well. A member lost (a Redis that lost a write) is added at
-// the first look; a member with no coupon is removed after the quiet
-// window; the next pass is clean.
+// Owner mode: the set the cdc keeps for couponlink's own schema
+// (-claimed-sets) is compared as well. A member lost (a Redis that lost a
+// write) is added at the first look; a member with no coupon is removed
+// after the quiet window; the next pass is clean. A template whose set no
+// cdc keeps is not compared.
 func TestClaimedOwnerSetCorrected(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.StartCDC(nil)
+	e.StartCDC(nil, func(cfg *sink.Config, _ *sink.Daemon) { cfg.ClaimedSets = true })
 	a := e.Template(map[string]int64{"app": 30}, time.Hour)
 	e.exec(`UPDATE coupon_template SET per_user_limit = 1 WHERE id = ?`, a)
 	for _, user := range []string{"ann", "bob", "cy"} {
@@ -496,6 +498,18 @@ func TestClaimedOwnerSetCorrected(t *testing.T) {
 	v, _ := cdctest.Metric(t, reg, "couponlink_reconcile_corrected_total", map[string]string{"store": "claimed_users"})
 	require.EqualValues(t, 2, v)
 	require.Empty(t, claimedDiffs(e.pass(r)), "the next pass finds the set right")
+
+	// with a cdc that does not keep the sets, the reconciler does not make them
+	e2 := newEnv(t)
+	e2.StartCDC(nil)
+	b := e2.Template(map[string]int64{"app": 30}, time.Hour)
+	_, err := e2.Store.Claim(e2.Ctx, coupon.ClaimRequest{TemplateID: b, UserID: "ann", Channel: "app", RequestID: "claim-ann"})
+	require.NoError(t, err)
+	e2.Settle()
+	r2, _ := e2.reconciler(func(c *reconcile.Config) { c.ClaimedQuiet = testClaimedQuiet })
+	require.Empty(t, claimedDiffs(e2.pass(r2)), "no set is kept: none compared")
+	require.Zero(t, e2.RDB.Exists(e2.Ctx, e2.Keys.Claimed(b)).Val())
+
 	passes, err := reconcile.RecentPasses(e.Ctx, e.DB, 2)
 	require.NoError(t, err)
 	require.Nil(t, passes[0].Corrected, "the clean pass corrected nothing")

@@ -82,11 +82,12 @@ return 1
 const claimedChunk = 1000
 
 // keepsClaimed says whether the sink writes the "already claimed" sets:
-// owner mode, and a mapping whose coupons have a user and whose templates
-// a per-user limit (the reference schema's coupon_template has one).
+// asked for (Config.ClaimedSets), owner mode, and a mapping whose coupons
+// have a user and whose templates a per-user limit (the reference
+// schema's coupon_template has one).
 func (s *Sink) keepsClaimed() bool {
 	m := s.cfg.Mapping
-	return s.redis != nil && m.UserCoupon.User != "" && (m.Reference() || m.Template.PerUserLimit != "")
+	return s.cfg.ClaimedSets && s.redis != nil && m.UserCoupon.User != "" && (m.Reference() || m.Template.PerUserLimit != "")
 }
 
 // claimedTouched lists, per template, the users whose coupons the batch's

@@ -50,6 +50,7 @@ func TestClaimedSetsFollowLimitsCluster(t *testing.T) {
 func claimedChaos(t *testing.T, e *env, redisAddr string, flush func()) {
 	w := newClaimedWorkload(e, []int64{1, 2, 3})
 	runner := newCDCRunner(t, e, redisAddr)
+	runner.args = append(runner.args, "-claimed-sets")
 	p := runner.start()
 	e.WaitCheckpoint()
 

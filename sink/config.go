@@ -104,6 +104,11 @@ type Config struct {
 	// committed, with the position it counted at (couponlink cdc starts
 	// its audit at attach there); it must not block.
 	Bootstrapped func(ctx context.Context, pos canal.Position)
+	// ClaimedSets keeps the "already claimed" sets in owner mode
+	// (claimed.go): after each batch, the coupons of the users it touched
+	// are counted again from the table, a read that costs the catch-up
+	// most of its speed (docs/cdc.md), so it is asked for, not the default.
+	ClaimedSets bool
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

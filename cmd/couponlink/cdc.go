@@ -38,6 +38,7 @@ type cdcSettings struct {
 	batchWait  *time.Duration
 	strict     *bool
 	auditFirst *bool
+	claimed    *bool
 	stallAfter *time.Duration
 	cpuProfile *string
 	// the sink's chores and the default quota policy
@@ -68,6 +69,7 @@ func cdcFlags(stderr io.Writer) (*settings.Flags, *cdcSettings) {
 	o.batchRows = f.EnvInt("batch-rows", "COUPONLINK_CDC_BATCH_ROWS", 5000, "the most rows one batch (one MySQL transaction of counters) gathers while the previous one is applied")
 	o.batchWait = f.EnvDuration("batch-wait", "COUPONLINK_CDC_BATCH_WAIT", 0, "if positive, a batch waits up to this long after its first row for more (fewer, larger batches; more lag); 0: applied as soon as the sink is free")
 	o.auditFirst = f.EnvBool("audit-at-bootstrap", "COUPONLINK_CDC_AUDIT_AT_BOOTSTRAP", true, "after each bootstrap, audit the shop's tables in the background as couponlink audit -record does, and record what was already wrong as found_at_attach findings (they never page)")
+	o.claimed = f.EnvBool("claimed-sets", "COUPONLINK_CDC_CLAIMED_SETS", false, "owner mode: keep the per-template \"already claimed\" Redis sets (<prefix>claimed:{<template>}: the users at their per-user limit) that front ends read before a claim; costs one read of the touched users' coupons per batch (docs/cdc.md)")
 	o.strict = f.EnvBool("strict", "COUPONLINK_CDC_STRICT", false, "stop (no retry) at a source row the mapping cannot decode (NULL or unmapped status, NULL id) instead of recording an undecodable_row anomaly and going on")
 	o.stallAfter = f.EnvDuration("stall-after", "COUPONLINK_CDC_STALL_AFTER", 30*time.Second, "the checkpoint behind the server's binlog end and not moving for this long is a stall: /healthz answers 503 and couponlink_cdc_stalled is 1")
 	o.cpuProfile = f.EnvString("cpuprofile", "COUPONLINK_CDC_CPUPROFILE", "", "write a CPU profile of the whole run to this file (read it with go tool pprof); it is complete once the cdc has stopped (SIGTERM); empty: none")
@@ -224,7 +226,7 @@ func (o *cdcSettings) daemon(db, binlogDB *sql.DB, m *canal.Mapping, peers []sin
 	scfg := sink.Config{DB: db, Mode: sink.ModeReference, Mapping: canal.DefaultMapping(), Name: *o.cp.Name, Redis: rdb, RedisMode: redisMode,
 		Keys: inventory.Keys{Prefix: *o.redis.Prefix}, RedemptionGrace: *o.grace, Logger: log, Registerer: reg, ReleaseEvery: *o.releaseEvery,
 		RebalanceEvery: *o.rebalanceEvery, QuotaDefaults: o.policy(), Webhooks: *o.hooks.url != "" || o.events.on(), ChannelLow: *o.events.lowShare, Strict: *o.strict, Peers: peers,
-		BinlogDB: binlogDB, LeaderTimeout: *o.leaderTimeout}
+		BinlogDB: binlogDB, LeaderTimeout: *o.leaderTimeout, ClaimedSets: *o.claimed}
 	if err := scfg.QuotaDefaults.Validate(); err != nil {
 		return nil, fmt.Errorf("default quota policy (-quota-* flags): %w", err)
 	}
