@@ -22,7 +22,7 @@ import (
 	"github.com/couponlink/couponlink/sink"
 )
 
-// The three legacy shop layouts of deploy/legacy (docs/legacy-schemas.md), each attached as it is: its schema.sql and its mapping.yaml,
+// The four legacy shop layouts of deploy/legacy (docs/legacy-schemas.md), each attached as it is: its schema.sql and its mapping.yaml,
 // written only by raw SQL the way such a shop's code writes, while the cdc
 // is killed (-9) and restarted. Counters must equal the truth, and the
 // anomalies must be exactly the faults the test injected, kind by kind.
@@ -44,6 +44,11 @@ type shopLayout struct {
 	// spendAgain writes evidence of a second use of a used coupon, and
 	// says which anomaly it is.
 	spendAgain func(s *shopEnv, c shopCoupon) string
+	// at is a time as the layout stores it (nil: a DATETIME, in UTC).
+	at func(time.Time) any
+	// editStock is an admin's hand edit of the remaining-stock column, a
+	// SET clause ("": the column taken down by 3).
+	editStock string
 }
 
 type shopCoupon struct{ id, campaign, member int64 }
@@ -103,6 +108,30 @@ var shopLayouts = []shopLayout{
 			s.exec("INSERT INTO sales_order (order_sn, member_id, promo_id, amount) VALUES (?, ?, ?, 5.00)", fmt.Sprint("again", c.id), c.member, c.campaign)
 			return sink.AnomalyDoubleSpend
 		},
+	},
+	{
+		dir: "orders-writeoff", campaign: "store_coupon_issue", cID: "id", cBudget: "total_count", cLeft: "remain_count", cLimit: "receive_limit",
+		cEnds: "end_time", cName: "coupon_title", coupon: "store_coupon_user", uID: "id", uCampaign: "cid", uMember: "uid",
+		uChannel: "type", uStatus: "status", undecodable: "7", channels: []string{"get", "send"},
+		codes: map[coupon.Status]int64{coupon.Available: 0, coupon.Used: 1, coupon.Expired: 2},
+		// the checkout marks the coupon used in autocommit, then writes
+		// the order (the only evidence) in a transaction of its own
+		use: func(s *shopEnv, tx *sql.Tx, c shopCoupon, order string) error {
+			if err := s.execTx(s.conn, "UPDATE store_coupon_user SET status = 1, use_time = UNIX_TIMESTAMP() WHERE id = ? AND status = 0", c.id); err != nil {
+				return err
+			}
+			return s.execTx(tx, "INSERT INTO store_order (order_id, uid, coupon_id, pay_price, paid, add_time) VALUES (?, ?, ?, 9.90, 1, UNIX_TIMESTAMP())",
+				order, c.member, c.id)
+		},
+		bareUse: func(s *shopEnv, c shopCoupon) {
+			s.exec("UPDATE store_coupon_user SET status = 1, use_time = UNIX_TIMESTAMP() WHERE id = ?", c.id)
+		},
+		spendAgain: func(s *shopEnv, c shopCoupon) string { // a second checkout tab went through too
+			s.exec(secondTab, c.id)
+			return sink.AnomalyDoubleSpend
+		},
+		at:        func(t time.Time) any { return t.Unix() },
+		editStock: "remain_count = total_count", // the admin form saved with the stock it was created with
 	},
 }
 
@@ -173,7 +202,13 @@ func (s *shopEnv) exec(q string, args ...any) {
 	require.NoError(s.T, err, q)
 }
 
-func (s *shopEnv) execTx(tx *sql.Tx, q string, args ...any) error {
+// execer is a transaction, or the pool for a statement in autocommit.
+type execer interface {
+	Exec(q string, args ...any) (sql.Result, error)
+}
+
+// execTx runs q in tx; an UPDATE that changes no row is errNoRow.
+func (s *shopEnv) execTx(tx execer, q string, args ...any) error {
 	res, err := tx.Exec(q, args...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", q, err)
@@ -214,13 +249,21 @@ func (s *shopEnv) expected() map[string]int {
 func (s *shopEnv) newCampaign(budget, limit int) int64 {
 	id := s.nextID.Add(1)
 	cols := []string{s.cID, s.cName, s.cBudget, s.cLimit, s.cEnds}
-	vals := []any{id, fmt.Sprint("campaign ", id), budget, limit, time.Now().UTC().AddDate(1, 0, 0)}
+	vals := []any{id, fmt.Sprint("campaign ", id), budget, limit, s.time(time.Now().AddDate(1, 0, 0))}
 	if s.cLeft != "" {
 		cols, vals = append(cols, s.cLeft), append(vals, budget)
 	}
 	s.exec(fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", s.campaign, strings.Join(cols, ", "),
 		strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")), vals...)
 	return id
+}
+
+// time is t as the layout stores it.
+func (s *shopEnv) time(t time.Time) any {
+	if s.at == nil {
+		return t.UTC()
+	}
+	return s.at(t)
 }
 
 // claim is the shop's claim: the campaign row locked, the member's limit
@@ -250,7 +293,8 @@ func (s *shopEnv) claim(campaign, member int64, channel string) (shopCoupon, boo
 		return shopCoupon{}, false, err
 	}
 	unlimited := budget == 0 && unlimitedBudgets[s.dir]
-	if (limit > 0 && mine >= limit) || (stock.Valid && stock.Int64 <= 0) || (!stock.Valid && !unlimited && all >= budget) {
+	soldOut := (stock.Valid && stock.Int64 <= 0) || (!stock.Valid && all >= budget)
+	if (limit > 0 && mine >= limit) || (!unlimited && soldOut) {
 		return shopCoupon{}, false, nil
 	}
 	c, err := s.insertCoupon(tx, campaign, member, channel, fmt.Sprint(s.codes[coupon.Available]))
@@ -331,7 +375,7 @@ func (s *shopEnv) faults(members *atomic.Int64) (overIssued, drifted int64) {
 	ending := s.newCampaign(100, 0) // ended by the admin, then a coupon is used anyway
 	late := s.mustClaim(ending, member())
 	s.mustClaim(ending, member()) // stays unused: expired by the end time
-	s.exec(fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ?", s.campaign, s.cEnds, s.cID), time.Now().UTC().Add(-time.Hour), ending)
+	s.exec(fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ?", s.campaign, s.cEnds, s.cID), s.time(time.Now().Add(-time.Hour)), ending)
 	require.NoError(s.T, s.inTx(func(tx *sql.Tx) error { return s.use(s, tx, late, fmt.Sprint("late", late.id)) }))
 	s.expect(sink.AnomalyUsedAfterExpiry, 1)
 
@@ -369,7 +413,11 @@ func (s *shopEnv) faults(members *atomic.Int64) (overIssued, drifted int64) {
 	if s.cLeft != "" { // the remaining stock moved by hand
 		drifted = s.newCampaign(50, 0)
 		s.mustClaim(drifted, member())
-		s.exec(fmt.Sprintf("UPDATE %s SET %s = %s - 3 WHERE %s = ?", s.campaign, s.cLeft, s.cLeft, s.cID), drifted)
+		edit := s.editStock
+		if edit == "" {
+			edit = fmt.Sprintf("%s = %s - 3", s.cLeft, s.cLeft)
+		}
+		s.exec(fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?", s.campaign, edit, s.cID), drifted)
 	}
 	return overIssued, drifted
 }
