@@ -152,10 +152,14 @@ func couponOrderFlows() []shopFlow {
 	}
 }
 
-// secondTab is the orders-writeoff shop's second checkout tab of a used
-// coupon (its id the argument): a second live order of one coupon.
-const secondTab = `INSERT INTO store_order (order_id, uid, coupon_id, pay_price, paid, add_time)
+// The orders-writeoff shop's statements (the coupon's id the argument):
+// its checkout's use of the coupon, in autocommit, and a second checkout
+// tab of a used coupon (a second live order of one coupon).
+const (
+	markUsedSQL  = "UPDATE store_coupon_user SET status = 1, use_time = UNIX_TIMESTAMP() WHERE id = ? AND status = 0"
+	secondTabSQL = `INSERT INTO store_order (order_id, uid, coupon_id, pay_price, paid, add_time)
 	SELECT CONCAT('tab2-', id), uid, id, 9.90, 1, UNIX_TIMESTAMP() FROM store_coupon_user WHERE id = ?`
+)
 
 // ordersWriteoffFlows are the orders-writeoff shop's (evidence table, the
 // orders table itself, with states): the checkout marks the coupon used in
@@ -168,7 +172,7 @@ func ordersWriteoffFlows() []shopFlow {
 	}
 	refund := func(p string) func(*shopEnv, shopCoupon) { return giveBack(p, "refund_status = 2") }
 	timeout := func(p string) func(*shopEnv, shopCoupon) { return giveBack(p, "is_del = 1") }
-	markUsed := execStep("", "UPDATE store_coupon_user SET status = 1, use_time = UNIX_TIMESTAMP() WHERE id = ?c AND status = 0")
+	markUsed := func(s *shopEnv, c shopCoupon) { s.exec(markUsedSQL, c.id) }
 	order := func(p string) func(*shopEnv, shopCoupon) {
 		return execStep(p, "INSERT INTO store_order (order_id, uid, coupon_id, paid, add_time) SELECT ?o, uid, id, 1, UNIX_TIMESTAMP() FROM store_coupon_user WHERE id = ?c")
 	}
@@ -181,7 +185,7 @@ func ordersWriteoffFlows() []shopFlow {
 		})
 		require.ErrorIs(s.T, err, errNoRow)
 	}
-	secondTab := func(s *shopEnv, c shopCoupon) { s.exec(secondTab, c.id) }
+	secondTab := func(s *shopEnv, c shopCoupon) { s.exec(secondTabSQL, c.id) }
 	return []shopFlow{
 		{name: "a refund, then a new order", steps: []func(*shopEnv, shopCoupon){useStep("rf"), refund("rf"), useStep("rf-new")}},
 		{name: "an unpaid order timed out, then a new order", steps: []func(*shopEnv, shopCoupon){useStep("to"), timeout("to"), useStep("to-new")}},
@@ -217,10 +221,10 @@ func softDeleteFlows() []shopFlow {
 }
 
 // shelfFlows are a shop's campaigns taken off the shelf (status off) or
-// soft-deleted (deleted = 1) and put back (status 1, deleted = 0), with a coupon claimed
-// past the shop's checks (bypassClaim) while off, or once back (legal);
-// otherOff is another off-shelf code. The campaign is the coupon's (shared
-// by the flows, which run one by one).
+// soft-deleted (deleted = 1) and put back (status 1, deleted = 0), with a
+// coupon claimed past the shop's checks (bypassClaim) while off, or once
+// back (legal); otherOff is another off-shelf code. The campaign is the
+// coupon's (shared by the flows, which run one by one).
 func shelfFlows(campaign, id, deleted string, off, otherOff int) []shopFlow {
 	set := func(col string, v int) func(*shopEnv, shopCoupon) {
 		return func(s *shopEnv, c shopCoupon) {

@@ -117,17 +117,15 @@ var shopLayouts = []shopLayout{
 		// the checkout marks the coupon used in autocommit, then writes
 		// the order (the only evidence) in a transaction of its own
 		use: func(s *shopEnv, tx *sql.Tx, c shopCoupon, order string) error {
-			if err := s.execTx(s.conn, "UPDATE store_coupon_user SET status = 1, use_time = UNIX_TIMESTAMP() WHERE id = ? AND status = 0", c.id); err != nil {
+			if err := s.execTx(s.conn, markUsedSQL, c.id); err != nil {
 				return err
 			}
 			return s.execTx(tx, "INSERT INTO store_order (order_id, uid, coupon_id, pay_price, paid, add_time) VALUES (?, ?, ?, 9.90, 1, UNIX_TIMESTAMP())",
 				order, c.member, c.id)
 		},
-		bareUse: func(s *shopEnv, c shopCoupon) {
-			s.exec("UPDATE store_coupon_user SET status = 1, use_time = UNIX_TIMESTAMP() WHERE id = ?", c.id)
-		},
+		bareUse: func(s *shopEnv, c shopCoupon) { s.exec(markUsedSQL, c.id) }, // and no order
 		spendAgain: func(s *shopEnv, c shopCoupon) string { // a second checkout tab went through too
-			s.exec(secondTab, c.id)
+			s.exec(secondTabSQL, c.id)
 			return sink.AnomalyDoubleSpend
 		},
 		at:        func(t time.Time) any { return t.Unix() },
