@@ -543,3 +543,40 @@ func testShopLayout(t *testing.T, l shopLayout) {
 	s.assertReconciled([]int64{over1, over2}, []int64{drift1, drift2})
 	require.NoError(t, p.signal(syscall.SIGTERM))
 }
+
+// Each layout's mapping.yaml is accepted by `mapping check` (canal's
+// Inspect) against its schema.sql: no error, and every check the layout
+// is for is on.
+func TestShopLayoutsMappingCheck(t *testing.T) {
+	for _, l := range shopLayouts {
+		t.Run(l.dir, func(t *testing.T) {
+			t.Parallel()
+			s := newShopEnv(t, l)
+			r, err := s.mapping().Inspect(s.Ctx, s.DB)
+			require.NoError(t, err)
+			require.True(t, r.OK(), "%v", r.Errors)
+			on := map[string]string{}
+			for _, c := range r.Checks {
+				if c.On {
+					on[c.Name] = c.Detail
+				}
+			}
+			for _, kind := range []string{"illegal_transition", "deleted_coupon", "undecodable_row", "over_issue", "used_without_redemption",
+				"per_user_limit_exceeded", "used_after_expiry"} {
+				require.Contains(t, on, kind)
+			}
+			if l.at == nil {
+				return
+			}
+			t.Run("used_after_expiry names integer times as such", func(t *testing.T) {
+				// canal/checks.go (not this test's to change) says of every
+				// end time "a DATETIME read in <zone>", integer ones too:
+				// `mapping check` on orders-writeoff prints "… or
+				// shop.store_coupon_user.end_time (a DATETIME read in UTC
+				// (no time_zone))". Skipped until it names the unit.
+				t.Skip("canal/checks.go calls integer end times a DATETIME")
+				require.NotContains(t, on["used_after_expiry"], "DATETIME")
+			})
+		})
+	}
+}
