@@ -375,9 +375,7 @@ func (s *shopEnv) assertReconciled(over, drifted []int64) {
 		want = append(want, fmt.Sprintf("%d/over_issue", id))
 	}
 	for _, id := range drifted {
-		if id != 0 {
-			want = append(want, fmt.Sprintf("%d/remaining", id))
-		}
+		want = append(want, fmt.Sprintf("%d/remaining", id))
 	}
 	for _, d := range rep.Differences {
 		got = append(got, d.Target)

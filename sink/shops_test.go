@@ -49,6 +49,8 @@ type shopLayout struct {
 	// editStock is an admin's hand edit of the remaining-stock column, a
 	// SET clause ("": the column taken down by 3).
 	editStock string
+	// readMinusOne: the shop also claims as racyClaims does.
+	readMinusOne bool
 }
 
 type shopCoupon struct{ id, campaign, member int64 }
@@ -128,8 +130,9 @@ var shopLayouts = []shopLayout{
 			s.exec(secondTabSQL, c.id)
 			return sink.AnomalyDoubleSpend
 		},
-		at:        func(t time.Time) any { return t.Unix() },
-		editStock: "remain_count = total_count", // the admin form saved with the stock it was created with
+		at:           func(t time.Time) any { return t.Unix() },
+		editStock:    "remain_count = total_count", // the admin form saved with the stock it was created with
+		readMinusOne: true,
 	},
 }
 
@@ -350,13 +353,13 @@ func (s *shopEnv) setStatus(c shopCoupon, st coupon.Status) {
 
 // shopFaults are what a shop's bugs, scripts and people do to its tables,
 // once each; stock drift is the reconciler's, not an anomaly, so its
-// campaign is returned.
-func (s *shopEnv) faults(members *atomic.Int64) (overIssued, drifted int64) {
+// campaigns are returned, with the over-issued ones.
+func (s *shopEnv) faults(members *atomic.Int64) (over, drifted []int64) {
 	s.T.Helper()
 	member := func() int64 { return members.Add(1) }
 	shared := s.newCampaign(100000, 0)
 
-	overIssued = s.newCampaign(3, 0) // the shop's guard held for 3, then a script bypassed it
+	overIssued := s.newCampaign(3, 0) // the shop's guard held for 3, then a script bypassed it
 	for range 3 {
 		s.mustClaim(overIssued, member())
 	}
@@ -408,16 +411,75 @@ func (s *shopEnv) faults(members *atomic.Int64) (overIssued, drifted int64) {
 	s.limitedSoftDelete(members)
 	s.unlimited = append(s.unlimited, s.unlimitedCampaign(members, 3))
 
+	over = append(over, overIssued)
 	if s.cLeft != "" { // the remaining stock moved by hand
-		drifted = s.newCampaign(50, 0)
-		s.mustClaim(drifted, member())
+		edited := s.newCampaign(50, 0)
+		s.mustClaim(edited, member())
 		edit := s.editStock
 		if edit == "" {
 			edit = fmt.Sprintf("%s = %s - 3", s.cLeft, s.cLeft)
 		}
-		s.exec(fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?", s.campaign, edit, s.cID), drifted)
+		s.exec(fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?", s.campaign, edit, s.cID), edited)
+		drifted = append(drifted, edited)
 	}
-	return overIssued, drifted
+	if s.readMinusOne {
+		o, d := s.racyClaims(members, 3, 6)
+		over, drifted = append(over, o...), append(drifted, d...)
+	}
+	return over, drifted
+}
+
+// racyClaims are n members claiming a campaign of budget at once, as a
+// shop that reads the remaining stock outside its transaction and writes
+// back what it read minus one (the campaign row is not locked). What the
+// race let through is read back from the tables: coupons past the budget
+// are one over_issue, and a remaining column that lost an update is stock
+// drift (the reconciler's); the campaign is returned in over or drifted
+// when it is so.
+func (s *shopEnv) racyClaims(members *atomic.Int64, budget, n int) (over, drifted []int64) {
+	s.T.Helper()
+	id := s.newCampaign(budget, 0)
+	var ready, done sync.WaitGroup
+	ready.Add(n)
+	errs := make(chan error, n)
+	for range n {
+		m := members.Add(1)
+		done.Go(func() {
+			var left int64
+			err := s.conn.QueryRow(fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?", s.cLeft, s.campaign, s.cID), id).Scan(&left)
+			ready.Done()
+			ready.Wait() // every member has read the stock: the writes race
+			if err != nil || left <= 0 {
+				errs <- err
+				return
+			}
+			errs <- s.inTx(func(tx *sql.Tx) error {
+				if _, err := s.insertCoupon(tx, id, m, s.channels[0], fmt.Sprint(s.codes[coupon.Available])); err != nil {
+					return err
+				}
+				// not execTx: a write-back of what another claim wrote changes no row
+				_, err := tx.Exec(fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ?", s.campaign, s.cLeft, s.cID), left-1, id)
+				return err
+			})
+		})
+	}
+	done.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(s.T, err)
+	}
+	var coupons, left int64
+	require.NoError(s.T, s.conn.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = ?", s.coupon, s.uCampaign), id).Scan(&coupons))
+	require.NoError(s.T, s.conn.QueryRow(fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?", s.cLeft, s.campaign, s.cID), id).Scan(&left))
+	s.T.Logf("%s: %d read-minus-one claims of a budget of %d: %d coupons, %d left", s.dir, n, budget, coupons, left)
+	if coupons > int64(budget) {
+		over = append(over, id)
+		s.expect(sink.AnomalyOverIssue, 1)
+	}
+	if left != int64(budget)-coupons {
+		drifted = append(drifted, id)
+	}
+	return over, drifted
 }
 
 // bypassClaim inserts n coupons past the shop's checks, taking the stock
@@ -503,7 +565,7 @@ func testShopLayout(t *testing.T, l shopLayout) {
 
 	// a backlog while the cdc is down, faults included
 	_ = p.signal(syscall.SIGKILL)
-	over1, drift1 := s.faults(&members)
+	over, drifted := s.faults(&members)
 	require.NoError(t, s.work(rng, 100, campaigns))
 	p = runner.start()
 
@@ -522,7 +584,7 @@ func testShopLayout(t *testing.T, l shopLayout) {
 			}
 		})
 	}
-	over2, drift2 := s.faults(&members)
+	over2, drifted2 := s.faults(&members)
 	p, kills := runner.killWhileWriting(s.env, p, &left, rng)
 	wg.Wait()
 	close(errs)
@@ -540,7 +602,7 @@ func testShopLayout(t *testing.T, l shopLayout) {
 	require.Equal(t, want, s.anomalies(), "the anomalies are exactly the faults")
 	s.assertShopTruth()
 	s.assertUnlimited(3, s.unlimited...)
-	s.assertReconciled([]int64{over1, over2}, []int64{drift1, drift2})
+	s.assertReconciled(append(over, over2...), append(drifted, drifted2...))
 	require.NoError(t, p.signal(syscall.SIGTERM))
 }
 
