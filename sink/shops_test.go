@@ -22,7 +22,7 @@ import (
 	"github.com/couponlink/couponlink/sink"
 )
 
-// The three legacy shop layouts of deploy/legacy (docs/legacy-schemas.md), each attached as it is: its schema.sql and its mapping.yaml,
+// The four legacy shop layouts of deploy/legacy (docs/legacy-schemas.md), each attached as it is: its schema.sql and its mapping.yaml,
 // written only by raw SQL the way such a shop's code writes, while the cdc
 // is killed (-9) and restarted. Counters must equal the truth, and the
 // anomalies must be exactly the faults the test injected, kind by kind.
@@ -44,6 +44,13 @@ type shopLayout struct {
 	// spendAgain writes evidence of a second use of a used coupon, and
 	// says which anomaly it is.
 	spendAgain func(s *shopEnv, c shopCoupon) string
+	// at is a time as the layout stores it (nil: a DATETIME, in UTC).
+	at func(time.Time) any
+	// editStock is an admin's hand edit of the remaining-stock column, a
+	// SET clause ("": the column taken down by 3).
+	editStock string
+	// readMinusOne: the shop also claims as racyClaims does.
+	readMinusOne bool
 }
 
 type shopCoupon struct{ id, campaign, member int64 }
@@ -103,6 +110,29 @@ var shopLayouts = []shopLayout{
 			s.exec("INSERT INTO sales_order (order_sn, member_id, promo_id, amount) VALUES (?, ?, ?, 5.00)", fmt.Sprint("again", c.id), c.member, c.campaign)
 			return sink.AnomalyDoubleSpend
 		},
+	},
+	{
+		dir: "orders-writeoff", campaign: "store_coupon_issue", cID: "id", cBudget: "total_count", cLeft: "remain_count", cLimit: "receive_limit",
+		cEnds: "end_time", cName: "coupon_title", coupon: "store_coupon_user", uID: "id", uCampaign: "cid", uMember: "uid",
+		uChannel: "type", uStatus: "status", undecodable: "7", channels: []string{"get", "send"},
+		codes: map[coupon.Status]int64{coupon.Available: 0, coupon.Used: 1, coupon.Expired: 2},
+		// the checkout marks the coupon used in autocommit, then writes
+		// the order (the only evidence) in a transaction of its own
+		use: func(s *shopEnv, tx *sql.Tx, c shopCoupon, order string) error {
+			if err := s.execTx(s.conn, markUsedSQL, c.id); err != nil {
+				return err
+			}
+			return s.execTx(tx, "INSERT INTO store_order (order_id, uid, coupon_id, pay_price, paid, add_time) VALUES (?, ?, ?, 9.90, 1, UNIX_TIMESTAMP())",
+				order, c.member, c.id)
+		},
+		bareUse: func(s *shopEnv, c shopCoupon) { s.exec(markUsedSQL, c.id) }, // and no order
+		spendAgain: func(s *shopEnv, c shopCoupon) string { // a second checkout tab went through too
+			s.exec(secondTabSQL, c.id)
+			return sink.AnomalyDoubleSpend
+		},
+		at:           func(t time.Time) any { return t.Unix() },
+		editStock:    "remain_count = total_count", // the admin form saved with the stock it was created with
+		readMinusOne: true,
 	},
 }
 
@@ -173,7 +203,13 @@ func (s *shopEnv) exec(q string, args ...any) {
 	require.NoError(s.T, err, q)
 }
 
-func (s *shopEnv) execTx(tx *sql.Tx, q string, args ...any) error {
+// execer is a transaction, or the pool for a statement in autocommit.
+type execer interface {
+	Exec(q string, args ...any) (sql.Result, error)
+}
+
+// execTx runs q in tx; an UPDATE that changes no row is errNoRow.
+func (s *shopEnv) execTx(tx execer, q string, args ...any) error {
 	res, err := tx.Exec(q, args...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", q, err)
@@ -214,13 +250,21 @@ func (s *shopEnv) expected() map[string]int {
 func (s *shopEnv) newCampaign(budget, limit int) int64 {
 	id := s.nextID.Add(1)
 	cols := []string{s.cID, s.cName, s.cBudget, s.cLimit, s.cEnds}
-	vals := []any{id, fmt.Sprint("campaign ", id), budget, limit, time.Now().UTC().AddDate(1, 0, 0)}
+	vals := []any{id, fmt.Sprint("campaign ", id), budget, limit, s.time(time.Now().AddDate(1, 0, 0))}
 	if s.cLeft != "" {
 		cols, vals = append(cols, s.cLeft), append(vals, budget)
 	}
 	s.exec(fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", s.campaign, strings.Join(cols, ", "),
 		strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")), vals...)
 	return id
+}
+
+// time is t as the layout stores it.
+func (s *shopEnv) time(t time.Time) any {
+	if s.at == nil {
+		return t.UTC()
+	}
+	return s.at(t)
 }
 
 // claim is the shop's claim: the campaign row locked, the member's limit
@@ -250,7 +294,8 @@ func (s *shopEnv) claim(campaign, member int64, channel string) (shopCoupon, boo
 		return shopCoupon{}, false, err
 	}
 	unlimited := budget == 0 && unlimitedBudgets[s.dir]
-	if (limit > 0 && mine >= limit) || (stock.Valid && stock.Int64 <= 0) || (!stock.Valid && !unlimited && all >= budget) {
+	soldOut := (stock.Valid && stock.Int64 <= 0) || (!stock.Valid && all >= budget)
+	if (limit > 0 && mine >= limit) || (!unlimited && soldOut) {
 		return shopCoupon{}, false, nil
 	}
 	c, err := s.insertCoupon(tx, campaign, member, channel, fmt.Sprint(s.codes[coupon.Available]))
@@ -308,13 +353,13 @@ func (s *shopEnv) setStatus(c shopCoupon, st coupon.Status) {
 
 // shopFaults are what a shop's bugs, scripts and people do to its tables,
 // once each; stock drift is the reconciler's, not an anomaly, so its
-// campaign is returned.
-func (s *shopEnv) faults(members *atomic.Int64) (overIssued, drifted int64) {
+// campaigns are returned, with the over-issued ones.
+func (s *shopEnv) faults(members *atomic.Int64) (over, drifted []int64) {
 	s.T.Helper()
 	member := func() int64 { return members.Add(1) }
 	shared := s.newCampaign(100000, 0)
 
-	overIssued = s.newCampaign(3, 0) // the shop's guard held for 3, then a script bypassed it
+	overIssued := s.newCampaign(3, 0) // the shop's guard held for 3, then a script bypassed it
 	for range 3 {
 		s.mustClaim(overIssued, member())
 	}
@@ -331,7 +376,7 @@ func (s *shopEnv) faults(members *atomic.Int64) (overIssued, drifted int64) {
 	ending := s.newCampaign(100, 0) // ended by the admin, then a coupon is used anyway
 	late := s.mustClaim(ending, member())
 	s.mustClaim(ending, member()) // stays unused: expired by the end time
-	s.exec(fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ?", s.campaign, s.cEnds, s.cID), time.Now().UTC().Add(-time.Hour), ending)
+	s.exec(fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ?", s.campaign, s.cEnds, s.cID), s.time(time.Now().Add(-time.Hour)), ending)
 	require.NoError(s.T, s.inTx(func(tx *sql.Tx) error { return s.use(s, tx, late, fmt.Sprint("late", late.id)) }))
 	s.expect(sink.AnomalyUsedAfterExpiry, 1)
 
@@ -366,12 +411,75 @@ func (s *shopEnv) faults(members *atomic.Int64) (overIssued, drifted int64) {
 	s.limitedSoftDelete(members)
 	s.unlimited = append(s.unlimited, s.unlimitedCampaign(members, 3))
 
+	over = append(over, overIssued)
 	if s.cLeft != "" { // the remaining stock moved by hand
-		drifted = s.newCampaign(50, 0)
-		s.mustClaim(drifted, member())
-		s.exec(fmt.Sprintf("UPDATE %s SET %s = %s - 3 WHERE %s = ?", s.campaign, s.cLeft, s.cLeft, s.cID), drifted)
+		edited := s.newCampaign(50, 0)
+		s.mustClaim(edited, member())
+		edit := s.editStock
+		if edit == "" {
+			edit = fmt.Sprintf("%s = %s - 3", s.cLeft, s.cLeft)
+		}
+		s.exec(fmt.Sprintf("UPDATE %s SET %s WHERE %s = ?", s.campaign, edit, s.cID), edited)
+		drifted = append(drifted, edited)
 	}
-	return overIssued, drifted
+	if s.readMinusOne {
+		o, d := s.racyClaims(members, 3, 6)
+		over, drifted = append(over, o...), append(drifted, d...)
+	}
+	return over, drifted
+}
+
+// racyClaims are n members claiming a campaign of budget at once, as a
+// shop that reads the remaining stock outside its transaction and writes
+// back what it read minus one (the campaign row is not locked). What the
+// race let through is read back from the tables: coupons past the budget
+// are one over_issue, and a remaining column that lost an update is stock
+// drift (the reconciler's); the campaign is returned in over or drifted
+// when it is so.
+func (s *shopEnv) racyClaims(members *atomic.Int64, budget, n int) (over, drifted []int64) {
+	s.T.Helper()
+	id := s.newCampaign(budget, 0)
+	var ready, done sync.WaitGroup
+	ready.Add(n)
+	errs := make(chan error, n)
+	for range n {
+		m := members.Add(1)
+		done.Go(func() {
+			var left int64
+			err := s.conn.QueryRow(fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?", s.cLeft, s.campaign, s.cID), id).Scan(&left)
+			ready.Done()
+			ready.Wait() // every member has read the stock: the writes race
+			if err != nil || left <= 0 {
+				errs <- err
+				return
+			}
+			errs <- s.inTx(func(tx *sql.Tx) error {
+				if _, err := s.insertCoupon(tx, id, m, s.channels[0], fmt.Sprint(s.codes[coupon.Available])); err != nil {
+					return err
+				}
+				// not execTx: a write-back of what another claim wrote changes no row
+				_, err := tx.Exec(fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ?", s.campaign, s.cLeft, s.cID), left-1, id)
+				return err
+			})
+		})
+	}
+	done.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(s.T, err)
+	}
+	var coupons, left int64
+	require.NoError(s.T, s.conn.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM %s WHERE %s = ?", s.coupon, s.uCampaign), id).Scan(&coupons))
+	require.NoError(s.T, s.conn.QueryRow(fmt.Sprintf("SELECT %s FROM %s WHERE %s = ?", s.cLeft, s.campaign, s.cID), id).Scan(&left))
+	s.T.Logf("%s: %d read-minus-one claims of a budget of %d: %d coupons, %d left", s.dir, n, budget, coupons, left)
+	if coupons > int64(budget) {
+		over = append(over, id)
+		s.expect(sink.AnomalyOverIssue, 1)
+	}
+	if left != int64(budget)-coupons {
+		drifted = append(drifted, id)
+	}
+	return over, drifted
 }
 
 // bypassClaim inserts n coupons past the shop's checks, taking the stock
@@ -457,7 +565,7 @@ func testShopLayout(t *testing.T, l shopLayout) {
 
 	// a backlog while the cdc is down, faults included
 	_ = p.signal(syscall.SIGKILL)
-	over1, drift1 := s.faults(&members)
+	over, drifted := s.faults(&members)
 	require.NoError(t, s.work(rng, 100, campaigns))
 	p = runner.start()
 
@@ -476,7 +584,7 @@ func testShopLayout(t *testing.T, l shopLayout) {
 			}
 		})
 	}
-	over2, drift2 := s.faults(&members)
+	over2, drifted2 := s.faults(&members)
 	p, kills := runner.killWhileWriting(s.env, p, &left, rng)
 	wg.Wait()
 	close(errs)
@@ -494,6 +602,43 @@ func testShopLayout(t *testing.T, l shopLayout) {
 	require.Equal(t, want, s.anomalies(), "the anomalies are exactly the faults")
 	s.assertShopTruth()
 	s.assertUnlimited(3, s.unlimited...)
-	s.assertReconciled([]int64{over1, over2}, []int64{drift1, drift2})
+	s.assertReconciled(append(over, over2...), append(drifted, drifted2...))
 	require.NoError(t, p.signal(syscall.SIGTERM))
+}
+
+// Each layout's mapping.yaml is accepted by `mapping check` (canal's
+// Inspect) against its schema.sql: no error, and every check the layout
+// is for is on.
+func TestShopLayoutsMappingCheck(t *testing.T) {
+	for _, l := range shopLayouts {
+		t.Run(l.dir, func(t *testing.T) {
+			t.Parallel()
+			s := newShopEnv(t, l)
+			r, err := s.mapping().Inspect(s.Ctx, s.DB)
+			require.NoError(t, err)
+			require.True(t, r.OK(), "%v", r.Errors)
+			on := map[string]string{}
+			for _, c := range r.Checks {
+				if c.On {
+					on[c.Name] = c.Detail
+				}
+			}
+			for _, kind := range []string{"illegal_transition", "deleted_coupon", "undecodable_row", "over_issue", "used_without_redemption",
+				"per_user_limit_exceeded", "used_after_expiry"} {
+				require.Contains(t, on, kind)
+			}
+			if l.at == nil {
+				return
+			}
+			t.Run("used_after_expiry names integer times as such", func(t *testing.T) {
+				// canal/checks.go (not this test's to change) says of every
+				// end time "a DATETIME read in <zone>", integer ones too:
+				// `mapping check` on orders-writeoff prints "… or
+				// shop.store_coupon_user.end_time (a DATETIME read in UTC
+				// (no time_zone))". Skipped until it names the unit.
+				t.Skip("canal/checks.go calls integer end times a DATETIME")
+				require.NotContains(t, on["used_after_expiry"], "DATETIME")
+			})
+		})
+	}
 }

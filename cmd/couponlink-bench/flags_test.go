@@ -36,7 +36,7 @@ func TestListFlags(t *testing.T) {
 		{"shards zero", "0", rd(shardsList), nil, `-sources-shards: "0" is not a table count (1..4096)`},
 		{"shards empty", "", rd(shardsList), nil, "-sources-shards: name at least one table count"},
 		{"layouts", "sharded, writeoff-table", rd(layoutsList), []string{"sharded", "writeoff-table"}, ""},
-		{"layouts unknown", "writeoff", rd(layoutsList), nil, `-legacy-layouts: "writeoff" is no layout (want writeoff-table, no-writeoff, order-columns, sharded)`},
+		{"layouts unknown", "writeoff", rd(layoutsList), nil, `-legacy-layouts: "writeoff" is no layout (want writeoff-table, no-writeoff, order-columns, orders-writeoff, sharded)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.read(tc.in)

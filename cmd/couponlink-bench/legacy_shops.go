@@ -78,6 +78,19 @@ var legacyShops = []legacyShop{
 		expire:         "UPDATE %[1]s.member_coupon SET status = 2 WHERE id BETWEEN ? AND ? AND status = 0",
 		truth:          "SELECT batch_id, get_from, status + 1, COUNT(*) FROM %[1]s.member_coupon WHERE deleted = 0 GROUP BY 1, 2, 3",
 	}),
+	deployLayout(deployWrites{
+		dir: "orders-writeoff", what: "the orders table as the write-off table (redemption_evidence table with states; integer times, remain_count, unlimited budgets)",
+		campaigns: "INSERT INTO %[1]s.store_coupon_issue (id, coupon_title, total_count, remain_count, end_time, status) " +
+			"SELECT seq, CONCAT('c', seq), 1000000000, 1000000000, 2000000000, 1 FROM seq_1_to_4",
+		claim: "INSERT INTO %[1]s.store_coupon_user (id, cid, uid, type, status) " +
+			"SELECT ? + seq, 1 + seq MOD 4, 1 + (? + seq) MOD 50000, IF(seq MOD 2, 'get', 'send'), 0 FROM %[2]s",
+		guard: "UPDATE %[1]s.store_coupon_issue SET remain_count = remain_count - ? WHERE id BETWEEN 1 AND 4",
+		use:   "UPDATE %[1]s.store_coupon_user SET status = 1, use_time = UNIX_TIMESTAMP() WHERE id BETWEEN ? AND ? AND status = 0",
+		evidence: "INSERT INTO %[1]s.store_order (order_id, uid, coupon_id, pay_price, paid, add_time) " +
+			"SELECT CONCAT('o', id), uid, id, 9.90, 1, UNIX_TIMESTAMP() FROM %[1]s.store_coupon_user WHERE id BETWEEN ? AND ?",
+		expire: "UPDATE %[1]s.store_coupon_user SET status = 2 WHERE id BETWEEN ? AND ? AND status = 0",
+		truth:  "SELECT cid, type, status + 1, COUNT(*) FROM %[1]s.store_coupon_user GROUP BY 1, 2, 3",
+	}),
 	{
 		name: "sharded", what: "the sources phase's sharded shop (user_coupon_{0..3}, redemption_evidence none, template budgets)",
 		create: func(ctx context.Context, db *sql.DB, _, _, schema string) error {
