@@ -66,19 +66,33 @@ func (m *Mapping) Checks() []CheckState {
 		cs = append(cs, on("per_user_limit_exceeded", "%s per %s", m.col(t.Table, t.PerUserLimit), m.col(uc.Table, uc.User)))
 	}
 	var ends []string
+	integer := t.EndTime.Integer() || uc.ExpiresAt.Integer()
+	// end names a time column; with an integer one among them, each says what it holds
+	end := func(table string, c TimeColumn) string {
+		switch {
+		case !integer:
+			return m.col(table, c.Column)
+		case c.Integer():
+			return fmt.Sprintf("%s (%s)", m.col(table, c.Column), c.Unit)
+		}
+		return fmt.Sprintf("%s (a DATETIME read in %s)", m.col(table, c.Column), m.ZoneText())
+	}
 	if t.EndTime.Column != "" {
-		ends = append(ends, m.col(t.Table, t.EndTime.Column))
+		ends = append(ends, end(t.Table, t.EndTime))
 	}
 	if uc.ExpiresAt.Column != "" {
-		own := m.col(uc.Table, uc.ExpiresAt.Column)
+		own := end(uc.Table, uc.ExpiresAt)
 		if len(t.FixedWindow) > 0 {
 			own += fmt.Sprintf(" (not for a fixed-window campaign: %s)", t.FixedWindow.Text(func(c string) string { return m.col(t.Table, c) }))
 		}
 		ends = append(ends, own)
 	}
-	if len(ends) == 0 {
+	switch {
+	case len(ends) == 0:
 		cs = append(cs, off("used_after_expiry", "no template.end_time, no user_coupon.expires_at"))
-	} else {
+	case integer:
+		cs = append(cs, on("used_after_expiry", "a coupon used or restored after %s", strings.Join(ends, " or ")))
+	default:
 		cs = append(cs, on("used_after_expiry", "a coupon used or restored after %s (a DATETIME read in %s)", strings.Join(ends, " or "), m.ZoneText()))
 	}
 	cs = append(cs, m.shelfCheck())
