@@ -359,3 +359,24 @@ func TestAuditRecord(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "acknowledged", f.State, "found again as it was, an acknowledged finding stays acknowledged")
 }
+
+// TestAuditOrdersWriteOff: the orders-writeoff layout (the orders table is
+// the write-off table; integer times; a refund or a cancel closes the
+// order): a use whose only order was refunded is a use without evidence,
+// two open orders of one coupon a double spend; an order without a coupon
+// (coupon_id 0) and a refunded order of a coupon given back are nothing.
+func TestAuditOrdersWriteOff(t *testing.T) {
+	s := newShop(t, "orders-writeoff")
+	s.exec(`INSERT INTO store_coupon_issue (id, coupon_title, end_time, total_count, remain_count) VALUES
+		(1, 'spring', UNIX_TIMESTAMP() + 86400, 100, 96)`)
+	s.exec(`INSERT INTO store_coupon_user (id, cid, uid, status, end_time) VALUES
+		(1, 1, 11, 1, UNIX_TIMESTAMP() + 86400), (2, 1, 12, 1, UNIX_TIMESTAMP() + 86400),
+		(3, 1, 13, 0, UNIX_TIMESTAMP() + 86400), (4, 1, 14, 1, UNIX_TIMESTAMP() + 86400)`)
+	s.exec(`INSERT INTO store_order (order_id, uid, coupon_id, refund_status, is_del) VALUES
+		('A', 11, 1, 0, 0), ('B', 12, 2, 2, 0), ('C', 13, 3, 2, 0), ('D1', 14, 4, 0, 0), ('D2', 14, 4, 0, 0), ('E', 15, 0, 0, 0)`)
+	_, found := s.run()
+	assert.Equal(t, map[audit.Kind][]string{
+		audit.UsedWithoutRedemption: {"coupon 2"},
+		audit.DoubleSpend:           {"coupon 4"},
+	}, found)
+}

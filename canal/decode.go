@@ -287,7 +287,9 @@ func (d *decoder) undecodable(l *layout, row []any, col, value string, b *Batch)
 // deleted; an UPDATE matters only with evidence states (evidencestates.go):
 // a row moving into an ended state is deleted, back out of it inserted,
 // and one moved to another coupon or order is the before image deleted and
-// the after image inserted. A row inserted ended is not seen.
+// the after image inserted. A row inserted ended is not seen, nor one whose
+// coupon is 0: an orders table that is the write-off table writes 0 in an
+// order that used no coupon.
 func (d *decoder) redemption(l *layout, action string, rows [][]any, at time.Time, b *Batch) error {
 	ended := d.m.EvidenceEnded()
 	if action == gocanal.UpdateAction && len(ended) == 0 {
@@ -310,6 +312,9 @@ func (d *decoder) redemption(l *layout, action string, rows [][]any, at time.Tim
 		if !ok {
 			d.undecodable(l, row, d.m.RedemptionLog.Coupon, "NULL", b)
 			return image{}, nil
+		}
+		if cp == 0 {
+			return image{}, nil // no coupon: nothing to prove
 		}
 		tpl, err := intCol(l, row, l.template, "template")
 		if err != nil {

@@ -109,13 +109,15 @@ func (s *Queries) liveAs() string {
 }
 
 // liveEvidenceAs is the condition that the write-off row aliased r still
-// proves a use: neither closed nor soft-deleted (TRUE when the table has
-// no states), as the cdc reads it.
+// proves a use of a coupon, as the cdc reads it: neither closed nor
+// soft-deleted, and naming a coupon (0 names none: an orders table that is
+// the write-off table writes it in an order that used no coupon).
 func (s *Queries) liveEvidenceAs() string {
+	named := alias("r")(s.m.RedemptionLog.Coupon) + " <> 0"
 	if c := s.m.EvidenceEnded().NotSQL(alias("r")); c != "" {
-		return "(" + c + ")"
+		return "(" + c + " AND " + named + ")"
 	}
-	return "TRUE"
+	return named
 }
 
 // openAs is the condition that the order aliased o is open: neither

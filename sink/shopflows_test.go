@@ -198,7 +198,14 @@ func ordersWriteoffFlows() []shopFlow {
 		{name: "a timeout, then used at the counter with no order", want: sink.AnomalyUsedWithoutRedemption,
 			steps: []func(*shopEnv, shopCoupon){useStep("tc"), timeout("tc"), markUsed}},
 		{name: "two checkout tabs", want: sink.AnomalyDoubleSpend, steps: []func(*shopEnv, shopCoupon){useStep("tab1-"), secondTab}},
+		{name: "orders without a coupon (coupon_id 0)", steps: []func(*shopEnv, shopCoupon){noCoupon("nc-a"), noCoupon("nc-b"), useStep("nc-c")}},
 	}
+}
+
+// noCoupon is an order of the coupon's member that used no coupon: the
+// shop writes coupon_id 0, which names none.
+func noCoupon(p string) func(*shopEnv, shopCoupon) {
+	return execStep(p, "INSERT INTO store_order (order_id, uid, coupon_id, paid, add_time) SELECT ?o, uid, 0, 1, UNIX_TIMESTAMP() FROM store_coupon_user WHERE id = ?c")
 }
 
 // sweepFlows are the orders-writeoff shop's expiry: a cron job's bulk
