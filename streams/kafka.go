@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -90,16 +91,20 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		// DisableIdempotentWrite) needs acks from all in-sync replicas
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout),
-		// one produce request in flight per broker: a batch the broker
-		// fails for good fails the partition's later batches with it
-		// (they wait in the buffer), so that none of them is written
-		// before it; sent again, a key's events stay in order
+		// one produce request in flight per broker, and nothing sent
+		// before Send has buffered its records (manual flushing): each
+		// partition's records of one Send go in one batch, which the
+		// broker takes or fails whole, so that no later record of a
+		// partition is written before an earlier one that failed (with
+		// kgo's linger 0 the first records went alone and a later batch
+		// could be written ahead of a failed one); sent again, a key's
+		// events stay in order
 		kgo.MaxProduceRequestsInflightPerBroker(1),
+		kgo.ManualFlushing(),
 		// a moved partition leader (NOT_LEADER_FOR_PARTITION) is looked
 		// up again within a second, not kgo's 5 s: well inside the
 		// delivery timeout
 		kgo.MetadataMinAge(time.Second),
-		kgo.ProducerLinger(0),
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, kgo.Dialer(tlsDialer(cfg.TLS)))
@@ -210,37 +215,39 @@ func (s *KafkaSink) Send(ctx context.Context, msgs []webhook.Message) (int, erro
 		rest := msgs[done:]
 		recs := make([]*kgo.Record, 0, len(rest))
 		var refused error // a body CloudEvents cannot take: after those before it
+		size := 0
 		for _, m := range rest {
 			r, err := s.record(m)
 			if err != nil {
 				refused = err
 				break
 			}
+			if size += len(r.Key) + len(r.Value) + 64; len(recs) > 0 && size > kafkaCallBytes {
+				break // the rest in the next round: one batch a partition
+			}
 			recs = append(recs, r)
 		}
 		if len(recs) == 0 {
 			return done, refused
 		}
-		// the results come in the order the records finished, not the
-		// order given
-		errs := make(map[*kgo.Record]error, len(recs))
-		for _, r := range s.cl.ProduceSync(ctx, recs...) {
-			errs[r.Record] = r.Err
-		}
+		errs := s.produce(ctx, recs...)
 		i := 0
 		for i < len(recs) && errs[recs[i]] == nil {
 			i++
 		}
 		done += i
 		if i == len(recs) {
-			return done, refused
+			if refused != nil || done == len(msgs) {
+				return done, refused
+			}
+			continue // cut by kafkaCallBytes
 		}
 		err := errs[recs[i]]
 		if tooLarge(err) && len(recs) > 1 {
 			// the batch holding it may be what was too large: the record
 			// alone says whether it is
 			fresh, _ := s.record(msgs[done]) // made once already: no error
-			err = s.cl.ProduceSync(ctx, fresh).FirstErr()
+			err = s.produce(ctx, fresh)[fresh]
 			if err == nil {
 				done++
 				continue
@@ -254,6 +261,30 @@ func (s *KafkaSink) Send(ctx context.Context, msgs []webhook.Message) (int, erro
 		return done, err
 	}
 	return done, nil
+}
+
+// kafkaCallBytes bounds the records one produce call carries, well under
+// kgo's batch size (1 MB): all of a partition's records of a call fit in
+// one batch.
+const kafkaCallBytes = 512 << 10
+
+// produce buffers recs, flushes them and waits for each one's result.
+func (s *KafkaSink) produce(ctx context.Context, recs ...*kgo.Record) map[*kgo.Record]error {
+	errs := make(map[*kgo.Record]error, len(recs))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	wg.Add(len(recs))
+	for _, r := range recs {
+		s.cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			mu.Lock()
+			errs[r] = err
+			mu.Unlock()
+			wg.Done()
+		})
+	}
+	_ = s.cl.Flush(ctx) // each record's own error says how it ended
+	wg.Wait()
+	return errs
 }
 
 func tooLarge(err error) bool {

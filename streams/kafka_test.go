@@ -318,11 +318,10 @@ func TestKafkaTooLargeRefused(t *testing.T) {
 	require.Equal(t, 6, n)
 	want := append(append([]webhook.Message{}, msgs[:5]...), msgs[6:]...)
 	recs := consumeKafka(t, addrs, len(want), "ev")
-	// every event but the refused one, each with its body, key and type;
-	// not the order per key: the records after a refused one in its
-	// partition may be written ahead of earlier ones and again on the
-	// next round (seen once in a CI run; docs/events.md says so)
-	everyEventOnce(t, want, recs, false)
+	// every event but the refused one, each with its body, key and type,
+	// in order per key: the records of its partition around it are not
+	// written ahead of earlier ones
+	everyEventOnce(t, want, recs, true)
 }
 
 // SASL PLAIN: the right password delivers; a wrong one takes nothing,
