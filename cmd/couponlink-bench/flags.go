@@ -196,6 +196,9 @@ func (c *config) check() error {
 	if c.legacyRows < 10*c.txRows {
 		return fmt.Errorf("-legacy-rows must be at least 10 × -tx-rows (%d)", 10*c.txRows)
 	}
+	if c.legacyRows > 50_000_000 {
+		return errors.New("-legacy-rows must be at most 50,000,000: each layout's coupon ids start 100,000,000 after the last's")
+	}
 	if c.phases == "all" {
 		return nil
 	}

@@ -76,7 +76,9 @@ func runLegacy(ctx context.Context, cfg config, e *env, log *slog.Logger) ([]*le
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", name, err)
 		}
-		if err := l.measure(ctx, cfg, e, int64(i)*1_000_000_000, log); err != nil {
+		// each layout's coupon ids from its own base, within a signed INT
+		// (the orders-writeoff shop's ids are INT(10), as its shop's are)
+		if err := l.measure(ctx, cfg, e, int64(i)*100_000_000, log); err != nil {
 			return out, fmt.Errorf("%s: %w", name, err)
 		}
 		out = append(out, l)
