@@ -154,11 +154,6 @@ func (r *Report) Kind(k Kind) *KindReport {
 	return nil
 }
 
-// referencePerUserLimit is the per-user limit column of the reference
-// schema's coupon_template, which its mapping does not name (the API
-// enforces the limit when it writes).
-const referencePerUserLimit = "per_user_limit"
-
 // Run audits the shop's tables of m on db at one consistent snapshot of
 // its own. name is the mapping's name for the report.
 func Run(ctx context.Context, db *sql.DB, m *canal.Mapping, name string, cfg Config) (*Report, error) {
@@ -175,11 +170,6 @@ func Run(ctx context.Context, db *sql.DB, m *canal.Mapping, name string, cfg Con
 // pos that the caller opened and ends (a bootstrap's, to audit what it
 // counts).
 func RunIn(ctx context.Context, tx *sql.Tx, pos canal.Position, m *canal.Mapping, name string, cfg Config) (*Report, error) {
-	if m.Reference() && m.Template.PerUserLimit == "" {
-		ref := *m // couponlink's own templates keep their per-user limit
-		ref.Template.PerUserLimit = referencePerUserLimit
-		m = &ref
-	}
 	q := inventory.NewQueries(m)
 	if why := q.AuditRefusal(); why != "" {
 		return nil, errors.New("audit: " + why)
@@ -215,9 +205,8 @@ type auditor struct {
 	m   *canal.Mapping
 	cfg Config
 	rep *Report
-	// the counts per pair and the templates, read once
-	snap      inventory.Snapshot
-	templates map[int64]inventory.TemplateInfo
+	// the counts per pair, read once by totals
+	snap inventory.Snapshot
 }
 
 // run runs every check, the totals first.
@@ -431,7 +420,8 @@ func (a *auditor) overIssue(ctx context.Context, tx *sql.Tx) error {
 		a.off(OverIssue, "no channel quotas")
 		return nil
 	}
-	if err := a.readTemplates(ctx, tx); err != nil {
+	templates, err := a.q.Templates(ctx, tx, nil)
+	if err != nil {
 		return err
 	}
 	a.checked(OverIssue)
@@ -444,7 +434,7 @@ func (a *auditor) overIssue(ctx context.Context, tx *sql.Tx) error {
 		taken[p.Template] += a.snap.Counts[p].Taken()
 	}
 	for _, id := range ids {
-		t, ok := a.templates[id]
+		t, ok := templates[id]
 		if ok && t.HasBudget && taken[id] > t.Budget {
 			a.add(OverIssue, Finding{Template: id, Detail: fmt.Sprintf("%d coupons taken, budget %d", taken[id], t.Budget)})
 		}
@@ -452,31 +442,24 @@ func (a *auditor) overIssue(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// readTemplates reads the template rows once.
-func (a *auditor) readTemplates(ctx context.Context, tx *sql.Tx) error {
-	if a.templates != nil {
-		return nil
-	}
-	var err error
-	a.templates, err = a.q.Templates(ctx, tx, nil)
-	return err
-}
-
 // perUser counts each member's coupons of each template against the
-// template's per-user limit.
+// template's per-user limit (inventory.PerUserLimits: the mapped column,
+// or the reference schema's coupon_template.per_user_limit, as the cdc
+// and the reconciler read it).
 func (a *auditor) perUser(ctx context.Context, tx *sql.Tx) error {
-	if a.m.Template.PerUserLimit == "" {
+	if !a.m.Reference() && a.m.Template.PerUserLimit == "" {
 		a.off(PerUserLimitExceeded, "the mapping names no template.per_user_limit")
 		return nil
 	}
-	if err := a.readTemplates(ctx, tx); err != nil {
+	limits, err := a.q.PerUserLimits(ctx, tx, nil)
+	if err != nil {
 		return err
 	}
 	a.checked(PerUserLimitExceeded)
 	tick := a.ticker(string(PerUserLimitExceeded))
 	return a.q.UserClaims(ctx, tx, func(tpl int64, user string, coupons int64) error {
 		tick()
-		if limit := a.templates[tpl].PerUserLimit; limit > 0 && coupons > limit {
+		if limit := limits[tpl]; limit > 0 && coupons > limit {
 			a.add(PerUserLimitExceeded, Finding{Template: tpl, User: user, Detail: fmt.Sprintf("%d coupons, limit %d", coupons, limit)})
 		}
 		return nil
