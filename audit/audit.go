@@ -447,7 +447,7 @@ func (a *auditor) overIssue(ctx context.Context, tx *sql.Tx) error {
 // or the reference schema's coupon_template.per_user_limit, as the cdc
 // and the reconciler read it).
 func (a *auditor) perUser(ctx context.Context, tx *sql.Tx) error {
-	if !a.m.Reference() && a.m.Template.PerUserLimit == "" {
+	if !a.m.HasPerUserLimits() {
 		a.off(PerUserLimitExceeded, "the mapping names no template.per_user_limit")
 		return nil
 	}

@@ -236,6 +236,14 @@ func DefaultMapping() *Mapping {
 // names a legacy application's tables.
 func (m *Mapping) Reference() bool { return m.reference }
 
+// HasPerUserLimits says whether the templates have the per-user limit
+// that inventory's PerUserLimits reads: the reference schema's
+// coupon_template.per_user_limit, or a mapped template.per_user_limit
+// (with user_coupon.user, which a limit per user needs).
+func (m *Mapping) HasPerUserLimits() bool {
+	return m.UserCoupon.User != "" && (m.reference || m.Template.PerUserLimit != "")
+}
+
 // LoadMapping parses a YAML mapping (unknown keys are errors) and validates it.
 func LoadMapping(data []byte) (*Mapping, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))

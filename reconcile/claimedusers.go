@@ -120,7 +120,7 @@ func (r *Reconciler) claimedKey() func(template int64) string {
 		return nil
 	case r.cfg.RedisMode == inventory.RedisCorrector && m.Redis != nil && m.Redis.ClaimedUsers != "":
 		return func(id int64) string { return legacyKey(m.Redis.ClaimedUsers, id, "") }
-	case r.cfg.RedisMode == inventory.RedisOwner && (m.Reference() || m.Template.PerUserLimit != ""):
+	case r.cfg.RedisMode == inventory.RedisOwner && m.HasPerUserLimits():
 		return r.cfg.Keys.Claimed
 	}
 	return nil

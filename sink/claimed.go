@@ -86,8 +86,7 @@ const claimedChunk = 1000
 // have a user and whose templates a per-user limit (the reference
 // schema's coupon_template has one).
 func (s *Sink) keepsClaimed() bool {
-	m := s.cfg.Mapping
-	return s.cfg.ClaimedSets && s.redis != nil && m.UserCoupon.User != "" && (m.Reference() || m.Template.PerUserLimit != "")
+	return s.cfg.ClaimedSets && s.redis != nil && s.cfg.Mapping.HasPerUserLimits()
 }
 
 // claimedTouched lists, per template, the users whose coupons the batch's
