@@ -29,20 +29,7 @@ type AnyOf []Condition
 
 // UnmarshalYAML reads one {column, values} or a sequence of them.
 func (a *AnyOf) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.SequenceNode {
-		var list []Condition
-		if err := n.Decode(&list); err != nil {
-			return err
-		}
-		*a = list
-		return nil
-	}
-	var c Condition
-	if err := n.Decode(&c); err != nil {
-		return err
-	}
-	*a = AnyOf{c}
-	return nil
+	return decodeOneOrList(n, (*[]Condition)(a))
 }
 
 // Columns are the columns the conditions name, in their order (a column
@@ -161,4 +148,18 @@ func (a AnyOf) validate(table, key, value, example string) []error {
 		}
 	}
 	return errs
+}
+
+// decodeOneOrList reads a YAML mapping as a list of one, or a sequence as
+// the list: how every "one condition, or several" role is written.
+func decodeOneOrList[T any](n *yaml.Node, out *[]T) error {
+	if n.Kind == yaml.SequenceNode {
+		return n.Decode(out)
+	}
+	var one T
+	if err := n.Decode(&one); err != nil {
+		return err
+	}
+	*out = []T{one}
+	return nil
 }

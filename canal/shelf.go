@@ -32,20 +32,7 @@ type ShelfStates []ShelfState
 
 // UnmarshalYAML reads one {column, off_shelf} or a sequence of them.
 func (s *ShelfStates) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.SequenceNode {
-		var list []ShelfState
-		if err := n.Decode(&list); err != nil {
-			return err
-		}
-		*s = list
-		return nil
-	}
-	var one ShelfState
-	if err := n.Decode(&one); err != nil {
-		return err
-	}
-	*s = ShelfStates{one}
-	return nil
+	return decodeOneOrList(n, (*[]ShelfState)(s))
 }
 
 // anyOf is the status conditions as an AnyOf.

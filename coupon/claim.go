@@ -25,22 +25,18 @@ type Claim = api.Claim
 // Validate checks the request's fields.
 func (r *ClaimRequest) Validate() error {
 	r.UserID, r.Channel, r.RequestID = strings.TrimSpace(r.UserID), strings.TrimSpace(r.Channel), strings.TrimSpace(r.RequestID)
-	switch {
-	case r.TemplateID <= 0:
+	if r.TemplateID <= 0 {
 		return Invalid("template_id", "template_id is required and must be a positive id")
-	case r.UserID == "":
-		return Invalid("user_id", "user_id is required")
-	case len(r.UserID) > MaxIDLen:
-		return Invalid("user_id", "user_id is longer than %d bytes", MaxIDLen)
-	case r.Channel == "":
-		return Invalid("channel", "channel is required")
-	case r.RequestID == "":
-		return Invalid("request_id", "request_id is required: a key unique to this claim, so that a retry does not claim twice")
-	case len(r.RequestID) > MaxRequestLen:
-		return Invalid("request_id", "request_id is longer than %d bytes", MaxRequestLen)
 	}
-	if err := CheckText(false, "user_id", r.UserID, "request_id", r.RequestID); err != nil {
+	if err := checkFields(
+		textField{Name: "user_id", Value: r.UserID, Max: MaxIDLen},
+		textField{Name: "request_id", Value: r.RequestID, Max: MaxRequestLen,
+			Why: "a key unique to this claim, so that a retry does not claim twice"},
+	); err != nil {
 		return err
+	}
+	if r.Channel == "" {
+		return Invalid("channel", "channel is required")
 	}
 	return validChannel(r.Channel, "channel")
 }

@@ -67,3 +67,31 @@ func CheckText(free bool, fieldValues ...string) error {
 	}
 	return nil
 }
+
+// textField is one text field of a request as Validate checks it: present
+// (Why, when set, says what it is for after "is required: "), at most Max
+// bytes (0: no limit here), and text by CheckText (Free: free text).
+type textField struct {
+	Name, Value string
+	Max         int
+	Why         string
+	Free        bool
+}
+
+// checkFields checks each field in turn and refuses the first that fails.
+func checkFields(fields ...textField) error {
+	for _, f := range fields {
+		switch {
+		case f.Value == "" && f.Why != "":
+			return Invalid(f.Name, "%s is required: %s", f.Name, f.Why)
+		case f.Value == "":
+			return Invalid(f.Name, "%s is required", f.Name)
+		case f.Max > 0 && len(f.Value) > f.Max:
+			return Invalid(f.Name, "%s is longer than %d bytes", f.Name, f.Max)
+		}
+		if err := CheckText(f.Free, f.Name, f.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -23,15 +23,10 @@ type Redemption = api.Redemption
 // Validate checks the request's fields.
 func (r *RedeemRequest) Validate() error {
 	r.OrderID = strings.TrimSpace(r.OrderID)
-	switch {
-	case r.UserCouponID <= 0:
+	if r.UserCouponID <= 0 {
 		return Invalid("user_coupon_id", "user_coupon_id is required and must be a positive id")
-	case r.OrderID == "":
-		return Invalid("order_id", "order_id is required")
-	case len(r.OrderID) > MaxIDLen:
-		return Invalid("order_id", "order_id is longer than %d bytes", MaxIDLen)
 	}
-	return CheckText(false, "order_id", r.OrderID)
+	return checkFields(textField{Name: "order_id", Value: r.OrderID, Max: MaxIDLen})
 }
 
 // RedemptionKey is redemption_log.idempotency_key: one redemption per

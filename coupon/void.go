@@ -51,23 +51,12 @@ func (r *VoidRequest) Validate() error {
 		return Invalid("user_coupon_ids", "user_coupon_ids is required: the coupons to void")
 	case len(r.UserCouponIDs) > MaxVoidBatch:
 		return Invalid("user_coupon_ids", "at most %d coupons per request, got %d", MaxVoidBatch, len(r.UserCouponIDs))
-	case r.Reason == "":
-		return Invalid("reason", "reason is required: why the coupons are voided")
-	case len(r.Reason) > MaxReasonLen:
-		return Invalid("reason", "reason is longer than %d bytes", MaxReasonLen)
-	case r.Operator == "":
-		return Invalid("operator", "operator is required: who voids the coupons")
-	case len(r.Operator) > MaxIDLen:
-		return Invalid("operator", "operator is longer than %d bytes", MaxIDLen)
-	case r.RequestID == "":
-		return Invalid("request_id", "request_id is required: a key unique to this batch")
-	case len(r.RequestID) > MaxRequestLen:
-		return Invalid("request_id", "request_id is longer than %d bytes", MaxRequestLen)
 	}
-	if err := CheckText(false, "operator", r.Operator, "request_id", r.RequestID); err != nil {
-		return err
-	}
-	if err := CheckText(true, "reason", r.Reason); err != nil {
+	if err := checkFields(
+		textField{Name: "reason", Value: r.Reason, Max: MaxReasonLen, Why: "why the coupons are voided", Free: true},
+		textField{Name: "operator", Value: r.Operator, Max: MaxIDLen, Why: "who voids the coupons"},
+		textField{Name: "request_id", Value: r.RequestID, Max: MaxRequestLen, Why: "a key unique to this batch"},
+	); err != nil {
 		return err
 	}
 	seen := make(map[int64]bool, len(r.UserCouponIDs))
