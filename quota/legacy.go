@@ -9,7 +9,6 @@ import (
 
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
-	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // Legacy campaigns (a shop attached through a mapping, whose tables
@@ -124,22 +123,9 @@ func PreviewLegacy(ctx context.Context, db *sql.DB, template int64, change Overr
 	if err := refuseAuto(change); err != nil {
 		return Input{}, Decision{}, err
 	}
-	var in Input
-	err := sqltx.Run(ctx, db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(tx *sql.Tx) error {
-		if err := notOwn(ctx, tx, template); err != nil {
-			return err
-		}
-		p, err := policyWith(ctx, tx, template, change)
-		if err != nil {
-			return err
-		}
-		in, err = legacyInput(ctx, tx, template, ForLegacy(p), chans, now)
-		return err
+	return preview(ctx, db, template, change, "legacy template", notOwn, func(tx *sql.Tx, p Policy) (Input, error) {
+		return legacyInput(ctx, tx, template, ForLegacy(p), chans, now)
 	})
-	if err != nil {
-		return Input{}, Decision{}, fmt.Errorf("preview the rule of legacy template %d: %w", template, err)
-	}
-	return in, Decide(in), nil
 }
 
 // legacyInput is the rule's input of a legacy template: its channels as

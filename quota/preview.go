@@ -37,28 +37,40 @@ func ruleInput(ctx context.Context, q queryer, tpl int64, p Policy, chans []Chan
 // mode, then Decide. Nothing is written, whatever the mode. The policy is
 // validated as SetPolicy would (an invalid_argument naming the field).
 func Preview(ctx context.Context, db *sql.DB, template int64, change Override, now time.Time) (Input, Decision, error) {
+	return preview(ctx, db, template, change, "template", checkTemplate, func(tx *sql.Tx, p Policy) (Input, error) {
+		views, err := channels(ctx, tx, template)
+		if err != nil {
+			return Input{}, err
+		}
+		chans := make([]Channel, len(views))
+		for i, v := range views {
+			chans[i] = v.Channel
+		}
+		in, _, err := ruleInput(ctx, tx, template, p, chans, now)
+		return in, err
+	})
+}
+
+// preview reads in one read-only snapshot what a preview decides on: the
+// template (check refuses one that is not there or not of its kind, what
+// names the kind in errors), its policy in force with change over it, and
+// input's reads of the rest; then Decide.
+func preview(ctx context.Context, db *sql.DB, template int64, change Override, what string,
+	check func(context.Context, queryer, int64) error, input func(*sql.Tx, Policy) (Input, error)) (Input, Decision, error) {
 	var in Input
 	err := sqltx.Run(ctx, db, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}, func(tx *sql.Tx) error {
-		if err := checkTemplate(ctx, tx, template); err != nil {
+		if err := check(ctx, tx, template); err != nil {
 			return err
 		}
 		p, err := policyWith(ctx, tx, template, change)
 		if err != nil {
 			return err
 		}
-		views, err := channels(ctx, tx, template)
-		if err != nil {
-			return err
-		}
-		chans := make([]Channel, len(views))
-		for i, v := range views {
-			chans[i] = v.Channel
-		}
-		in, _, err = ruleInput(ctx, tx, template, p, chans, now)
+		in, err = input(tx, p)
 		return err
 	})
 	if err != nil {
-		return Input{}, Decision{}, fmt.Errorf("preview the rule of template %d: %w", template, err)
+		return Input{}, Decision{}, fmt.Errorf("preview the rule of %s %d: %w", what, template, err)
 	}
 	return in, Decide(in), nil
 }
