@@ -62,17 +62,21 @@ func (r *Reconciler) claimedUsers(ctx context.Context, rep *Report) error {
 		if err != nil {
 			return err
 		}
+		var ids []int64
 		for _, id := range sortedIDs(limits) {
-			if limits[id] <= 0 {
+			if limits[id] > 0 {
+				ids = append(ids, id)
+			}
+		}
+		kept, err := r.keptByCDC(ctx, ids, key)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if !kept(id) {
 				continue
 			}
 			s := &claimedSet{key: key(id), template: id, limit: limits[id]}
-			if kept, err := r.keptByCDC(ctx, s); err != nil || !kept {
-				if err != nil {
-					return err
-				}
-				continue
-			}
 			if ok, err := r.isSet(ctx, rep, s); err != nil || !ok {
 				if err != nil {
 					return err
@@ -126,18 +130,25 @@ func (r *Reconciler) claimedKey() func(template int64) string {
 	return nil
 }
 
-// keptByCDC says, in owner mode, whether the cdc keeps the set (couponlink
-// cdc -claimed-sets stamps each set it writes in the template's stamp
-// hash): a set no one keeps is not compared. Corrector mode: always.
-func (r *Reconciler) keptByCDC(ctx context.Context, s *claimedSet) (bool, error) {
+// keptByCDC says, in owner mode, which of the templates' sets the cdc
+// keeps (couponlink cdc -claimed-sets stamps each set it writes in the
+// template's stamp hash; one pipeline asks for them all): a set no one
+// keeps is not compared. Corrector mode: all.
+func (r *Reconciler) keptByCDC(ctx context.Context, templates []int64, key func(int64) string) (func(int64) bool, error) {
 	if r.cfg.RedisMode != inventory.RedisOwner {
-		return true, nil
+		return func(int64) bool { return true }, nil
 	}
-	kept, err := r.cfg.Redis.HExists(ctx, r.cfg.Keys.Stamps(s.template), s.key).Result()
-	if err != nil {
-		return false, fmt.Errorf("read the stamp of %s: %w", s.key, err)
+	pipe := r.cfg.Redis.Pipeline()
+	asked := make(map[int64]*redis.BoolCmd, len(templates))
+	for _, id := range templates {
+		asked[id] = pipe.HExists(ctx, r.cfg.Keys.Stamps(id), key(id))
 	}
-	return kept, nil
+	if len(templates) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("read the claimed sets' stamps: %w", err)
+		}
+	}
+	return func(id int64) bool { return asked[id] != nil && asked[id].Val() }, nil
 }
 
 // isSet says whether a claimed set's key is a set (or missing: an empty

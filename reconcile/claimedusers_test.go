@@ -469,7 +469,7 @@ func TestClaimedUsersSecondLook(t *testing.T) {
 func TestClaimedOwnerSetCorrected(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.StartCDC(nil, func(cfg *sink.Config, _ *sink.Daemon) { cfg.ClaimedSets = true })
+	cdc := e.StartCDC(nil, func(cfg *sink.Config, _ *sink.Daemon) { cfg.ClaimedSets = true })
 	a := e.Template(map[string]int64{"app": 30}, time.Hour)
 	e.exec(`UPDATE coupon_template SET per_user_limit = 1 WHERE id = ?`, a)
 	for _, user := range []string{"ann", "bob", "cy"} {
@@ -514,4 +514,17 @@ func TestClaimedOwnerSetCorrected(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, passes[0].Corrected, "the clean pass corrected nothing")
 	require.Equal(t, map[string]int64{"claimed_users": 2}, passes[1].Corrected, "what status and the console's Health show")
+
+	// a cdc started again without -claimed-sets drops the sets and their
+	// stamps at its start's rebuild: no set goes stale under a stamp that
+	// says the cdc keeps it, and the reconciler compares none
+	cdc.Stop(t)
+	again := e.StartCDC(nil)
+	cdctest.WaitFor(t, 30*time.Second, "the restarted cdc's Redis rebuild", func() bool {
+		return cdctest.MetricSum(t, again.Reg, "couponlink_redis_rebuilds_total") >= 1
+	})
+	require.Zero(t, e.RDB.Exists(e.Ctx, set).Val(), "the set no cdc keeps is still there")
+	require.False(t, e.RDB.HExists(e.Ctx, e.Keys.Stamps(a), set).Val(), "the set's stamp is still there")
+	require.NoError(t, e.RDB.SAdd(e.Ctx, set, "ghost").Err())
+	require.Empty(t, claimedDiffs(e.pass(r)), "a set no cdc keeps was compared")
 }

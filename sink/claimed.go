@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/redis/go-redis/v9"
@@ -215,15 +216,19 @@ func (r *stock) writeClaimed(ctx context.Context, in, out map[int64][]string, st
 // snapshot, stamped with its position; with reset whatever the sets'
 // stamps (see stock.reset). templates are those whose sets must exist
 // (emptied when no user is at the limit); those with users at the limit
-// are added.
+// are added. The users go to Redis as they are read, claimedChunk at a
+// time per template, so that a rebuild holds no whole set in memory.
+// Without -claimed-sets, the sets and their stamps are dropped instead: a
+// set no cdc keeps any more would go stale, and the reconciler compares
+// the sets a stamp says the cdc keeps.
 func (s *Sink) rebuildClaimed(ctx context.Context, templates []int64, reset bool) error {
 	if !s.keepsClaimed() {
+		if s.redis != nil && s.cfg.Mapping.HasPerUserLimits() {
+			return s.redis.dropClaimed(ctx, templates)
+		}
 		return nil
 	}
-	members := map[int64][]string{}
-	for _, tpl := range templates {
-		members[tpl] = nil
-	}
+	fill := s.redis.fillClaimed()
 	pos, err := s.src.WithSnapshot(ctx, s.cfg.BinlogDB, func(tx *sql.Tx, _ canal.Position) error {
 		limits, err := s.src.PerUserLimits(ctx, tx, nil)
 		if err != nil {
@@ -231,7 +236,7 @@ func (s *Sink) rebuildClaimed(ctx context.Context, templates []int64, reset bool
 		}
 		return s.src.UserClaims(ctx, tx, func(tpl int64, user string, n int64) error {
 			if l := limits[tpl]; l > 0 && n >= l {
-				members[tpl] = append(members[tpl], user)
+				return fill.add(ctx, tpl, user)
 			}
 			return nil
 		})
@@ -239,33 +244,106 @@ func (s *Sink) rebuildClaimed(ctx context.Context, templates []int64, reset bool
 	if err != nil {
 		return fmt.Errorf("count the users at their limit: %w", err)
 	}
-	return s.redis.replaceClaimed(ctx, members, inventory.Stamp(pos), reset)
+	return fill.swap(ctx, templates, inventory.Stamp(pos), reset)
 }
 
-// replaceClaimed fills a copy of each template's set beside it (same hash
-// slot), then swaps it in by replaceStamped.
+// replaceClaimed replaces the sets of the templates in members with their
+// users, stamped (rebuildClaimed as one call).
 func (r *stock) replaceClaimed(ctx context.Context, members map[int64][]string, stamp int64, reset bool) error {
+	fill := r.fillClaimed()
+	for tpl, users := range members {
+		for _, u := range users {
+			if err := fill.add(ctx, tpl, u); err != nil {
+				return err
+			}
+		}
+	}
+	return fill.swap(ctx, slices.Collect(maps.Keys(members)), stamp, reset)
+}
+
+// claimedFill fills a copy of each template's set beside it (same hash
+// slot), claimedChunk members a write, then swaps the copies in.
+type claimedFill struct {
+	r       *stock
+	pending map[int64][]string // members read and not yet written
+	started map[int64]bool     // templates whose copy was emptied first
+}
+
+func (r *stock) fillClaimed() *claimedFill {
+	return &claimedFill{r: r, pending: map[int64][]string{}, started: map[int64]bool{}}
+}
+
+func (f *claimedFill) copyOf(tpl int64) string { return f.r.keys.Claimed(tpl) + ":rebuild" }
+
+// add puts a user in tpl's copy, writing the template's pending members
+// when they are a chunk.
+func (f *claimedFill) add(ctx context.Context, tpl int64, user string) error {
+	f.pending[tpl] = append(f.pending[tpl], user)
+	if len(f.pending[tpl]) < claimedChunk {
+		return nil
+	}
+	return f.write(ctx, tpl)
+}
+
+// write adds tpl's pending members to its copy (emptied first, the first
+// time: a rebuild cut short may have left one).
+func (f *claimedFill) write(ctx context.Context, tpl int64) error {
+	pipe := f.r.rdb.Pipeline()
+	if !f.started[tpl] {
+		pipe.Del(ctx, f.copyOf(tpl))
+		f.started[tpl] = true
+	}
+	if users := f.pending[tpl]; len(users) > 0 {
+		args := make([]any, len(users))
+		for i, u := range users {
+			args[i] = u
+		}
+		pipe.SAdd(ctx, f.copyOf(tpl), args...)
+	}
+	delete(f.pending, tpl)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("rebuild the claimed users of template %d: %w", tpl, err)
+	}
+	return nil
+}
+
+// swap writes what is pending and puts each copy in its set's place by
+// replaceStamped: the templates given and every one a member was added to.
+func (f *claimedFill) swap(ctx context.Context, templates []int64, stamp int64, reset bool) error {
 	force := "0"
 	if reset {
 		force = "1"
 	}
-	for tpl, users := range members {
-		set := r.keys.Claimed(tpl)
-		fill := set + ":rebuild"
-		pipe := r.rdb.Pipeline()
-		pipe.Del(ctx, fill)
-		for start := 0; start < len(users); start += claimedChunk {
-			part := users[start:min(start+claimedChunk, len(users))]
-			args := make([]any, len(part))
-			for i, u := range part {
-				args[i] = u
+	all := slices.Concat(templates, slices.Collect(maps.Keys(f.pending)), slices.Collect(maps.Keys(f.started)))
+	slices.Sort(all)
+	for _, tpl := range slices.Compact(all) {
+		if !f.started[tpl] || len(f.pending[tpl]) > 0 {
+			if err := f.write(ctx, tpl); err != nil {
+				return err
 			}
-			pipe.SAdd(ctx, fill, args...)
 		}
-		replaceStamped.Eval(ctx, pipe, []string{r.keys.Stamps(tpl), set, fill}, stamp, force)
-		if _, err := pipe.Exec(ctx); err != nil {
+		set := f.r.keys.Claimed(tpl)
+		if err := replaceStamped.Run(ctx, f.r.rdb, []string{f.r.keys.Stamps(tpl), set, f.copyOf(tpl)}, stamp, force).Err(); err != nil {
 			return fmt.Errorf("rebuild the claimed users of template %d: %w", tpl, err)
 		}
+	}
+	return nil
+}
+
+// dropClaimed deletes the templates' sets and their stamps (a cdc started
+// without -claimed-sets), in one pipeline.
+func (r *stock) dropClaimed(ctx context.Context, templates []int64) error {
+	if len(templates) == 0 {
+		return nil
+	}
+	pipe := r.rdb.Pipeline()
+	for _, tpl := range templates {
+		set := r.keys.Claimed(tpl)
+		pipe.HDel(ctx, r.keys.Stamps(tpl), set)
+		pipe.Del(ctx, set)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("drop the claimed users' sets: %w", err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -61,4 +62,33 @@ func TestClaimedStampNotAhead(t *testing.T) {
 	ahead, err = r.stampsAhead(ctx, []int64{7}, 10)
 	require.NoError(t, err)
 	require.True(t, ahead, "a stock key's stamp ahead")
+}
+
+// A rebuild writes its members claimedChunk at a time: a set of more than
+// a chunk is whole after the swap, a template given with no member is
+// emptied, and a copy a rebuild cut short left behind is not merged in.
+func TestClaimedRebuildInChunks(t *testing.T) {
+	ctx := context.Background()
+	r := &stock{rdb: testenv.Redis(t), keys: inventory.Keys{Prefix: testenv.KeyPrefix(t)}}
+	big, empty := r.keys.Claimed(8), r.keys.Claimed(9)
+	t.Cleanup(func() { r.rdb.Del(ctx, big, empty, r.keys.Stamps(8), r.keys.Stamps(9), big+":rebuild") })
+	require.NoError(t, r.rdb.SAdd(ctx, big+":rebuild", "left-behind").Err())
+	require.NoError(t, r.rdb.SAdd(ctx, empty, "stale").Err())
+
+	users := make([]string, 2*claimedChunk+500)
+	for i := range users {
+		users[i] = fmt.Sprintf("user-%d", i)
+	}
+	fill := r.fillClaimed()
+	for _, u := range users {
+		require.NoError(t, fill.add(ctx, 8, u))
+	}
+	require.LessOrEqual(t, len(fill.pending[8]), claimedChunk, "a rebuild held more than a chunk of a set")
+	require.NoError(t, fill.swap(ctx, []int64{9}, 100, false))
+
+	got, err := r.rdb.SMembers(ctx, big).Result()
+	require.NoError(t, err)
+	require.ElementsMatch(t, users, got)
+	require.Zero(t, r.rdb.Exists(ctx, empty, big+":rebuild").Val(), "the template without members kept its set, or the copy stayed")
+	require.Equal(t, "100", r.rdb.HGet(ctx, r.keys.Stamps(9), empty).Val())
 }
