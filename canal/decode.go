@@ -151,27 +151,8 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 			spec = s
 		}
 	}
-	var errs []string
-	find := func(key, col string) int {
-		if col == "" {
-			return -1
-		}
-		for i := range t.Columns {
-			if strings.EqualFold(t.Columns[i].Name, col) {
-				return i
-			}
-		}
-		errs = append(errs, fmt.Sprintf("mapping: %s.%s names column %q but %s has no such column now (after a DDL?)", spec.key, key, col, name))
-		return -1
-	}
-	// findAll locates every column of a state (refs: its roles)
-	findAll := func(refs []colRef) []int {
-		idx := make([]int, len(refs))
-		for i, r := range refs {
-			idx[i] = find(r.key, r.column)
-		}
-		return idx
-	}
+	c := &columnFinder{t: t, spec: spec.key, table: name}
+	find, findAll := c.find, c.findAll
 	switch kind {
 	case kindUserCoupon:
 		u := d.m.UserCoupon
@@ -214,10 +195,42 @@ func (d *decoder) buildLayout(t *schema.Table) (*layout, error) {
 		}
 		l.closed, l.gone = findAll(closed), findAll(o.Deleted.colRefs("deleted"))
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
+	if len(c.errs) > 0 {
+		return nil, fmt.Errorf("%s", strings.Join(c.errs, "; "))
 	}
 	return l, nil
+}
+
+// columnFinder finds the mapped columns of a table's definition by name
+// (as MySQL compares them: without case), noting each the definition no
+// longer has (after a DDL).
+type columnFinder struct {
+	t           *schema.Table
+	spec, table string // the mapping's key of the table, and its schema.name
+	errs        []string
+}
+
+// find is the index of col (key: its role), -1 when col is "" or missing.
+func (c *columnFinder) find(key, col string) int {
+	if col == "" {
+		return -1
+	}
+	for i := range c.t.Columns {
+		if strings.EqualFold(c.t.Columns[i].Name, col) {
+			return i
+		}
+	}
+	c.errs = append(c.errs, fmt.Sprintf("mapping: %s.%s names column %q but %s has no such column now (after a DDL?)", c.spec, key, col, c.table))
+	return -1
+}
+
+// findAll locates every column of a state (refs: its roles).
+func (c *columnFinder) findAll(refs []colRef) []int {
+	idx := make([]int, len(refs))
+	for i, r := range refs {
+		idx[i] = c.find(r.key, r.column)
+	}
+	return idx
 }
 
 // isDatetime says whether column i of t is a DATETIME (a wall clock,

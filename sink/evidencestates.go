@@ -41,10 +41,9 @@ type waitingUse struct {
 	done bool
 }
 
-// judgeAtPositions judges the batch's uses and rows in binlog order: it
-// settles the pending checks a row answers, starts one for each use
-// nothing proves, and leaves the proved counts it changed in b.proved.
-func (w *redemptionWait) judgeAtPositions(ctx context.Context, b *batch) error {
+// evidenceCoupons are the coupons whose evidence a batch moves: those it
+// uses and those its write-off rows name, each once, in batch order.
+func evidenceCoupons(b *batch) []int64 {
 	var coupons []int64
 	seen := map[int64]bool{}
 	note := func(c int64) {
@@ -61,6 +60,14 @@ func (w *redemptionWait) judgeAtPositions(ctx context.Context, b *batch) error {
 	for i := range b.Redemptions {
 		note(b.Redemptions[i].Coupon)
 	}
+	return coupons
+}
+
+// judgeAtPositions judges the batch's uses and rows in binlog order: it
+// settles the pending checks a row answers, starts one for each use
+// nothing proves, and leaves the proved counts it changed in b.proved.
+func (w *redemptionWait) judgeAtPositions(ctx context.Context, b *batch) error {
+	coupons := evidenceCoupons(b)
 	if len(coupons) == 0 {
 		return nil
 	}
