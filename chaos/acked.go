@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // checkAcked proves every 2xx answer of the run in the ledger: claims by
@@ -13,40 +15,29 @@ import (
 func (k *acks) checkAcked(ctx context.Context, db *sql.DB) ([]string, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var bad []string
 	claims := map[string]int64{}
-	if err := scanAll(ctx, db, `SELECT request_id, id FROM user_coupon WHERE request_id IS NOT NULL`, func(r *sql.Rows) error {
+	if err := sqltx.EachRow(ctx, db, `SELECT request_id, id FROM user_coupon WHERE request_id IS NOT NULL`, nil, func(r *sql.Rows) error {
 		var req string
 		var id int64
 		err := r.Scan(&req, &id)
 		claims[req] = id
 		return err
 	}); err != nil {
-		return nil, err
-	}
-	for req, id := range k.claims {
-		if got, ok := claims[req]; !ok || got != id {
-			bad = append(bad, fmt.Sprintf("claim %s answered coupon %d; user_coupon has %s", req, id, show(got, ok)))
-		}
+		return nil, fmt.Errorf("read user_coupon: %w", err)
 	}
 	reds := map[string]int64{}
-	if err := scanAll(ctx, db, `SELECT order_id, user_coupon_id, id FROM redemption_log`, func(r *sql.Rows) error {
+	if err := sqltx.EachRow(ctx, db, `SELECT order_id, user_coupon_id, id FROM redemption_log`, nil, func(r *sql.Rows) error {
 		var order string
 		var coupon, id int64
 		err := r.Scan(&order, &coupon, &id)
 		reds[redKey(order, coupon)] = id
 		return err
 	}); err != nil {
-		return nil, err
-	}
-	for key, id := range k.redemptions {
-		if got, ok := reds[key]; !ok || got != id {
-			bad = append(bad, fmt.Sprintf("redemption %s answered id %d; redemption_log has %s", key, id, show(got, ok)))
-		}
+		return nil, fmt.Errorf("read redemption_log: %w", err)
 	}
 	refunds, voids := map[string]string{}, map[int64]bool{}
-	if err := scanAll(ctx, db, `SELECT kind, user_coupon_id, COALESCE(order_id, ''), COALESCE(mode, '') FROM inventory_flow
-		WHERE kind IN ('refund', 'void')`, func(r *sql.Rows) error {
+	if err := sqltx.EachRow(ctx, db, `SELECT kind, user_coupon_id, COALESCE(order_id, ''), COALESCE(mode, '') FROM inventory_flow
+		WHERE kind IN ('refund', 'void')`, nil, func(r *sql.Rows) error {
 		var kind, order, mode string
 		var coupon int64
 		err := r.Scan(&kind, &coupon, &order, &mode)
@@ -57,13 +48,11 @@ func (k *acks) checkAcked(ctx context.Context, db *sql.DB) ([]string, error) {
 		}
 		return err
 	}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read inventory_flow: %w", err)
 	}
-	for key, mode := range k.refunds {
-		if got, ok := refunds[key]; !ok || got != mode {
-			bad = append(bad, fmt.Sprintf("refund %s answered mode %s; inventory_flow has %s", key, mode, show(got, ok)))
-		}
-	}
+	bad := unproved("claim", "coupon", k.claims, "user_coupon", claims)
+	bad = append(bad, unproved("redemption", "id", k.redemptions, "redemption_log", reds)...)
+	bad = append(bad, unproved("refund", "mode", k.refunds, "inventory_flow", refunds)...)
 	for coupon, req := range k.voids {
 		if !voids[coupon] {
 			bad = append(bad, fmt.Sprintf("void %s answered coupon %d voided; no void row in inventory_flow", req, coupon))
@@ -73,21 +62,32 @@ func (k *acks) checkAcked(ctx context.Context, db *sql.DB) ([]string, error) {
 	return bad, nil
 }
 
+// unproved lists the answers of op (key -> the answered value, what) that
+// the ledger, read from table, does not show: no row, or another value.
+func unproved[V comparable](op, what string, answered map[string]V, table string, ledger map[string]V) []string {
+	var bad []string
+	for key, v := range answered {
+		if got, ok := ledger[key]; !ok || got != v {
+			bad = append(bad, fmt.Sprintf("%s %s answered %s %v; %s has %s", op, key, what, v, table, show(got, ok)))
+		}
+	}
+	return bad
+}
+
 // checkIdempotency lists the replays that answered differently and any
 // (order, coupon) with more than one redemption row.
 func (k *acks) checkIdempotency(ctx context.Context, db *sql.DB) ([]string, error) {
 	k.mu.Lock()
 	bad := append([]string(nil), k.replays...)
 	k.mu.Unlock()
-	err := scanAll(ctx, db, `SELECT order_id, user_coupon_id, COUNT(*) FROM redemption_log GROUP BY 1, 2 HAVING COUNT(*) > 1 LIMIT 50`,
-		func(r *sql.Rows) error {
+	dups, err := violations(ctx, db, "redemption_log", `SELECT order_id, user_coupon_id, COUNT(*) FROM redemption_log GROUP BY 1, 2 HAVING COUNT(*) > 1 LIMIT 50`,
+		func(r *sql.Rows) (string, error) {
 			var order string
 			var coupon, n int64
 			err := r.Scan(&order, &coupon, &n)
-			bad = append(bad, fmt.Sprintf("redemption %s: %d rows", redKey(order, coupon), n))
-			return err
+			return fmt.Sprintf("redemption %s: %d rows", redKey(order, coupon), n), err
 		})
-	return bad, err
+	return append(bad, dups...), err
 }
 
 // checkWebhooks proves every outbox event delivered and received (by its
@@ -103,7 +103,7 @@ func (cl *cluster) checkWebhooks(ctx context.Context) ([]string, error) {
 		bad = append(bad, "event id of the body differs from the header: "+s)
 	}
 	outbox := map[string]bool{}
-	err := scanAll(ctx, cl.db, `SELECT event_id, event, status FROM webhook_outbox`, func(r *sql.Rows) error {
+	err := sqltx.EachRow(ctx, cl.db, `SELECT event_id, event, status FROM webhook_outbox`, nil, func(r *sql.Rows) error {
 		var id, event, status string
 		if err := r.Scan(&id, &event, &status); err != nil {
 			return err
@@ -121,20 +121,6 @@ func (cl *cluster) checkWebhooks(ctx context.Context) ([]string, error) {
 	}
 	sort.Strings(bad)
 	return bad, err
-}
-
-func scanAll(ctx context.Context, db *sql.DB, q string, fn func(*sql.Rows) error) error {
-	rows, err := db.QueryContext(ctx, q)
-	if err != nil {
-		return fmt.Errorf("%.60s: %w", q, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
 }
 
 // eventStats counts the outbox's events and the receiver's deliveries.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/couponlink/couponlink/internal/loopback"
 	"github.com/couponlink/couponlink/migrations"
 )
 
@@ -108,7 +109,7 @@ func startCluster(ctx context.Context, cfg Config, t *tally, ch *checks) (*clust
 func (cl *cluster) startProcs(ctx context.Context) error {
 	ports := make([]int, 5)
 	for i := range ports {
-		p, err := freePort()
+		p, err := loopback.FreePort()
 		if err != nil {
 			return err
 		}

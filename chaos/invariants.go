@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -31,43 +32,41 @@ type counts struct{ held, used, expired, returned, released int64 }
 
 func pairKey(t int64, ch string) string { return fmt.Sprintf("template %d channel %q", t, ch) }
 
+// scanPair scans a row of a template id, a channel and then the columns
+// into rest, and returns the pair's key.
+func scanPair(r *sql.Rows, rest ...any) (string, error) {
+	var t int64
+	var ch string
+	err := r.Scan(append([]any{&t, &ch}, rest...)...)
+	return pairKey(t, ch), err
+}
+
 // truth counts user_coupon per pair and state, and release rows.
 func truth(ctx context.Context, db *sql.DB) (map[string]counts, error) {
 	out := map[string]counts{}
-	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, SUM(status = 1), SUM(status = 2), SUM(status = 3),
-		SUM(status = 4) FROM user_coupon GROUP BY 1, 2`)
+	err := sqltx.EachRow(ctx, db, `SELECT template_id, channel, SUM(status = 1), SUM(status = 2), SUM(status = 3),
+		SUM(status = 4) FROM user_coupon GROUP BY 1, 2`, nil, func(r *sql.Rows) error {
+		var c counts
+		key, err := scanPair(r, &c.held, &c.used, &c.expired, &c.returned)
+		out[key] = c
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("count user_coupon: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var t int64
-		var ch string
-		var c counts
-		if err := rows.Scan(&t, &ch, &c.held, &c.used, &c.expired, &c.returned); err != nil {
-			return nil, err
-		}
-		out[pairKey(t, ch)] = c
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	rel, err := db.QueryContext(ctx, `SELECT template_id, channel, COUNT(*) FROM inventory_flow WHERE kind = 'release' GROUP BY 1, 2`)
+	err = sqltx.EachRow(ctx, db, `SELECT template_id, channel, COUNT(*) FROM inventory_flow WHERE kind = 'release' GROUP BY 1, 2`, nil,
+		func(r *sql.Rows) error {
+			var n int64
+			key, err := scanPair(r, &n)
+			c := out[key]
+			c.released = n
+			out[key] = c
+			return err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("count releases: %w", err)
 	}
-	defer rel.Close()
-	for rel.Next() {
-		var t, n int64
-		var ch string
-		if err := rel.Scan(&t, &ch, &n); err != nil {
-			return nil, err
-		}
-		c := out[pairKey(t, ch)]
-		c.released = n
-		out[pairKey(t, ch)] = c
-	}
-	return out, rel.Err()
+	return out, nil
 }
 
 func checkCounters(ctx context.Context, db *sql.DB) ([]string, error) {
@@ -76,24 +75,17 @@ func checkCounters(ctx context.Context, db *sql.DB) ([]string, error) {
 		return nil, err
 	}
 	got := map[string]counts{}
-	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, held, used, expired, returned, released FROM inventory_counter`)
+	err = sqltx.EachRow(ctx, db, `SELECT template_id, channel, held, used, expired, returned, released FROM inventory_counter`, nil,
+		func(r *sql.Rows) error {
+			var c counts
+			key, err := scanPair(r, &c.held, &c.used, &c.expired, &c.returned, &c.released)
+			if c != (counts{}) {
+				got[key] = c
+			}
+			return err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("read inventory_counter: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var t int64
-		var ch string
-		var c counts
-		if err := rows.Scan(&t, &ch, &c.held, &c.used, &c.expired, &c.returned, &c.released); err != nil {
-			return nil, err
-		}
-		if c != (counts{}) {
-			got[pairKey(t, ch)] = c
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	return diffMaps("truth", "counter", want, got), nil
 }
@@ -105,20 +97,17 @@ type bucket struct {
 }
 
 func buckets(ctx context.Context, db *sql.DB) ([]bucket, error) {
-	rows, err := db.QueryContext(ctx, `SELECT template_id, channel, quota, claimed FROM channel_quota ORDER BY 1, 2`)
+	var out []bucket
+	err := sqltx.EachRow(ctx, db, `SELECT template_id, channel, quota, claimed FROM channel_quota ORDER BY 1, 2`, nil, func(r *sql.Rows) error {
+		var b bucket
+		err := r.Scan(&b.template, &b.channel, &b.quota, &b.claimed)
+		out = append(out, b)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read channel_quota: %w", err)
 	}
-	defer rows.Close()
-	var out []bucket
-	for rows.Next() {
-		var b bucket
-		if err := rows.Scan(&b.template, &b.channel, &b.quota, &b.claimed); err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func checkConservation(ctx context.Context, db *sql.DB) ([]string, error) {
@@ -143,16 +132,13 @@ func checkConservation(ctx context.Context, db *sql.DB) ([]string, error) {
 }
 
 func checkQuotaSum(ctx context.Context, db *sql.DB) ([]string, error) {
-	var bad []string
-	err := scanAll(ctx, db, `SELECT t.id, t.total_quota, COALESCE(SUM(q.quota), 0) FROM coupon_template t
+	return violations(ctx, db, "channel quota sums", `SELECT t.id, t.total_quota, COALESCE(SUM(q.quota), 0) FROM coupon_template t
 		LEFT JOIN channel_quota q ON q.template_id = t.id GROUP BY t.id, t.total_quota HAVING t.total_quota <> COALESCE(SUM(q.quota), 0)`,
-		func(r *sql.Rows) error {
+		func(r *sql.Rows) (string, error) {
 			var id, total, sum int64
 			err := r.Scan(&id, &total, &sum)
-			bad = append(bad, fmt.Sprintf("template %d: total_quota %d, channel quotas add up to %d", id, total, sum))
-			return err
+			return fmt.Sprintf("template %d: total_quota %d, channel quotas add up to %d", id, total, sum), err
 		})
-	return bad, err
 }
 
 func checkRedis(ctx context.Context, db *sql.DB, rdb *redis.Client, prefix string) ([]string, error) {
@@ -181,59 +167,36 @@ func checkRedis(ctx context.Context, db *sql.DB, rdb *redis.Client, prefix strin
 }
 
 func checkRedemptions(ctx context.Context, db *sql.DB) ([]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT c.id, c.status, (SELECT COUNT(*) FROM redemption_log r WHERE r.user_coupon_id = c.id
+	return violations(ctx, db, "redemptions in effect", `SELECT c.id, c.status, (SELECT COUNT(*) FROM redemption_log r WHERE r.user_coupon_id = c.id
 		AND NOT EXISTS (SELECT 1 FROM inventory_flow f WHERE f.user_coupon_id = r.user_coupon_id AND f.kind = 'refund' AND f.seq = r.id)) AS n
-		FROM user_coupon c HAVING (status = 2 AND n <> 1) OR (status <> 2 AND n <> 0) ORDER BY c.id LIMIT 100`)
-	if err != nil {
-		return nil, fmt.Errorf("read redemptions in effect: %w", err)
-	}
-	defer rows.Close()
-	var bad []string
-	for rows.Next() {
-		var id, status, n int64
-		if err := rows.Scan(&id, &status, &n); err != nil {
-			return nil, err
-		}
-		bad = append(bad, fmt.Sprintf("user_coupon %d: status %d, %d redemptions in effect", id, status, n))
-	}
-	return bad, rows.Err()
+		FROM user_coupon c HAVING (status = 2 AND n <> 1) OR (status <> 2 AND n <> 0) ORDER BY c.id LIMIT 100`,
+		func(r *sql.Rows) (string, error) {
+			var id, status, n int64
+			err := r.Scan(&id, &status, &n)
+			return fmt.Sprintf("user_coupon %d: status %d, %d redemptions in effect", id, status, n), err
+		})
 }
 
 func checkAnomalies(ctx context.Context, db *sql.DB) ([]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, kind, COALESCE(user_coupon_id, 0), detail FROM cdc_anomaly ORDER BY id LIMIT 50`)
-	if err != nil {
-		return nil, fmt.Errorf("read cdc_anomaly: %w", err)
-	}
-	defer rows.Close()
-	var bad []string
-	for rows.Next() {
-		var id, coupon int64
-		var kind, detail string
-		if err := rows.Scan(&id, &kind, &coupon, &detail); err != nil {
-			return nil, err
-		}
-		bad = append(bad, fmt.Sprintf("cdc_anomaly %d: %s, user_coupon %d: %s", id, kind, coupon, detail))
-	}
-	return bad, rows.Err()
+	return violations(ctx, db, "cdc_anomaly", `SELECT id, kind, COALESCE(user_coupon_id, 0), detail FROM cdc_anomaly ORDER BY id LIMIT 50`,
+		func(r *sql.Rows) (string, error) {
+			var id, coupon int64
+			var kind, detail string
+			err := r.Scan(&id, &kind, &coupon, &detail)
+			return fmt.Sprintf("cdc_anomaly %d: %s, user_coupon %d: %s", id, kind, coupon, detail), err
+		})
 }
 
 func checkCorrections(ctx context.Context, db *sql.DB) ([]string, error) {
-	rows, err := db.QueryContext(ctx, `SELECT COALESCE(task_id, 0), store, target, COALESCE(old_value, -1), COALESCE(new_value, -1), reason
-		FROM correction_log WHERE store <> 'redis' ORDER BY id LIMIT 50`)
+	bad, err := violations(ctx, db, "correction_log", `SELECT COALESCE(task_id, 0), store, target, COALESCE(old_value, -1), COALESCE(new_value, -1), reason
+		FROM correction_log WHERE store <> 'redis' ORDER BY id LIMIT 50`,
+		func(r *sql.Rows) (string, error) {
+			var task, old, nw int64
+			var store, target, reason string
+			err := r.Scan(&task, &store, &target, &old, &nw, &reason)
+			return fmt.Sprintf("task %d corrected %s %s: %d -> %d (%s)", task, store, target, old, nw, reason), err
+		})
 	if err != nil {
-		return nil, fmt.Errorf("read correction_log: %w", err)
-	}
-	defer rows.Close()
-	var bad []string
-	for rows.Next() {
-		var task, old, nw int64
-		var store, target, reason string
-		if err := rows.Scan(&task, &store, &target, &old, &nw, &reason); err != nil {
-			return nil, err
-		}
-		bad = append(bad, fmt.Sprintf("task %d corrected %s %s: %d -> %d (%s)", task, store, target, old, nw, reason))
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	var review int64
@@ -242,6 +205,24 @@ func checkCorrections(ctx context.Context, db *sql.DB) ([]string, error) {
 	}
 	if review > 0 {
 		bad = append(bad, fmt.Sprintf("%d reconcile tasks need review", review))
+	}
+	return bad, nil
+}
+
+// violations runs a check's query, whose every row is a violation, and
+// returns line's wording of each row; what names the rows in an error.
+func violations(ctx context.Context, db *sql.DB, what, query string, line func(*sql.Rows) (string, error)) ([]string, error) {
+	var bad []string
+	err := sqltx.EachRow(ctx, db, query, nil, func(r *sql.Rows) error {
+		s, err := line(r)
+		if err != nil {
+			return err
+		}
+		bad = append(bad, s)
+		return nil
+	})
+	if err != nil {
+		return bad, fmt.Errorf("read %s: %w", what, err)
 	}
 	return bad, nil
 }

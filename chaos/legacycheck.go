@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"sort"
 	"time"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 const (
@@ -19,7 +21,7 @@ const (
 // reported reads the legacy cdc's anomalies: "kind coupon <id>" -> times.
 func reportedAnomalies(ctx context.Context, db *sql.DB) (map[string]int, error) {
 	out := map[string]int{}
-	err := scanAll(ctx, db, `SELECT kind, COALESCE(user_coupon_id, 0) FROM `+legacyDB+`.cdc_anomaly`, func(r *sql.Rows) error {
+	err := sqltx.EachRow(ctx, db, `SELECT kind, COALESCE(user_coupon_id, 0) FROM `+legacyDB+`.cdc_anomaly`, nil, func(r *sql.Rows) error {
 		var kind string
 		var id int64
 		err := r.Scan(&kind, &id)
@@ -150,7 +152,7 @@ func (cl *cluster) checkLegacyClaimed(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var holders []string
-	err = scanAll(ctx, cl.db, fmt.Sprintf(`SELECT DISTINCT member_id FROM shop.coupon WHERE campaign_id = %d`, legacyCampaign), func(r *sql.Rows) error {
+	err = sqltx.EachRow(ctx, cl.db, fmt.Sprintf(`SELECT DISTINCT member_id FROM shop.coupon WHERE campaign_id = %d`, legacyCampaign), nil, func(r *sql.Rows) error {
 		var m string
 		err := r.Scan(&m)
 		holders = append(holders, m)

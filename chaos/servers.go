@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/couponlink/couponlink/internal/loopback"
 )
 
 // server is one MariaDB or Redis process of the run's own, on a fixed
@@ -29,16 +30,6 @@ type server struct {
 	done  chan struct{}
 }
 
-// freePort returns a loopback port nothing listens on now.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 func userName() string {
 	if u, err := user.Current(); err == nil {
 		return u.Username
@@ -50,7 +41,7 @@ func userName() string {
 // image, GTID, as deploy/local/servers.sh runs it) and returns the server,
 // not started.
 func newMariaDB(ctx context.Context, dir string) (*server, error) {
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +88,7 @@ func (s *server) rootDSN(db string) string {
 
 // newRedis returns a Redis server (no persistence) on a free port, not started.
 func newRedis(dir string) (*server, error) {
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -147,6 +147,28 @@ func (c *client) send(ctx context.Context, kind, method, path string, in, out, a
 	return first, ok
 }
 
+// sendAcked is send for an operation the ledger must then show: on a 2xx
+// it runs record with the acks locked.
+func (c *client) sendAcked(ctx context.Context, kind, method, path string, in, out, again any, record func(k *acks)) {
+	a, ok := c.send(ctx, kind, method, path, in, out, again)
+	if !ok || !a.ok() {
+		return
+	}
+	k := c.w.acks
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	record(k)
+}
+
+// noteReplay records, with k.mu held, a retry of op on key that answered
+// again where the first call answered first (what names the value); again
+// equal to none means there was no retry.
+func noteReplay[V comparable](k *acks, op, key, what string, first, again, none V) {
+	if again != none && again != first {
+		k.replays = append(k.replays, fmt.Sprintf("%s %s: %s %v, replay %s %v", op, key, what, first, what, again))
+	}
+}
+
 func (c *client) claim(ctx context.Context) {
 	t := c.w.templates[c.rng.IntN(len(c.w.templates))]
 	in := map[string]any{"template_id": t.id, "user_id": fmt.Sprintf("u%d", c.rng.IntN(200)),
@@ -155,18 +177,12 @@ func (c *client) claim(ctx context.Context) {
 		ID int64 `json:"user_coupon_id"`
 	}
 	again.ID = -1
-	a, ok := c.send(ctx, "claim", http.MethodPost, "/v1/claims", in, &out, &again)
-	if !ok || !a.ok() {
-		return
-	}
-	k := c.w.acks
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.claims[in["request_id"].(string)] = out.ID
-	if again.ID != -1 && again.ID != out.ID {
-		k.replays = append(k.replays, fmt.Sprintf("claim %s: coupon %d, replay coupon %d", in["request_id"], out.ID, again.ID))
-	}
-	k.coupons = append(k.coupons, couponRef{id: out.ID, template: t.id})
+	c.sendAcked(ctx, "claim", http.MethodPost, "/v1/claims", in, &out, &again, func(k *acks) {
+		req := in["request_id"].(string)
+		k.claims[req] = out.ID
+		noteReplay(k, "claim", req, "coupon", out.ID, again.ID, -1)
+		k.coupons = append(k.coupons, couponRef{id: out.ID, template: t.id})
+	})
 }
 
 // pickCoupon draws a claimed coupon (false: none yet).
@@ -194,18 +210,11 @@ func (c *client) redeem(ctx context.Context) {
 		ID int64 `json:"redemption_id"`
 	}
 	again.ID = -1
-	a, ok := c.send(ctx, "redeem", http.MethodPost, "/v1/redemptions", in, &out, &again)
-	if !ok || !a.ok() {
-		return
-	}
-	k := c.w.acks
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.redemptions[redKey(order, cp.id)] = out.ID
-	if again.ID != -1 && again.ID != out.ID {
-		k.replays = append(k.replays, fmt.Sprintf("redeem %s: redemption %d, replay redemption %d", redKey(order, cp.id), out.ID, again.ID))
-	}
-	k.redeemed = append(k.redeemed, redeemRef{coupon: cp.id, order: order})
+	c.sendAcked(ctx, "redeem", http.MethodPost, "/v1/redemptions", in, &out, &again, func(k *acks) {
+		k.redemptions[redKey(order, cp.id)] = out.ID
+		noteReplay(k, "redeem", redKey(order, cp.id), "redemption", out.ID, again.ID, -1)
+		k.redeemed = append(k.redeemed, redeemRef{coupon: cp.id, order: order})
+	})
 }
 
 func (c *client) refund(ctx context.Context) {
@@ -228,16 +237,10 @@ func (c *client) refund(ctx context.Context) {
 	var out, again struct {
 		Mode string `json:"mode"`
 	}
-	a, ok := c.send(ctx, "refund_"+mode, http.MethodPost, "/v1/refunds", in, &out, &again)
-	if !ok || !a.ok() {
-		return
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.refunds[redKey(r.order, r.coupon)] = mode
-	if again.Mode != "" && again.Mode != out.Mode {
-		k.replays = append(k.replays, fmt.Sprintf("refund %s: mode %s, replay mode %s", redKey(r.order, r.coupon), out.Mode, again.Mode))
-	}
+	c.sendAcked(ctx, "refund_"+mode, http.MethodPost, "/v1/refunds", in, &out, &again, func(k *acks) {
+		k.refunds[redKey(r.order, r.coupon)] = mode
+		noteReplay(k, "refund", redKey(r.order, r.coupon), "mode", out.Mode, again.Mode, "")
+	})
 }
 
 func (c *client) void(ctx context.Context) {
@@ -258,32 +261,27 @@ func (c *client) void(ctx context.Context) {
 			Result string `json:"result"`
 		} `json:"results"`
 	}
-	a, ok := c.send(ctx, "void", http.MethodPost, "/v1/voids", in, &out, &again)
-	if !ok || !a.ok() {
-		return
-	}
-	k := c.w.acks
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, r := range out.Results {
-		if r.Result == "voided" {
-			if _, seen := k.voids[r.ID]; !seen {
-				k.voids[r.ID] = req
+	c.sendAcked(ctx, "void", http.MethodPost, "/v1/voids", in, &out, &again, func(k *acks) {
+		for _, r := range out.Results {
+			if r.Result == "voided" {
+				if _, seen := k.voids[r.ID]; !seen {
+					k.voids[r.ID] = req
+				}
 			}
 		}
-	}
-	if len(again.Results) == 0 {
-		return
-	}
-	replayed := map[int64]string{}
-	for _, r := range again.Results {
-		replayed[r.ID] = r.Result
-	}
-	for _, r := range out.Results { // a coupon voided stays voided by this request
-		if r.Result == "voided" && replayed[r.ID] != "voided" {
-			k.replays = append(k.replays, fmt.Sprintf("void %s: coupon %d voided, replay says %q", req, r.ID, replayed[r.ID]))
+		if len(again.Results) == 0 {
+			return
 		}
-	}
+		replayed := map[int64]string{}
+		for _, r := range again.Results {
+			replayed[r.ID] = r.Result
+		}
+		for _, r := range out.Results { // a coupon voided stays voided by this request
+			if r.Result == "voided" && replayed[r.ID] != "voided" {
+				k.replays = append(k.replays, fmt.Sprintf("void %s: coupon %d voided, replay says %q", req, r.ID, replayed[r.ID]))
+			}
+		}
+	})
 }
 
 func (c *client) expire(ctx context.Context) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/client"
+	"github.com/couponlink/couponlink/internal/loopback"
 )
 
 // loadResult is one closed-loop run.
@@ -217,7 +218,7 @@ func startAPIBench(ctx context.Context, cfg config, e *env, log *slog.Logger) (*
 // startAPI starts `couponlink api` (expiry sweep off), its combiners on or
 // off, and waits until it answers.
 func (a *apiBench) startAPI(ctx context.Context, combine bool) (*apiProc, error) {
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +232,7 @@ func (a *apiBench) startAPI(ctx context.Context, combine bool) (*apiProc, error)
 	args := []string{"-dsn", a.e.appDSN, "-addr", fmt.Sprintf("127.0.0.1:%d", port), "-expire-interval", "0",
 		"-log-level", "warn", "-combine-claims=" + strconv.FormatBool(combine), "-combine-redemptions=" + strconv.FormatBool(combine)}
 	if combine { // its metrics (group sizes) and profiler on a listener of their own
-		mport, err := freePort()
+		mport, err := loopback.FreePort()
 		if err != nil {
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -273,47 +274,45 @@ func verifyStore(ctx context.Context, db *sql.DB, rdb *redis.Client) (string, er
 // groupCounts reads q's rows (template, channel, coupon status, count)
 // as counters.
 func groupCounts(ctx context.Context, db *sql.DB, q string) (map[inventory.Pair]inventory.Counts, error) {
-	rows, err := db.QueryContext(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	out := map[inventory.Pair]inventory.Counts{}
-	for rows.Next() {
+	err := sqltx.EachRow(ctx, db, q, nil, func(rows *sql.Rows) error {
 		var p inventory.Pair
 		var st, n int64
 		if err := rows.Scan(&p.Template, &p.Channel, &st, &n); err != nil {
-			return nil, err
+			return err
 		}
 		c := out[p]
 		if !c.Bump(coupon.Status(st), n) {
-			return nil, fmt.Errorf("status %d is not a coupon status", st)
+			return fmt.Errorf("status %d is not a coupon status", st)
 		}
 		out[p] = c
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // readCounters reads a counter table (e.g. `cl_one`.inventory_counter),
 // pairs with every count zero left out.
 func readCounters(ctx context.Context, db *sql.DB, table string) (map[inventory.Pair]inventory.Counts, error) {
-	rows, err := db.QueryContext(ctx, "SELECT template_id, channel, held, used, expired, returned FROM "+table)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	out := map[inventory.Pair]inventory.Counts{}
-	for rows.Next() {
+	err := sqltx.EachRow(ctx, db, "SELECT template_id, channel, held, used, expired, returned FROM "+table, nil, func(rows *sql.Rows) error {
 		var p inventory.Pair
 		var c inventory.Counts
 		if err := rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned); err != nil {
-			return nil, err
+			return err
 		}
 		if c != (inventory.Counts{}) {
 			out[p] = c
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // stockDiffs compares every bucket's Redis stock key with its quota −

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/loopback"
 )
 
 // The `couponlink cdc` binary as the memory and sources phases run it: one
@@ -14,7 +15,7 @@ import (
 // startCDC starts `couponlink cdc` with the run's batching flags, args,
 // a free metrics port and log level info; name names its log.
 func (e *env) startCDC(cfg config, name string, args ...string) (*child, error) {
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/loopback"
 	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/migrations"
 )
@@ -119,10 +119,10 @@ func upServers(cfg config, prefix, what string, log *slog.Logger) (*env, error) 
 		return nil, err
 	}
 	e := &env{repo: cfg.repo, dir: dir, keep: cfg.keepServers, info: map[string]string{}}
-	if e.mysqlPort, err = freePort(); err != nil {
+	if e.mysqlPort, err = loopback.FreePort(); err != nil {
 		return e, err
 	}
-	if e.redisPort, err = freePort(); err != nil {
+	if e.redisPort, err = loopback.FreePort(); err != nil {
 		return e, err
 	}
 	log.Info("starting "+what, "dir", dir, "mysql_port", e.mysqlPort, "redis_port", e.redisPort)
@@ -238,15 +238,6 @@ func cleanEnv() []string {
 		}
 	}
 	return out
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // openMySQL opens a pool as cmd/couponlink does (mysqlconn.Open).

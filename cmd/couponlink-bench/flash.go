@@ -20,6 +20,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/client"
+	"github.com/couponlink/couponlink/internal/loopback"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -137,7 +138,7 @@ func runFlash(ctx context.Context, cfg config, e *env, log *slog.Logger) (flashR
 // it samples the cdc and Redis during the burst.
 func flashCouponlink(ctx context.Context, cfg config, e *env, hc *http.Client, cdc *child, memory bool, res *flashResult,
 	log *slog.Logger) (flashBurst, error) {
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return flashBurst{}, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/client"
+	"github.com/couponlink/couponlink/internal/loopback"
 )
 
 // The HTTP floor of the API rows: what a claim costs a Go HTTP server
@@ -49,7 +50,7 @@ func serveFloor(addr string) error {
 // startFloor starts the floor server as a child process of its own (so
 // that its CPU is counted apart) and waits until it answers.
 func (a *apiBench) startFloor(ctx context.Context) (*apiProc, error) {
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
