@@ -1,5 +1,6 @@
 // Package loopback finds free ports on 127.0.0.1 for the servers and
-// processes that the chaos run and the benchmark start of their own.
+// processes that the chaos run, the benchmark and the tests start of
+// their own.
 package loopback
 
 import (

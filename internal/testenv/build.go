@@ -3,7 +3,6 @@ package testenv
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/couponlink/couponlink/internal/loopback"
 )
 
 // BuildCouponlink builds the couponlink command from the module's root,
@@ -74,13 +75,11 @@ func removeEndedBuilds() {
 // FreeAddr returns a 127.0.0.1 address nothing listens on (now).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	if err != nil {
-		t.Fatalf("find a free port: %v", err)
+		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 // Output is a process's (or a logger's) output, safe to write and read

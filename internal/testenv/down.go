@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"database/sql"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 
@@ -16,12 +15,7 @@ import (
 // The DSN carries the password "pw".
 func UnreachableMySQL(t testing.TB) (*sql.DB, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := FreeAddr(t)
 	db, err := mysqlconn.Open("couponlink:pw@tcp("+addr+")/couponlink?timeout=2s", 1)
 	if err != nil {
 		t.Fatalf("open a pool on %s: %v", addr, err)
