@@ -109,17 +109,15 @@ type Override struct {
 	MinAgeSeconds   *int64   `json:"min_age_seconds,omitempty"`
 }
 
-// Apply returns p with o's fields set over it.
-func (o Override) Apply(p Policy) Policy {
-	set(&p.Mode, o.Mode)
-	set(&p.Low, o.Low)
-	set(&p.High, o.High)
-	set(&p.MinClaims, o.MinClaims)
-	set(&p.MaxShare, o.MaxShare)
-	set(&p.Reserve, o.Reserve)
-	set(&p.CooldownSeconds, o.CooldownSeconds)
-	set(&p.MinAgeSeconds, o.MinAgeSeconds)
-	return p
+// Apply returns p with o's fields set over it: p's full override merged
+// with o, which sets every field.
+func (o Override) Apply(p Policy) Policy { return p.Full().Merge(o).policy() }
+
+// policy is the policy of an override that sets every field (Full's
+// inverse).
+func (o Override) policy() Policy {
+	return Policy{Mode: *o.Mode, Low: *o.Low, High: *o.High, MinClaims: *o.MinClaims, MaxShare: *o.MaxShare,
+		Reserve: *o.Reserve, CooldownSeconds: *o.CooldownSeconds, MinAgeSeconds: *o.MinAgeSeconds}
 }
 
 // Merge returns o with change's fields set over it: a partial update.
@@ -137,12 +135,6 @@ func (o Override) Merge(change Override) Override {
 
 // Empty reports whether o sets nothing.
 func (o Override) Empty() bool { return o == Override{} }
-
-func set[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
-}
 
 func over[T any](dst **T, v *T) {
 	if v != nil {

@@ -93,6 +93,18 @@ func NewRequestID() string {
 	return hex.EncodeToString(b)
 }
 
+// get is a GET of path, retried, its answer decoded into a T.
+func get[T any](ctx context.Context, c *Client, path string) (T, error) {
+	return send[T](ctx, c, http.MethodGet, path, nil, true)
+}
+
+// send is c.call of one route whose answer is a T.
+func send[T any](ctx context.Context, c *Client, method, path string, body any, retry bool) (T, error) {
+	var out T
+	err := c.call(ctx, method, path, body, &out, retry)
+	return out, err
+}
+
 // call is one route: the body (nil: none) encoded once, sent up to
 // maxAttempts times when retry is set, the answer decoded into out (nil:
 // discarded; *[]byte: the raw body).

@@ -28,66 +28,46 @@ type TemplatesQuery struct {
 // with After = NextAfter until it is 0.
 func (c *Client) ListTemplates(ctx context.Context, q TemplatesQuery) (TemplatePage, error) {
 	v := url.Values{}
-	if q.Search != "" {
-		v.Set("q", q.Search)
-	}
-	if q.After > 0 {
-		v.Set("after", strconv.FormatInt(q.After, 10))
-	}
-	if q.Limit > 0 {
-		v.Set("limit", strconv.Itoa(q.Limit))
-	}
-	var out TemplatePage
-	err := c.call(ctx, http.MethodGet, withQuery("/v1/templates", v), nil, &out, true)
-	return out, err
+	setText(v, "q", q.Search)
+	setCount(v, "after", q.After)
+	setCount(v, "limit", q.Limit)
+	return get[TemplatePage](ctx, c, withQuery("/v1/templates", v))
 }
 
 // QuotaPolicyHistory is GET /v1/templates/{id}/quota-policy/history: the
 // template's policy changes, newest first, at most limit (0: the API's
 // default, 20).
 func (c *Client) QuotaPolicyHistory(ctx context.Context, templateID int64, limit int) (PolicyHistory, error) {
-	var out PolicyHistory
-	err := c.call(ctx, http.MethodGet, withQuery(quotaPolicyPath(templateID)+"/history", limitQuery(limit)), nil, &out, true)
-	return out, err
+	return get[PolicyHistory](ctx, c, withQuery(quotaPolicyPath(templateID)+"/history", limitQuery(limit)))
 }
 
 // UserCoupons is GET /v1/templates/{id}/user-coupons: the user's coupons
 // of the template, each with its history.
 func (c *Client) UserCoupons(ctx context.Context, templateID int64, userID string) (UserCoupons, error) {
-	var out UserCoupons
 	path := withQuery(fmt.Sprintf("/v1/templates/%d/user-coupons", templateID), url.Values{"user_id": {userID}})
-	err := c.call(ctx, http.MethodGet, path, nil, &out, true)
-	return out, err
+	return get[UserCoupons](ctx, c, path)
 }
 
 // Trends is GET /v1/templates/{id}/trends: claims, redemptions and
 // releases per minute and channel over the last hours (0: the API's
 // default, 3; at most 24).
 func (c *Client) Trends(ctx context.Context, templateID int64, hours int) (Trends, error) {
-	var out Trends
-	var v url.Values
-	if hours > 0 {
-		v = url.Values{"hours": {strconv.Itoa(hours)}}
-	}
-	err := c.call(ctx, http.MethodGet, withQuery(fmt.Sprintf("/v1/templates/%d/trends", templateID), v), nil, &out, true)
-	return out, err
+	v := url.Values{}
+	setCount(v, "hours", hours)
+	return get[Trends](ctx, c, withQuery(fmt.Sprintf("/v1/templates/%d/trends", templateID), v))
 }
 
 // ReconcileTasks is GET /v1/reconcile/tasks: the last passes (at most
 // limit; 0: the API's default, 20), newest first, and the open items.
 func (c *Client) ReconcileTasks(ctx context.Context, limit int) (ReconcileTasks, error) {
-	var out ReconcileTasks
-	err := c.call(ctx, http.MethodGet, withQuery("/v1/reconcile/tasks", limitQuery(limit)), nil, &out, true)
-	return out, err
+	return get[ReconcileTasks](ctx, c, withQuery("/v1/reconcile/tasks", limitQuery(limit)))
 }
 
 // ResolveTask is POST /v1/reconcile/tasks/{id}/resolve. Not retried: a
 // repeat after a lost answer is 409 not_open (IsCode(err, CodeNotOpen)).
 func (c *Client) ResolveTask(ctx context.Context, taskID int64, operator, note string) (Resolved, error) {
-	var out Resolved
 	body := api.ResolveRequest{Operator: operator, Note: note}
-	err := c.call(ctx, http.MethodPost, fmt.Sprintf("/v1/reconcile/tasks/%d/resolve", taskID), body, &out, false)
-	return out, err
+	return send[Resolved](ctx, c, http.MethodPost, fmt.Sprintf("/v1/reconcile/tasks/%d/resolve", taskID), body, false)
 }
 
 // FindingsQuery selects the findings of Findings; zero values are the
@@ -103,24 +83,12 @@ type FindingsQuery struct {
 // Findings is GET /v1/findings: the findings, the last seen first.
 func (c *Client) Findings(ctx context.Context, q FindingsQuery) (Findings, error) {
 	v := url.Values{}
-	if q.State != "" {
-		v.Set("state", q.State)
-	}
-	if q.Source != "" {
-		v.Set("source", q.Source)
-	}
-	if q.Kind != "" {
-		v.Set("kind", q.Kind)
-	}
-	if q.Template > 0 {
-		v.Set("template", strconv.FormatInt(q.Template, 10))
-	}
-	if q.Limit > 0 {
-		v.Set("limit", strconv.Itoa(q.Limit))
-	}
-	var out Findings
-	err := c.call(ctx, http.MethodGet, withQuery("/v1/findings", v), nil, &out, true)
-	return out, err
+	setText(v, "state", q.State)
+	setText(v, "source", q.Source)
+	setText(v, "kind", q.Kind)
+	setCount(v, "template", q.Template)
+	setCount(v, "limit", q.Limit)
+	return get[Findings](ctx, c, withQuery("/v1/findings", v))
 }
 
 // AckFinding is POST /v1/findings/{fingerprint}/ack. Not retried: a repeat
@@ -147,42 +115,32 @@ func (c *Client) ReopenFinding(ctx context.Context, fingerprint, operator, reaso
 // force (an empty change: the policy in force). Nothing is saved; it is
 // retried like a read.
 func (c *Client) PreviewQuotaPolicy(ctx context.Context, templateID int64, change Override) (PolicyPreview, error) {
-	var out PolicyPreview
-	err := c.call(ctx, http.MethodPost, quotaPolicyPath(templateID)+"/preview", change, &out, true)
-	return out, err
+	return send[PolicyPreview](ctx, c, http.MethodPost, quotaPolicyPath(templateID)+"/preview", change, true)
 }
 
 // Legacy is GET /v1/legacy: the legacy shop's campaigns, read-only (an
 // API started with -mapping; IsCode(err, CodeNotFound) without one).
 func (c *Client) Legacy(ctx context.Context) (LegacyStatus, error) {
-	var out LegacyStatus
-	err := c.call(ctx, http.MethodGet, "/v1/legacy", nil, &out, true)
-	return out, err
+	return get[LegacyStatus](ctx, c, "/v1/legacy")
 }
 
 // LegacyTemplate is GET /v1/legacy/templates/{id}: one template of the
 // legacy shop.
 func (c *Client) LegacyTemplate(ctx context.Context, id int64) (LegacyStatus, error) {
-	var out LegacyStatus
-	err := c.call(ctx, http.MethodGet, "/v1/legacy/templates/"+strconv.FormatInt(id, 10), nil, &out, true)
-	return out, err
+	return get[LegacyStatus](ctx, c, "/v1/legacy/templates/"+strconv.FormatInt(id, 10))
 }
 
 // LegacyQuotaPolicy is GET /v1/legacy/templates/{id}/quota-policy: a
 // legacy campaign's policy (modes off and signal only: couponlink never
 // writes the shop's tables; an inherited auto is in force as signal).
 func (c *Client) LegacyQuotaPolicy(ctx context.Context, templateID int64) (PolicyView, error) {
-	var out PolicyView
-	err := c.call(ctx, http.MethodGet, legacyPolicyPath(templateID), nil, &out, true)
-	return out, err
+	return get[PolicyView](ctx, c, legacyPolicyPath(templateID))
 }
 
 // SetLegacyQuotaPolicy is PUT /v1/legacy/templates/{id}/quota-policy. Not
 // retried; mode auto is refused (IsCode(err, CodeLegacyPolicyRefused)).
 func (c *Client) SetLegacyQuotaPolicy(ctx context.Context, templateID int64, ch PolicyChange) (PolicyView, error) {
-	var out PolicyView
-	err := c.call(ctx, http.MethodPut, legacyPolicyPath(templateID), ch, &out, false)
-	return out, err
+	return send[PolicyView](ctx, c, http.MethodPut, legacyPolicyPath(templateID), ch, false)
 }
 
 // PreviewLegacyQuotaPolicy is POST
@@ -190,27 +148,21 @@ func (c *Client) SetLegacyQuotaPolicy(ctx context.Context, templateID int64, ch 
 // would recommend now for a legacy campaign with change over its policy
 // (nothing is saved; Unknown says what the mapping cannot show).
 func (c *Client) PreviewLegacyQuotaPolicy(ctx context.Context, templateID int64, change Override) (PolicyPreview, error) {
-	var out PolicyPreview
-	err := c.call(ctx, http.MethodPost, legacyPolicyPath(templateID)+"/preview", change, &out, true)
-	return out, err
+	return send[PolicyPreview](ctx, c, http.MethodPost, legacyPolicyPath(templateID)+"/preview", change, true)
 }
 
 // ResetLegacyQuotaPolicy is DELETE /v1/legacy/templates/{id}/quota-policy:
 // the legacy campaign follows the defaults again. Not retried.
 func (c *Client) ResetLegacyQuotaPolicy(ctx context.Context, templateID int64, changedBy, reason string) (PolicyView, error) {
-	var out PolicyView
 	path := withQuery(legacyPolicyPath(templateID), url.Values{"changed_by": {changedBy}, "reason": {reason}})
-	err := c.call(ctx, http.MethodDelete, path, nil, &out, false)
-	return out, err
+	return send[PolicyView](ctx, c, http.MethodDelete, path, nil, false)
 }
 
 // LegacyQuotaPolicyHistory is GET
 // /v1/legacy/templates/{id}/quota-policy/history: a legacy campaign's
 // policy changes, newest first, at most limit (0: the API's default, 20).
 func (c *Client) LegacyQuotaPolicyHistory(ctx context.Context, templateID int64, limit int) (PolicyHistory, error) {
-	var out PolicyHistory
-	err := c.call(ctx, http.MethodGet, withQuery(legacyPolicyPath(templateID)+"/history", limitQuery(limit)), nil, &out, true)
-	return out, err
+	return get[PolicyHistory](ctx, c, withQuery(legacyPolicyPath(templateID)+"/history", limitQuery(limit)))
 }
 
 func legacyPolicyPath(templateID int64) string {
@@ -218,24 +170,35 @@ func legacyPolicyPath(templateID int64) string {
 }
 
 func (c *Client) moveFinding(ctx context.Context, fingerprint, verb, operator, reason string) (Finding, error) {
-	var out Finding
 	body := api.FindingRequest{Operator: operator, Reason: reason}
-	err := c.call(ctx, http.MethodPost, "/v1/findings/"+url.PathEscape(fingerprint)+"/"+verb, body, &out, false)
-	return out, err
+	return send[Finding](ctx, c, http.MethodPost, "/v1/findings/"+url.PathEscape(fingerprint)+"/"+verb, body, false)
 }
 
 // CDCStatus is GET /v1/cdc/status.
 func (c *Client) CDCStatus(ctx context.Context) (CDCStatus, error) {
-	var out CDCStatus
-	err := c.call(ctx, http.MethodGet, "/v1/cdc/status", nil, &out, true)
-	return out, err
+	return get[CDCStatus](ctx, c, "/v1/cdc/status")
 }
 
 func limitQuery(limit int) url.Values {
-	if limit <= 0 {
-		return nil
+	v := url.Values{}
+	setCount(v, "limit", limit)
+	return v
+}
+
+// setText sets the parameter key of v to s, unless s is "" (the API's
+// default: left out).
+func setText(v url.Values, key, s string) {
+	if s != "" {
+		v.Set(key, s)
 	}
-	return url.Values{"limit": {strconv.Itoa(limit)}}
+}
+
+// setCount sets the parameter key of v to n, unless n is 0 or less (the
+// API's default: left out).
+func setCount[N int | int64](v url.Values, key string, n N) {
+	if n > 0 {
+		v.Set(key, strconv.FormatInt(int64(n), 10))
+	}
 }
 
 func withQuery(path string, v url.Values) string {

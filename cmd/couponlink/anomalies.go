@@ -78,15 +78,12 @@ func runAnomalies(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			if err := f.Parse(args[1:]); err != nil {
 				return err
 			}
-			db, err := openMySQL(*o.db.DSN, 2)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if !c.act {
-				return o.list(ctx, db, stdout)
-			}
-			return o.move(ctx, db, c.name, stdout, stderr)
+			return withMySQL(*o.db.DSN, 2, func(db *sql.DB) error {
+				if !c.act {
+					return o.list(ctx, db, stdout)
+				}
+				return o.move(ctx, db, c.name, stdout, stderr)
+			})
 		}
 	}
 	anomaliesUsage(stderr)
@@ -94,12 +91,10 @@ func runAnomalies(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 func anomaliesUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: couponlink anomalies <command> [flags]    (couponlink anomalies <command> -h lists its flags)")
-	fmt.Fprintln(w)
-	for _, c := range findingsCommands() {
-		fmt.Fprintf(w, "  %-6s %s\n", c.name, c.summary)
-	}
+	printUsage(w, "couponlink anomalies <command> [flags]", "couponlink anomalies <command>", 6, findingsCommands())
 }
+
+func (c findingsCommand) usageLine() (name, summary string) { return c.name, c.summary }
 
 func (o *findingsSettings) list(ctx context.Context, db *sql.DB, stdout io.Writer) error {
 	switch *o.state {

@@ -72,3 +72,13 @@ func openMySQL(dsn string, maxConns int) (*sql.DB, error) {
 	}
 	return mysqlconn.Open(dsn, maxConns)
 }
+
+// withMySQL runs do with a pool of dsn (openMySQL), closed when do returns.
+func withMySQL(dsn string, maxConns int, do func(db *sql.DB) error) error {
+	db, err := openMySQL(dsn, maxConns)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return do(db)
+}

@@ -90,9 +90,19 @@ type exitCode int
 func (e exitCode) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: couponlink <command> [flags]    (couponlink <command> -h lists its flags)")
+	printUsage(w, "couponlink <command> [flags]", "couponlink <command>", 10, commands())
+}
+
+// printUsage prints the usage of a command line that picks one of cmds:
+// its synopsis, how a command lists its flags (flagsOf -h), and a line a
+// command, its name in a column width wide, then its summary.
+func printUsage[C interface{ usageLine() (name, summary string) }](w io.Writer, synopsis, flagsOf string, width int, cmds []C) {
+	fmt.Fprintf(w, "usage: %s    (%s -h lists its flags)\n", synopsis, flagsOf)
 	fmt.Fprintln(w)
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	for _, c := range cmds {
+		name, summary := c.usageLine()
+		fmt.Fprintf(w, "  %-*s %s\n", width, name, summary)
 	}
 }
+
+func (c command) usageLine() (name, summary string) { return c.name, c.summary }

@@ -30,9 +30,8 @@ func runMapping(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func mappingUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: couponlink mapping check -mapping FILE [flags]    (couponlink mapping check -h lists its flags)")
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  %-6s %s\n", "check", mappingCheckSummary)
+	printUsage(w, "couponlink mapping check -mapping FILE [flags]", "couponlink mapping check", 6,
+		[]command{{name: "check", summary: mappingCheckSummary}})
 }
 
 func mappingCheckFlags(stderr io.Writer) (*settings.Flags, *dbMapping) {

@@ -65,12 +65,10 @@ func runQuota(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func quotaUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: couponlink quota policy <command> -template ID [flags]    (couponlink quota policy <command> -h lists its flags)")
-	fmt.Fprintln(w)
-	for _, c := range quotaCommands() {
-		fmt.Fprintf(w, "  %-6s %s\n", c.name, c.summary)
-	}
+	printUsage(w, "couponlink quota policy <command> -template ID [flags]", "couponlink quota policy <command>", 6, quotaCommands())
 }
+
+func (c quotaCommand) usageLine() (name, summary string) { return c.name, c.summary }
 
 // flagOf is the flag of the command line that sets a field of the store's errors.
 var flagOf = map[string]string{
@@ -120,13 +118,13 @@ func (o *policySettings) parse(f *settings.Flags, args []string) error {
 	return nil
 }
 
-// open parses args and opens the database, for a command that has
-// nothing to check before it reads or writes.
-func (o *policySettings) open(f *settings.Flags, args []string) (*sql.DB, error) {
+// withDB parses args and runs do with the database, for a command that
+// has nothing to check before it reads or writes.
+func (o *policySettings) withDB(f *settings.Flags, args []string, do func(db *sql.DB) error) error {
 	if err := o.parse(f, args); err != nil {
-		return nil, err
+		return err
 	}
-	return openMySQL(*o.db.DSN, 2)
+	return withMySQL(*o.db.DSN, 2, do)
 }
 
 // policyShowSettings are couponlink quota policy show's flags.
@@ -145,19 +143,16 @@ func policyShowFlags(name string, stderr io.Writer) (*settings.Flags, *policySho
 
 func runPolicyShow(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
 	f, o := policyShowFlags(name, stderr)
-	db, err := o.open(f, args)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	v, err := quota.GetPolicy(ctx, db, *o.template)
-	if err != nil {
-		return err
-	}
-	if *o.asJSON {
-		return printJSON(stdout, v)
-	}
-	return printPolicy(stdout, v)
+	return o.withDB(f, args, func(db *sql.DB) error {
+		v, err := quota.GetPolicy(ctx, db, *o.template)
+		if err != nil {
+			return err
+		}
+		if *o.asJSON {
+			return printJSON(stdout, v)
+		}
+		return printPolicy(stdout, v)
+	})
 }
 
 func printPolicy(w io.Writer, v quota.PolicyView) error {
@@ -247,16 +242,13 @@ func runPolicySet(ctx context.Context, name string, args []string, stdout, stder
 		fmt.Fprintln(stderr, "nothing to change: give at least one of -mode, -low, -high, -min-claims, -max-share, -reserve, -cooldown, -min-age")
 		return errUsage
 	}
-	db, err := openMySQL(*o.db.DSN, 2)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	v, err := quota.SetPolicy(ctx, db, *o.template, change, *o.by, *o.reason, quota.SourceCLI, "")
-	if err != nil {
-		return err
-	}
-	return printPolicy(stdout, v)
+	return withMySQL(*o.db.DSN, 2, func(db *sql.DB) error {
+		v, err := quota.SetPolicy(ctx, db, *o.template, change, *o.by, *o.reason, quota.SourceCLI, "")
+		if err != nil {
+			return err
+		}
+		return printPolicy(stdout, v)
+	})
 }
 
 // change is the override of the fields whose flags were given.
@@ -314,16 +306,13 @@ func policyResetFlags(name string, stderr io.Writer) (*settings.Flags, *policyRe
 
 func runPolicyReset(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
 	f, o := policyResetFlags(name, stderr)
-	db, err := o.open(f, args)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	v, err := quota.ResetPolicy(ctx, db, *o.template, *o.by, *o.reason, quota.SourceCLI, "")
-	if err != nil {
-		return err
-	}
-	return printPolicy(stdout, v)
+	return o.withDB(f, args, func(db *sql.DB) error {
+		v, err := quota.ResetPolicy(ctx, db, *o.template, *o.by, *o.reason, quota.SourceCLI, "")
+		if err != nil {
+			return err
+		}
+		return printPolicy(stdout, v)
+	})
 }
 
 // policyAuditSettings are couponlink quota policy audit's flags.
@@ -351,17 +340,19 @@ func runPolicyAudit(ctx context.Context, name string, args []string, stdout, std
 		fmt.Fprintln(stderr, "-template is required: the id of a template, or 0 for the defaults")
 		return errUsage
 	}
-	db, err := openMySQL(*o.db.DSN, 2)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	entries, err := quota.Audit(ctx, db, *o.template, *o.limit)
-	if err != nil {
-		return err
-	}
+	return withMySQL(*o.db.DSN, 2, func(db *sql.DB) error {
+		entries, err := quota.Audit(ctx, db, *o.template, *o.limit)
+		if err != nil {
+			return err
+		}
+		return printPolicyAudit(stdout, *o.template, entries)
+	})
+}
+
+// printPolicyAudit prints the changes of a template's policy, newest first.
+func printPolicyAudit(stdout io.Writer, template int64, entries []quota.AuditEntry) error {
 	if len(entries) == 0 {
-		fmt.Fprintf(stdout, "no changes of the policy of template %d\n", *o.template)
+		fmt.Fprintf(stdout, "no changes of the policy of template %d\n", template)
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)

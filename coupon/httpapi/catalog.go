@@ -55,6 +55,16 @@ func intParam(q url.Values, name string, def, lo, hi int64) (int64, error) {
 	return n, nil
 }
 
+// queryInt is the integer parameter name of a route that takes no other
+// query parameter (intParam of query(r, name)).
+func queryInt(r *http.Request, name string, def, lo, hi int64) (int64, error) {
+	q, err := query(r, name)
+	if err != nil {
+		return 0, err
+	}
+	return intParam(q, name, def, lo, hi)
+}
+
 // listTemplates is GET /v1/templates?q=&after=&limit=: a page of
 // templates by id, with their four states (see view.Catalog).
 func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) (int, any, error) {
@@ -92,11 +102,7 @@ func (s *Server) policyHistory(w http.ResponseWriter, r *http.Request) (int, any
 // policyAudit answers a template's policy changes read by audit, newest
 // first, at most ?limit= (1 to 1000, default 20).
 func policyAudit(r *http.Request, id int64, audit func(context.Context, int) ([]quota.AuditEntry, error)) (int, any, error) {
-	q, err := query(r, "limit")
-	if err != nil {
-		return 0, nil, err
-	}
-	limit, err := intParam(q, "limit", 20, 1, 1000)
+	limit, err := queryInt(r, "limit", 20, 1, 1000)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -128,11 +134,7 @@ func (s *Server) trends(w http.ResponseWriter, r *http.Request) (int, any, error
 	if err != nil {
 		return 0, nil, err
 	}
-	q, err := query(r, "hours")
-	if err != nil {
-		return 0, nil, err
-	}
-	hours, err := intParam(q, "hours", 3, 1, view.MaxTrendHours)
+	hours, err := queryInt(r, "hours", 3, 1, view.MaxTrendHours)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -31,7 +31,7 @@ func FuzzRequestBodies(f *testing.F) {
 	targets := []func() any{
 		func() any { return &api.NewTemplate{} }, func() any { return &api.ClaimRequest{} }, func() any { return &api.RedeemRequest{} },
 		func() any { return &api.RefundRequest{} }, func() any { return &api.VoidRequest{} }, func() any { return &api.ExpireRequest{} },
-		func() any { return &quotaPolicyBody{} },
+		func() any { return &api.PolicyChange{} },
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, target := range targets {

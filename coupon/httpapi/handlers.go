@@ -29,12 +29,7 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) (int, an
 }
 
 func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	id, err := pathID(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	t, err := s.store.GetTemplate(r.Context(), id)
-	return http.StatusOK, t, err
+	return readID(r, s.store.GetTemplate)
 }
 
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) (int, any, error) {
@@ -132,24 +127,11 @@ func (s *Server) expire(w http.ResponseWriter, r *http.Request) (int, any, error
 }
 
 func (s *Server) inventory(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	id, err := pathID(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	inv, err := s.cfg.Inventory.Inventory(r.Context(), id)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, inv, nil
+	return readID(r, s.cfg.Inventory.Inventory)
 }
 
 func (s *Server) history(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	id, err := pathID(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	h, err := s.store.History(r.Context(), id)
-	return http.StatusOK, h, err
+	return readID(r, s.store.History)
 }
 
 // healthz is open to anyone: its answer says whether MySQL answers, never

@@ -81,7 +81,7 @@ func (s *Server) getLegacyPolicy(w http.ResponseWriter, r *http.Request) (int, a
 // setLegacyPolicy is PUT /v1/legacy/templates/{id}/quota-policy: as the
 // own templates' route, mode auto refused.
 func (s *Server) setLegacyPolicy(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var b quotaPolicyBody
+	var b api.PolicyChange
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
@@ -90,7 +90,7 @@ func (s *Server) setLegacyPolicy(w http.ResponseWriter, r *http.Request) (int, a
 		return 0, nil, err
 	}
 	defer done()
-	v, err := quota.SetLegacyPolicy(r.Context(), db, id, b.change(), b.ChangedBy, b.Reason, via(r), identity(r))
+	v, err := quota.SetLegacyPolicy(r.Context(), db, id, b.Override, b.ChangedBy, b.Reason, via(r), identity(r))
 	return http.StatusOK, v, err
 }
 
@@ -125,7 +125,7 @@ func (s *Server) legacyPolicyHistory(w http.ResponseWriter, r *http.Request) (in
 // previewLegacyPolicy is POST /v1/legacy/templates/{id}/quota-policy/preview:
 // what the cdc's legacy pass would recommend now (quota.PreviewLegacy).
 func (s *Server) previewLegacyPolicy(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var b quotaPolicyBody
+	var b api.PolicyChange
 	if r.ContentLength != 0 {
 		if err := decode(w, r, &b); err != nil {
 			return 0, nil, err
@@ -140,7 +140,7 @@ func (s *Server) previewLegacyPolicy(w http.ResponseWriter, r *http.Request) (in
 	if err != nil {
 		return 0, nil, err
 	}
-	in, d, err := quota.PreviewLegacy(r.Context(), db, id, b.change(), chans, time.Now().UTC())
+	in, d, err := quota.PreviewLegacy(r.Context(), db, id, b.Override, chans, time.Now().UTC())
 	if err != nil {
 		return 0, nil, err
 	}

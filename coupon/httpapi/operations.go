@@ -23,11 +23,7 @@ import (
 // reconcileTasks is GET /v1/reconcile/tasks?limit=: the last passes,
 // newest first, and the open items needing review, oldest first.
 func (s *Server) reconcileTasks(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	q, err := query(r, "limit")
-	if err != nil {
-		return 0, nil, err
-	}
-	limit, err := intParam(q, "limit", 20, 1, 200)
+	limit, err := queryInt(r, "limit", 20, 1, 200)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -35,34 +36,9 @@ func channelView(c quota.ChannelView) api.ChannelView {
 // getQuotaPolicy is GET /v1/templates/{id}/quota-policy: the effective
 // policy, the defaults and the template's override.
 func (s *Server) getQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	id, err := pathID(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	v, err := quota.GetPolicy(r.Context(), s.store.DB(), id)
-	return http.StatusOK, v, err
-}
-
-// quotaPolicyBody is a partial change of a template's override: the fields
-// left out (or null) keep their value.
-type quotaPolicyBody struct {
-	Mode            *string  `json:"mode"`
-	Low             *float64 `json:"low"`
-	High            *float64 `json:"high"`
-	MinClaims       *int64   `json:"min_claims"`
-	MaxShare        *float64 `json:"max_share"`
-	Reserve         *float64 `json:"reserve"`
-	CooldownSeconds *int64   `json:"cooldown_seconds"`
-	MinAgeSeconds   *int64   `json:"min_age_seconds"`
-	ChangedBy       string   `json:"changed_by"`
-	Reason          string   `json:"reason"`
-}
-
-// change is the override fields of b (its own struct, not an embedded
-// quota.Override, so that a type error names the JSON field alone).
-func (b quotaPolicyBody) change() quota.Override {
-	return quota.Override{Mode: b.Mode, Low: b.Low, High: b.High, MinClaims: b.MinClaims, MaxShare: b.MaxShare,
-		Reserve: b.Reserve, CooldownSeconds: b.CooldownSeconds, MinAgeSeconds: b.MinAgeSeconds}
+	return readID(r, func(ctx context.Context, id int64) (quota.PolicyView, error) {
+		return quota.GetPolicy(ctx, s.store.DB(), id)
+	})
 }
 
 // setQuotaPolicy is PUT /v1/templates/{id}/quota-policy.
@@ -71,11 +47,11 @@ func (s *Server) setQuotaPolicy(w http.ResponseWriter, r *http.Request) (int, an
 	if err != nil {
 		return 0, nil, err
 	}
-	var b quotaPolicyBody
+	var b api.PolicyChange // the fields left out (or null) keep their value
 	if err := decode(w, r, &b); err != nil {
 		return 0, nil, err
 	}
-	v, err := quota.SetPolicy(r.Context(), s.store.DB(), id, b.change(), b.ChangedBy, b.Reason, via(r), identity(r))
+	v, err := quota.SetPolicy(r.Context(), s.store.DB(), id, b.Override, b.ChangedBy, b.Reason, via(r), identity(r))
 	return http.StatusOK, v, err
 }
 
@@ -105,13 +81,13 @@ func (s *Server) previewQuotaPolicy(w http.ResponseWriter, r *http.Request) (int
 	if err != nil {
 		return 0, nil, err
 	}
-	var b quotaPolicyBody
+	var b api.PolicyChange
 	if r.ContentLength != 0 {
 		if err := decode(w, r, &b); err != nil {
 			return 0, nil, err
 		}
 	}
-	in, d, err := quota.Preview(r.Context(), s.store.DB(), id, b.change(), time.Now().UTC())
+	in, d, err := quota.Preview(r.Context(), s.store.DB(), id, b.Override, time.Now().UTC())
 	if err != nil {
 		return 0, nil, err
 	}

@@ -77,6 +77,7 @@ func TestQuotaPolicyErrors(t *testing.T) {
 		{"a fraction above 1", "PUT", policyPath(tpl), ok(map[string]any{"reserve": 2}), 400, "invalid_argument", "reserve"},
 		{"low above high", "PUT", policyPath(tpl), ok(map[string]any{"low": 0.9}), 400, "invalid_argument", "low"},
 		{"a string for a number", "PUT", policyPath(tpl), ok(map[string]any{"high": "0.7"}), 400, "invalid_argument", "high"},
+		{"a number for the mode", "PUT", policyPath(tpl), ok(map[string]any{"mode": 1}), 400, "invalid_argument", "mode"},
 		{"a fraction for an integer", "PUT", policyPath(tpl), ok(map[string]any{"min_claims": 1.5}), 400, "invalid_argument", "min_claims"},
 		{"no changed_by", "PUT", policyPath(tpl), ok(map[string]any{"changed_by": nil}), 400, "invalid_argument", "changed_by"},
 		{"no reason", "PUT", policyPath(tpl), ok(map[string]any{"reason": ""}), 400, "invalid_argument", "reason"},

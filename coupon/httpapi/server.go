@@ -5,6 +5,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"mime"
@@ -310,4 +311,15 @@ func pathID(r *http.Request) (int64, error) {
 		return 0, coupon.Invalid("id", "the id in the path must be a positive integer, got %q", r.PathValue("id"))
 	}
 	return id, nil
+}
+
+// readID answers a GET route of one thing: read's value of the path's
+// {id}.
+func readID[T any](r *http.Request, read func(ctx context.Context, id int64) (T, error)) (int, any, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	v, err := read(r.Context(), id)
+	return http.StatusOK, v, err
 }
