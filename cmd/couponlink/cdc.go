@@ -132,16 +132,12 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var rdb redis.UniversalClient
-	if *o.redis.Addr != "" {
-		ro := o.redis.Options()
-		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = time.Second, time.Second, time.Second
-		if rdb, err = redisconn.Open(ro); err != nil {
-			return err
-		}
+	rdb, err := o.openRedis(log)
+	if err != nil {
+		return err
+	}
+	if rdb != nil {
 		defer rdb.Close()
-	} else {
-		log.Warn("no Redis: the stock keys are not kept; set COUPONLINK_REDIS_ADDR (or -redis) to keep them")
 	}
 	peers, err := peersOf(all, *o.mapping.Source)
 	if err != nil {
@@ -165,6 +161,18 @@ func runCDC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	return o.run(ctx, cdcParts{reg: reg, db: db, mapping: m, daemon: d, hooks: hooks, relays: relays}, log)
+}
+
+// openRedis opens the cdc's Redis client, with one-second timeouts; nil
+// (a warning logged) when no Redis is set.
+func (o *cdcSettings) openRedis(log *slog.Logger) (redis.UniversalClient, error) {
+	if *o.redis.Addr == "" {
+		log.Warn("no Redis: the stock keys are not kept; set COUPONLINK_REDIS_ADDR (or -redis) to keep them")
+		return nil, nil
+	}
+	ro := o.redis.Options()
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = time.Second, time.Second, time.Second
+	return redisconn.Open(ro)
 }
 
 // cdcParts are what a running cdc is made of.
