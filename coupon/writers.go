@@ -32,13 +32,9 @@ func insertRows(ctx context.Context, tx *sql.Tx, into string, n int, args []any,
 
 // couponsWhere reads the coupons of a condition on user_coupon.
 func couponsWhere(ctx context.Context, q sqltx.Querier, where string, args ...any) ([]couponRow, error) {
-	var out []couponRow
-	err := sqltx.EachRow(ctx, q, `SELECT `+couponColumns+` FROM user_coupon WHERE `+where, args, func(r *sql.Rows) error {
-		c, err := scanCoupon(r)
-		out = append(out, c)
-		return err
+	return sqltx.List(ctx, q, `SELECT `+couponColumns+` FROM user_coupon WHERE `+where, args, func(r *sql.Rows) (couponRow, error) {
+		return scanCoupon(r)
 	})
-	return out, err
 }
 
 // couponsBy reads the coupons whose column is one of vals, by key.
@@ -101,21 +97,9 @@ func insertCoupons(ctx context.Context, tx *sql.Tx, granted []*claimCall) error 
 		granted[0].out.UserCouponID, err = res.LastInsertId()
 		return err
 	}
-	// Auto-increment ids of one multi-row INSERT are consecutive only under
-	// innodb_autoinc_lock_mode 0 or 1 and auto_increment_increment 1: read
-	// them back instead of assuming either: from the unique index of
-	// request_id alone, which holds the id (no row is read).
-	ids := make(map[string]int64, len(granted))
-	err = sqltx.EachRow(ctx, tx, `SELECT request_id, id FROM user_coupon WHERE request_id IN (`+sqltx.Placeholders(len(granted))+`)`,
-		requestIDs(granted), func(r *sql.Rows) error {
-			var req string
-			var id int64
-			if err := r.Scan(&req, &id); err != nil {
-				return err
-			}
-			ids[req] = id
-			return nil
-		})
+	// read back by request_id: its unique index alone holds the id (no row
+	// is read)
+	ids, err := insertedIDs(ctx, tx, "user_coupon", "request_id", requestIDs(granted))
 	if err != nil {
 		return fmt.Errorf("read back the ids of %d coupon(s): %w", len(granted), err)
 	}
@@ -127,6 +111,15 @@ func insertCoupons(ctx context.Context, tx *sql.Tx, granted []*claimCall) error 
 		c.out.UserCouponID = id
 	}
 	return nil
+}
+
+// insertedIDs reads back the ids of the rows just inserted into table, by
+// the unique key column: auto-increment ids of one multi-row INSERT are
+// consecutive only under innodb_autoinc_lock_mode 0 or 1 and
+// auto_increment_increment 1, and neither is assumed.
+func insertedIDs(ctx context.Context, tx *sql.Tx, table, key string, keys []any) (map[string]int64, error) {
+	return sqltx.Map(ctx, tx, `SELECT `+key+`, id FROM `+table+` WHERE `+key+` IN (`+sqltx.Placeholders(len(keys))+`)`,
+		keys, sqltx.KeyValue[string, int64])
 }
 
 func requestIDs(calls []*claimCall) []any {
@@ -191,15 +184,7 @@ func insertRedemptions(ctx context.Context, tx *sql.Tx, calls []*redeemCall) err
 		return err
 	}
 	// read back by key: the ids of one multi-row INSERT are not assumed consecutive
-	ids := make(map[string]int64, len(calls))
-	err = sqltx.EachRow(ctx, tx, `SELECT idempotency_key, id FROM redemption_log WHERE idempotency_key IN (`+
-		sqltx.Placeholders(len(keys))+`)`, keys, func(r *sql.Rows) error {
-		var k string
-		var id int64
-		err := r.Scan(&k, &id)
-		ids[k] = id
-		return err
-	})
+	ids, err := insertedIDs(ctx, tx, "redemption_log", "idempotency_key", keys)
 	if err != nil {
 		return fmt.Errorf("read %d redemption id(s): %w", len(calls), err)
 	}
