@@ -77,23 +77,15 @@ func RecordFindings(ctx context.Context, ex execer, at time.Time, seen []Seen) e
 
 // FindingStates is the state of each of the fingerprints that has a row.
 func FindingStates(ctx context.Context, q sqltx.Querier, fingerprints []string) (map[string]string, error) {
-	out := map[string]string{}
 	if len(fingerprints) == 0 {
-		return out, nil
+		return map[string]string{}, nil
 	}
 	args := make([]any, len(fingerprints))
 	for i, f := range fingerprints {
 		args[i] = f
 	}
-	err := sqltx.EachRow(ctx, q, `SELECT fingerprint, state FROM finding WHERE fingerprint IN (`+sqltx.Placeholders(len(args))+`)`, args,
-		func(rows *sql.Rows) error {
-			var f, st string
-			if err := rows.Scan(&f, &st); err != nil {
-				return err
-			}
-			out[f] = st
-			return nil
-		})
+	out, err := sqltx.Map(ctx, q, `SELECT fingerprint, state FROM finding WHERE fingerprint IN (`+sqltx.Placeholders(len(args))+`)`, args,
+		sqltx.KeyValue[string, string])
 	if err != nil {
 		return nil, fmt.Errorf("read findings' states: %w", err)
 	}
