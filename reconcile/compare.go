@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/inventory"
@@ -290,16 +289,4 @@ func templateIDs(snap inventory.Snapshot) []int64 {
 		seen[p.Template] = true
 	}
 	return sortedIDs(seen)
-}
-
-// truncate cuts s to at most n bytes, at a character boundary (a column
-// of utf8mb4 refuses half a character).
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/webhook"
 )
 
@@ -38,7 +39,7 @@ func (r *Reconciler) finishTask(ctx context.Context, rep *Report, mysqlSnap, red
 		diffs = []Difference{}
 	}
 	ds, _ := json.Marshal(diffs)
-	summary := truncate(rep.Summary(), 512)
+	summary := sqltx.Clip(rep.Summary(), 512)
 	// the task's record and its events commit together: the
 	// reconcile.needs_review event exists if and only if the task says
 	// needs_review, the reconcile.corrected one if it corrected something
@@ -143,7 +144,7 @@ func Resolve(ctx context.Context, db *sql.DB, id int64, who, note, identity stri
 	} else if n == 0 {
 		return fmt.Errorf("task %d: %w", id, ErrNotOpen)
 	}
-	reason := truncate(note, 255)
+	reason := sqltx.Clip(note, 255)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO correction_log (task_id, store, target, reason, mode, actor, on_behalf_of)
 		VALUES (?, 'task', 'resolved', ?, 'manual', ?, ?)`, id, reason, who, onBehalfOf); err != nil {
 		return fmt.Errorf("record resolution of task %d: %w", id, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"strings"
+	"unicode/utf8"
 )
 
 // Querier is a *sql.DB, a *sql.Tx or a *sql.Conn.
@@ -72,6 +73,18 @@ func List[T any](ctx context.Context, q Querier, query string, args []any, scan 
 // Placeholders is n question marks for an IN list: "?, ?, ?".
 func Placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// Clip cuts s to at most n bytes, at a character boundary: a column of
+// utf8mb4 refuses half a character.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // Int64Args are the ids as query arguments.
