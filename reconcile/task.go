@@ -89,31 +89,28 @@ type OpenItem = api.ReconcileOpenItem
 
 // ListOpen returns the tasks that need review and are not resolved, oldest first.
 func ListOpen(ctx context.Context, db *sql.DB) ([]OpenItem, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, started_at, COALESCE(summary, ''), COALESCE(differences, '[]') FROM reconcile_task
-		WHERE status = ? AND resolved_at IS NULL ORDER BY id`, resultNeedsReview)
-	if err != nil {
-		return nil, fmt.Errorf("list open reconcile tasks: %w", err)
-	}
-	defer rows.Close()
-	var out []OpenItem
-	for rows.Next() {
+	out, err := sqltx.List(ctx, db, `SELECT id, started_at, COALESCE(summary, ''), COALESCE(differences, '[]') FROM reconcile_task
+		WHERE status = ? AND resolved_at IS NULL ORDER BY id`, []any{resultNeedsReview}, func(rows *sql.Rows) (OpenItem, error) {
 		var it OpenItem
 		var diffs string
 		if err := rows.Scan(&it.TaskID, &it.StartedAt, &it.Summary, &diffs); err != nil {
-			return nil, err
+			return it, err
 		}
 		var all []Difference
 		if err := json.Unmarshal([]byte(diffs), &all); err != nil {
-			return nil, fmt.Errorf("task %d: read differences: %w", it.TaskID, err)
+			return it, fmt.Errorf("task %d: read differences: %w", it.TaskID, err)
 		}
 		for _, d := range all {
 			if forPerson(d) {
 				it.Differences = append(it.Differences, d)
 			}
 		}
-		out = append(out, it)
+		return it, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list open reconcile tasks: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ErrNotOpen means the task does not exist, does not need review, or was resolved.
