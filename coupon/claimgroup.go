@@ -99,7 +99,6 @@ func (s *Store) claimGroupTx(ctx context.Context, tx *sql.Tx, group []*claimCall
 // lockBuckets reads (and locks) the bucket rows of the group's channels; a
 // channel the template does not have has no entry.
 func lockBuckets(ctx context.Context, tx *sql.Tx, template int64, group []*claimCall) (map[string]*bucket, error) {
-	buckets := map[string]*bucket{}
 	args := []any{template}
 	seen := map[string]bool{}
 	for _, c := range group {
@@ -108,15 +107,11 @@ func lockBuckets(ctx context.Context, tx *sql.Tx, template int64, group []*claim
 			args = append(args, c.req.Channel)
 		}
 	}
-	err := sqltx.EachRow(ctx, tx, `SELECT channel, quota, claimed FROM channel_quota WHERE template_id = ? AND channel IN (`+
-		sqltx.Placeholders(len(args)-1)+`) FOR UPDATE`, args, func(r *sql.Rows) error {
-		var ch string
-		b := &bucket{}
-		if err := r.Scan(&ch, &b.quota, &b.claimed); err != nil {
-			return err
-		}
-		buckets[ch] = b
-		return nil
+	buckets, err := sqltx.Map(ctx, tx, `SELECT channel, quota, claimed FROM channel_quota WHERE template_id = ? AND channel IN (`+
+		sqltx.Placeholders(len(args)-1)+`) FOR UPDATE`, args, func(r *sql.Rows) (ch string, b *bucket, err error) {
+		b = &bucket{}
+		err = r.Scan(&ch, &b.quota, &b.claimed)
+		return ch, b, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lock the group's channel quotas: %w", err)
@@ -135,17 +130,8 @@ func lockUserClaims(ctx context.Context, tx *sql.Tx, template int64, group []*cl
 			args = append(args, c.req.UserID)
 		}
 	}
-	counts := make(map[string]int64, len(users))
-	err := sqltx.EachRow(ctx, tx, `SELECT user_id, claimed FROM user_claim WHERE template_id = ? AND user_id IN (`+
-		sqltx.Placeholders(len(users))+`) FOR UPDATE`, args, func(r *sql.Rows) error {
-		var u string
-		var n int64
-		if err := r.Scan(&u, &n); err != nil {
-			return err
-		}
-		counts[u] = n
-		return nil
-	})
+	counts, err := sqltx.Map(ctx, tx, `SELECT user_id, claimed FROM user_claim WHERE template_id = ? AND user_id IN (`+
+		sqltx.Placeholders(len(users))+`) FOR UPDATE`, args, sqltx.KeyValue[string, int64])
 	if err != nil {
 		return nil, fmt.Errorf("lock the group's per-user counts: %w", err)
 	}

@@ -32,13 +32,9 @@ func insertRows(ctx context.Context, tx *sql.Tx, into string, n int, args []any,
 
 // couponsWhere reads the coupons of a condition on user_coupon.
 func couponsWhere(ctx context.Context, q sqltx.Querier, where string, args ...any) ([]couponRow, error) {
-	var out []couponRow
-	err := sqltx.EachRow(ctx, q, `SELECT `+couponColumns+` FROM user_coupon WHERE `+where, args, func(r *sql.Rows) error {
-		c, err := scanCoupon(r)
-		out = append(out, c)
-		return err
+	return sqltx.List(ctx, q, `SELECT `+couponColumns+` FROM user_coupon WHERE `+where, args, func(r *sql.Rows) (couponRow, error) {
+		return scanCoupon(r)
 	})
-	return out, err
 }
 
 // couponsBy reads the coupons whose column is one of vals, by key.
@@ -89,35 +85,15 @@ func addUserClaims(ctx context.Context, tx *sql.Tx, template int64, users []stri
 // decided) and fills in their ids.
 func insertCoupons(ctx context.Context, tx *sql.Tx, granted []*claimCall) error {
 	args := make([]any, 0, 7*len(granted))
-	for _, c := range granted {
+	keys := make([]string, len(granted))
+	for i, c := range granted {
 		args = append(args, c.req.TemplateID, c.req.UserID, c.req.Channel, Available, c.out.ClaimedAt, c.out.ExpiresAt, c.req.RequestID)
+		keys[i] = c.req.RequestID
 	}
-	res, err := insertRows(ctx, tx, `user_coupon (template_id, user_id, channel, status, claimed_at, expires_at, request_id)`,
-		len(granted), args, "")
+	ids, err := insertWithIDs(ctx, tx, "user_coupon", "template_id, user_id, channel, status, claimed_at, expires_at, request_id",
+		"request_id", keys, args)
 	if err != nil {
 		return fmt.Errorf("insert %d coupon(s): %w", len(granted), err)
-	}
-	if len(granted) == 1 {
-		granted[0].out.UserCouponID, err = res.LastInsertId()
-		return err
-	}
-	// Auto-increment ids of one multi-row INSERT are consecutive only under
-	// innodb_autoinc_lock_mode 0 or 1 and auto_increment_increment 1: read
-	// them back instead of assuming either: from the unique index of
-	// request_id alone, which holds the id (no row is read).
-	ids := make(map[string]int64, len(granted))
-	err = sqltx.EachRow(ctx, tx, `SELECT request_id, id FROM user_coupon WHERE request_id IN (`+sqltx.Placeholders(len(granted))+`)`,
-		requestIDs(granted), func(r *sql.Rows) error {
-			var req string
-			var id int64
-			if err := r.Scan(&req, &id); err != nil {
-				return err
-			}
-			ids[req] = id
-			return nil
-		})
-	if err != nil {
-		return fmt.Errorf("read back the ids of %d coupon(s): %w", len(granted), err)
 	}
 	for _, c := range granted {
 		id, ok := ids[c.req.RequestID]
@@ -127,6 +103,34 @@ func insertCoupons(ctx context.Context, tx *sql.Tx, granted []*claimCall) error 
 		c.out.UserCouponID = id
 	}
 	return nil
+}
+
+// insertWithIDs inserts a row of args (as insertRows) for each of keys,
+// the values of its unique column key, and returns each row's id by its
+// key: one row's from LastInsertId, more read back from the key's unique
+// index alone, which holds the id (no row is read). The auto-increment ids
+// of one multi-row INSERT are consecutive only under
+// innodb_autoinc_lock_mode 0 or 1 and auto_increment_increment 1, and
+// neither is assumed.
+func insertWithIDs(ctx context.Context, tx *sql.Tx, table, columns, key string, keys []string, args []any) (map[string]int64, error) {
+	res, err := insertRows(ctx, tx, table+" ("+columns+")", len(keys), args, "")
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 1 {
+		id, err := res.LastInsertId()
+		return map[string]int64{keys[0]: id}, err
+	}
+	vals := make([]any, len(keys))
+	for i, k := range keys {
+		vals[i] = k
+	}
+	ids, err := sqltx.Map(ctx, tx, `SELECT `+key+`, id FROM `+table+` WHERE `+key+` IN (`+sqltx.Placeholders(len(vals))+`)`,
+		vals, sqltx.KeyValue[string, int64])
+	if err != nil {
+		return nil, fmt.Errorf("read back the ids: %w", err)
+	}
+	return ids, nil
 }
 
 func requestIDs(calls []*claimCall) []any {
@@ -176,32 +180,15 @@ func reserveSlots(ctx context.Context, tx *sql.Tx, template int64, buckets map[s
 // (each c.out, of its coupon c.coupon as read) and fills in their ids.
 func insertRedemptions(ctx context.Context, tx *sql.Tx, calls []*redeemCall) error {
 	args := make([]any, 0, 6*len(calls))
-	keys := make([]any, len(calls))
+	keys := make([]string, len(calls))
 	for i, c := range calls {
 		args = append(args, c.coupon.ID, c.coupon.TemplateID, c.coupon.Channel, c.req.OrderID, c.out.RedeemedAt, c.key)
 		keys[i] = c.key
 	}
-	res, err := insertRows(ctx, tx, `redemption_log (user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key)`,
-		len(calls), args, "")
+	ids, err := insertWithIDs(ctx, tx, "redemption_log", "user_coupon_id, template_id, channel, order_id, redeemed_at, idempotency_key",
+		"idempotency_key", keys, args)
 	if err != nil {
 		return fmt.Errorf("insert %d redemption(s): %w", len(calls), err)
-	}
-	if len(calls) == 1 {
-		calls[0].out.RedemptionID, err = res.LastInsertId()
-		return err
-	}
-	// read back by key: the ids of one multi-row INSERT are not assumed consecutive
-	ids := make(map[string]int64, len(calls))
-	err = sqltx.EachRow(ctx, tx, `SELECT idempotency_key, id FROM redemption_log WHERE idempotency_key IN (`+
-		sqltx.Placeholders(len(keys))+`)`, keys, func(r *sql.Rows) error {
-		var k string
-		var id int64
-		err := r.Scan(&k, &id)
-		ids[k] = id
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("read %d redemption id(s): %w", len(calls), err)
 	}
 	for _, c := range calls {
 		if c.out.RedemptionID = ids[c.key]; c.out.RedemptionID == 0 {

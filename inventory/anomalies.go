@@ -42,30 +42,22 @@ func (a Anomaly) Change() string {
 
 // readAnomalies counts the anomalies by kind and reads the latest ones.
 func readAnomalies(ctx context.Context, db *sql.DB, st *Status) error {
-	err := sqltx.EachRow(ctx, db, `SELECT kind, COUNT(*) FROM cdc_anomaly GROUP BY kind`, nil, func(rows *sql.Rows) error {
-		var k string
-		var n int64
-		if err := rows.Scan(&k, &n); err != nil {
-			return err
-		}
-		st.Anomalies[k] = n
-		return nil
-	})
+	var err error
+	st.Anomalies, err = sqltx.Map(ctx, db, `SELECT kind, COUNT(*) FROM cdc_anomaly GROUP BY kind`, nil, sqltx.KeyValue[string, int64])
 	if err != nil {
 		return fmt.Errorf("count anomalies: %w", err)
 	}
-	err = sqltx.EachRow(ctx, db, `SELECT id, kind, user_coupon_id, template_id, channel, from_state, to_state, from_code, to_code,
-		order_id, detail, created_at FROM cdc_anomaly ORDER BY id DESC LIMIT ?`, []any{RecentAnomalies}, func(rows *sql.Rows) error {
+	st.Recent, err = sqltx.List(ctx, db, `SELECT id, kind, user_coupon_id, template_id, channel, from_state, to_state, from_code, to_code,
+		order_id, detail, created_at FROM cdc_anomaly ORDER BY id DESC LIMIT ?`, []any{RecentAnomalies}, func(rows *sql.Rows) (Anomaly, error) {
 		var a Anomaly
 		var coupon, template sql.NullInt64
 		var channel, from, to, order sql.NullString
 		if err := rows.Scan(&a.ID, &a.Kind, &coupon, &template, &channel, &from, &to, &a.FromCode, &a.ToCode, &order, &a.Detail, &a.At); err != nil {
-			return err
+			return a, err
 		}
 		a.Coupon, a.Template, a.Channel = coupon.Int64, template.Int64, channel.String
 		a.FromState, a.ToState, a.Order = from.String, to.String, order.String
-		st.Recent = append(st.Recent, a)
-		return nil
+		return a, nil
 	})
 	if err != nil {
 		return fmt.Errorf("read the latest anomalies: %w", err)

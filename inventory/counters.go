@@ -47,16 +47,10 @@ func ReadCounters(ctx context.Context, db *sql.DB, checkpoint string, withTempla
 		return c, fmt.Errorf("read checkpoint %q: %w", checkpoint, err)
 	}
 	c.Age = time.Duration(ageMicros) * time.Microsecond
-	c.Rows = map[Pair]Counter{}
-	err = sqltx.EachRow(ctx, tx, `SELECT template_id, channel, held, used, expired, returned, released, stamp FROM inventory_counter`, nil,
-		func(rows *sql.Rows) error {
-			var p Pair
-			var r Counter
-			if err := rows.Scan(&p.Template, &p.Channel, &r.Held, &r.Used, &r.Expired, &r.Returned, &r.Released, &r.Stamp); err != nil {
-				return err
-			}
-			c.Rows[p] = r
-			return nil
+	c.Rows, err = sqltx.Map(ctx, tx, `SELECT template_id, channel, held, used, expired, returned, released, stamp FROM inventory_counter`, nil,
+		func(rows *sql.Rows) (p Pair, r Counter, err error) {
+			err = rows.Scan(&p.Template, &p.Channel, &r.Held, &r.Used, &r.Expired, &r.Returned, &r.Released, &r.Stamp)
+			return p, r, err
 		})
 	if err != nil {
 		return c, fmt.Errorf("read counters: %w", err)
@@ -70,16 +64,11 @@ func ReadCounters(ctx context.Context, db *sql.DB, checkpoint string, withTempla
 }
 
 func readTemplateCache(ctx context.Context, tx *sql.Tx) (map[int64]TemplateCache, error) {
-	out := map[int64]TemplateCache{}
-	err := sqltx.EachRow(ctx, tx, `SELECT id, issued_count, used_count, expired_count FROM coupon_template`, nil, func(rows *sql.Rows) error {
-		var id int64
-		var c TemplateCache
-		if err := rows.Scan(&id, &c.Issued, &c.Used, &c.Expired); err != nil {
-			return err
-		}
-		out[id] = c
-		return nil
-	})
+	out, err := sqltx.Map(ctx, tx, `SELECT id, issued_count, used_count, expired_count FROM coupon_template`, nil,
+		func(rows *sql.Rows) (id int64, c TemplateCache, err error) {
+			err = rows.Scan(&id, &c.Issued, &c.Used, &c.Expired)
+			return id, c, err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("read template counts: %w", err)
 	}
@@ -89,20 +78,15 @@ func readTemplateCache(ctx context.Context, tx *sql.Tx) (map[int64]TemplateCache
 // LoadCounters reads every inventory_counter row, or those of the given
 // templates.
 func LoadCounters(ctx context.Context, q Querier, templates ...int64) (map[Pair]*Counts, error) {
-	out := map[Pair]*Counts{}
 	query := `SELECT template_id, channel, held, used, expired, returned, released FROM inventory_counter`
 	if len(templates) > 0 {
 		query += ` WHERE template_id IN (` + sqltx.Placeholders(len(templates)) + `)`
 	}
-	err := sqltx.EachRow(ctx, q, query, sqltx.Int64Args(templates),
-		func(rows *sql.Rows) error {
-			var p Pair
-			c := &Counts{}
-			if err := rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned, &c.Released); err != nil {
-				return err
-			}
-			out[p] = c
-			return nil
+	out, err := sqltx.Map(ctx, q, query, sqltx.Int64Args(templates),
+		func(rows *sql.Rows) (p Pair, c *Counts, err error) {
+			c = &Counts{}
+			err = rows.Scan(&p.Template, &p.Channel, &c.Held, &c.Used, &c.Expired, &c.Returned, &c.Released)
+			return p, c, err
 		})
 	if err != nil {
 		return nil, fmt.Errorf("read counters: %w", err)

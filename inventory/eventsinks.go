@@ -7,6 +7,7 @@ import (
 
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/internal/redact"
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // EventSinkJSON is a stream sink's delivery, as the status shows it.
@@ -15,24 +16,20 @@ type EventSinkJSON = api.EventSink
 // readEventSinks reads the stream sinks' positions (event_sink_position)
 // by name, and the newest failing webhook event's error.
 func readEventSinks(ctx context.Context, db *sql.DB, st *Status) error {
-	rows, err := db.QueryContext(ctx, `SELECT sink, last_id, delivered, dropped, attempts, COALESCE(last_error, ''), lease_epoch
-		FROM event_sink_position ORDER BY sink`)
-	if err != nil {
-		return fmt.Errorf("read the event sinks' positions: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	var err error
+	st.EventSinks, err = sqltx.List(ctx, db, `SELECT sink, last_id, delivered, dropped, attempts, COALESCE(last_error, ''), lease_epoch
+		FROM event_sink_position ORDER BY sink`, nil, func(rows *sql.Rows) (EventSinkJSON, error) {
 		var s EventSinkJSON
 		if err := rows.Scan(&s.Name, &s.Position, &s.Delivered, &s.Dropped, &s.FailedRounds, &s.LastError, &s.LeaseEpoch); err != nil {
-			return fmt.Errorf("read the event sinks' positions: %w", err)
+			return s, err
 		}
 		if s.FailedRounds == 0 {
 			s.LastError = "" // an error of the past
 		}
 		s.LastError = redact.Text(s.LastError) // as stored by a version that kept it whole
-		st.EventSinks = append(st.EventSinks, s)
-	}
-	if err := rows.Err(); err != nil {
+		return s, nil
+	})
+	if err != nil {
 		return fmt.Errorf("read the event sinks' positions: %w", err)
 	}
 	err = db.QueryRowContext(ctx, `SELECT COALESCE(last_error, '') FROM webhook_outbox WHERE status = 'pending' AND attempts > 0

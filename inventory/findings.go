@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
@@ -61,8 +60,8 @@ func RecordFindings(ctx context.Context, ex execer, at time.Time, seen []Seen) e
 			sb.WriteString(", ")
 		}
 		sb.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-		args = append(args, s.Fingerprint(), s.Source, clip(s.Kind, 64), clip(s.Subject, 255), digest(s.Content),
-			clip(s.Summary, 512), at, at)
+		args = append(args, s.Fingerprint(), s.Source, sqltx.Clip(s.Kind, 64), sqltx.Clip(s.Subject, 255), digest(s.Content),
+			sqltx.Clip(s.Summary, 512), at, at)
 	}
 	// the state is judged on the row as it was (MySQL assigns left to right)
 	sb.WriteString(` ON DUPLICATE KEY UPDATE
@@ -77,23 +76,15 @@ func RecordFindings(ctx context.Context, ex execer, at time.Time, seen []Seen) e
 
 // FindingStates is the state of each of the fingerprints that has a row.
 func FindingStates(ctx context.Context, q sqltx.Querier, fingerprints []string) (map[string]string, error) {
-	out := map[string]string{}
 	if len(fingerprints) == 0 {
-		return out, nil
+		return map[string]string{}, nil
 	}
 	args := make([]any, len(fingerprints))
 	for i, f := range fingerprints {
 		args[i] = f
 	}
-	err := sqltx.EachRow(ctx, q, `SELECT fingerprint, state FROM finding WHERE fingerprint IN (`+sqltx.Placeholders(len(args))+`)`, args,
-		func(rows *sql.Rows) error {
-			var f, st string
-			if err := rows.Scan(&f, &st); err != nil {
-				return err
-			}
-			out[f] = st
-			return nil
-		})
+	out, err := sqltx.Map(ctx, q, `SELECT fingerprint, state FROM finding WHERE fingerprint IN (`+sqltx.Placeholders(len(args))+`)`, args,
+		sqltx.KeyValue[string, string])
 	if err != nil {
 		return nil, fmt.Errorf("read findings' states: %w", err)
 	}
@@ -214,7 +205,7 @@ func moveFinding(ctx context.Context, db *sql.DB, fingerprint, operator, reason,
 	}
 	by, behalf := coupon.Acting(operator, identity)
 	res, err := db.ExecContext(ctx, `UPDATE finding SET state = ?, `+prefix+`_by = ?, `+prefix+`_on_behalf_of = ?, `+prefix+`_at = ?, `+prefix+`_reason = ?
-		WHERE fingerprint = ? AND `+cond, state, by, sql.NullString{String: behalf, Valid: behalf != ""}, time.Now().UTC(), clip(reason, 512), fingerprint)
+		WHERE fingerprint = ? AND `+cond, state, by, sql.NullString{String: behalf, Valid: behalf != ""}, time.Now().UTC(), sqltx.Clip(reason, 512), fingerprint)
 	if err != nil {
 		return Finding{}, fmt.Errorf("finding %q: %w", fingerprint, err)
 	}
@@ -235,16 +226,4 @@ func timePtr(t sql.NullTime) *time.Time {
 		return nil
 	}
 	return &t.Time
-}
-
-// clip cuts s to at most n bytes, at a character boundary (a column of
-// utf8mb4 refuses half a character).
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

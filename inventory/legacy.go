@@ -58,20 +58,16 @@ func (s *Queries) legacyOwn(ctx context.Context, tx *sql.Tx, ids []int64) (map[i
 	}
 	query := fmt.Sprintf("SELECT %s, %s, %s, %s, %s FROM %s WHERE %s IN (%s)", quoteIdent(t.ID), optionalColumn(t.Issued), optionalColumn(t.Used),
 		quoteIdent(t.TotalQuota), optionalColumn(t.Remaining), s.table(t.Table), quoteIdent(t.ID), sqltx.Placeholders(len(ids)))
-	out := map[int64]LegacyCounts{}
-	err := sqltx.EachRow(ctx, tx, query, sqltx.Int64Args(ids), func(rows *sql.Rows) error {
-		var id int64
+	out, err := sqltx.Map(ctx, tx, query, sqltx.Int64Args(ids), func(rows *sql.Rows) (id int64, v LegacyCounts, err error) {
 		var issued, used, budget, remaining sql.NullInt64
 		if err := rows.Scan(&id, &issued, &used, &budget, &remaining); err != nil {
-			return err
+			return 0, v, err
 		}
-		var v LegacyCounts
 		v.Own[0], v.Own[1], v.Remaining = nullable(issued), nullable(used), nullable(remaining)
 		if !budget.Valid || !t.IsUnlimited(budget.Int64) { // an unlimited budget has no remaining stock to check
 			v.Budget = nullable(budget)
 		}
-		out[id] = v
-		return nil
+		return id, v, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read %s's own counts: %w", t.Table, err)

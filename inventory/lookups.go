@@ -136,22 +136,30 @@ func orderKeyUser(col string) string {
 // 0 when it has none.
 func (s *Queries) LastUsedCoupon(ctx context.Context, q Querier, template int64, user string) (int64, error) {
 	uc := s.m.UserCoupon
-	codes := s.m.Codes(coupon.Used)
 	var id int64
-	err := s.each(uc.Table, func(table string) error {
-		query := fmt.Sprintf("SELECT COALESCE(MAX(%s), 0) FROM %s WHERE %s = ? AND %s IN (%s) AND %s = ?%s", quoteIdent(uc.ID), table,
-			quoteIdent(uc.Template), quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), orderKeyUser(uc.User), andAlso(s.liveCoupon()))
-		return sqltx.EachRow(ctx, q, query, append(append([]any{template}, sqltx.Int64Args(codes)...), []byte(user)), func(rows *sql.Rows) error {
-			var last int64
-			err := rows.Scan(&last)
-			id = max(id, last)
-			return err
-		})
+	err := s.eachUserCoupons(ctx, q, "COALESCE(MAX("+quoteIdent(uc.ID)+"), 0)", template, user, s.m.Codes(coupon.Used), func(rows *sql.Rows) error {
+		var last int64
+		err := rows.Scan(&last)
+		id = max(id, last)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("look up the last USED coupon in %s: %w", s.named(uc.Table), err)
 	}
 	return id, nil
+}
+
+// eachUserCoupons selects sel (an expression of user_coupon's columns) from
+// the live coupons of template whose user column is user (as the
+// order_table check keys it) and whose status is one of codes, in each
+// shard of a sharded coupon table, and hands each row to fn.
+func (s *Queries) eachUserCoupons(ctx context.Context, q Querier, sel string, template int64, user string, codes []int64, fn func(*sql.Rows) error) error {
+	uc := s.m.UserCoupon
+	return s.each(uc.Table, func(table string) error {
+		query := fmt.Sprintf("SELECT %s FROM %s WHERE %s = ? AND %s IN (%s) AND %s = ?%s", sel, table,
+			quoteIdent(uc.Template), quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), orderKeyUser(uc.User), andAlso(s.liveCoupon()))
+		return sqltx.EachRow(ctx, q, query, append(append([]any{template}, sqltx.Int64Args(codes)...), []byte(user)), fn)
+	})
 }
 
 // UsedAmong returns which of the coupons are live and USED, looked up in
@@ -188,15 +196,11 @@ func (s *Queries) UserCoupons(ctx context.Context, q Querier, template int64, us
 		codes = append(codes, c)
 	}
 	var ids []int64
-	err := s.each(uc.Table, func(table string) error {
-		query := fmt.Sprintf("SELECT %s FROM %s WHERE %s = ? AND %s IN (%s) AND %s = ?%s", quoteIdent(uc.ID), table,
-			quoteIdent(uc.Template), quoteIdent(uc.Status), sqltx.Placeholders(len(codes)), orderKeyUser(uc.User), andAlso(s.liveCoupon()))
-		return sqltx.EachRow(ctx, q, query, append(append([]any{template}, sqltx.Int64Args(codes)...), []byte(user)), func(rows *sql.Rows) error {
-			var id int64
-			err := rows.Scan(&id)
-			ids = append(ids, id)
-			return err
-		})
+	err := s.eachUserCoupons(ctx, q, quoteIdent(uc.ID), template, user, codes, func(rows *sql.Rows) error {
+		var id int64
+		err := rows.Scan(&id)
+		ids = append(ids, id)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list a user's coupons in %s: %w", s.named(uc.Table), err)

@@ -181,15 +181,9 @@ func (s *Queries) Quotas(ctx context.Context, q Querier, templates ...int64) (ma
 	if len(templates) > 0 {
 		query += fmt.Sprintf(" WHERE %s IN (%s)", quoteIdent(cq.Template), sqltx.Placeholders(len(templates)))
 	}
-	out := map[Pair]Quota{}
-	err := sqltx.EachRow(ctx, q, query, sqltx.Int64Args(templates), func(rows *sql.Rows) error {
-		var p Pair
-		var v Quota
-		if err := rows.Scan(&p.Template, &p.Channel, &v.Quota, &v.Claimed); err != nil {
-			return err
-		}
-		out[p] = v
-		return nil
+	out, err := sqltx.Map(ctx, q, query, sqltx.Int64Args(templates), func(rows *sql.Rows) (p Pair, v Quota, err error) {
+		err = rows.Scan(&p.Template, &p.Channel, &v.Quota, &v.Claimed)
+		return p, v, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", cq.Table, err)

@@ -92,7 +92,7 @@ func ReadMappedStatus(ctx context.Context, db *sql.DB, name string, m *canal.Map
 	if err != nil {
 		return st, err
 	}
-	st.Anomalies, st.Webhooks = map[string]int64{}, map[string]int64{}
+	st.Webhooks = map[string]int64{}
 	if err := readAnomalies(ctx, db, &st); err != nil {
 		return st, err
 	}

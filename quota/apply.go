@@ -229,23 +229,21 @@ func (r *Rebalancer) report(tpl int64, decision string, p Policy, d Decision) {
 // lockChannels reads and locks the template's channel buckets, with the
 // mirror's counts of each.
 func (r *Rebalancer) lockChannels(ctx context.Context, tx *sql.Tx, tpl int64) ([]Channel, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT channel, quota, claimed FROM channel_quota WHERE template_id = ? ORDER BY channel FOR UPDATE`, tpl)
+	chans, err := sqltx.List(ctx, tx, `SELECT channel, quota, claimed FROM channel_quota WHERE template_id = ? ORDER BY channel FOR UPDATE`,
+		[]any{tpl}, func(rows *sql.Rows) (Channel, error) {
+			var name string
+			var q, claimed int64
+			if err := rows.Scan(&name, &q, &claimed); err != nil {
+				return Channel{}, err
+			}
+			c := r.cfg.Mirror.Counts(tpl, name)
+			c.Name, c.Quota, c.Claimed = name, q, claimed
+			return c, nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("lock the channel buckets: %w", err)
 	}
-	defer rows.Close()
-	var chans []Channel
-	for rows.Next() {
-		var name string
-		var q, claimed int64
-		if err := rows.Scan(&name, &q, &claimed); err != nil {
-			return nil, err
-		}
-		c := r.cfg.Mirror.Counts(tpl, name)
-		c.Name, c.Quota, c.Claimed = name, q, claimed
-		chans = append(chans, c)
-	}
-	return chans, rows.Err()
+	return chans, nil
 }
 
 // moveQuota applies the moves. Each giver's UPDATE is guarded: it keeps

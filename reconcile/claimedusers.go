@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/couponlink/couponlink/canal"
+	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/inventory"
 )
 
@@ -338,7 +339,7 @@ func (r *Reconciler) memberDiff(ctx context.Context, rep *Report, s *claimedSet,
 	if d.Action != ActionFixed {
 		return nil
 	}
-	return r.record(ctx, r.db, rep.TaskID, StoreClaimedUsers, truncate(d.Target, 255), d.Found, want, truncate(d.Reason, 255))
+	return r.record(ctx, r.db, rep.TaskID, StoreClaimedUsers, sqltx.Clip(d.Target, 255), d.Found, want, sqltx.Clip(d.Reason, 255))
 }
 
 // unlisted records, as one difference and one correction_log row, the n

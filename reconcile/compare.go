@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/inventory"
@@ -58,14 +57,7 @@ func fieldsOf(c inventory.Counts) []int64 {
 // row changed after pos cannot be compared with that truth: it is skipped
 // (and counted in inFlight).
 func compareCounters(truth map[inventory.Pair]*inventory.Counts, counters map[inventory.Pair]inventory.Counter, pos int64) (diffs []Difference, inFlight int) {
-	pairs := map[inventory.Pair]bool{}
-	for p := range truth {
-		pairs[p] = true
-	}
-	for p := range counters {
-		pairs[p] = true
-	}
-	for _, p := range sortedPairs(pairs) {
+	for _, p := range sortedPairs(keysOf(truth, counters)) {
 		row, have := counters[p]
 		if have && row.Stamp > pos {
 			inFlight++
@@ -144,14 +136,7 @@ func compareTemplates(truth map[inventory.Pair]*inventory.Counts, counters map[i
 // exact, whatever the cdc does. Neither is safe to fix automatically.
 func compareQuotas(truth map[inventory.Pair]*inventory.Counts, quotas map[inventory.Pair]inventory.Quota) []Difference {
 	var out []Difference
-	pairs := map[inventory.Pair]bool{}
-	for p := range quotas {
-		pairs[p] = true
-	}
-	for p := range truth {
-		pairs[p] = true
-	}
-	for _, p := range sortedPairs(pairs) {
+	for _, p := range sortedPairs(keysOf(quotas, truth)) {
 		t := inventory.Counts{}
 		if c := truth[p]; c != nil {
 			t = *c
@@ -214,15 +199,8 @@ func compareLegacy(truth map[inventory.Pair]*inventory.Counts, budgets map[int64
 		s.Add(*c)
 		sum[p.Template] = s
 	}
-	ids := map[int64]bool{}
-	for id := range sum {
-		ids[id] = true
-	}
-	for id := range own {
-		ids[id] = true
-	}
 	var out []Difference
-	for _, id := range sortedIDs(ids) {
+	for _, id := range sortedIDs(keysOf(sum, own)) {
 		s := sum[id]
 		if b, ok := budgets[id]; ok && s.Taken() > b {
 			out = append(out, Difference{Store: StoreQuota, Target: fmt.Sprintf("%d/over_issue", id), Template: id, Field: "over_issue",
@@ -245,6 +223,19 @@ func compareLegacy(truth map[inventory.Pair]*inventory.Counts, budgets map[int64
 				Reason: reasonStockDrift + "the template's remaining-stock column differs from its budget minus the coupons taken (held + used + frozen), " +
 					"read in one snapshot; the shop's claim guard is off; couponlink never writes a legacy table"})
 		}
+	}
+	return out
+}
+
+// keysOf is the set of the keys of a and of b: what two reads of the
+// same rows (the truth and a copy of it) hold between them.
+func keysOf[K comparable, A, B any](a map[K]A, b map[K]B) map[K]bool {
+	out := make(map[K]bool, max(len(a), len(b)))
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
 	}
 	return out
 }
@@ -290,16 +281,4 @@ func templateIDs(snap inventory.Snapshot) []int64 {
 		seen[p.Template] = true
 	}
 	return sortedIDs(seen)
-}
-
-// truncate cuts s to at most n bytes, at a character boundary (a column
-// of utf8mb4 refuses half a character).
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

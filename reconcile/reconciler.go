@@ -375,39 +375,21 @@ func (r *Reconciler) compareAndFix(ctx context.Context, rep *Report, snap invent
 		return err
 	}
 	// counters, a pair at a time
-	byPair := map[inventory.Pair][]int{}
-	for i, d := range diffs {
-		p := inventory.Pair{Template: d.Template, Channel: d.Channel}
-		byPair[p] = append(byPair[p], i)
-	}
-	for p, idx := range byPair {
-		action, reason := r.decide(diffs, idx, before)
-		if action == ActionFixed {
+	err = fixByRow(r, diffs, before, func(d Difference) inventory.Pair { return inventory.Pair{Template: d.Template, Channel: d.Channel} },
+		func(p inventory.Pair) (bool, error) {
 			row, have := counters[p]
 			want := inventory.Counts{}
 			if t := snap.Counts[p]; t != nil {
 				want = *t
 			}
-			ok, err := r.fixCounter(ctx, rep.TaskID, p, row, have, want, min(stamp, inventory.Stamp(rep.Checkpoint)))
-			if err != nil {
-				return err
-			}
-			if !ok {
-				action, reason = ActionInFlight, "the counter row vanished while we fixed it"
-			}
-		}
-		for _, i := range idx {
-			diffs[i].Action, diffs[i].Reason = action, reason
-		}
+			return r.fixCounter(ctx, rep.TaskID, p, row, have, want, min(stamp, inventory.Stamp(rep.Checkpoint)))
+		}, "the counter row vanished while we fixed it")
+	if err != nil {
+		return err
 	}
 	// the template cache, after the counters
-	byTpl := map[int64][]int{}
-	for i, d := range tdiffs {
-		byTpl[d.Template] = append(byTpl[d.Template], i)
-	}
-	for id, idx := range byTpl {
-		action, reason := r.decide(tdiffs, idx, before)
-		if action == ActionFixed {
+	return fixByRow(r, tdiffs, before, func(d Difference) int64 { return d.Template },
+		func(id int64) (bool, error) {
 			want := inventory.TemplateCache{}
 			for p, c := range snap.Counts {
 				if p.Template == id {
@@ -416,16 +398,34 @@ func (r *Reconciler) compareAndFix(ctx context.Context, rep *Report, snap invent
 					want.Expired += c.Expired
 				}
 			}
-			ok, err := r.fixTemplate(ctx, rep.TaskID, id, cache[id], want)
+			return r.fixTemplate(ctx, rep.TaskID, id, cache[id], want)
+		}, "the template vanished while we fixed it")
+}
+
+// fixByRow handles the differences a row (row names it) at a time: r
+// decides a row's differences together, fix corrects a row decided fixed
+// (false: the row vanished meanwhile, in flight for the reason vanished),
+// and each difference gets the action and reason of its row.
+func fixByRow[K comparable](r *Reconciler, diffs []Difference, fixedBefore map[string]bool, row func(Difference) K,
+	fix func(K) (bool, error), vanished string) error {
+	byRow := map[K][]int{}
+	for i, d := range diffs {
+		k := row(d)
+		byRow[k] = append(byRow[k], i)
+	}
+	for k, idx := range byRow {
+		action, reason := r.decide(diffs, idx, fixedBefore)
+		if action == ActionFixed {
+			ok, err := fix(k)
 			if err != nil {
 				return err
 			}
 			if !ok {
-				action, reason = ActionInFlight, "the template vanished while we fixed it"
+				action, reason = ActionInFlight, vanished
 			}
 		}
 		for _, i := range idx {
-			tdiffs[i].Action, tdiffs[i].Reason = action, reason
+			diffs[i].Action, diffs[i].Reason = action, reason
 		}
 	}
 	return nil

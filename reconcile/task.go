@@ -10,6 +10,7 @@ import (
 
 	"github.com/couponlink/couponlink/api"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/internal/sqltx"
 	"github.com/couponlink/couponlink/webhook"
 )
 
@@ -38,7 +39,7 @@ func (r *Reconciler) finishTask(ctx context.Context, rep *Report, mysqlSnap, red
 		diffs = []Difference{}
 	}
 	ds, _ := json.Marshal(diffs)
-	summary := truncate(rep.Summary(), 512)
+	summary := sqltx.Clip(rep.Summary(), 512)
 	// the task's record and its events commit together: the
 	// reconcile.needs_review event exists if and only if the task says
 	// needs_review, the reconcile.corrected one if it corrected something
@@ -88,31 +89,28 @@ type OpenItem = api.ReconcileOpenItem
 
 // ListOpen returns the tasks that need review and are not resolved, oldest first.
 func ListOpen(ctx context.Context, db *sql.DB) ([]OpenItem, error) {
-	rows, err := db.QueryContext(ctx, `SELECT id, started_at, COALESCE(summary, ''), COALESCE(differences, '[]') FROM reconcile_task
-		WHERE status = ? AND resolved_at IS NULL ORDER BY id`, resultNeedsReview)
-	if err != nil {
-		return nil, fmt.Errorf("list open reconcile tasks: %w", err)
-	}
-	defer rows.Close()
-	var out []OpenItem
-	for rows.Next() {
+	out, err := sqltx.List(ctx, db, `SELECT id, started_at, COALESCE(summary, ''), COALESCE(differences, '[]') FROM reconcile_task
+		WHERE status = ? AND resolved_at IS NULL ORDER BY id`, []any{resultNeedsReview}, func(rows *sql.Rows) (OpenItem, error) {
 		var it OpenItem
 		var diffs string
 		if err := rows.Scan(&it.TaskID, &it.StartedAt, &it.Summary, &diffs); err != nil {
-			return nil, err
+			return it, err
 		}
 		var all []Difference
 		if err := json.Unmarshal([]byte(diffs), &all); err != nil {
-			return nil, fmt.Errorf("task %d: read differences: %w", it.TaskID, err)
+			return it, fmt.Errorf("task %d: read differences: %w", it.TaskID, err)
 		}
 		for _, d := range all {
 			if forPerson(d) {
 				it.Differences = append(it.Differences, d)
 			}
 		}
-		out = append(out, it)
+		return it, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list open reconcile tasks: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ErrNotOpen means the task does not exist, does not need review, or was resolved.
@@ -143,7 +141,7 @@ func Resolve(ctx context.Context, db *sql.DB, id int64, who, note, identity stri
 	} else if n == 0 {
 		return fmt.Errorf("task %d: %w", id, ErrNotOpen)
 	}
-	reason := truncate(note, 255)
+	reason := sqltx.Clip(note, 255)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO correction_log (task_id, store, target, reason, mode, actor, on_behalf_of)
 		VALUES (?, 'task', 'resolved', ?, 'manual', ?, ?)`, id, reason, who, onBehalfOf); err != nil {
 		return fmt.Errorf("record resolution of task %d: %w", id, err)

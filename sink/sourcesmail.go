@@ -205,17 +205,11 @@ func (c *sourcesJudge) holders(ctx context.Context, keys []redemptionKey) (map[r
 // reported reads how many sources beyond the first the judge has reported
 // of each key.
 func (c *sourcesJudge) reported(ctx context.Context, keys []redemptionKey) (map[redemptionKey]int64, error) {
-	out := map[redemptionKey]int64{}
 	where, args := keysWhere([2]string{"id", "item"}, keys)
-	err := sqltx.EachRow(ctx, c.s.db, `SELECT id, item, value FROM cdc_sources_state WHERE name = ? AND kind = 'write_off' AND `+where,
-		append([]any{c.s.cfg.Name}, args...), func(rows *sql.Rows) error {
-			var k redemptionKey
-			var n int64
-			if err := rows.Scan(&k.coupon, &k.order, &n); err != nil {
-				return err
-			}
-			out[k] = n
-			return nil
+	out, err := sqltx.Map(ctx, c.s.db, `SELECT id, item, value FROM cdc_sources_state WHERE name = ? AND kind = 'write_off' AND `+where,
+		append([]any{c.s.cfg.Name}, args...), func(rows *sql.Rows) (k redemptionKey, n int64, err error) {
+			err = rows.Scan(&k.coupon, &k.order, &n)
+			return k, n, err
 		})
 	if err != nil {
 		return nil, fmt.Errorf("read the write-offs reported: %w", err)

@@ -1,5 +1,6 @@
 // Package sqltx runs a function in a MySQL transaction: once, or again
-// while the transaction lost a race MySQL asks the client to retry.
+// while the transaction lost a race MySQL asks the client to retry; and
+// reads a query's rows one at a time, into a map or into a slice (rows.go).
 package sqltx
 
 import (

@@ -109,3 +109,26 @@ func TestNewRetriesSharesTheMetric(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 4, n, "a zero series per transaction and reason")
 }
+
+func TestMapAndList(t *testing.T) {
+	db, _ := testenv.MySQL(t)
+	ctx := context.Background()
+	_, err := db.Exec(`CREATE TABLE kv (k VARCHAR(8) PRIMARY KEY, v INT)`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO kv VALUES ('a', 1), ('b', 2)`)
+	require.NoError(t, err)
+	m, err := sqltx.Map(ctx, db, `SELECT k, v FROM kv`, nil, sqltx.KeyValue[string, int64])
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"a": 1, "b": 2}, m)
+	m, err = sqltx.Map(ctx, db, `SELECT k, v FROM kv WHERE v > ?`, []any{5}, sqltx.KeyValue[string, int64])
+	require.NoError(t, err)
+	require.NotNil(t, m, "no rows: an empty map")
+	l, err := sqltx.List(ctx, db, `SELECT k FROM kv ORDER BY v DESC`, nil, func(rows *sql.Rows) (k string, err error) {
+		err = rows.Scan(&k)
+		return k, err
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"b", "a"}, l)
+	_, err = sqltx.Map(ctx, db, `SELECT k FROM kv`, nil, sqltx.KeyValue[string, int64])
+	require.Error(t, err, "a scan error is the result's")
+}

@@ -1,14 +1,16 @@
-package reconcile
+package sqltx_test
 
 import (
 	"testing"
 	"unicode/utf8"
+
+	"github.com/couponlink/couponlink/internal/sqltx"
 )
 
 // A summary or note cut to its column's size stays valid UTF-8 (MariaDB
 // refuses half a character in a utf8mb4 column, and the task would not be
 // recorded).
-func TestTruncateKeepsCharacters(t *testing.T) {
+func TestClipKeepsCharacters(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		n    int
@@ -20,9 +22,9 @@ func TestTruncateKeepsCharacters(t *testing.T) {
 		{"a−b", 4, "a−"},
 		{"−−", 1, ""},
 	} {
-		got := truncate(tc.in, tc.n)
+		got := sqltx.Clip(tc.in, tc.n)
 		if got != tc.want || !utf8.ValidString(got) {
-			t.Errorf("truncate(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+			t.Errorf("Clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
 	}
 }
