@@ -212,17 +212,9 @@ func checkCorrections(ctx context.Context, db *sql.DB) ([]string, error) {
 // violations runs a check's query, whose every row is a violation, and
 // returns line's wording of each row; what names the rows in an error.
 func violations(ctx context.Context, db *sql.DB, what, query string, line func(*sql.Rows) (string, error)) ([]string, error) {
-	var bad []string
-	err := sqltx.EachRow(ctx, db, query, nil, func(r *sql.Rows) error {
-		s, err := line(r)
-		if err != nil {
-			return err
-		}
-		bad = append(bad, s)
-		return nil
-	})
+	bad, err := sqltx.List(ctx, db, query, nil, line)
 	if err != nil {
-		return bad, fmt.Errorf("read %s: %w", what, err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	return bad, nil
 }
