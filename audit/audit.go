@@ -22,8 +22,9 @@ import (
 	"github.com/couponlink/couponlink/inventory"
 )
 
-// Kind is a kind of inconsistency the audit looks for; the cdc's anomaly
-// of the same name is the same thing seen when it happens.
+// Kind is a kind of inconsistency the audit looks for: the cdc's anomaly
+// kind of the same name (inventory.Anomaly*) is the same thing seen when
+// it happens; RedemptionOnUnused is the audit's own.
 type Kind string
 
 // The kinds, in the order the report lists them.
@@ -31,25 +32,25 @@ const (
 	// UsedWithoutRedemption: a USED coupon nothing proves used (no
 	// write-off row; an empty or closed order; fewer open orders than
 	// used coupons of a template and member).
-	UsedWithoutRedemption Kind = "used_without_redemption"
+	UsedWithoutRedemption Kind = inventory.AnomalyUsedWithoutRedemption
 	// RedemptionOnUnused: evidence of a use on a coupon never used (a
 	// write-off row of an AVAILABLE or EXPIRED coupon, or of no live
 	// coupon).
 	RedemptionOnUnused Kind = "redemption_on_unused"
 	// DoubleSpend: one coupon behind two orders (write-off rows of
 	// different orders; more open orders than used coupons).
-	DoubleSpend Kind = "double_spend"
+	DoubleSpend Kind = inventory.AnomalyDoubleSpend
 	// OverIssue: more coupons taken than the budget or channel quota.
-	OverIssue Kind = "over_issue"
+	OverIssue Kind = inventory.AnomalyOverIssue
 	// PerUserLimitExceeded: a member holding more coupons of a template
 	// than its per-user limit.
-	PerUserLimitExceeded Kind = "per_user_limit_exceeded"
+	PerUserLimitExceeded Kind = inventory.AnomalyPerUserLimitExceeded
 	// UsedAfterExpiry: a coupon redeemed after its own expiry.
-	UsedAfterExpiry Kind = "used_after_expiry"
+	UsedAfterExpiry Kind = inventory.AnomalyUsedAfterExpiry
 	// ClaimedOffShelf: a coupon claimed while its campaign was off the
 	// shelf. A snapshot cannot tell when a coupon was claimed: never
 	// checked, listed so that the report says so.
-	ClaimedOffShelf Kind = "claimed_off_shelf"
+	ClaimedOffShelf Kind = inventory.AnomalyClaimedOffShelf
 )
 
 // Kinds lists every kind, in report order.

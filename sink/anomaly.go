@@ -12,38 +12,6 @@ import (
 	"github.com/couponlink/couponlink/inventory"
 )
 
-// The kinds of anomalies the cdc records.
-const (
-	AnomalyIllegalTransition     = "illegal_transition"
-	AnomalyDeletedCoupon         = "deleted_coupon"
-	AnomalyUsedWithoutRedemption = "used_without_redemption"
-	AnomalyDuplicateRedemption   = "duplicate_redemption"
-	AnomalyOverIssue             = "over_issue"
-	// AnomalyUndecodableRow is a source row the mapping cannot decode (a
-	// NULL or unmapped status code, a NULL id a record needs): counted
-	// nowhere, like the snapshot that skips it (see canal.Undecodable).
-	AnomalyUndecodableRow = "undecodable_row"
-	// AnomalyDoubleSpend is one coupon spent on two orders: a USED coupon's
-	// order changed while it stayed USED (evidence coupon_order), or more
-	// orders of a (template, user) than USED coupons (order_table).
-	AnomalyDoubleSpend = "double_spend"
-	// AnomalyPerUserLimitExceeded is a coupon a user received beyond the
-	// template's per-user limit in force at that point of the binlog.
-	AnomalyPerUserLimitExceeded = "per_user_limit_exceeded"
-	// AnomalyUsedAfterExpiry is a coupon used, or restored to AVAILABLE,
-	// after its template's end time (mapping template.end_time) or its own
-	// expiry (user_coupon.expires_at).
-	AnomalyUsedAfterExpiry = "used_after_expiry"
-	// AnomalyClaimedOffShelf is a coupon claimed while its campaign was
-	// off the shelf (mapping template.status or template.deleted).
-	AnomalyClaimedOffShelf = "claimed_off_shelf"
-)
-
-// AnomalyKinds lists every kind, for metrics and reports.
-var AnomalyKinds = []string{AnomalyIllegalTransition, AnomalyDeletedCoupon, AnomalyUsedWithoutRedemption,
-	AnomalyDuplicateRedemption, AnomalyOverIssue, AnomalyUndecodableRow, AnomalyDoubleSpend,
-	AnomalyPerUserLimitExceeded, AnomalyUsedAfterExpiry, AnomalyClaimedOffShelf}
-
 // Anomaly is one thing seen in the binlog that a correct coupon system
 // does not do. The counters still mirror the table.
 type Anomaly struct {
@@ -76,18 +44,18 @@ func judgeTransition(t *canal.Transition) (Anomaly, bool) {
 		return a, false // entering or leaving the counted set: the undecodable_row anomaly says why
 	case t.From != coupon.None && t.To != coupon.None && (t.Template != t.PrevTemplate || t.Channel != t.PrevChannel):
 		// a move is illegal whatever the status does
-		a.Kind = AnomalyIllegalTransition
+		a.Kind = inventory.AnomalyIllegalTransition
 		a.Detail = fmt.Sprintf("coupon %d moved from template %d channel %q to template %d channel %q (%s)", t.Coupon,
 			t.PrevTemplate, t.PrevChannel, t.Template, t.Channel, t.Change())
 		return a, true
 	case t.From == t.To:
 		return a, false
 	case t.To == coupon.None:
-		a.Kind, a.Template, a.Channel = AnomalyDeletedCoupon, t.PrevTemplate, t.PrevChannel
+		a.Kind, a.Template, a.Channel = inventory.AnomalyDeletedCoupon, t.PrevTemplate, t.PrevChannel
 		a.Detail = fmt.Sprintf("coupon %d (%s) was deleted; its ledger rows lose their coupon", t.Coupon, canal.StateText(t.From.String(), t.FromCode))
 		return a, true
 	case !coupon.Legal(t.From, t.To):
-		a.Kind = AnomalyIllegalTransition
+		a.Kind = inventory.AnomalyIllegalTransition
 		a.Detail = fmt.Sprintf("coupon %d went %s, which is not a legal transition", t.Coupon, t.Change())
 		return a, true
 	}
@@ -120,7 +88,7 @@ func (undecodableRows) judge(_ context.Context, b *batch) ([]Anomaly, error) {
 func undecodable(b *canal.Batch) []Anomaly {
 	out := make([]Anomaly, 0, len(b.Undecodable))
 	for _, u := range b.Undecodable {
-		out = append(out, Anomaly{Kind: AnomalyUndecodableRow, Detail: u.String()})
+		out = append(out, Anomaly{Kind: inventory.AnomalyUndecodableRow, Detail: u.String()})
 	}
 	return out
 }

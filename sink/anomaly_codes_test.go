@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -57,10 +58,10 @@ func TestAnomalyRowsCarryTheShopsCodes(t *testing.T) {
 	n := func(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: true} }
 	s := func(v string) sql.NullString { return sql.NullString{String: v, Valid: true} }
 	require.Equal(t, []row{
-		{sink.AnomalyUsedWithoutRedemption, ids["a"], n(1), n(2), s("AVAILABLE"), s("USED"), n(0), n(1)},
-		{sink.AnomalyIllegalTransition, ids["b"], n(3), n(2), s("EXPIRED"), s("USED"), n(2), n(1)},
-		{sink.AnomalyDeletedCoupon, ids["c"], n(4), sql.NullInt64{}, s("RETURNED"), sql.NullString{}, n(9), sql.NullInt64{}},
-		{sink.AnomalyIllegalTransition, ids["d"], n(4), n(1), s("RETURNED"), s("AVAILABLE"), n(3), n(0)},
+		{inventory.AnomalyUsedWithoutRedemption, ids["a"], n(1), n(2), s("AVAILABLE"), s("USED"), n(0), n(1)},
+		{inventory.AnomalyIllegalTransition, ids["b"], n(3), n(2), s("EXPIRED"), s("USED"), n(2), n(1)},
+		{inventory.AnomalyDeletedCoupon, ids["c"], n(4), sql.NullInt64{}, s("RETURNED"), sql.NullString{}, n(9), sql.NullInt64{}},
+		{inventory.AnomalyIllegalTransition, ids["d"], n(4), n(1), s("RETURNED"), s("AVAILABLE"), n(3), n(0)},
 	}, got)
 	var detail string
 	require.NoError(t, l.DB.QueryRow(`SELECT detail FROM cdc_anomaly WHERE user_coupon_id = ?`, ids["d"]).Scan(&detail))

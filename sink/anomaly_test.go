@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -57,8 +58,8 @@ func TestUsedWithoutRedemptionIsJudgedPerOrder(t *testing.T) {
 	row(ids["c4"], "other")
 
 	e.waitSettled(c, 30*time.Second)
-	require.Equal(t, map[string]int{sink.AnomalyUsedWithoutRedemption: 4}, e.anomalies())
-	rows, err := e.DB.Query(`SELECT user_coupon_id, order_id FROM cdc_anomaly WHERE kind = ? ORDER BY user_coupon_id, order_id`, sink.AnomalyUsedWithoutRedemption)
+	require.Equal(t, map[string]int{inventory.AnomalyUsedWithoutRedemption: 4}, e.anomalies())
+	rows, err := e.DB.Query(`SELECT user_coupon_id, order_id FROM cdc_anomaly WHERE kind = ? ORDER BY user_coupon_id, order_id`, inventory.AnomalyUsedWithoutRedemption)
 	require.NoError(t, err)
 	defer rows.Close()
 	var got [][2]any
@@ -97,5 +98,5 @@ func TestMovedCouponIsIllegal(t *testing.T) {
 	exec(`UPDATE user_coupon SET template_id = ?, status = 3 WHERE id = ?`, other, ids[3]) // moved and expired (legal)
 	e.waitSettled(c, 30*time.Second)
 	e.assertTruth(true)
-	require.Equal(t, map[string]int{sink.AnomalyIllegalTransition: 4}, e.anomalies())
+	require.Equal(t, map[string]int{inventory.AnomalyIllegalTransition: 4}, e.anomalies())
 }

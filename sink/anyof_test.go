@@ -82,9 +82,9 @@ func TestLegacyStatesOfSeveralColumns(t *testing.T) {
 				got = append(got, fmt.Sprintf("%s template=%d", r.Kind, r.Template))
 			}
 			require.ElementsMatch(t, []string{
-				sink.AnomalyUsedWithoutRedemption + " template=1", sink.AnomalyUsedWithoutRedemption + " template=1",
-				sink.AnomalyUsedWithoutRedemption + " template=2", sink.AnomalyUsedWithoutRedemption + " template=2",
-				sink.AnomalyClaimedOffShelf + " template=3", sink.AnomalyClaimedOffShelf + " template=4", sink.AnomalyClaimedOffShelf + " template=5",
+				inventory.AnomalyUsedWithoutRedemption + " template=1", inventory.AnomalyUsedWithoutRedemption + " template=1",
+				inventory.AnomalyUsedWithoutRedemption + " template=2", inventory.AnomalyUsedWithoutRedemption + " template=2",
+				inventory.AnomalyClaimedOffShelf + " template=3", inventory.AnomalyClaimedOffShelf + " template=4", inventory.AnomalyClaimedOffShelf + " template=5",
 			}, got, "every closed order, whichever column closed it, and every campaign off the shelf")
 			require.Equal(t, l.legacyTruth(), l.Counters())
 			q := inventory.NewQueries(l.mapping())

@@ -52,7 +52,7 @@ func (s *Sink) overIssued(b *batch) []Anomaly {
 			before := s.counts[p]
 			wasOver := before != nil && before.Taken() > s.quotas[p].Quota
 			if c.Taken() > q.Quota && !wasOver {
-				out = append(out, Anomaly{Kind: AnomalyOverIssue, Template: p.Template, Channel: p.Channel,
+				out = append(out, Anomaly{Kind: inventory.AnomalyOverIssue, Template: p.Template, Channel: p.Channel,
 					Detail: fmt.Sprintf("template %d channel %q holds %d coupons (held+used+frozen) over a quota of %d", p.Template, p.Channel, c.Taken(), q.Quota)})
 			}
 		}
@@ -77,7 +77,7 @@ func (s *Sink) overIssuedAt(snap inventory.Snapshot, infos map[int64]inventory.T
 		for _, p := range pairs {
 			c := snap.Counts[p]
 			if q, ok := snap.Quotas[p]; ok && c.Taken() > q.Quota {
-				out = append(out, Anomaly{Kind: AnomalyOverIssue, Template: p.Template, Channel: p.Channel,
+				out = append(out, Anomaly{Kind: inventory.AnomalyOverIssue, Template: p.Template, Channel: p.Channel,
 					Detail: fmt.Sprintf(found+"template %d channel %q holds %d coupons (held+used+frozen) over a quota of %d", p.Template, p.Channel, c.Taken(), q.Quota)})
 			}
 		}
@@ -89,7 +89,7 @@ func (s *Sink) overIssuedAt(snap inventory.Snapshot, infos map[int64]inventory.T
 	}
 	for _, tpl := range templatesIn(snap.Counts) {
 		if v := infos[tpl]; v.HasBudget && taken[tpl] > v.Budget {
-			out = append(out, Anomaly{Kind: AnomalyOverIssue, Template: tpl,
+			out = append(out, Anomaly{Kind: inventory.AnomalyOverIssue, Template: tpl,
 				Detail: fmt.Sprintf(found+"template %d holds %d coupons (held+used+frozen) over its quota of %d", tpl, taken[tpl], v.Budget)})
 		}
 	}
@@ -143,7 +143,7 @@ func (s *Sink) overBudget(b *batch) []Anomaly {
 		}
 		wasOver := was.HasBudget && before[tpl] > was.Budget
 		if now.HasBudget && after[tpl] > now.Budget && !wasOver {
-			out = append(out, Anomaly{Kind: AnomalyOverIssue, Template: tpl,
+			out = append(out, Anomaly{Kind: inventory.AnomalyOverIssue, Template: tpl,
 				Detail: fmt.Sprintf("template %d holds %d coupons (held+used+frozen) over its quota of %d", tpl, after[tpl], now.Budget)})
 		}
 	}

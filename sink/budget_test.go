@@ -9,7 +9,7 @@ import (
 
 	"github.com/couponlink/couponlink/internal/cdcenv"
 	"github.com/couponlink/couponlink/internal/cdctest"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // issue inserts n AVAILABLE coupons of a legacy template.
@@ -35,7 +35,7 @@ func (l *legacyEnv) assertOverIssue(c *cdcenv.CDC, anomalies, gauge int, msg str
 	l.WaitCheckpoint()
 	want := map[string]int{}
 	if anomalies > 0 {
-		want[sink.AnomalyOverIssue] = anomalies
+		want[inventory.AnomalyOverIssue] = anomalies
 	}
 	require.Equal(l.T, want, l.anomalies(), msg)
 	over, _ := cdctest.Metric(l.T, c.Reg, "couponlink_over_issued", nil)

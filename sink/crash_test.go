@@ -17,8 +17,8 @@ import (
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/quota"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // cdcProcess is one run of `couponlink cdc`.
@@ -174,11 +174,11 @@ func TestCrashRestartKeepsCountersExact(t *testing.T) {
 
 	cdctest.WaitFor(t, 60*time.Second, "no pending redemption checks", func() bool { return e.pendingChecks() == 0 })
 	want, got := w.expected(), e.anomalies()
-	for _, k := range []string{sink.AnomalyIllegalTransition, sink.AnomalyDeletedCoupon, sink.AnomalyOverIssue, sink.AnomalyUsedWithoutRedemption} {
+	for _, k := range []string{inventory.AnomalyIllegalTransition, inventory.AnomalyDeletedCoupon, inventory.AnomalyOverIssue, inventory.AnomalyUsedWithoutRedemption} {
 		require.Positive(t, want[k], "the workload caused no %s", k)
 		require.Equal(t, want[k], got[k], "%s anomalies recorded despite the kills (exactly-once: in the checkpoint's transaction)", k)
 	}
-	require.Zero(t, got[sink.AnomalyDuplicateRedemption], "duplicate_redemption invented")
+	require.Zero(t, got[inventory.AnomalyDuplicateRedemption], "duplicate_redemption invented")
 	require.EqualValues(t, sum(got), e.checkpoint().Anomalies, "the checkpoint's anomaly count differs from the rows of cdc_anomaly")
 
 	// graceful shutdown: SIGTERM finishes the batch in flight and exits 0

@@ -76,10 +76,10 @@ func (s *Sink) countRedemptions(ctx context.Context, tx *sql.Tx, b *canal.Batch)
 			continue
 		}
 		if counts[k] > 0 {
-			out = append(out, Anomaly{Kind: AnomalyDuplicateRedemption, Coupon: r.Coupon, Order: r.Order,
+			out = append(out, Anomaly{Kind: inventory.AnomalyDuplicateRedemption, Coupon: r.Coupon, Order: r.Order,
 				Detail: fmt.Sprintf("redemption %d is row %d of order %q on coupon %d", r.ID, counts[k]+1, r.Order, r.Coupon)})
 		} else if other, ok := liveOrderBesides(counts, k); ok && states {
-			out = append(out, Anomaly{Kind: AnomalyDoubleSpend, Coupon: r.Coupon, Order: r.Order,
+			out = append(out, Anomaly{Kind: inventory.AnomalyDoubleSpend, Coupon: r.Coupon, Order: r.Order,
 				Detail: fmt.Sprintf("order %q (row %d) uses coupon %d while order %q still holds it: two live evidence rows", r.Order, r.ID, r.Coupon, other)})
 		}
 		counts[k]++
@@ -210,7 +210,7 @@ func (s *Sink) seedRedemptionKeys(ctx context.Context, stx, tx *sql.Tx) ([]Anoma
 	var out []Anomaly
 	for _, d := range dups {
 		for i := max(old[d.k], 1); i < d.n; i++ {
-			out = append(out, Anomaly{Kind: AnomalyDuplicateRedemption, Coupon: d.k.coupon, Order: d.k.order,
+			out = append(out, Anomaly{Kind: inventory.AnomalyDuplicateRedemption, Coupon: d.k.coupon, Order: d.k.order,
 				Detail: fmt.Sprintf("found at the snapshot of a bootstrap: order %q on coupon %d has %d redemption rows", d.k.order, d.k.coupon, d.n)})
 		}
 	}

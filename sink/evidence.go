@@ -6,6 +6,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // What proves a use depends on the mapping's redemption evidence
@@ -85,14 +86,14 @@ func judgeCouponOrders(b *canal.Batch, column string, open map[string]bool) []An
 		a := anomalyAt(t)
 		switch {
 		case t.From != coupon.Used && t.Order == "":
-			a.Kind = AnomalyUsedWithoutRedemption
+			a.Kind = inventory.AnomalyUsedWithoutRedemption
 			a.Detail = fmt.Sprintf("coupon %d became USED with no order in its %s column", t.Coupon, column)
 		case keptOrder(t) && !open[t.Order]:
-			a.Kind, a.Order = AnomalyUsedWithoutRedemption, t.Order
+			a.Kind, a.Order = inventory.AnomalyUsedWithoutRedemption, t.Order
 			a.Detail = fmt.Sprintf("coupon %d became USED again with order %q, which its %s column kept when the coupon was given back from it",
 				t.Coupon, t.Order, column)
 		case t.From == coupon.Used && t.PrevOrder != "" && t.Order != "" && t.PrevOrder != t.Order:
-			a.Kind = AnomalyDoubleSpend
+			a.Kind = inventory.AnomalyDoubleSpend
 			a.Detail = fmt.Sprintf("coupon %d, USED by order %q, was used by order %q without leaving USED", t.Coupon, t.PrevOrder, t.Order)
 		default:
 			continue

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -137,8 +138,8 @@ func TestEvidenceNone(t *testing.T) {
 
 	l.waitSettled(c, 30*time.Second)
 	l.requireAnomalies([]anomalyRow{
-		{Kind: sink.AnomalyIllegalTransition, Coupon: ids[7], Template: 2},
-		{Kind: sink.AnomalyDeletedCoupon, Coupon: ids[2], Template: 1},
+		{Kind: inventory.AnomalyIllegalTransition, Coupon: ids[7], Template: 2},
+		{Kind: inventory.AnomalyDeletedCoupon, Coupon: ids[2], Template: 1},
 	}, "evidence none: only the illegal transition and the delete")
 	require.Equal(t, l.legacyTruth(), l.Counters())
 }
@@ -198,13 +199,13 @@ func TestEvidenceCouponOrder(t *testing.T) {
 
 	l.WaitCheckpoint()
 	l.requireAnomalies([]anomalyRow{
-		{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["null"], Template: 1},
-		{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["empty"], Template: 1},
-		{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["late_order"], Template: 1},
-		{Kind: sink.AnomalyDoubleSpend, Coupon: id["respent"], Template: 1, Order: "o-r2"},
-		{Kind: sink.AnomalyDoubleSpend, Coupon: id["same_tx"], Template: 1, Order: "o-s2"},
-		{Kind: sink.AnomalyIllegalTransition, Coupon: ins, Template: 2},
-		{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: ins, Template: 2},
+		{Kind: inventory.AnomalyUsedWithoutRedemption, Coupon: id["null"], Template: 1},
+		{Kind: inventory.AnomalyUsedWithoutRedemption, Coupon: id["empty"], Template: 1},
+		{Kind: inventory.AnomalyUsedWithoutRedemption, Coupon: id["late_order"], Template: 1},
+		{Kind: inventory.AnomalyDoubleSpend, Coupon: id["respent"], Template: 1, Order: "o-r2"},
+		{Kind: inventory.AnomalyDoubleSpend, Coupon: id["same_tx"], Template: 1, Order: "o-s2"},
+		{Kind: inventory.AnomalyIllegalTransition, Coupon: ins, Template: 2},
+		{Kind: inventory.AnomalyUsedWithoutRedemption, Coupon: ins, Template: 2},
 	}, "evidence coupon_order, at the binlog end")
 	l.waitSettled(c, 30*time.Second)
 	require.Len(t, l.anomalyRows(), 7, "nothing more later")

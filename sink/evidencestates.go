@@ -123,7 +123,7 @@ func (w *redemptionWait) judgeAtPositions(ctx context.Context, b *batch) error {
 			continue
 		}
 		a := anomalyAt(t)
-		a.Kind = AnomalyUsedWithoutRedemption
+		a.Kind = inventory.AnomalyUsedWithoutRedemption
 		waiting = append(waiting, &waitingUse{Anomaly: a})
 	}
 	for ; next < len(b.Redemptions); next++ {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/couponlink/couponlink/internal/cdcenv"
 	"github.com/couponlink/couponlink/internal/cdctest"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -133,11 +134,11 @@ orders: {table: LEGACY.t_order, id: id, closed: [{column: is_del, values: [1]}, 
 			l.tx([]any{use, id["late"]}, []any{order, "late-1", id["late"]}) // the order written after the use
 
 			want := []anomalyRow{
-				{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: pre, Template: 1},
-				{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["kept"], Template: 1},
-				{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["counter"], Template: 1},
-				{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["counter2"], Template: 1},
-				{Kind: sink.AnomalyDoubleSpend, Coupon: id["double"], Template: 1, Order: "double-2"},
+				{Kind: inventory.AnomalyUsedWithoutRedemption, Coupon: pre, Template: 1},
+				{Kind: inventory.AnomalyUsedWithoutRedemption, Coupon: id["kept"], Template: 1},
+				{Kind: inventory.AnomalyUsedWithoutRedemption, Coupon: id["counter"], Template: 1},
+				{Kind: inventory.AnomalyUsedWithoutRedemption, Coupon: id["counter2"], Template: 1},
+				{Kind: inventory.AnomalyDoubleSpend, Coupon: id["double"], Template: 1, Order: "double-2"},
 			}
 			l.waitSettled(c, 30*time.Second)
 			l.requireAnomalies(want, "at the binlog end")
@@ -153,8 +154,8 @@ orders: {table: LEGACY.t_order, id: id, closed: [{column: is_del, values: [1]}, 
 				v, _ := cdctest.Metric(t, c.Reg, "couponlink_cdc_restarts_total", map[string]string{"reason": "error"})
 				return v == 1 && !fail.Load()
 			})
-			want = append(want, anomalyRow{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["replayed"], Template: 1},
-				anomalyRow{Kind: sink.AnomalyDoubleSpend, Coupon: id["double"], Template: 1, Order: "replayed-2"})
+			want = append(want, anomalyRow{Kind: inventory.AnomalyUsedWithoutRedemption, Coupon: id["replayed"], Template: 1},
+				anomalyRow{Kind: inventory.AnomalyDoubleSpend, Coupon: id["double"], Template: 1, Order: "replayed-2"})
 			l.waitSettled(c, 30*time.Second)
 			l.requireAnomalies(want, "after a replayed batch")
 
@@ -166,7 +167,7 @@ orders: {table: LEGACY.t_order, id: id, closed: [{column: is_del, values: [1]}, 
 			checkout(id["fresh"], "fresh-3")
 			giveBack(0, id["touched"], "touched-2")
 			l.exec(use, id["touched"])
-			want = append(want, anomalyRow{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id["touched"], Template: 1})
+			want = append(want, anomalyRow{Kind: inventory.AnomalyUsedWithoutRedemption, Coupon: id["touched"], Template: 1})
 			c = start()
 			l.waitSettled(c, 30*time.Second)
 			l.requireAnomalies(want, "after a restart over a backlog")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // endTimes is the used_after_expiry check.
@@ -57,7 +58,7 @@ func (c endTimes) judge(_ context.Context, b *batch) ([]Anomaly, error) {
 			what = "restored to AVAILABLE"
 		}
 		a := anomalyAt(t)
-		a.Kind = AnomalyUsedAfterExpiry
+		a.Kind = inventory.AnomalyUsedAfterExpiry
 		a.Detail = fmt.Sprintf("coupon %d was %s at %s (UTC), after %s (%s)", t.Coupon, what, t.At.UTC().Format(time.DateTime), after, t.Change())
 		out = append(out, a)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -48,7 +49,7 @@ func (l *legacyEnv) setState(id int64, code int) {
 func (l *legacyEnv) expiryRows() []string {
 	l.T.Helper()
 	var out []string
-	for _, r := range l.detailRows(sink.AnomalyUsedAfterExpiry) {
+	for _, r := range l.detailRows(inventory.AnomalyUsedAfterExpiry) {
 		var c, tpl int64
 		_, err := fmt.Sscanf(r, "%d %d", &c, &tpl)
 		require.NoError(l.T, err)
@@ -115,7 +116,7 @@ func TestLegacyUsedAfterExpiry(t *testing.T) {
 		fmt.Sprintf("%d 1 restored to AVAILABLE", c[9]), fmt.Sprintf("%d 1 used", c[5]), fmt.Sprintf("%d 1 used", c[11]),
 	}
 	require.ElementsMatch(t, want, l.expiryRows())
-	require.Equal(t, map[string]int{sink.AnomalyUsedAfterExpiry: 6, sink.AnomalyIllegalTransition: 3}, l.anomalies())
+	require.Equal(t, map[string]int{inventory.AnomalyUsedAfterExpiry: 6, inventory.AnomalyIllegalTransition: 3}, l.anomalies())
 
 	// while stopped: a use after the end, then the end extended; the replay
 	// (one transaction per batch) judges the use by the rules saved with

@@ -9,7 +9,6 @@ import (
 
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/inventory"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // An anomaly is a finding, recorded in the batch's transaction: an
@@ -38,7 +37,7 @@ func TestAnomalyFindingsAcknowledgedStayChangedReopens(t *testing.T) {
 		fs, err := inventory.ListFindings(ctx, e.DB, inventory.FindingsQuery{Source: "cdc"})
 		require.NoError(t, err)
 		require.Len(t, fs, 1)
-		require.Equal(t, sink.AnomalyIllegalTransition, fs[0].Kind)
+		require.Equal(t, inventory.AnomalyIllegalTransition, fs[0].Kind)
 		return fs[0]
 	}
 
@@ -59,5 +58,5 @@ func TestAnomalyFindingsAcknowledgedStayChangedReopens(t *testing.T) {
 	f = finding()
 	require.Equal(t, "open", f.State, "changed: open again")
 	require.Equal(t, int64(3), f.TimesSeen)
-	require.Equal(t, map[string]int{sink.AnomalyIllegalTransition: 3}, e.anomalies())
+	require.Equal(t, map[string]int{inventory.AnomalyIllegalTransition: 3}, e.anomalies())
 }

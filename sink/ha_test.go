@@ -18,7 +18,7 @@ import (
 
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // haPair is a leader and a standby `couponlink cdc` process on one
@@ -130,7 +130,7 @@ func (h *haPair) checkAfterTakeover(t *testing.T, e *env, r *cdcRunner) {
 	e.AssertRedis()
 	cdctest.WaitFor(t, 60*time.Second, "no pending redemption checks", func() bool { return e.pendingChecks() == 0 })
 	want, got := h.w.expected(), e.anomalies()
-	for _, k := range []string{sink.AnomalyIllegalTransition, sink.AnomalyDeletedCoupon, sink.AnomalyUsedWithoutRedemption} {
+	for _, k := range []string{inventory.AnomalyIllegalTransition, inventory.AnomalyDeletedCoupon, inventory.AnomalyUsedWithoutRedemption} {
 		require.Equal(t, want[k], got[k], "%s anomalies recorded across the takeover (a batch applied twice or skipped)", k)
 	}
 	cp := e.checkpoint()

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/internal/cdctest"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -36,7 +37,7 @@ func TestInvariantsUnderRandomWorkload(t *testing.T) {
 	e.assertTemplateCaches()
 
 	want := w.expected()
-	for _, k := range []string{sink.AnomalyIllegalTransition, sink.AnomalyDeletedCoupon, sink.AnomalyUsedWithoutRedemption, sink.AnomalyOverIssue} {
+	for _, k := range []string{inventory.AnomalyIllegalTransition, inventory.AnomalyDeletedCoupon, inventory.AnomalyUsedWithoutRedemption, inventory.AnomalyOverIssue} {
 		require.Positive(t, want[k], "the workload caused no %s: it proves nothing about it", k)
 	}
 	require.Equal(t, want, e.anomalies(), "anomalies recorded (cdc_anomaly) differ from the ones the workload caused")

@@ -17,6 +17,7 @@ import (
 	"github.com/couponlink/couponlink/internal/cdcenv"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -97,7 +98,7 @@ func TestLegacyDuplicateRedemptionsExact(t *testing.T) {
 	runner.args = append(runner.args, "-mapping", l.mappingFile())
 	p := runner.start()
 	l.WaitCheckpoint()
-	require.Equal(t, map[string]int{sink.AnomalyDuplicateRedemption: 2}, l.anomalies(), "duplicates at the first start")
+	require.Equal(t, map[string]int{inventory.AnomalyDuplicateRedemption: 2}, l.anomalies(), "duplicates at the first start")
 
 	for i := range 20 { // in the transaction of the first row, or just after it
 		redeem(1+i%2, i%3 != 0)
@@ -160,7 +161,7 @@ func TestLegacyDuplicateRedemptionsExact(t *testing.T) {
 	require.Empty(t, errs)
 	l.WaitCheckpoint()
 	cdctest.WaitFor(t, 30*time.Second, "no pending redemption checks", func() bool { return l.pendingChecks() == 0 })
-	require.Equal(t, map[string]int{sink.AnomalyDuplicateRedemption: want}, l.anomalies(), "duplicates counted exactly, across kills")
+	require.Equal(t, map[string]int{inventory.AnomalyDuplicateRedemption: want}, l.anomalies(), "duplicates counted exactly, across kills")
 
 	// a rebuild counts the duplicates of the binlog it skips, and no other
 	require.NoError(t, p.signal(syscall.SIGTERM))
@@ -171,12 +172,12 @@ func TestLegacyDuplicateRedemptionsExact(t *testing.T) {
 	p = runner.start()
 	runner.args = args
 	l.WaitCheckpoint()
-	require.Equal(t, map[string]int{sink.AnomalyDuplicateRedemption: want}, l.anomalies(), "after a --rebuild")
+	require.Equal(t, map[string]int{inventory.AnomalyDuplicateRedemption: want}, l.anomalies(), "after a --rebuild")
 
 	var unplaced int
 	require.NoError(t, l.DB.QueryRow(`SELECT COUNT(*) FROM cdc_anomaly a LEFT JOIN `+l.tq("t_user_coupon")+` c ON c.id = a.user_coupon_id
 		WHERE a.kind = ? AND (c.id IS NULL OR a.template_id <> c.tpl_id OR a.channel <> COALESCE(c.source, 'legacy'))`,
-		sink.AnomalyDuplicateRedemption).Scan(&unplaced))
+		inventory.AnomalyDuplicateRedemption).Scan(&unplaced))
 	require.Zero(t, unplaced, "duplicate_redemption anomalies without their coupon's template and channel")
 	require.EqualValues(t, want, l.checkpoint().Anomalies)
 	require.NoError(t, p.signal(syscall.SIGTERM))
@@ -199,13 +200,13 @@ func TestOverIssueFoundAtBootstrap(t *testing.T) {
 		return c
 	}
 	c := start(false)
-	require.Equal(t, map[string]int{sink.AnomalyOverIssue: 1}, l.anomalies(), "template 1: 15 coupons over a budget of 10")
+	require.Equal(t, map[string]int{inventory.AnomalyOverIssue: 1}, l.anomalies(), "template 1: 15 coupons over a budget of 10")
 	var tpl int64
 	var detail string
 	require.NoError(t, l.DB.QueryRow(`SELECT template_id, detail FROM cdc_anomaly`).Scan(&tpl, &detail))
 	require.EqualValues(t, 1, tpl)
 	require.Contains(t, detail, "snapshot")
-	v, _ := cdctest.Metric(t, c.Reg, "couponlink_anomalies_total", map[string]string{"kind": sink.AnomalyOverIssue})
+	v, _ := cdctest.Metric(t, c.Reg, "couponlink_anomalies_total", map[string]string{"kind": inventory.AnomalyOverIssue})
 	require.EqualValues(t, 1, v)
 	// the state gauge the alert reads: an anomaly counted before the first
 	// scrape is no increase() to Prometheus, a bucket over quota is
@@ -215,9 +216,9 @@ func TestOverIssueFoundAtBootstrap(t *testing.T) {
 	l.exec(`INSERT INTO ` + l.tq("t_user_coupon") + ` (tpl_id, source, state, uid) VALUES (1, 'app', 0, 'more')`)
 	c.Stop(t)
 	c = start(false)
-	require.Equal(t, map[string]int{sink.AnomalyOverIssue: 1}, l.anomalies(), "still over: nothing new")
+	require.Equal(t, map[string]int{inventory.AnomalyOverIssue: 1}, l.anomalies(), "still over: nothing new")
 	c.Stop(t)
 	start(true)
-	require.Equal(t, map[string]int{sink.AnomalyOverIssue: 2}, l.anomalies(), "a --rebuild checks its snapshot")
+	require.Equal(t, map[string]int{inventory.AnomalyOverIssue: 2}, l.anomalies(), "a --rebuild checks its snapshot")
 	require.EqualValues(t, 2, l.checkpoint().Anomalies)
 }

@@ -156,9 +156,9 @@ func TestLegacySchema(t *testing.T) {
 
 	l.waitSettled(c, 60*time.Second)
 	require.Equal(t, l.legacyTruth(), l.Counters(), "counters differ from GROUP BY over t_user_coupon with the legacy codes")
-	want := map[string]int{sink.AnomalyOverIssue: 1}
-	for k, v := range map[string]int64{sink.AnomalyIllegalTransition: lw.illegal.Load(), sink.AnomalyDeletedCoupon: lw.deleted.Load(),
-		sink.AnomalyUsedWithoutRedemption: lw.usedNoRow.Load(), sink.AnomalyDuplicateRedemption: lw.dups.Load()} {
+	want := map[string]int{inventory.AnomalyOverIssue: 1}
+	for k, v := range map[string]int64{inventory.AnomalyIllegalTransition: lw.illegal.Load(), inventory.AnomalyDeletedCoupon: lw.deleted.Load(),
+		inventory.AnomalyUsedWithoutRedemption: lw.usedNoRow.Load(), inventory.AnomalyDuplicateRedemption: lw.dups.Load()} {
 		require.Positive(t, v, "the legacy workload caused no %s", k)
 		want[k] = int(v)
 	}

@@ -100,7 +100,7 @@ func (m *metrics) checkMetrics(f promauto.Factory) {
 	m.overRecounts = f.NewCounter(prometheus.CounterOpts{
 		Name: "couponlink_cdc_over_issue_recounts_total", Help: "Recounts of a batch's over-issue that the coupons did not show yet (a commit read in the binlog before its rows are visible, or drifted counters, which stay unconfirmed); each waits a few ms.",
 	})
-	for _, k := range AnomalyKinds {
+	for _, k := range inventory.AnomalyKinds {
 		m.anomalies.WithLabelValues(k)
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // A shop with only 0 unused / 1 used / 2 expired maps no RETURNED code:
@@ -61,7 +61,7 @@ func TestLegacyWithoutReturned(t *testing.T) {
 		require.Zero(t, c.Returned, "returned of %v", p)
 		require.Zero(t, c.Released, "released of %v", p)
 	}
-	require.Equal(t, map[string]int{sink.AnomalyUndecodableRow: 1}, l.anomalies(), "only the stored 3")
+	require.Equal(t, map[string]int{inventory.AnomalyUndecodableRow: 1}, l.anomalies(), "only the stored 3")
 
 	binlog, err := canal.ConfigFromDSN(l.DSN)
 	require.NoError(t, err)

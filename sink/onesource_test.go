@@ -16,7 +16,6 @@ import (
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/inventory"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // The sharded shop over two servers with its campaign table on east only
@@ -161,7 +160,7 @@ func TestTemplateOnOneSource(t *testing.T) {
 	s.claimSmall(1, 4)
 	s.assertTruth("10 of the small template's budget of 10")
 	s.judged()
-	require.Zero(t, s.anomalies()[sink.AnomalyOverIssue], "at the budget: not over")
+	require.Zero(t, s.anomalies()[inventory.AnomalyOverIssue], "at the budget: not over")
 
 	kills := 0
 	for round := range 3 {
@@ -182,7 +181,7 @@ func TestTemplateOnOneSource(t *testing.T) {
 		})
 		s.assertTruth(fmt.Sprintf("after kill %d", kills))
 	}
-	s.waitRecorded(sink.AnomalyOverIssue, 1, time.Now(), "the sum over the budget, once west's cdc is back")
+	s.waitRecorded(inventory.AnomalyOverIssue, 1, time.Now(), "the sum over the budget, once west's cdc is back")
 
 	s.kill(0) // east, the judge, is down while the budget is raised, then cut below the sum
 	s.setBudget(small, 100)
@@ -193,7 +192,7 @@ func TestTemplateOnOneSource(t *testing.T) {
 	s.kill(0)
 	s.setBudget(small, 12)
 	s.start(0)
-	s.waitRecorded(sink.AnomalyOverIssue, 2, time.Now(), "the cut below the sum, once east's cdc is back")
+	s.waitRecorded(inventory.AnomalyOverIssue, 2, time.Now(), "the cut below the sum, once east's cdc is back")
 
 	// a per-user limit set and raised on east is west's from its cdc on
 	const limited = 5
@@ -204,7 +203,7 @@ func TestTemplateOnOneSource(t *testing.T) {
 		require.NoError(t, err)
 	}
 	s.assertTruth("a limit of 1")
-	require.Equal(t, 1, s.count(1, sink.AnomalyPerUserLimitExceeded), "west judges by the limit on east")
+	require.Equal(t, 1, s.count(1, inventory.AnomalyPerUserLimitExceeded), "west judges by the limit on east")
 	s.setLimit(limited, 3)
 	cdctest.WaitFor(t, 30*time.Second, "west holds the limit east's cdc holds", func() bool {
 		return s.templateState(1)[limited] == "1000/3"
@@ -218,7 +217,7 @@ func TestTemplateOnOneSource(t *testing.T) {
 	cdctest.WaitFor(t, 30*time.Second, "west holds the rules east's cdc holds", func() bool {
 		return fmt.Sprint(s.templateState(0)) == fmt.Sprint(s.templateState(1))
 	})
-	require.Equal(t, map[string]int{sink.AnomalyOverIssue: 2, sink.AnomalyPerUserLimitExceeded: 2}, s.anomalies(),
+	require.Equal(t, map[string]int{inventory.AnomalyOverIssue: 2, inventory.AnomalyPerUserLimitExceeded: 2}, s.anomalies(),
 		"the two crossings of the sum, the coupons over the limit in force on west, nothing else")
 	for _, p := range s.procs {
 		require.NoError(t, p.signal(syscall.SIGTERM))
@@ -245,7 +244,7 @@ func TestCrossSourceAnomaliesLive(t *testing.T) {
 	s.waitCheckpoints()
 	require.NoError(t, s.writeOff(c, s.userOn(1, 0)))
 	dups++
-	took := s.waitRecorded(sink.AnomalyDuplicateRedemption, dups, time.Now(), "a write-off on two servers")
+	took := s.waitRecorded(inventory.AnomalyDuplicateRedemption, dups, time.Now(), "a write-off on two servers")
 	t.Logf("a (coupon, order) written off on two servers: recorded %s after the second commit", took.Round(time.Millisecond))
 	require.LessOrEqual(t, took, 5*time.Second)
 
@@ -254,10 +253,10 @@ func TestCrossSourceAnomaliesLive(t *testing.T) {
 	s.claimSmall(1, 4)
 	s.assertTruth("at the budget")
 	s.judged()
-	require.Zero(t, s.count(0, sink.AnomalyOverIssue))
+	require.Zero(t, s.count(0, inventory.AnomalyOverIssue))
 	_, err = s.claimOf(small, s.userOn(1, 10), nil)
 	require.NoError(t, err)
-	took = s.waitRecorded(sink.AnomalyOverIssue, 1, time.Now(), "the sum over the budget")
+	took = s.waitRecorded(inventory.AnomalyOverIssue, 1, time.Now(), "the sum over the budget")
 	t.Logf("an over-issue only the sum shows: recorded %s after the commit", took.Round(time.Millisecond))
 	require.LessOrEqual(t, took, 5*time.Second)
 
@@ -274,13 +273,13 @@ func TestCrossSourceAnomaliesLive(t *testing.T) {
 	dups++
 	s.claimSmall(1, 10) // 6 + 15 over 20
 	s.judged()
-	require.Equal(t, dups-1, s.count(0, sink.AnomalyDuplicateRedemption), "nothing is seen of west's rows while its cdc is down")
-	require.Equal(t, 1, s.count(0, sink.AnomalyOverIssue), "west's counters are as its cdc left them")
+	require.Equal(t, dups-1, s.count(0, inventory.AnomalyDuplicateRedemption), "nothing is seen of west's rows while its cdc is down")
+	require.Equal(t, 1, s.count(0, inventory.AnomalyOverIssue), "west's counters are as its cdc left them")
 	back := time.Now()
 	s.start(1)
-	took = s.waitRecorded(sink.AnomalyDuplicateRedemption, dups, back, "west's second write-off, once its cdc is back")
+	took = s.waitRecorded(inventory.AnomalyDuplicateRedemption, dups, back, "west's second write-off, once its cdc is back")
 	t.Logf("west's cdc was down: the write-off on two servers recorded %s after it started again", took.Round(time.Millisecond))
-	s.waitRecorded(sink.AnomalyOverIssue, 2, back, "the sum over the new budget, once west's cdc is back")
+	s.waitRecorded(inventory.AnomalyOverIssue, 2, back, "the sum over the new budget, once west's cdc is back")
 
 	// east's cdc (the judge) down: west's write-off waits in its mail
 	s.writeOffAgainWithJudgeDown(1)
@@ -289,12 +288,12 @@ func TestCrossSourceAnomaliesLive(t *testing.T) {
 	cdctest.WaitFor(t, 30*time.Second, "west mails east", func() bool { return s.batches(1) > start+1 })
 	back = time.Now()
 	s.start(0)
-	took = s.waitRecorded(sink.AnomalyDuplicateRedemption, dups, back, "a write-off on two servers while the judge was down, once it is back")
+	took = s.waitRecorded(inventory.AnomalyDuplicateRedemption, dups, back, "a write-off on two servers while the judge was down, once it is back")
 	t.Logf("east's cdc was down: the write-off on two servers recorded %s after it started again", took.Round(time.Millisecond))
 
 	s.assertTruth("at the end")
 	s.judged()
-	want := map[string]int{sink.AnomalyDuplicateRedemption: dups, sink.AnomalyOverIssue: 2}
+	want := map[string]int{inventory.AnomalyDuplicateRedemption: dups, inventory.AnomalyOverIssue: 2}
 	require.Equal(t, want, s.anomalies(), "each once, over both servers")
 	var open int
 	require.NoError(t, s.envs[0].DB.QueryRow(`SELECT COUNT(*) FROM finding WHERE source = 'cdc'`).Scan(&open))

@@ -189,7 +189,7 @@ func TestReadStatus(t *testing.T) {
 	require.Equal(t, cp.Batches, st.Checkpoint.Batches)
 	require.True(t, st.Checkpoint.BootstrappedAt.Valid)
 	require.EqualValues(t, 2, st.Checkpoint.Anomalies)
-	require.Equal(t, map[string]int64{sink.AnomalyIllegalTransition: 1, sink.AnomalyDeletedCoupon: 1}, st.Anomalies)
+	require.Equal(t, map[string]int64{inventory.AnomalyIllegalTransition: 1, inventory.AnomalyDeletedCoupon: 1}, st.Anomalies)
 	require.GreaterOrEqual(t, st.Server.Compare(st.Checkpoint.Pos), 0, "the server's binlog end is at or after the checkpoint")
 	require.Less(t, st.Lag(), 10*time.Second)
 

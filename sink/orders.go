@@ -377,12 +377,12 @@ func (s *Sink) orderAnomalies(r *orderKeyRow) []Anomaly {
 		last = fmt.Sprint(r.coupon)
 	}
 	for range max(r.diff, 0) - r.missing {
-		out = append(out, Anomaly{Kind: AnomalyUsedWithoutRedemption, Coupon: r.coupon, Template: r.template, To: coupon.Used,
+		out = append(out, Anomaly{Kind: inventory.AnomalyUsedWithoutRedemption, Coupon: r.coupon, Template: r.template, To: coupon.Used,
 			Detail: fmt.Sprintf("template %d, user %q: %d USED coupons more than orders for %s (the last coupon that became USED: %s)",
 				r.template, r.user, r.diff, s.cfg.RedemptionGrace, last)})
 	}
 	for range max(-r.diff, 0) - r.extra {
-		out = append(out, Anomaly{Kind: AnomalyDoubleSpend, Coupon: r.coupon, Template: r.template, Order: r.order,
+		out = append(out, Anomaly{Kind: inventory.AnomalyDoubleSpend, Coupon: r.coupon, Template: r.template, Order: r.order,
 			Detail: fmt.Sprintf("template %d, user %q: %d orders more than USED coupons for %s (the last order: %q; the last coupon that became USED: %s)",
 				r.template, r.user, -r.diff, s.cfg.RedemptionGrace, r.order, last)})
 	}

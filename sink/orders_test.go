@@ -14,7 +14,7 @@ import (
 
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // orderShop writes the legacy schema of evidence order_table as its shop
@@ -101,10 +101,10 @@ func TestEvidenceOrderTable(t *testing.T) {
 		return []any{`UPDATE ` + l.tq("t_user_coupon") + ` SET state = 0 WHERE id = ?`, id}
 	}
 	uwr := func(coupon, tpl int64) anomalyRow {
-		return anomalyRow{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: coupon, Template: tpl}
+		return anomalyRow{Kind: inventory.AnomalyUsedWithoutRedemption, Coupon: coupon, Template: tpl}
 	}
 	ds := func(coupon, tpl int64, order string) anomalyRow {
-		return anomalyRow{Kind: sink.AnomalyDoubleSpend, Coupon: coupon, Template: tpl, Order: order}
+		return anomalyRow{Kind: inventory.AnomalyDoubleSpend, Coupon: coupon, Template: tpl, Order: order}
 	}
 
 	// before the first start: A used two coupons with one order, B one with
@@ -227,7 +227,7 @@ func (s orderShop) killWhileWriting(t *testing.T, runner *cdcRunner, p **cdcProc
 func (s orderShop) writeCase(kind int, tpl int64, uid string) (*anomalyRow, error) {
 	sn := "s" + uid
 	if kind == 4 {
-		return &anomalyRow{Kind: sink.AnomalyDoubleSpend, Template: tpl, Order: sn}, s.tx(s.order(tpl, uid, sn))
+		return &anomalyRow{Kind: inventory.AnomalyDoubleSpend, Template: tpl, Order: sn}, s.tx(s.order(tpl, uid, sn))
 	}
 	id, err := s.claim(tpl, uid)
 	if err != nil {
@@ -241,7 +241,7 @@ func (s orderShop) writeCase(kind int, tpl int64, uid string) (*anomalyRow, erro
 	case 2:
 		err = errors.Join(s.tx(s.order(tpl, uid, sn)), s.tx(s.use(id)))
 	case 3:
-		return &anomalyRow{Kind: sink.AnomalyUsedWithoutRedemption, Coupon: id, Template: tpl}, s.tx(s.use(id))
+		return &anomalyRow{Kind: inventory.AnomalyUsedWithoutRedemption, Coupon: id, Template: tpl}, s.tx(s.use(id))
 	}
 	return nil, err
 }

@@ -53,7 +53,7 @@ func TestHandEditedCounterIsNotOverIssue(t *testing.T) {
 		over, ok := cdctest.Metric(t, c.Reg, "couponlink_over_issued", nil)
 		require.True(t, ok)
 		require.Zero(t, over, "couponlink_over_issued: %s", msg)
-		v, _ := cdctest.Metric(t, c.Reg, "couponlink_anomalies_total", map[string]string{"kind": sink.AnomalyOverIssue})
+		v, _ := cdctest.Metric(t, c.Reg, "couponlink_anomalies_total", map[string]string{"kind": inventory.AnomalyOverIssue})
 		require.Zero(t, v, "over_issue anomalies: %s", msg)
 	}
 
@@ -124,7 +124,7 @@ func TestOverIssueConfirmedOnceVisible(t *testing.T) {
 	require.NoError(t, err)
 	e.Settle()
 	cdctest.WaitFor(t, 10*time.Second, "the over-issue is recorded and counted", func() bool {
-		anomalies, _ := cdctest.Metric(t, c.Reg, "couponlink_anomalies_total", map[string]string{"kind": sink.AnomalyOverIssue})
+		anomalies, _ := cdctest.Metric(t, c.Reg, "couponlink_anomalies_total", map[string]string{"kind": inventory.AnomalyOverIssue})
 		over, _ := cdctest.Metric(t, c.Reg, "couponlink_over_issued", nil)
 		return anomalies == 1 && over == 1
 	})

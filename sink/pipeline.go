@@ -73,7 +73,7 @@ import (
 //
 // Adding a check: a type that embeds noCheck and implements the parts it
 // has (check.go), in a file of its own, and one line in the list below (a
-// new kind of anomaly also joins AnomalyKinds, for the metrics).
+// new kind of anomaly also joins inventory.AnomalyKinds, for the metrics).
 
 // stage is one step of the pipeline.
 type stage func(ctx context.Context, b *batch) error

@@ -8,6 +8,7 @@ import (
 
 	"github.com/couponlink/couponlink/canal"
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // The two checks of redemption rows keep state beyond a batch, in
@@ -113,7 +114,7 @@ func (w *redemptionWait) judgeRedemptions(ctx context.Context, b *batch) ([]Anom
 			check = append(check, t.Coupon)
 		}
 		a := anomalyAt(t)
-		a.Kind = AnomalyUsedWithoutRedemption
+		a.Kind = inventory.AnomalyUsedWithoutRedemption
 		uses[t.Coupon] = append(uses[t.Coupon], a)
 	}
 	if len(check) > 0 {
@@ -278,7 +279,7 @@ func (w *redemptionWait) loadPending(ctx context.Context) error {
 	defer rows.Close()
 	w.pending, w.npending = map[int64][]pendingUse{}, 0
 	for rows.Next() {
-		p := pendingUse{Anomaly: Anomaly{Kind: AnomalyUsedWithoutRedemption, To: coupon.Used}}
+		p := pendingUse{Anomaly: Anomaly{Kind: inventory.AnomalyUsedWithoutRedemption, To: coupon.Used}}
 		if err := rows.Scan(&p.Coupon, &p.Order, &p.Template, &p.Channel, &p.From, &p.moves, &p.deadline); err != nil {
 			return fmt.Errorf("read pending redemption checks: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -63,7 +64,7 @@ func TestPendingRedemptionChecksSurviveKill(t *testing.T) {
 	})
 	e.WaitCheckpoint()
 	// the anomaly is written in the transaction that drops its check: none can follow
-	require.Equal(t, map[string]int{sink.AnomalyUsedWithoutRedemption: 1}, e.anomalies())
+	require.Equal(t, map[string]int{inventory.AnomalyUsedWithoutRedemption: 1}, e.anomalies())
 	var id int64
 	var order string
 	require.NoError(t, e.DB.QueryRow(`SELECT user_coupon_id, order_id FROM cdc_anomaly`).Scan(&id, &order))

@@ -11,6 +11,7 @@ import (
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/inventory/view"
 	"github.com/couponlink/couponlink/sink"
 	"github.com/couponlink/couponlink/webhook"
@@ -191,7 +192,7 @@ func TestAnomalyAndReleaseEvents(t *testing.T) {
 	anomalies := e.outbox(webhook.AnomalyDetected)
 	require.Len(t, anomalies, 1)
 	data := anomalies[0]["data"].(map[string]any)
-	require.Equal(t, sink.AnomalyIllegalTransition, data["kind"])
+	require.Equal(t, inventory.AnomalyIllegalTransition, data["kind"])
 	require.EqualValues(t, 1, data["count"])
 	require.Equal(t, []any{float64(ids[0])}, data["coupons_sample"])
 	require.Equal(t, "app", anomalies[0]["channel"])

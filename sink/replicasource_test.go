@@ -16,7 +16,6 @@ import (
 	"github.com/couponlink/couponlink/internal/mysqlconn"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // userDSN is dsn with the user and password given.
@@ -93,7 +92,7 @@ func TestCDCReadsTheBinlogOfAReplica(t *testing.T) {
 	e.AssertRedis()
 	cdctest.WaitFor(t, 60*time.Second, "no pending redemption checks", func() bool { return e.pendingChecks() == 0 })
 	want, got := w.expected(), e.anomalies()
-	for _, k := range []string{sink.AnomalyIllegalTransition, sink.AnomalyDeletedCoupon, sink.AnomalyOverIssue, sink.AnomalyUsedWithoutRedemption} {
+	for _, k := range []string{inventory.AnomalyIllegalTransition, inventory.AnomalyDeletedCoupon, inventory.AnomalyOverIssue, inventory.AnomalyUsedWithoutRedemption} {
 		require.Equal(t, want[k], got[k], "%s anomalies", k)
 	}
 	require.NoError(t, p.signal(syscall.SIGTERM), "couponlink cdc did not exit cleanly on SIGTERM")

@@ -13,7 +13,7 @@ import (
 
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // rulesWorkload is a legacy shop's raw SQL in rounds: each round first
@@ -194,7 +194,7 @@ func TestLegacyRulesSurviveKills(t *testing.T) {
 
 	l.WaitCheckpoint()
 	cdctest.WaitFor(t, 30*time.Second, "no pending redemption checks", func() bool { return l.pendingChecks() == 0 })
-	want := map[string]int{sink.AnomalyPerUserLimitExceeded: w.perUser, sink.AnomalyUsedAfterExpiry: int(w.expired.Load())}
+	want := map[string]int{inventory.AnomalyPerUserLimitExceeded: w.perUser, inventory.AnomalyUsedAfterExpiry: int(w.expired.Load())}
 	require.Equal(t, want, l.anomalies(), "anomalies recorded despite the kills")
 	require.EqualValues(t, w.perUser+int(w.expired.Load()), l.checkpoint().Anomalies)
 	require.Equal(t, l.legacyTruth(), l.Counters())

@@ -22,7 +22,6 @@ import (
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // A shop sharded the way a sharding middleware splits it, on one server:
@@ -104,7 +103,7 @@ func TestShardedShop(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.redeem(c, 7))
 	require.NoError(t, s.writeOff(c, 12))
-	s.expect(sink.AnomalyDuplicateRedemption)
+	s.expect(inventory.AnomalyDuplicateRedemption)
 
 	runner := newCDCRunner(t, s.env, testenv.RedisAddr(t))
 	runner.args = append(runner.args, "-mapping", s.mappingFile())
@@ -147,7 +146,7 @@ func TestShardedShop(t *testing.T) {
 	var unplaced int
 	require.NoError(t, s.DB.QueryRow(`SELECT COUNT(*) FROM cdc_anomaly a LEFT JOIN (`+s.allCoupons(0)+`) c ON c.id = a.user_coupon_id
 		WHERE a.kind = ? AND NOT (a.template_id <=> c.tpl_id AND a.channel <=> COALESCE(c.source, 'legacy'))`,
-		sink.AnomalyDuplicateRedemption).Scan(&unplaced))
+		inventory.AnomalyDuplicateRedemption).Scan(&unplaced))
 	require.Zero(t, unplaced, "duplicate_redemption anomalies without their coupon's template and channel, found in its shard")
 
 	status, err := exec.Command(runner.bin, "status", "-dsn", s.DSN, "-mapping", s.mappingFile()).CombinedOutput()

@@ -15,7 +15,6 @@ import (
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // shardShop is a legacy shop sharded by user id the way a sharding
@@ -232,18 +231,18 @@ func (s *shardShop) faults(rng *rand.Rand, other int64) {
 	require.NoError(s.t, err)
 	require.NoError(s.t, s.setState(c, 0, 2))
 	require.NoError(s.t, s.setState(c, 2, 0))
-	s.expect(sink.AnomalyIllegalTransition)
+	s.expect(inventory.AnomalyIllegalTransition)
 
 	c, err = s.claim(rng, user()) // deleted by a clean-up script
 	require.NoError(s.t, err)
 	s.execOn(s.server(c.user), "DELETE FROM "+s.table("user_coupon", c.user)+" WHERE id = ?", c.id)
-	s.expect(sink.AnomalyDeletedCoupon)
+	s.expect(inventory.AnomalyDeletedCoupon)
 
 	c, err = s.claim(rng, user()) // redeemed, its order written off again in another shard of its schema
 	require.NoError(s.t, err)
 	require.NoError(s.t, s.redeem(c, c.user))
 	require.NoError(s.t, s.writeOff(c, s.sibling(c.user)))
-	s.expect(sink.AnomalyDuplicateRedemption)
+	s.expect(inventory.AnomalyDuplicateRedemption)
 
 	c, err = s.claim(rng, user()) // redeemed with its row in another shard: fine
 	require.NoError(s.t, err)
@@ -257,7 +256,7 @@ func (s *shardShop) faults(rng *rand.Rand, other int64) {
 	c, err = s.claim(rng, user()) // used with no redemption row anywhere
 	require.NoError(s.t, err)
 	require.NoError(s.t, s.setState(c, 0, 1))
-	s.expect(sink.AnomalyUsedWithoutRedemption)
+	s.expect(inventory.AnomalyUsedWithoutRedemption)
 }
 
 // allCoupons is the rows of server i's coupon shards, by hand.

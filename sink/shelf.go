@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/couponlink/couponlink/coupon"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // offShelf is the claimed_off_shelf check: a coupon that appears (a
@@ -31,7 +32,7 @@ func (c offShelf) judge(_ context.Context, b *batch) ([]Anomaly, error) {
 			continue
 		}
 		a := anomalyAt(t)
-		a.Kind = AnomalyClaimedOffShelf
+		a.Kind = inventory.AnomalyClaimedOffShelf
 		a.Detail = fmt.Sprintf("coupon %d of template %d was claimed while the campaign was off the shelf (%s)", t.Coupon, t.Template, t.Change())
 		out = append(out, a)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/reconcile"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // A layout's own cancel, close and refund flows, written as its shop
@@ -116,9 +115,9 @@ func orderTableFlows() []shopFlow {
 		{name: "an order closed after its coupon went back to unused", steps: []func(*shopEnv, shopCoupon){useStep("lc"),
 			execStep("lc", "UPDATE promo_member SET use_status = 0 WHERE id = ?c"),
 			execStep("lc", "UPDATE sales_order SET order_status = 4 WHERE order_sn = ?o")}},
-		{name: "cancelled, then used with no order", want: sink.AnomalyUsedWithoutRedemption, steps: []func(*shopEnv, shopCoupon){
+		{name: "cancelled, then used with no order", want: inventory.AnomalyUsedWithoutRedemption, steps: []func(*shopEnv, shopCoupon){
 			useStep("nc"), cancel("nc"), execStep("nc", "UPDATE promo_member SET use_status = 1 WHERE id = ?c")}},
-		{name: "a closed order reopened by hand", want: sink.AnomalyDoubleSpend, steps: []func(*shopEnv, shopCoupon){
+		{name: "a closed order reopened by hand", want: inventory.AnomalyDoubleSpend, steps: []func(*shopEnv, shopCoupon){
 			useStep("ro"), cancel("ro"), execStep("ro", "UPDATE sales_order SET order_status = 1 WHERE order_sn = ?o")}},
 	}
 }
@@ -145,9 +144,9 @@ func couponOrderFlows() []shopFlow {
 		{name: "checkout, then payment", steps: []func(*shopEnv, shopCoupon){checkout("ck"),
 			execStep("ck", "UPDATE shop_order SET status = 1 WHERE order_sn = ?o", "UPDATE member_coupon SET status = 1, use_time = NOW() WHERE id = ?c")}},
 		{name: "a timeout cancel, then a new order", steps: []func(*shopEnv, shopCoupon){checkout("to"), timeout("to"), useStep("to-new")}},
-		{name: "a refund that keeps the old order, then used with it", want: sink.AnomalyUsedWithoutRedemption,
+		{name: "a refund that keeps the old order, then used with it", want: inventory.AnomalyUsedWithoutRedemption,
 			steps: []func(*shopEnv, shopCoupon){useStep("ru"), refund("ru"), useKept("ru")}},
-		{name: "a timeout cancel, then used with the cancelled order", want: sink.AnomalyUsedWithoutRedemption,
+		{name: "a timeout cancel, then used with the cancelled order", want: inventory.AnomalyUsedWithoutRedemption,
 			steps: []func(*shopEnv, shopCoupon){checkout("tp"), timeout("tp"), useKept("tp")}},
 	}
 }
@@ -191,13 +190,13 @@ func ordersWriteoffFlows() []shopFlow {
 		{name: "an unpaid order timed out, then a new order", steps: []func(*shopEnv, shopCoupon){useStep("to"), timeout("to"), useStep("to-new")}},
 		{name: "the order written after the use", steps: []func(*shopEnv, shopCoupon){markUsed, order("la")}},
 		{name: "refunded, then deleted too", steps: []func(*shopEnv, shopCoupon){useStep("rd"), refund("rd"), execStep("rd", "UPDATE store_order SET is_del = 1 WHERE order_id = ?o")}},
-		{name: "the order's transaction failed after the use", want: sink.AnomalyUsedWithoutRedemption,
+		{name: "the order's transaction failed after the use", want: inventory.AnomalyUsedWithoutRedemption,
 			steps: []func(*shopEnv, shopCoupon){markUsed, failedOrder}},
-		{name: "a refund, then used at the counter with no order", want: sink.AnomalyUsedWithoutRedemption,
+		{name: "a refund, then used at the counter with no order", want: inventory.AnomalyUsedWithoutRedemption,
 			steps: []func(*shopEnv, shopCoupon){useStep("rc"), refund("rc"), markUsed}},
-		{name: "a timeout, then used at the counter with no order", want: sink.AnomalyUsedWithoutRedemption,
+		{name: "a timeout, then used at the counter with no order", want: inventory.AnomalyUsedWithoutRedemption,
 			steps: []func(*shopEnv, shopCoupon){useStep("tc"), timeout("tc"), markUsed}},
-		{name: "two checkout tabs", want: sink.AnomalyDoubleSpend, steps: []func(*shopEnv, shopCoupon){useStep("tab1-"), secondTab}},
+		{name: "two checkout tabs", want: inventory.AnomalyDoubleSpend, steps: []func(*shopEnv, shopCoupon){useStep("tab1-"), secondTab}},
 		{name: "orders without a coupon (coupon_id 0)", steps: []func(*shopEnv, shopCoupon){noCoupon("nc-a"), noCoupon("nc-b"), useStep("nc-c")}},
 	}
 }
@@ -221,9 +220,9 @@ func sweepFlows() []shopFlow {
 func softDeleteFlows() []shopFlow {
 	del, undel := execStep("", "UPDATE member_coupon SET deleted = 1 WHERE id = ?c"), execStep("", "UPDATE member_coupon SET deleted = 0 WHERE id = ?c")
 	return []shopFlow{
-		{name: "soft-deleted", want: sink.AnomalyDeletedCoupon, steps: []func(*shopEnv, shopCoupon){del}},
-		{name: "soft-deleted, then undeleted", want: sink.AnomalyDeletedCoupon, steps: []func(*shopEnv, shopCoupon){del, undel}},
-		{name: "a used coupon soft-deleted", want: sink.AnomalyDeletedCoupon, steps: []func(*shopEnv, shopCoupon){useStep("sd"), del}},
+		{name: "soft-deleted", want: inventory.AnomalyDeletedCoupon, steps: []func(*shopEnv, shopCoupon){del}},
+		{name: "soft-deleted, then undeleted", want: inventory.AnomalyDeletedCoupon, steps: []func(*shopEnv, shopCoupon){del, undel}},
+		{name: "a used coupon soft-deleted", want: inventory.AnomalyDeletedCoupon, steps: []func(*shopEnv, shopCoupon){useStep("sd"), del}},
 	}
 }
 
@@ -240,9 +239,9 @@ func shelfFlows(campaign, id, deleted string, off, otherOff int) []shopFlow {
 	}
 	claim := func(s *shopEnv, c shopCoupon) { s.bypassClaim(c.campaign, c.member, 1) }
 	return []shopFlow{
-		{name: "off the shelf, claimed anyway, back on", want: sink.AnomalyClaimedOffShelf,
+		{name: "off the shelf, claimed anyway, back on", want: inventory.AnomalyClaimedOffShelf,
 			steps: []func(*shopEnv, shopCoupon){set("status", off), claim, set("status", 1)}},
-		{name: "a campaign soft-deleted, claimed anyway, undeleted", want: sink.AnomalyClaimedOffShelf,
+		{name: "a campaign soft-deleted, claimed anyway, undeleted", want: inventory.AnomalyClaimedOffShelf,
 			steps: []func(*shopEnv, shopCoupon){set(deleted, 1), claim, set(deleted, 0)}},
 		{name: "another off code and on sale again, then claimed", steps: []func(*shopEnv, shopCoupon){set("status", otherOff), set("status", 1), claim}},
 		{name: "soft-deleted and undeleted, then claimed", steps: []func(*shopEnv, shopCoupon){set(deleted, 1), set(deleted, 0), claim}},
@@ -261,9 +260,9 @@ func expireStep(coupons, col string, days int) func(*shopEnv, shopCoupon) {
 // it, given back (giveBack's statements) past it, and used before it.
 func expiryFlows(coupons, col string, giveBack ...string) []shopFlow {
 	return []shopFlow{
-		{name: "used a day after its own expiry", want: sink.AnomalyUsedAfterExpiry,
+		{name: "used a day after its own expiry", want: inventory.AnomalyUsedAfterExpiry,
 			steps: []func(*shopEnv, shopCoupon){expireStep(coupons, col, -1), useStep("ex")}},
-		{name: "used, then given back a day after its own expiry", want: sink.AnomalyUsedAfterExpiry,
+		{name: "used, then given back a day after its own expiry", want: inventory.AnomalyUsedAfterExpiry,
 			steps: []func(*shopEnv, shopCoupon){useStep("gb"), expireStep(coupons, col, -1), execStep("gb", giveBack...)}},
 		{name: "used before its own expiry", steps: []func(*shopEnv, shopCoupon){expireStep(coupons, col, 1), useStep("bx")}},
 	}
@@ -328,11 +327,11 @@ func (s *shopEnv) limitedSoftDelete(members *atomic.Int64) {
 	limited, m := s.newCampaign(100, 1), members.Add(1)
 	c := s.mustClaim(limited, m)
 	s.exec(fmt.Sprintf("UPDATE %s SET %s = 1 WHERE %s = ?", s.coupon, shopDeleted[s.dir], s.uID), c.id)
-	s.expect(sink.AnomalyDeletedCoupon, 1)
+	s.expect(inventory.AnomalyDeletedCoupon, 1)
 	s.mustClaim(limited, m)
 	// undeleted by hand while the member holds the new one: one over the limit
 	s.exec(fmt.Sprintf("UPDATE %s SET %s = 0 WHERE %s = ?", s.coupon, shopDeleted[s.dir], s.uID), c.id)
-	s.expect(sink.AnomalyPerUserLimitExceeded, 1)
+	s.expect(inventory.AnomalyPerUserLimitExceeded, 1)
 }
 
 // live is the claim's condition that leaves out soft-deleted coupons.

@@ -19,7 +19,7 @@ import (
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // The four legacy shop layouts of deploy/legacy (docs/legacy-schemas.md), each attached as it is: its schema.sql and its mapping.yaml,
@@ -72,7 +72,7 @@ var shopLayouts = []shopLayout{
 		},
 		spendAgain: func(s *shopEnv, c shopCoupon) string {
 			s.exec("INSERT INTO coupon_writeoff (coupon_id, order_no, store_id) SELECT id, order_no, 8 FROM coupon WHERE id = ?", c.id)
-			return sink.AnomalyDuplicateRedemption
+			return inventory.AnomalyDuplicateRedemption
 		},
 	},
 	{
@@ -91,7 +91,7 @@ var shopLayouts = []shopLayout{
 		},
 		spendAgain: func(s *shopEnv, c shopCoupon) string {
 			s.exec("UPDATE member_coupon SET order_sn = CONCAT(order_sn, '-again') WHERE id = ?", c.id)
-			return sink.AnomalyDoubleSpend
+			return inventory.AnomalyDoubleSpend
 		},
 	},
 	{
@@ -108,7 +108,7 @@ var shopLayouts = []shopLayout{
 		bareUse: func(s *shopEnv, c shopCoupon) { s.exec("UPDATE promo_member SET use_status = 1 WHERE id = ?", c.id) },
 		spendAgain: func(s *shopEnv, c shopCoupon) string {
 			s.exec("INSERT INTO sales_order (order_sn, member_id, promo_id, amount) VALUES (?, ?, ?, 5.00)", fmt.Sprint("again", c.id), c.member, c.campaign)
-			return sink.AnomalyDoubleSpend
+			return inventory.AnomalyDoubleSpend
 		},
 	},
 	{
@@ -128,7 +128,7 @@ var shopLayouts = []shopLayout{
 		bareUse: func(s *shopEnv, c shopCoupon) { s.exec(markUsedSQL, c.id) }, // and no order
 		spendAgain: func(s *shopEnv, c shopCoupon) string { // a second checkout tab went through too
 			s.exec(secondTabSQL, c.id)
-			return sink.AnomalyDoubleSpend
+			return inventory.AnomalyDoubleSpend
 		},
 		at:           func(t time.Time) any { return t.Unix() },
 		editStock:    "remain_count = total_count", // the admin form saved with the stock it was created with
@@ -364,26 +364,26 @@ func (s *shopEnv) faults(members *atomic.Int64) (over, drifted []int64) {
 		s.mustClaim(overIssued, member())
 	}
 	s.bypassClaim(overIssued, member(), 2)
-	s.expect(sink.AnomalyOverIssue, 1)
+	s.expect(inventory.AnomalyOverIssue, 1)
 
 	limited := s.newCampaign(100, 2) // a member past the per-member limit of 2
 	m := member()
 	s.mustClaim(limited, m)
 	s.mustClaim(limited, m)
 	s.bypassClaim(limited, m, 1)
-	s.expect(sink.AnomalyPerUserLimitExceeded, 1)
+	s.expect(inventory.AnomalyPerUserLimitExceeded, 1)
 
 	ending := s.newCampaign(100, 0) // ended by the admin, then a coupon is used anyway
 	late := s.mustClaim(ending, member())
 	s.mustClaim(ending, member()) // stays unused: expired by the end time
 	s.exec(fmt.Sprintf("UPDATE %s SET %s = ? WHERE %s = ?", s.campaign, s.cEnds, s.cID), s.time(time.Now().Add(-time.Hour)), ending)
 	require.NoError(s.T, s.inTx(func(tx *sql.Tx) error { return s.use(s, tx, late, fmt.Sprint("late", late.id)) }))
-	s.expect(sink.AnomalyUsedAfterExpiry, 1)
+	s.expect(inventory.AnomalyUsedAfterExpiry, 1)
 
 	c := s.mustClaim(shared, member()) // expired, then un-expired
 	s.setStatus(c, coupon.Expired)
 	s.setStatus(c, coupon.Available)
-	s.expect(sink.AnomalyIllegalTransition, 1)
+	s.expect(inventory.AnomalyIllegalTransition, 1)
 
 	c = s.mustClaim(shared, member()) // deleted by a clean-up script that gives the stock back
 	require.NoError(s.T, s.inTx(func(tx *sql.Tx) error {
@@ -392,10 +392,10 @@ func (s *shopEnv) faults(members *atomic.Int64) (over, drifted []int64) {
 		}
 		return s.takeStock(tx, shared, -1)
 	}))
-	s.expect(sink.AnomalyDeletedCoupon, 1)
+	s.expect(inventory.AnomalyDeletedCoupon, 1)
 
 	s.bareUse(s, s.mustClaim(shared, member())) // used with no evidence
-	s.expect(sink.AnomalyUsedWithoutRedemption, 1)
+	s.expect(inventory.AnomalyUsedWithoutRedemption, 1)
 
 	c = s.mustClaim(shared, member()) // used, then spent again
 	require.NoError(s.T, s.inTx(func(tx *sql.Tx) error { return s.use(s, tx, c, fmt.Sprint("o", c.id)) }))
@@ -405,7 +405,7 @@ func (s *shopEnv) faults(members *atomic.Int64) (over, drifted []int64) {
 		_, err := s.insertCoupon(tx, shared, member(), s.channels[0], s.undecodable)
 		return err
 	}))
-	s.expect(sink.AnomalyUndecodableRow, 1)
+	s.expect(inventory.AnomalyUndecodableRow, 1)
 
 	s.runFlows(shared, members, false) // the layout's cancels, closes, refunds, soft deletes, shelves and expiries
 	s.limitedSoftDelete(members)
@@ -474,7 +474,7 @@ func (s *shopEnv) racyClaims(members *atomic.Int64, budget, n int) (over, drifte
 	s.T.Logf("%s: %d read-minus-one claims of a budget of %d: %d coupons, %d left", s.dir, n, budget, coupons, left)
 	if coupons > int64(budget) {
 		over = append(over, id)
-		s.expect(sink.AnomalyOverIssue, 1)
+		s.expect(inventory.AnomalyOverIssue, 1)
 	}
 	if left != int64(budget)-coupons {
 		drifted = append(drifted, id)

@@ -19,7 +19,6 @@ import (
 	"github.com/couponlink/couponlink/internal/cdctest"
 	"github.com/couponlink/couponlink/internal/testenv"
 	"github.com/couponlink/couponlink/inventory"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // The sharded shop over two servers: each holds two schemas of four
@@ -213,7 +212,7 @@ func TestPeerSourceDown(t *testing.T) {
 	s.servers[1].Stop(syscall.SIGKILL)
 	require.NoError(t, s.setState(rowLater, 0, 1))
 	require.NoError(t, s.setState(noRow, 0, 1))
-	s.expect(sink.AnomalyUsedWithoutRedemption)
+	s.expect(inventory.AnomalyUsedWithoutRedemption)
 
 	logged := func() bool {
 		data, err := os.ReadFile(s.runners[0].stderr.Name())

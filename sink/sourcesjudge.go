@@ -216,7 +216,7 @@ func (c *sourcesJudge) overIssued(ctx context.Context, b *batch) ([]Anomaly, err
 		switch {
 		case over && !was:
 			c.pend.over[id] = total[id]
-			out = append(out, Anomaly{Kind: AnomalyOverIssue, Template: id, Detail: fmt.Sprintf("template %d holds %s%d coupons (held+used+frozen) summed over the sources (%s) over its quota of %d",
+			out = append(out, Anomaly{Kind: inventory.AnomalyOverIssue, Template: id, Detail: fmt.Sprintf("template %d holds %s%d coupons (held+used+frozen) summed over the sources (%s) over its quota of %d",
 				id, least, total[id], c.sharesOf(parts, id), budget)})
 		case was && !over && (complete || !has):
 			c.pend.over[id] = -1 // under again (or no budget): a later crossing is one more

@@ -158,7 +158,7 @@ func (c *sourcesJudge) writtenOffTwice(ctx context.Context) ([]Anomaly, error) {
 		srcs := holders[k]
 		beyond := int64(len(srcs)) - 1
 		for i := reported[k]; i < beyond; i++ {
-			out = append(out, Anomaly{Kind: AnomalyDuplicateRedemption, Coupon: k.coupon, Order: k.order,
+			out = append(out, Anomaly{Kind: inventory.AnomalyDuplicateRedemption, Coupon: k.coupon, Order: k.order,
 				Detail: fmt.Sprintf("coupon %d is written off for order %q on %d sources (%s): a duplicate redemption split over servers",
 					k.coupon, k.order, len(srcs), strings.Join(srcs, ", "))})
 		}

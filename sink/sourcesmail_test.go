@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/internal/cdctest"
-	"github.com/couponlink/couponlink/sink"
+	"github.com/couponlink/couponlink/inventory"
 )
 
 // mailRows is the rows of cdc_sources_mail on a source's server.
@@ -46,8 +46,8 @@ func (s *twoServerShop) waitMailDrained(when string) {
 // write-offs, whichever cdc is down, and asserts no more.
 func (s *twoServerShop) waitJudged(want int, what string) {
 	s.t.Helper()
-	cdctest.WaitFor(s.t, 60*time.Second, what, func() bool { return s.count(0, sink.AnomalyDuplicateRedemption) >= want })
-	require.Equal(s.t, want, s.count(0, sink.AnomalyDuplicateRedemption), "%s: recorded once", what)
+	cdctest.WaitFor(s.t, 60*time.Second, what, func() bool { return s.count(0, inventory.AnomalyDuplicateRedemption) >= want })
+	require.Equal(s.t, want, s.count(0, inventory.AnomalyDuplicateRedemption), "%s: recorded once", what)
 }
 
 // The mail to the judge is pruned once the judge has decided it, by the
@@ -68,7 +68,7 @@ func TestSourcesMailPruned(t *testing.T) {
 	s.waitCheckpoints()
 	require.NoError(t, s.writeOff(c, s.userOn(1, 0)))
 	dups++
-	s.waitRecorded(sink.AnomalyDuplicateRedemption, dups, time.Now(), "a write-off on two servers")
+	s.waitRecorded(inventory.AnomalyDuplicateRedemption, dups, time.Now(), "a write-off on two servers")
 	s.waitMailDrained("after the judge decided")
 
 	// west's cdc down: written off on west, then again on east (the judge
@@ -87,7 +87,7 @@ func TestSourcesMailPruned(t *testing.T) {
 	s.waitCheckpoints()
 	s.judged()
 	s.waitMailDrained("once west's cdc is back")
-	require.Equal(t, dups, s.count(0, sink.AnomalyDuplicateRedemption), "west's mail of the same (coupon, order) is no second report")
+	require.Equal(t, dups, s.count(0, inventory.AnomalyDuplicateRedemption), "west's mail of the same (coupon, order) is no second report")
 
 	// the judge decides west's mail while west's cdc is down, then is
 	// SIGKILLed before west prunes it: nothing lost, nothing repeated
@@ -102,7 +102,7 @@ func TestSourcesMailPruned(t *testing.T) {
 	s.kill(0)
 	s.start(0)
 	s.judged()
-	require.Equal(t, dups, s.count(0, sink.AnomalyDuplicateRedemption), "the judge killed after its decision does not decide it again")
+	require.Equal(t, dups, s.count(0, inventory.AnomalyDuplicateRedemption), "the judge killed after its decision does not decide it again")
 	s.start(1)
 	s.waitMailDrained("once west's cdc is back after the judge's kill")
 
@@ -114,7 +114,7 @@ func TestSourcesMailPruned(t *testing.T) {
 	s.waitCheckpoints()
 	s.judged()
 	require.Equal(t, 0, s.mailRows(0)+s.mailRows(1))
-	require.Equal(t, map[string]int{sink.AnomalyDuplicateRedemption: dups}, s.anomalies(), "each write-off on two servers exactly once")
+	require.Equal(t, map[string]int{inventory.AnomalyDuplicateRedemption: dups}, s.anomalies(), "each write-off on two servers exactly once")
 	for _, p := range s.procs {
 		require.NoError(t, p.signal(syscall.SIGTERM))
 	}

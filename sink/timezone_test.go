@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/inventory"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // A shop in Shanghai writes its DATETIMEs as Shanghai wall clocks: an end
@@ -124,7 +123,7 @@ func TestLegacyIntegerTimes(t *testing.T) {
 func (l *legacyEnv) expiredUses() []string {
 	l.T.Helper()
 	var out []string
-	for _, r := range l.detailRows(sink.AnomalyUsedAfterExpiry) {
+	for _, r := range l.detailRows(inventory.AnomalyUsedAfterExpiry) {
 		var c, tpl int64
 		_, err := fmt.Sscanf(r, "%d %d", &c, &tpl)
 		require.NoError(l.T, err, r)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -44,7 +45,7 @@ func TestLegacyUndecodableRows(t *testing.T) {
 	exec(`INSERT INTO ` + wo + ` (coupon_id, order_no) VALUES (NULL, 'o1')`)                                                                            // 1
 	l.WaitCheckpoint()
 	require.Equal(t, l.legacyTruth(), l.Counters(), "counters differ from the truth that skips undecodable rows")
-	require.Equal(t, map[string]int{sink.AnomalyUndecodableRow: 4}, l.anomalies())
+	require.Equal(t, map[string]int{inventory.AnomalyUndecodableRow: 4}, l.anomalies())
 	var detail string
 	require.NoError(t, l.DB.QueryRow(`SELECT detail FROM cdc_anomaly WHERE detail LIKE '%.t_writeoff %'`).Scan(&detail))
 	require.Contains(t, detail, l.schema+".t_writeoff row ")
@@ -56,7 +57,7 @@ func TestLegacyUndecodableRows(t *testing.T) {
 	l.StartCDC(l.mapping())
 	l.WaitCheckpoint()
 	require.Equal(t, l.legacyTruth(), l.Counters(), "after the restart")
-	require.Equal(t, map[string]int{sink.AnomalyUndecodableRow: 5}, l.anomalies(), "after the restart")
+	require.Equal(t, map[string]int{inventory.AnomalyUndecodableRow: 5}, l.anomalies(), "after the restart")
 }
 
 // With Strict, the daemon stops at the first undecodable row, saying which.

@@ -166,7 +166,7 @@ func (c *userLimits) countClaims(ctx context.Context, tx *sql.Tx, b *batch) ([]A
 		}
 		if limit := cur.at(i, to.template).PerUserLimit; limit > 0 && counts[to] >= limit {
 			a := anomalyAt(t)
-			a.Kind = AnomalyPerUserLimitExceeded
+			a.Kind = inventory.AnomalyPerUserLimitExceeded
 			a.Detail = fmt.Sprintf("user %q received coupon %d of template %d holding %d already; the per-user limit is %d",
 				to.user, t.Coupon, to.template, counts[to], limit)
 			out = append(out, a)
@@ -251,7 +251,7 @@ func (s *Sink) seedUserClaims(ctx context.Context, stx, tx *sql.Tx, infos map[in
 			return nil, err
 		}
 		for i := max(old[k], limit); i < n; i++ {
-			a := Anomaly{Kind: AnomalyPerUserLimitExceeded, Template: k.template,
+			a := Anomaly{Kind: inventory.AnomalyPerUserLimitExceeded, Template: k.template,
 				Detail: fmt.Sprintf("found at the snapshot of a bootstrap: user %q holds %d coupons of template %d; the per-user limit is %d",
 					k.user, n, k.template, limit)}
 			if i < int64(len(ids)) { // the coupons beyond the limit, in id order

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/couponlink/couponlink/internal/cdcenv"
+	"github.com/couponlink/couponlink/inventory"
 	"github.com/couponlink/couponlink/sink"
 )
 
@@ -128,7 +129,7 @@ func TestLegacyPerUserLimit(t *testing.T) {
 			c, user, holds, c, number)
 	}
 	atStart := []string{found(pre[2], "pre", 4, 3), found(pre[3], "pre", 4, 4)}
-	require.Equal(t, atStart, l.detailRows(sink.AnomalyPerUserLimitExceeded))
+	require.Equal(t, atStart, l.detailRows(inventory.AnomalyPerUserLimitExceeded))
 	boot := map[string]bool{atStart[0]: true, atStart[1]: true}
 
 	// ten users claim five coupons each of template 1, concurrently; and of template 2
@@ -145,7 +146,7 @@ func TestLegacyPerUserLimit(t *testing.T) {
 	l.WaitCheckpoint()
 	per := map[string][]string{}
 	concurrent := map[string]bool{atStart[0]: true, atStart[1]: true}
-	for _, r := range l.detailRows(sink.AnomalyPerUserLimitExceeded) {
+	for _, r := range l.detailRows(inventory.AnomalyPerUserLimitExceeded) {
 		if boot[r] {
 			continue
 		}
@@ -170,7 +171,7 @@ func TestLegacyPerUserLimit(t *testing.T) {
 	}
 	later := func() []string { // the anomalies after the concurrent claims
 		var out []string
-		for _, r := range l.detailRows(sink.AnomalyPerUserLimitExceeded) {
+		for _, r := range l.detailRows(inventory.AnomalyPerUserLimitExceeded) {
 			if !concurrent[r] || boot[r] {
 				out = append(out, r)
 			}
@@ -221,7 +222,7 @@ func TestLegacyPerUserLimit(t *testing.T) {
 	skipped := []string{found(pre5, "pre", 5, 5), found(r6, "r", 6, 6)}
 	require.Equal(t, sortedCopy(append(want, skipped...)), later(), "after a --rebuild")
 	l.assertClaimCounts()
-	require.Equal(t, map[string]int{sink.AnomalyPerUserLimitExceeded: len(want) + 2 + 30, sink.AnomalyIllegalTransition: 1, sink.AnomalyDeletedCoupon: 1},
+	require.Equal(t, map[string]int{inventory.AnomalyPerUserLimitExceeded: len(want) + 2 + 30, inventory.AnomalyIllegalTransition: 1, inventory.AnomalyDeletedCoupon: 1},
 		l.anomalies(), "the template move is also illegal, the delete is a deleted_coupon")
 	c.Stop(t)
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/couponlink/couponlink/coupon"
 	"github.com/couponlink/couponlink/inventory"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // fakeClock is the write path's clock: expiry sweeps move it forward.
@@ -216,10 +215,10 @@ func (w *workload) expected() map[string]int {
 			out[k] = int(n)
 		}
 	}
-	add(sink.AnomalyIllegalTransition, w.illegal.Load())
-	add(sink.AnomalyDeletedCoupon, w.deleted.Load())
-	add(sink.AnomalyUsedWithoutRedemption, w.usedNoRow.Load())
-	add(sink.AnomalyOverIssue, w.overDone.Load())
+	add(inventory.AnomalyIllegalTransition, w.illegal.Load())
+	add(inventory.AnomalyDeletedCoupon, w.deleted.Load())
+	add(inventory.AnomalyUsedWithoutRedemption, w.usedNoRow.Load())
+	add(inventory.AnomalyOverIssue, w.overDone.Load())
 	return out
 }
 

@@ -254,7 +254,7 @@ func (o *cdcSettings) daemon(db, binlogDB *sql.DB, m *canal.Mapping, peers []sin
 		return nil, err
 	}
 	// the lifecycle of its anomalies: the alerts count the open ones
-	if err := inventory.RegisterFindingsMetrics(reg, db, api.FindingFromCDC, sink.AnomalyKinds); err != nil {
+	if err := inventory.RegisterFindingsMetrics(reg, db, api.FindingFromCDC, inventory.AnomalyKinds); err != nil {
 		return nil, err
 	}
 	return &sink.Daemon{Sink: s, Tailer: tcfg, Rebuild: *o.rebuild, StallAfter: *o.stallAfter}, nil

@@ -20,7 +20,6 @@ import (
 	"github.com/couponlink/couponlink/inventory/view"
 	"github.com/couponlink/couponlink/quota"
 	"github.com/couponlink/couponlink/reconcile"
-	"github.com/couponlink/couponlink/sink"
 )
 
 // statusSettings are couponlink status's flags.
@@ -178,7 +177,7 @@ func printCheckpoint(stdout io.Writer, st inventory.Status) {
 	fmt.Fprintf(w, "anomalies\t%d\n", total)
 	for _, k := range kinds {
 		note := ""
-		if k == sink.AnomalyUndecodableRow {
+		if k == inventory.AnomalyUndecodableRow {
 			note = " (rows the mapping cannot decode, counted nowhere: table, key and column in cdc_anomaly.detail)"
 		}
 		fmt.Fprintf(w, "  %s\t%d%s\n", k, st.Anomalies[k], note)
