@@ -15,7 +15,7 @@ import (
 // Anomaly is one thing seen in the binlog that a correct coupon system
 // does not do. The counters still mirror the table.
 type Anomaly struct {
-	Kind     string
+	Kind     string // one of inventory.AnomalyKinds
 	Coupon   int64
 	Template int64
 	Channel  string
