@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -140,6 +141,7 @@ func ReadSources(ctx context.Context, m *canal.Mapping, open Opener, timeout tim
 	srcs := eachSource(ctx, m, open, timeout, func(ctx context.Context, _ int, name string, sm *canal.Mapping, db *sql.DB) (Status, error) {
 		return ReadMappedStatus(ctx, db, name, sm)
 	})
+	judgeByRows(srcs)
 	a := Across{Sources: srcs}
 	left := a.Left()
 	a.Pairs = sumPairs(srcs, left)
@@ -200,6 +202,13 @@ func ReadSourcesTemplate(ctx context.Context, m *canal.Mapping, open Opener, tim
 	}
 	if len(parts) == 0 {
 		return a, coupon.NotFound("template", id)
+	}
+	if i := slices.IndexFunc(parts, func(p TemplatePart) bool { return p.Found }); i >= 0 {
+		for k := range parts {
+			if !parts[k].Found {
+				judgeByRow(&parts[k].Template, parts[i].Template)
+			}
+		}
 	}
 	a.Templates = []SourcesTemplate{sumTemplate(id, parts, a.Left())}
 	return a, nil

@@ -194,3 +194,71 @@ func TestReadSourcesTemplate(t *testing.T) {
 	require.Equal(t, coupon.NotFound("template", 99).Error(), e.Error())
 	require.Len(t, a.Sources, 2)
 }
+
+// With the template table on one source (template.source), the other
+// sources have no row of a campaign: their coupons are judged by the row
+// on its source, as that source's own are. A campaign that has ended
+// shows every AVAILABLE coupon of every source as expired; a fixed-window
+// campaign's coupons past the end they copied at claim time are not
+// expired while its window (since extended) is open.
+func TestReadSourcesJudgeByTheTemplateRow(t *testing.T) {
+	ctx := context.Background()
+	const yaml = `
+user_coupon: {table: t_user_coupon, id: id, template: tpl_id, channel: get_type, status: use_status, expires_at: end_at}
+status: {AVAILABLE: [0], USED: [1], EXPIRED: [2]}
+redemption_log: {table: t_writeoff, id: id, coupon: coupon_id, order: order_no}
+template: {table: t_coupon_tpl, id: id, total_quota: budget, name: name, end_time: end_time,
+           fixed_window: {column: kind, values: [1]}, source: east}
+default_channel: "0"
+sources:
+SOURCES`
+	setUp := func(name string, queries ...string) source {
+		db, dsn := testenv.MySQL(t)
+		for _, q := range append([]string{
+			"CREATE TABLE t_user_coupon (id BIGINT NOT NULL PRIMARY KEY, tpl_id BIGINT NOT NULL, get_type VARCHAR(8) NULL, use_status INT NOT NULL, end_at DATETIME NULL)",
+			"INSERT INTO cdc_checkpoint (name, binlog_file, binlog_pos, gtid_set, event_time, events_applied, batches) " +
+				"VALUES ('" + name + "', 'mysql-bin.000001', 4, '', NOW(6), 10, 2)",
+		}, queries...) {
+			_, err := db.Exec(q)
+			require.NoError(t, err, q)
+		}
+		return source{name: name, db: db, dsn: dsn}
+	}
+	// campaign 1: a fixed window, open until tomorrow (extended: its
+	// coupons copied yesterday's end); campaign 2: ended yesterday
+	east := setUp("east",
+		"CREATE TABLE t_coupon_tpl (id BIGINT NOT NULL PRIMARY KEY, name VARCHAR(64) NOT NULL, budget BIGINT NULL, end_time DATETIME NULL, kind INT NOT NULL)",
+		"INSERT INTO t_coupon_tpl VALUES (1, 'window', 20, NOW() + INTERVAL 1 DAY, 1), (2, 'ended', 20, NOW() - INTERVAL 1 DAY, 2)",
+		"INSERT INTO t_user_coupon VALUES (1, 1, '0', 0, NOW() - INTERVAL 1 DAY), (2, 2, '0', 0, NOW() - INTERVAL 1 DAY)",
+		"INSERT INTO inventory_counter (template_id, channel, held, used, expired) VALUES (1, '0', 1, 0, 0), (2, '0', 1, 0, 0)")
+	west := setUp("west",
+		"INSERT INTO t_user_coupon VALUES (11, 1, '0', 0, NOW() - INTERVAL 1 DAY), (12, 1, '0', 0, NOW() - INTERVAL 1 DAY), "+
+			"(13, 2, '0', 0, NOW() + INTERVAL 1 DAY), (14, 2, '0', 0, NULL)",
+		"INSERT INTO inventory_counter (template_id, channel, held, used, expired) VALUES (1, '0', 2, 0, 0), (2, '0', 2, 0, 0)")
+	var lines []string
+	for _, s := range []source{east, west} {
+		lines = append(lines, fmt.Sprintf("  - {name: %s, dsn: %q}", s.name, s.dsn))
+	}
+	m, err := canal.LoadMapping([]byte(strings.Replace(yaml, "SOURCES", strings.Join(lines, "\n")+"\n", 1)))
+	require.NoError(t, err)
+
+	a, err := inventory.ReadSources(ctx, m, openSource, 5*time.Second)
+	require.NoError(t, err)
+	require.True(t, a.Complete())
+	require.Equal(t, view.Counts{Held: 3}, pairSums(a)[inventory.Pair{Template: 1, Channel: "0"}].counts,
+		"a fixed-window campaign's coupons past the end they copied were shown as expired")
+	require.Equal(t, view.Counts{Expired: 3}, pairSums(a)[inventory.Pair{Template: 2, Channel: "0"}].counts,
+		"an ended campaign's coupons on a source without its row were shown as available")
+	require.Len(t, a.Templates, 2)
+	window, ended := a.Templates[0], a.Templates[1]
+	require.Equal(t, []any{view.Counts{Held: 3}, int64(0), false}, []any{window.Counts, window.PastEnd, window.Ended})
+	require.Equal(t, []any{view.Counts{Expired: 3}, int64(3), true}, []any{ended.Counts, ended.PastEnd, ended.Ended})
+	require.Equal(t, []any{"west", view.Counts{Expired: 2}, true}, []any{ended.Parts[1].Source, ended.Parts[1].Counts, ended.Parts[1].Ended},
+		"west's part is judged by east's row")
+
+	for id, want := range map[int64]view.Counts{1: {Held: 3}, 2: {Expired: 3}} {
+		one, err := inventory.ReadSourcesTemplate(ctx, m, openSource, 5*time.Second, id)
+		require.NoError(t, err)
+		require.Equal(t, want, one.Templates[0].Counts, "template %d alone", id)
+	}
+}

@@ -103,3 +103,54 @@ func budgetText(t view.Template) string {
 	}
 	return fmt.Sprint(t.Budget)
 }
+
+// judgeByRows judges, on each counted source without a template's row
+// (its template table is on another source: template.source), that
+// template's coupons by the row of the first source that has it: the
+// campaign's end (by that source's clock) and its fixed window. A source
+// judged its coupons on its own server, where the row is not: as those of
+// a campaign that never ends. The source's pairs follow its channels.
+func judgeByRows(srcs []SourceStatus) {
+	rows := map[int64]view.Template{}
+	for _, s := range srcs {
+		for _, t := range s.Status.Templates {
+			if _, seen := rows[t.ID]; s.Counted() && t.Found && !seen {
+				rows[t.ID] = t
+			}
+		}
+	}
+	for i := range srcs {
+		st := &srcs[i].Status
+		judged := map[Pair]int64{}
+		for j := range st.Templates {
+			t := &st.Templates[j]
+			if row, ok := rows[t.ID]; ok && !t.Found {
+				judgeByRow(t, row)
+				for _, c := range t.Channels {
+					judged[Pair{Template: t.ID, Channel: c.Name}] = c.PastEnd
+				}
+			}
+		}
+		for j := range st.Pairs {
+			if n, ok := judged[st.Pairs[j].Pair]; ok {
+				p := &st.Pairs[j]
+				read := view.Channel{Counts: p.Counts, PastEnd: p.PastEnd}.Read()
+				p.Counts, p.PastEnd = view.PastOwnExpiry(read, n)
+			}
+		}
+	}
+}
+
+// judgeByRow judges t, a source's part without the template's row, by
+// the campaign's rules in row (a part that has it).
+func judgeByRow(t *view.Template, row view.Template) {
+	t.Ended, t.Window = row.Ended, row.Window
+	t.Counts, t.PastEnd = view.Counts{}, 0
+	for k := range t.Channels {
+		c := &t.Channels[k]
+		c.Counts, c.PastEnd = view.Expire(c.Read(), c.PastOwn, row.Ended, row.Window)
+		t.Counts.Add(c.Counts)
+		t.PastEnd += c.PastEnd
+	}
+	t.Quota, t.Claimed = 0, 0 // the template's bar is its budget, not the buckets' sum
+}

@@ -16,7 +16,7 @@ import (
 // template (view.Template): its row in the template table (Templates),
 // judged ended by the server's clock (serverNow), its AVAILABLE coupons
 // past their own expires_at shown as expired (ExpiredByTime; not those of
-// a fixed-window campaign, which follow its end), beside counts (the counters per pair) and quotas (the channel
+// a fixed-window campaign, which follow its end: view.Expire), beside counts (the counters per pair) and quotas (the channel
 // buckets; nil without), with the mapping's channel labels. A template
 // with neither a row nor counters is absent; the rest are in ids' order.
 func (s *Queries) TemplateViews(ctx context.Context, q Querier, ids []int64, counts map[Pair]*Counts, quotas map[Pair]Quota) ([]view.Template, error) {
@@ -58,22 +58,18 @@ func (s *Queries) TemplateViews(ctx context.Context, q Querier, ids []int64, cou
 			continue
 		}
 		t := view.Template{ID: id, Found: found, Name: ti.Name, Budget: ti.Budget, HasBudget: ti.HasBudget, Remaining: ti.Remaining,
-			PerUserLimit: ti.PerUserLimit, EndTime: ti.EndTime, Ended: ti.Ended(now), Unlimited: ti.Unlimited, OffShelf: ti.OffShelf}
+			PerUserLimit: ti.PerUserLimit, EndTime: ti.EndTime, Ended: ti.Ended(now), Window: ti.Window, Unlimited: ti.Unlimited, OffShelf: ti.OffShelf}
 		ps := pairs[id]
 		sort.Slice(ps, func(i, j int) bool { return ps[i].Less(ps[j]) })
 		for _, p := range ps {
-			ch := view.Channel{Name: p.Channel, Label: s.ChannelLabel(p.Channel)}
+			ch := view.Channel{Name: p.Channel, Label: s.ChannelLabel(p.Channel), PastOwn: byTime[p]}
 			if c := counts[p]; c != nil {
 				ch.Counts = *c
 			}
 			if bq, ok := quotas[p]; ok {
 				ch.Quota, ch.Claimed, ch.HasQuota = bq.Quota, bq.Claimed, true
 			}
-			if t.Ended {
-				ch.Counts, ch.PastEnd = view.PastEnd(ch.Counts)
-			} else if n := byTime[p]; n > 0 && !ti.Window { // a fixed window's coupons follow its end
-				ch.Counts, ch.PastEnd = view.PastOwnExpiry(ch.Counts, n)
-			}
+			ch.Counts, ch.PastEnd = view.Expire(ch.Counts, ch.PastOwn, t.Ended, t.Window)
 			t.Counts.Add(ch.Counts)
 			t.PastEnd += ch.PastEnd
 			t.Channels = append(t.Channels, ch)

@@ -29,6 +29,9 @@ type Template struct {
 	PerUserLimit int64     // 0: none
 	EndTime      time.Time // zero: none
 	Ended        bool      // the campaign had ended when it was read
+	// Window: a fixed-window campaign (template.fixed_window), whose
+	// coupons follow its end, not their own expires_at.
+	Window bool
 	// Unlimited: its budget means no limit (template.unlimited); OffShelf:
 	// the campaign is off the shelf (status or soft delete): nothing is
 	// claimable.
@@ -46,6 +49,10 @@ type Channel struct {
 	Counts          // Quota and Claimed when HasQuota
 	HasQuota bool   // the mapping has channel quotas and this bucket
 	PastEnd  int64
+	// PastOwn is how many AVAILABLE coupons were past their own
+	// expires_at when read, whether or not the campaign's rules (Expire)
+	// count them as expired.
+	PastOwn int64
 }
 
 // Display is the channel's name with its label: "1 (self-service)".
@@ -73,6 +80,29 @@ func PastOwnExpiry(c Counts, n int64) (Counts, int64) {
 	n = min(n, c.Held)
 	c.Held, c.Expired = c.Held-n, c.Expired+n
 	return c, n
+}
+
+// Expire counts c (as the counters hold it) as people see it under the
+// campaign's rules: once the campaign has ended, every AVAILABLE coupon is
+// expired (PastEnd); before, the pastOwn past their own expires_at are
+// (PastOwnExpiry), unless the campaign is a fixed window (its coupons
+// follow its end). It says how many it moved.
+func Expire(c Counts, pastOwn int64, ended, window bool) (Counts, int64) {
+	switch {
+	case ended:
+		return PastEnd(c)
+	case pastOwn > 0 && !window:
+		return PastOwnExpiry(c, pastOwn)
+	}
+	return c, 0
+}
+
+// Read is the channel's counts as the counters hold them, before Expire
+// moved PastEnd of them from Held to Expired.
+func (c Channel) Read() Counts {
+	out := c.Counts
+	out.Held, out.Expired = out.Held+c.PastEnd, out.Expired-c.PastEnd
+	return out
 }
 
 // Taken is what the template's budget must cover: held + used + frozen
