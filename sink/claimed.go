@@ -285,10 +285,19 @@ func (f *claimedFill) add(ctx context.Context, tpl int64, user string) error {
 	return f.write(ctx, tpl)
 }
 
-// write adds tpl's pending members to its copy (emptied first, the first
-// time: a rebuild cut short may have left one).
+// write adds tpl's pending members to its copy, in a round trip of its own.
 func (f *claimedFill) write(ctx context.Context, tpl int64) error {
 	pipe := f.r.rdb.Pipeline()
+	f.queue(ctx, pipe, tpl)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("rebuild the claimed users of template %d: %w", tpl, err)
+	}
+	return nil
+}
+
+// queue puts in pipe the adding of tpl's pending members to its copy
+// (emptied first, the first time: a rebuild cut short may have left one).
+func (f *claimedFill) queue(ctx context.Context, pipe redis.Pipeliner, tpl int64) {
 	if !f.started[tpl] {
 		pipe.Del(ctx, f.copyOf(tpl))
 		f.started[tpl] = true
@@ -301,14 +310,11 @@ func (f *claimedFill) write(ctx context.Context, tpl int64) error {
 		pipe.SAdd(ctx, f.copyOf(tpl), args...)
 	}
 	delete(f.pending, tpl)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("rebuild the claimed users of template %d: %w", tpl, err)
-	}
-	return nil
 }
 
-// swap writes what is pending and puts each copy in its set's place by
-// replaceStamped: the templates given and every one a member was added to.
+// swap puts each copy in its set's place by replaceStamped, with what is
+// pending of it, in one round trip a template: the templates given and
+// every one a member was added to.
 func (f *claimedFill) swap(ctx context.Context, templates []int64, stamp int64, reset bool) error {
 	force := "0"
 	if reset {
@@ -317,13 +323,10 @@ func (f *claimedFill) swap(ctx context.Context, templates []int64, stamp int64, 
 	all := slices.Concat(templates, slices.Collect(maps.Keys(f.pending)), slices.Collect(maps.Keys(f.started)))
 	slices.Sort(all)
 	for _, tpl := range slices.Compact(all) {
-		if !f.started[tpl] || len(f.pending[tpl]) > 0 {
-			if err := f.write(ctx, tpl); err != nil {
-				return err
-			}
-		}
-		set := f.r.keys.Claimed(tpl)
-		if err := replaceStamped.Run(ctx, f.r.rdb, []string{f.r.keys.Stamps(tpl), set, f.copyOf(tpl)}, stamp, force).Err(); err != nil {
+		pipe := f.r.rdb.Pipeline()
+		f.queue(ctx, pipe, tpl)
+		replaceStamped.Eval(ctx, pipe, []string{f.r.keys.Stamps(tpl), f.r.keys.Claimed(tpl), f.copyOf(tpl)}, stamp, force) // EVAL: a pipeline cannot fall back on NOSCRIPT
+		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("rebuild the claimed users of template %d: %w", tpl, err)
 		}
 	}
