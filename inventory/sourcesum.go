@@ -134,8 +134,7 @@ func judgeByRows(srcs []SourceStatus) {
 		for j := range st.Pairs {
 			if n, ok := judged[st.Pairs[j].Pair]; ok {
 				p := &st.Pairs[j]
-				read := view.Channel{Counts: p.Counts, PastEnd: p.PastEnd}.Read()
-				p.Counts, p.PastEnd = view.PastOwnExpiry(read, n)
+				p.Counts, p.PastEnd = view.PastOwnExpiry(view.Unexpire(p.Counts, p.PastEnd), n)
 			}
 		}
 	}

@@ -97,12 +97,14 @@ func Expire(c Counts, pastOwn int64, ended, window bool) (Counts, int64) {
 	return c, 0
 }
 
-// Read is the channel's counts as the counters hold them, before Expire
-// moved PastEnd of them from Held to Expired.
-func (c Channel) Read() Counts {
-	out := c.Counts
-	out.Held, out.Expired = out.Held+c.PastEnd, out.Expired-c.PastEnd
-	return out
+// Read is the channel's counts as the counters hold them (Unexpire).
+func (c Channel) Read() Counts { return Unexpire(c.Counts, c.PastEnd) }
+
+// Unexpire is c as the counters hold it, before Expire moved pastEnd of
+// its coupons from Held to Expired.
+func Unexpire(c Counts, pastEnd int64) Counts {
+	c.Held, c.Expired = c.Held+pastEnd, c.Expired-pastEnd
+	return c
 }
 
 // Taken is what the template's budget must cover: held + used + frozen
